@@ -1,0 +1,1 @@
+"""The HTTP layer: Litestar controllers over the catalog services."""

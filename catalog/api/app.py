@@ -1,0 +1,97 @@
+"""The ASGI application: Litestar controllers, dependencies, error mapping and middleware."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Tag
+
+from catalog.api.config import get_config, healthz, metrics, readyz
+from catalog.api.dependencies import (
+    provide_context,
+    provide_namespaces,
+    provide_principal,
+    provide_tables,
+    provide_views,
+)
+from catalog.api.errors import EXCEPTION_HANDLERS
+from catalog.api.middleware import RawPathApp, idempotency_middleware, request_context_middleware
+from catalog.api.namespaces import NamespaceController
+from catalog.api.tables import TableController, TableOperationsController
+from catalog.api.views import ViewController, ViewOperationsController
+from catalog.migrations import upgrade_database
+from catalog.service.context import CatalogContext
+from catalog.settings import Settings
+from catalog.store import create_store
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+
+def openapi_config() -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title="floe Iceberg REST catalog",
+        version=VERSION,
+        description="The Apache Iceberg REST catalog API as served by floe.",
+        tags=[Tag(name="Configuration API"), Tag(name="Catalog API")],
+        use_handler_docstrings=True,
+        path="/openapi",
+    )
+
+
+def build_litestar(settings: Settings) -> Litestar:
+    """The Litestar app alone (for OpenAPI generation); `create_app` wraps it for serving."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        settings.prepare_home()
+        if settings.migrate_on_start:
+            await anyio.to_thread.run_sync(upgrade_database, settings.database_url)
+        store = create_store(settings.database_url)
+        # The environment is the source of truth for the default warehouse's storage settings.
+        await store.upsert_warehouse(settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties)
+        app.state.ctx = CatalogContext(store=store, settings=settings)
+        try:
+            yield
+        finally:
+            await store.close()
+
+    return Litestar(
+        route_handlers=[
+            get_config,
+            healthz,
+            readyz,
+            metrics,
+            NamespaceController,
+            TableController,
+            TableOperationsController,
+            ViewController,
+            ViewOperationsController,
+        ],
+        dependencies={
+            "principal": Provide(provide_principal),
+            "namespaces": Provide(provide_namespaces, sync_to_thread=False),
+            "tables": Provide(provide_tables, sync_to_thread=False),
+            "views": Provide(provide_views, sync_to_thread=False),
+            "context": Provide(provide_context, sync_to_thread=False),
+        },
+        exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[request_context_middleware, idempotency_middleware],
+        lifespan=[lifespan],
+        openapi_config=openapi_config(),
+        request_max_body_size=settings.max_body_bytes,
+        logging_config=None,
+        debug=False,
+    )
+
+
+def create_app(settings: Settings | None = None) -> RawPathApp:
+    """The served ASGI app: Litestar behind raw-path routing."""
+    return RawPathApp(build_litestar(settings or Settings.from_env()))

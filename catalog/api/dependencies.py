@@ -1,0 +1,41 @@
+"""Dependency providers shared by the controllers: the caller and the services."""
+
+from __future__ import annotations
+
+from litestar import Request
+from litestar.datastructures import State
+
+from catalog.auth import ANONYMOUS_ADMIN, Principal
+from catalog.errors import BadRequest
+from catalog.service.context import CatalogContext
+from catalog.service.namespaces import NamespaceService
+from catalog.service.tables import TableService
+from catalog.service.views import ViewService
+
+
+async def provide_principal(request: Request) -> Principal:  # type: ignore[type-arg]
+    """The one authentication point every route goes through (permissive until security lands)."""
+    return ANONYMOUS_ADMIN
+
+
+def provide_namespaces(state: State) -> NamespaceService:
+    return NamespaceService(state.ctx)
+
+
+def provide_tables(state: State) -> TableService:
+    return TableService(state.ctx)
+
+
+def provide_views(state: State) -> ViewService:
+    return ViewService(state.ctx)
+
+
+def provide_context(state: State) -> CatalogContext:
+    ctx: CatalogContext = state.ctx
+    return ctx
+
+
+def page_size_value(raw: int | None) -> int | None:
+    if raw is not None and raw < 1:
+        raise BadRequest(f"Invalid pageSize: {raw} (must be a positive integer)")
+    return raw

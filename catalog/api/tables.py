@@ -1,0 +1,200 @@
+"""Table routes, including rename, metrics, credentials and multi-table transactions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import Controller, Response, delete, get, head, post
+from litestar.datastructures import ResponseHeader
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import Parameter
+
+from catalog.api.dependencies import page_size_value
+from catalog.api.namespaces import PageSize, PageToken
+from catalog.api.schemas import (
+    CommitTableRequest,
+    CommitTableResponse,
+    CommitTransactionRequest,
+    CreateTableRequest,
+    ListTablesResponse,
+    LoadCredentialsResponse,
+    LoadTableResult,
+    RegisterTableRequest,
+    RenameTableRequest,
+    ReportMetricsRequest,
+    TableIdentifier,
+    to_json_dict,
+)
+from catalog.auth import Principal
+from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_name, parse_namespace
+from catalog.service.tables import LoadedTable, TableService, parse_change
+
+JSON = "application/json"
+
+
+def json_response(loaded: LoadedTable, status: int = 200) -> Response[bytes]:
+    headers = {"ETag": loaded.etag} if loaded.etag else None
+    return Response(content=loaded.to_json(), status_code=status, media_type=JSON, headers=headers)
+
+
+def ident_of(namespace: str, table: str) -> TableIdent:
+    return TableIdent(parse_namespace(namespace), parse_name(table))
+
+
+class TableController(Controller):
+    path = "/v1/{prefix:str}/namespaces/{namespace:str}"
+    tags = ["Catalog API"]
+
+    @get("/tables", operation_id="listTables")
+    async def list_tables(
+        self,
+        prefix: str,
+        namespace: str,
+        principal: Principal,
+        tables: TableService,
+        page_token: PageToken = None,
+        page_size: PageSize = None,
+    ) -> ListTablesResponse:
+        ns = parse_namespace(namespace)
+        names, token = await tables.list(principal, decode_segment(prefix), ns, page_token, page_size_value(page_size))
+        return ListTablesResponse(
+            identifiers=[TableIdentifier(namespace=list(ns.levels), name=n) for n in names], next_page_token=token
+        )
+
+    @post(
+        "/tables",
+        operation_id="createTable",
+        status_code=200,
+        responses={200: ResponseSpec(data_container=LoadTableResult, description="Table metadata result after creating a table")},
+    )
+    async def create_table(
+        self, prefix: str, namespace: str, principal: Principal, tables: TableService, data: CreateTableRequest
+    ) -> Response[bytes]:
+        loaded = await tables.create(principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data))
+        return json_response(loaded)
+
+    @post(
+        "/register",
+        operation_id="registerTable",
+        status_code=200,
+        responses={200: ResponseSpec(data_container=LoadTableResult, description="Table metadata result")},
+    )
+    async def register_table(
+        self, prefix: str, namespace: str, principal: Principal, tables: TableService, data: RegisterTableRequest
+    ) -> Response[bytes]:
+        loaded = await tables.register(principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data))
+        return json_response(loaded)
+
+    @get(
+        "/tables/{table:str}",
+        operation_id="loadTable",
+        responses={
+            200: ResponseSpec(data_container=LoadTableResult, description="Table metadata result when loading a table"),
+            304: ResponseSpec(data_container=None, description="Not Modified: the ETag in If-None-Match is current"),
+        },
+        response_headers=[ResponseHeader(name="ETag", description="Identifies this version of the table metadata", documentation_only=True)],
+    )
+    async def load_table(
+        self,
+        prefix: str,
+        namespace: str,
+        table: str,
+        principal: Principal,
+        tables: TableService,
+        snapshots: str = "all",
+        if_none_match: Annotated[str | None, Parameter(header="If-None-Match", required=False)] = None,
+        access_delegation: Annotated[
+            str | None, Parameter(header="X-Iceberg-Access-Delegation", required=False)
+        ] = None,
+    ) -> Response[bytes]:
+        loaded = await tables.load(principal, decode_segment(prefix), ident_of(namespace, table), snapshots, if_none_match)
+        if loaded is None:
+            return Response(content=b"", status_code=304, headers={"ETag": if_none_match or ""})
+        return json_response(loaded)
+
+    @post(
+        "/tables/{table:str}",
+        operation_id="updateTable",
+        status_code=200,
+        responses={200: ResponseSpec(data_container=CommitTableResponse, description="Response used when a table is successfully updated")},
+    )
+    async def update_table(
+        self,
+        prefix: str,
+        namespace: str,
+        table: str,
+        principal: Principal,
+        tables: TableService,
+        data: CommitTableRequest,
+    ) -> Response[bytes]:
+        change = parse_change(to_json_dict(data), ident_of(namespace, table))
+        loaded = await tables.commit(principal, decode_segment(prefix), change)
+        return json_response(loaded)
+
+    @delete("/tables/{table:str}", operation_id="dropTable", status_code=204)
+    async def drop_table(
+        self,
+        prefix: str,
+        namespace: str,
+        table: str,
+        principal: Principal,
+        tables: TableService,
+        purge_requested: Annotated[bool, Parameter(query="purgeRequested", required=False)] = False,
+    ) -> None:
+        await tables.drop(principal, decode_segment(prefix), ident_of(namespace, table), purge_requested)
+
+    @head("/tables/{table:str}", operation_id="tableExists", status_code=204)
+    async def table_exists(
+        self, prefix: str, namespace: str, table: str, principal: Principal, tables: TableService
+    ) -> None:
+        await tables.exists(principal, decode_segment(prefix), ident_of(namespace, table))
+
+    @post("/tables/{table:str}/unregister", operation_id="unregisterTable", status_code=204)
+    async def unregister_table(
+        self, prefix: str, namespace: str, table: str, principal: Principal, tables: TableService
+    ) -> None:
+        await tables.unregister(principal, decode_segment(prefix), ident_of(namespace, table))
+
+    @get("/tables/{table:str}/credentials", operation_id="loadCredentials")
+    async def load_credentials(
+        self, prefix: str, namespace: str, table: str, principal: Principal, tables: TableService
+    ) -> LoadCredentialsResponse:
+        creds = await tables.credentials(principal, decode_segment(prefix), ident_of(namespace, table))
+        return LoadCredentialsResponse(storage_credentials=creds)  # type: ignore[arg-type]
+
+    @post("/tables/{table:str}/metrics", operation_id="reportMetrics", status_code=204)
+    async def report_metrics(
+        self,
+        prefix: str,
+        namespace: str,
+        table: str,
+        principal: Principal,
+        tables: TableService,
+        data: ReportMetricsRequest,
+    ) -> None:
+        body = to_json_dict(data)
+        await tables.report_metrics(principal, decode_segment(prefix), ident_of(namespace, table), body)
+
+
+class TableOperationsController(Controller):
+    path = "/v1/{prefix:str}"
+    tags = ["Catalog API"]
+
+    @post("/tables/rename", operation_id="renameTable", status_code=204)
+    async def rename_table(
+        self, prefix: str, principal: Principal, tables: TableService, data: RenameTableRequest
+    ) -> None:
+        await tables.rename(
+            principal,
+            decode_segment(prefix),
+            TableIdent(Namespace.of(data.source.namespace), data.source.name),
+            TableIdent(Namespace.of(data.destination.namespace), data.destination.name),
+        )
+
+    @post("/transactions/commit", operation_id="commitTransaction", status_code=204)
+    async def commit_transaction(
+        self, prefix: str, principal: Principal, tables: TableService, data: CommitTransactionRequest
+    ) -> None:
+        changes = [parse_change(change) for change in data.table_changes]
+        await tables.commit_all(principal, decode_segment(prefix), changes)
+

@@ -1,0 +1,105 @@
+"""View routes."""
+
+from __future__ import annotations
+
+from litestar import Controller, Response, delete, get, head, post
+from litestar.openapi.datastructures import ResponseSpec
+
+from catalog.api.dependencies import page_size_value
+from catalog.api.namespaces import PageSize, PageToken
+from catalog.api.schemas import (
+    CommitViewRequest,
+    CreateViewRequest,
+    ListTablesResponse,
+    LoadViewResult,
+    RegisterViewRequest,
+    RenameTableRequest,
+    TableIdentifier,
+    to_json_dict,
+)
+from catalog.api.tables import ident_of, json_response
+from catalog.auth import Principal
+from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_namespace
+from catalog.service.views import ViewService
+
+_VIEW_RESULT = ResponseSpec(data_container=LoadViewResult, description="View metadata result")
+
+
+class ViewController(Controller):
+    path = "/v1/{prefix:str}/namespaces/{namespace:str}"
+    tags = ["Catalog API"]
+
+    @get("/views", operation_id="listViews")
+    async def list_views(
+        self,
+        prefix: str,
+        namespace: str,
+        principal: Principal,
+        views: ViewService,
+        page_token: PageToken = None,
+        page_size: PageSize = None,
+    ) -> ListTablesResponse:
+        ns = parse_namespace(namespace)
+        names, token = await views.list(principal, decode_segment(prefix), ns, page_token, page_size_value(page_size))
+        return ListTablesResponse(
+            identifiers=[TableIdentifier(namespace=list(ns.levels), name=n) for n in names], next_page_token=token
+        )
+
+    @post("/views", operation_id="createView", status_code=200, responses={200: _VIEW_RESULT})
+    async def create_view(
+        self, prefix: str, namespace: str, principal: Principal, views: ViewService, data: CreateViewRequest
+    ) -> Response[bytes]:
+        loaded = await views.create(principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data))
+        return json_response(loaded)
+
+    @get("/views/{view:str}", operation_id="loadView", responses={200: _VIEW_RESULT})
+    async def load_view(
+        self, prefix: str, namespace: str, view: str, principal: Principal, views: ViewService
+    ) -> Response[bytes]:
+        return json_response(await views.load(principal, decode_segment(prefix), ident_of(namespace, view)))
+
+    @post("/views/{view:str}", operation_id="replaceView", status_code=200, responses={200: _VIEW_RESULT})
+    async def replace_view(
+        self,
+        prefix: str,
+        namespace: str,
+        view: str,
+        principal: Principal,
+        views: ViewService,
+        data: CommitViewRequest,
+    ) -> Response[bytes]:
+        loaded = await views.replace(principal, decode_segment(prefix), ident_of(namespace, view), to_json_dict(data))
+        return json_response(loaded)
+
+    @delete("/views/{view:str}", operation_id="dropView", status_code=204)
+    async def drop_view(
+        self, prefix: str, namespace: str, view: str, principal: Principal, views: ViewService
+    ) -> None:
+        await views.drop(principal, decode_segment(prefix), ident_of(namespace, view))
+
+    @head("/views/{view:str}", operation_id="viewExists", status_code=204)
+    async def view_exists(
+        self, prefix: str, namespace: str, view: str, principal: Principal, views: ViewService
+    ) -> None:
+        await views.exists(principal, decode_segment(prefix), ident_of(namespace, view))
+
+    @post("/register-view", operation_id="registerView", status_code=200, responses={200: _VIEW_RESULT})
+    async def register_view(
+        self, prefix: str, namespace: str, principal: Principal, views: ViewService, data: RegisterViewRequest
+    ) -> Response[bytes]:
+        loaded = await views.register(principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data))
+        return json_response(loaded)
+
+
+class ViewOperationsController(Controller):
+    path = "/v1/{prefix:str}"
+    tags = ["Catalog API"]
+
+    @post("/views/rename", operation_id="renameView", status_code=204)
+    async def rename_view(self, prefix: str, principal: Principal, views: ViewService, data: RenameTableRequest) -> None:
+        await views.rename(
+            principal,
+            decode_segment(prefix),
+            TableIdent(Namespace.of(data.source.namespace), data.source.name),
+            TableIdent(Namespace.of(data.destination.namespace), data.destination.name),
+        )

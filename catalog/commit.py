@@ -1,0 +1,324 @@
+"""The table commit core: pure functions over pyiceberg's immutable metadata models.
+
+A commit is: parse the request's requirements and updates, check every requirement against the base
+metadata (worded as the Java reference implementation words them, which the Java client and the REST
+compatibility kit match), then apply the updates with pyiceberg's `update_table_metadata`. Nothing here
+does I/O; the service layer writes the resulting metadata file and swaps the pointer in the store.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV1, new_table_metadata
+from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import TableUpdate, update_table_metadata
+
+from catalog.errors import BadRequest, CommitFailed
+
+TABLE_UPDATE_ACTIONS = frozenset(
+    {
+        "assign-uuid",
+        "upgrade-format-version",
+        "add-schema",
+        "set-current-schema",
+        "add-spec",
+        "set-default-spec",
+        "add-sort-order",
+        "set-default-sort-order",
+        "add-snapshot",
+        "set-snapshot-ref",
+        "remove-snapshots",
+        "remove-snapshot-ref",
+        "set-location",
+        "set-properties",
+        "remove-properties",
+        "set-statistics",
+        "remove-statistics",
+        "set-partition-statistics",
+        "remove-partition-statistics",
+        "remove-partition-specs",
+        "remove-schemas",
+    }
+)
+# In the spec but refused: floe does not manage table encryption keys yet.
+UNSUPPORTED_TABLE_UPDATE_ACTIONS = frozenset({"add-encryption-key", "remove-encryption-key"})
+
+_UPDATES = TypeAdapter(list[TableUpdate])
+_SCHEMA = TypeAdapter(Schema)
+_SPEC = TypeAdapter(PartitionSpec)
+_SORT_ORDER = TypeAdapter(SortOrder)
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One `TableRequirement` of the spec, kept as sent."""
+
+    type: str
+    body: dict[str, Any]
+
+
+REQUIREMENT_TYPES = frozenset(
+    {
+        "assert-create",
+        "assert-table-uuid",
+        "assert-ref-snapshot-id",
+        "assert-last-assigned-field-id",
+        "assert-current-schema-id",
+        "assert-last-assigned-partition-id",
+        "assert-default-spec-id",
+        "assert-default-sort-order-id",
+    }
+)
+
+
+def _describe_validation_error(exc: PydanticValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"{first.get('msg', 'invalid value')} at {where}" if where else str(first.get("msg"))
+
+
+def parse_requirements(raw: Any) -> tuple[Requirement, ...]:
+    """Parse the `requirements` array of a commit request; unknown types are a 400."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadRequest("Invalid commit request: requirements must be an array")
+    parsed: list[Requirement] = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise BadRequest("Invalid requirement: each requirement must be an object with a 'type'")
+        if item["type"] not in REQUIREMENT_TYPES:
+            raise BadRequest(f"Unknown requirement type: {item['type']}")
+        parsed.append(Requirement(type=item["type"], body=item))
+    return tuple(parsed)
+
+
+def parse_table_updates(raw: Any) -> tuple[TableUpdate, ...]:
+    """Parse the `updates` array of a commit request into pyiceberg's typed updates."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadRequest("Invalid commit request: updates must be an array")
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("action"), str):
+            raise BadRequest("Invalid update: each update must be an object with an 'action'")
+        action = item["action"]
+        if action in UNSUPPORTED_TABLE_UPDATE_ACTIONS:
+            raise BadRequest(f"Unsupported update action: {action}: floe does not manage encryption keys")
+        if action not in TABLE_UPDATE_ACTIONS:
+            raise BadRequest(f"Unknown update action: {action}")
+    try:
+        return tuple(_UPDATES.validate_python(raw))
+    except PydanticValidationError as exc:
+        raise BadRequest(f"Invalid update: {_describe_validation_error(exc)}") from exc
+
+
+def _int_field(req: Requirement, name: str, *, optional: bool = False) -> int | None:
+    value = req.body.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BadRequest(f"Invalid requirement {req.type}: '{name}' must be an integer")
+    return value
+
+
+def _check_one(req: Requirement, base: TableMetadata | None) -> None:
+    """Check one requirement against the base (None: the table does not exist yet)."""
+    kind = req.type
+    if kind == "assert-create":
+        if base is not None:
+            raise CommitFailed("Requirement failed: table already exists")
+        return
+    if kind == "assert-last-assigned-field-id":
+        expected = _int_field(req, "last-assigned-field-id")
+        if base is not None and base.last_column_id != expected:
+            raise CommitFailed(
+                f"Requirement failed: last assigned field id changed: expected id {expected} != {base.last_column_id}"
+            )
+        return
+    if kind == "assert-last-assigned-partition-id":
+        expected = _int_field(req, "last-assigned-partition-id")
+        if base is not None and base.last_partition_id != expected:
+            raise CommitFailed(
+                "Requirement failed: last assigned partition id changed: "
+                f"expected id {expected} != {base.last_partition_id}"
+            )
+        return
+    if base is None:
+        raise CommitFailed("Requirement failed: table does not exist")
+    if kind == "assert-table-uuid":
+        expected_uuid = str(req.body.get("uuid", ""))
+        if expected_uuid.lower() != str(base.table_uuid).lower():
+            raise CommitFailed(f"Requirement failed: UUID does not match: expected {base.table_uuid} != {expected_uuid}")
+    elif kind == "assert-ref-snapshot-id":
+        ref_name = req.body.get("ref")
+        if not isinstance(ref_name, str):
+            raise BadRequest("Invalid requirement assert-ref-snapshot-id: 'ref' must be a string")
+        snapshot_id = _int_field(req, "snapshot-id", optional=True)
+        ref = base.refs.get(ref_name)
+        if ref is not None:
+            ref_type = str(ref.snapshot_ref_type)
+            if snapshot_id is None:
+                raise CommitFailed(f"Requirement failed: {ref_type} {ref_name} was created concurrently")
+            if snapshot_id != ref.snapshot_id:
+                raise CommitFailed(
+                    f"Requirement failed: {ref_type} {ref_name} has changed: "
+                    f"expected id {snapshot_id} != {ref.snapshot_id}"
+                )
+        elif snapshot_id is not None:
+            raise CommitFailed(f"Requirement failed: branch or tag {ref_name} is missing, expected {snapshot_id}")
+    elif kind == "assert-current-schema-id":
+        expected = _int_field(req, "current-schema-id")
+        if expected != base.current_schema_id:
+            raise CommitFailed(
+                f"Requirement failed: current schema changed: expected id {expected} != {base.current_schema_id}"
+            )
+    elif kind == "assert-default-spec-id":
+        expected = _int_field(req, "default-spec-id")
+        if expected != base.default_spec_id:
+            raise CommitFailed(
+                f"Requirement failed: default partition spec changed: expected id {expected} != {base.default_spec_id}"
+            )
+    elif kind == "assert-default-sort-order-id":
+        expected = _int_field(req, "default-sort-order-id")
+        if expected != base.default_sort_order_id:
+            raise CommitFailed(
+                "Requirement failed: default sort order changed: "
+                f"expected id {expected} != {base.default_sort_order_id}"
+            )
+
+
+def check_requirements(requirements: Sequence[Requirement], base: TableMetadata | None) -> None:
+    """Raise `CommitFailed` for the first requirement that does not hold on `base`."""
+    for req in requirements:
+        _check_one(req, base)
+
+
+def empty_table_metadata() -> TableMetadata:
+    """The base a create transaction (`assert-create`) applies its updates to."""
+    return TableMetadataV1(location="", last_column_id=-1, schema=Schema())
+
+
+def apply_table_updates(
+    base: TableMetadata | None,
+    updates: Sequence[TableUpdate],
+    base_location: str | None,
+    default_location: str = "",
+) -> TableMetadata:
+    """Apply `updates` to `base` (or to an empty table for a create transaction, which lands at
+    `default_location` unless it sends `set-location`).
+
+    A update that cannot apply (unknown snapshot, stale sequence number, incompatible spec …) is the
+    client's error: 400 `BadRequestException`, as the reference server answers.
+    """
+    start = base if base is not None else empty_table_metadata()
+    try:
+        new = update_table_metadata(start, tuple(updates), metadata_location=base_location)
+        # A create transaction starts from an empty v1 shell: re-validate the finished metadata fully.
+        if base is None:
+            if new.location == "":
+                if not default_location:
+                    raise BadRequest("Invalid create transaction: no set-location update")
+                new = new.model_copy(update={"location": default_location})
+            new = TableMetadataUtil.parse_obj(new.model_dump(by_alias=True))
+        return new
+    except (ValueError, IcebergValidationError) as exc:
+        raise BadRequest(f"Cannot apply update: {exc}") from exc
+
+
+def commit_table(
+    base: TableMetadata | None,
+    base_location: str | None,
+    requirements: Sequence[Requirement],
+    updates: Sequence[TableUpdate],
+    default_location: str = "",
+) -> TableMetadata:
+    """Validate `requirements` on `base`, then apply `updates`: the whole pure commit step."""
+    check_requirements(requirements, base)
+    return apply_table_updates(base, updates, base_location, default_location)
+
+
+def create_table_metadata(
+    *,
+    schema: dict[str, Any],
+    location: str,
+    partition_spec: dict[str, Any] | None,
+    write_order: dict[str, Any] | None,
+    properties: dict[str, str],
+) -> TableMetadata:
+    """Fresh metadata for `createTable`, ids reassigned as the reference implementation does."""
+    try:
+        parsed_schema = _SCHEMA.validate_python(schema)
+        spec = _SPEC.validate_python(partition_spec) if partition_spec else UNPARTITIONED_PARTITION_SPEC
+        order = _SORT_ORDER.validate_python(write_order) if write_order else UNSORTED_SORT_ORDER
+        return new_table_metadata(parsed_schema, spec, order, location, dict(properties), uuid.uuid4())
+    except PydanticValidationError as exc:
+        raise BadRequest(f"Invalid table definition: {_describe_validation_error(exc)}") from exc
+    except (ValueError, IcebergValidationError) as exc:
+        raise BadRequest(f"Invalid table definition: {exc}") from exc
+
+
+def parse_table_metadata(text: str | bytes) -> TableMetadata:
+    """Parse a metadata file's JSON (`register`, stored metadata)."""
+    try:
+        return TableMetadataUtil.parse_raw(text if isinstance(text, str) else text.decode())
+    except (ValueError, IcebergValidationError) as exc:
+        raise BadRequest(f"Invalid table metadata: {exc}") from exc
+
+
+_VERSION_PREFIX = re.compile(r"^(\d+)-")
+_LEGACY_VERSION = re.compile(r"^v(\d+)\.")
+
+
+def metadata_version(metadata_location: str | None) -> int:
+    """The version number encoded in a metadata file name (`00003-<uuid>.metadata.json` → 3)."""
+    if not metadata_location:
+        return -1
+    name = metadata_location.rsplit("/", 1)[-1]
+    match = _VERSION_PREFIX.match(name) or _LEGACY_VERSION.match(name)
+    return int(match.group(1)) if match else -1
+
+
+def new_metadata_location(metadata: TableMetadata, previous_location: str | None) -> str:
+    """Where the next metadata file goes: `write.metadata.path` or `<location>/metadata`."""
+    folder = metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
+    version = metadata_version(previous_location) + 1
+    return f"{folder.rstrip('/')}/{version:05d}-{uuid.uuid4()}.metadata.json"
+
+
+def referenced_snapshots_only(metadata_json: dict[str, Any]) -> dict[str, Any]:
+    """`snapshots=refs`: keep only the snapshots that a branch or tag points at."""
+    refs = metadata_json.get("refs") or {}
+    wanted = {ref.get("snapshot-id") for ref in refs.values()}
+    current = metadata_json.get("current-snapshot-id")
+    if current is not None and current != -1:
+        wanted.add(current)
+    snapshots = [s for s in metadata_json.get("snapshots") or [] if s.get("snapshot-id") in wanted]
+    return {**metadata_json, "snapshots": snapshots}
+
+
+__all__ = [
+    "MAIN_BRANCH",
+    "Requirement",
+    "apply_table_updates",
+    "check_requirements",
+    "commit_table",
+    "create_table_metadata",
+    "metadata_version",
+    "new_metadata_location",
+    "parse_requirements",
+    "parse_table_metadata",
+    "parse_table_updates",
+    "referenced_snapshots_only",
+]

@@ -1,0 +1,1 @@
+"""Local components for development, tests and benchmarks: PostgreSQL, a catalog server process."""

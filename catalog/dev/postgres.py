@@ -1,0 +1,113 @@
+"""A throwaway local PostgreSQL server for tests, benchmarks and `floe dev postgres`.
+
+Uses the Debian `postgresql` binaries when installed, else the ones bundled in the `pgserver` wheel.
+PostgreSQL refuses to run as root, so as root the server runs as a dedicated system user.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+SERVICE_USER = "floe-postgres"
+
+
+def postgres_bin_dir() -> Path:
+    """The newest Debian PostgreSQL, else pgserver's bundled binaries."""
+    debian = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=lambda p: int(p.split("/")[4]))
+    if debian:
+        return Path(debian[-1]).parent
+    try:
+        import pgserver
+    except ImportError as exc:
+        raise RuntimeError(
+            "No PostgreSQL found: install Debian's 'postgresql' package or 'pip install pgserver'"
+        ) from exc
+    return Path(pgserver.__file__).parent / "pginstall" / "bin"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _ensure_service_user() -> None:
+    try:
+        pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER], check=True
+        )
+
+
+class LocalPostgres:
+    """Start with `with LocalPostgres() as pg: pg.url` — a fresh cluster on 127.0.0.1, deleted on exit."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.bin = postgres_bin_dir()
+        self.root = Path(tempfile.mkdtemp(prefix="floe-pg-"))
+        self.data = self.root / "data"
+        self.as_root = os.geteuid() == 0
+
+    def _run(self, *args: str) -> None:
+        cmd = [str(self.bin / args[0]), *args[1:]]
+        if self.as_root:
+            cmd = ["runuser", "-u", SERVICE_USER, "--", *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def database_url(self, database: str) -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> LocalPostgres:
+        if self.as_root:
+            _ensure_service_user()
+            self.root.chmod(0o755)
+            shutil.chown(self.root, SERVICE_USER)
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.root} "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+        )
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"PostgreSQL did not start; see {self.root / 'log'}")
+
+    def create_database(self, name: str) -> str:
+        self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-c", f'CREATE DATABASE "{name}"')
+        return self.database_url(name)
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> LocalPostgres:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

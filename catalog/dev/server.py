@@ -1,0 +1,90 @@
+"""Run a real `floe serve` process on loopback (tests and benchmarks talk to it over HTTP)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from catalog.dev.postgres import free_port
+
+
+class CatalogProcess:
+    """`floe serve` in a subprocess with its own FLOE_HOME; stopped (and its home kept for logs) on exit."""
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        home: Path | None = None,
+        workers: int = 1,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+    ) -> None:
+        self.home = home or Path(tempfile.mkdtemp(prefix="floe-home-"))
+        self.port = port or free_port()
+        self.workers = workers
+        self.database_url = database_url
+        self.extra_env = env or {}
+        self.log_path = self.home / "server.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.home / "warehouse"
+
+    def start(self, timeout: float = 60) -> CatalogProcess:
+        env = {**os.environ, "FLOE_HOME": str(self.home), **self.extra_env}
+        if self.database_url:
+            env["FLOE_DATABASE_URL"] = self.database_url
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "catalog.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"floe serve exited with {self.process.returncode}: {self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"floe serve did not become ready: {self.log_path.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def __enter__(self) -> CatalogProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,66 @@
+"""What every catalog operation shares: the store, settings, warehouses and their storage."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+
+from catalog.errors import NoSuchNamespace, NoSuchWarehouse
+from catalog.identifiers import Namespace
+from catalog.settings import Settings
+from catalog.storage import Storage
+from catalog.store import NamespaceRecord, SqlCatalogStore, WarehouseRecord
+
+WAREHOUSE_CACHE_SECONDS = 2.0
+_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def path_segment(name: str) -> str:
+    """A storage-safe folder name for a namespace level or table name."""
+    cleaned = _UNSAFE_PATH_CHARS.sub("_", name).strip(".") or "_"
+    return cleaned[:100]
+
+
+async def run_blocking(func: Any, *args: Any) -> Any:
+    """Run blocking storage I/O in a worker thread."""
+    return await anyio.to_thread.run_sync(func, *args)
+
+
+@dataclass
+class CatalogContext:
+    store: SqlCatalogStore
+    settings: Settings
+    _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
+
+    async def warehouse(self, name: str) -> WarehouseRecord:
+        """The warehouse a `prefix` names, cached briefly: it is read on every request."""
+        now = time.monotonic()
+        cached = self._warehouses.get(name)
+        if cached is not None and now - cached[0] < WAREHOUSE_CACHE_SECONDS:
+            return cached[1]
+        record = await self.store.get_warehouse(name)
+        if record is None:
+            raise NoSuchWarehouse(f"Warehouse does not exist: {name}")
+        self._warehouses[name] = (now, record)
+        return record
+
+    async def namespace(self, warehouse: WarehouseRecord, namespace: Namespace) -> NamespaceRecord:
+        record = await self.store.get_namespace(warehouse.id, namespace.key)
+        if record is None:
+            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
+        return record
+
+    @staticmethod
+    def storage(warehouse: WarehouseRecord) -> Storage:
+        return Storage(warehouse.location, warehouse.properties)
+
+    @staticmethod
+    def default_location(warehouse: WarehouseRecord, namespace: Namespace, name: str) -> str:
+        """`<warehouse>/<ns>/<…>/<name>-<id>`: the id keeps a re-created table's files apart."""
+        folders = "/".join(path_segment(level) for level in namespace.levels)
+        return f"{warehouse.location.rstrip('/')}/{folders}/{path_segment(name)}-{uuid.uuid4().hex[:12]}"

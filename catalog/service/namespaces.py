@@ -1,0 +1,75 @@
+"""Namespace operations: list, create, load, exists, drop, update properties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.auth import Action, Principal, authorize
+from catalog.errors import BadRequest, NoSuchNamespace
+from catalog.identifiers import Namespace
+from catalog.service.context import CatalogContext
+
+
+def _string_map(value: Any, what: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise BadRequest(f"Invalid {what}: must be an object of strings")
+    if not all(isinstance(v, str) for v in value.values()):
+        raise BadRequest(f"Invalid {what}: values must be strings")
+    return dict(value)
+
+
+class NamespaceService:
+    def __init__(self, ctx: CatalogContext) -> None:
+        self.ctx = ctx
+
+    async def list(
+        self, principal: Principal, prefix: str, parent: Namespace | None, page_token: str | None, page_size: int | None
+    ) -> tuple[list[list[str]], str | None]:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, parent.key if parent else None)
+        if parent is not None:
+            await self.ctx.namespace(warehouse, parent)
+        keys, next_token = await self.ctx.store.list_namespaces(
+            warehouse.id, parent.key if parent else "", page_token, page_size
+        )
+        return [list(Namespace.from_key(k).levels) for k in keys], next_token
+
+    async def create(
+        self, principal: Principal, prefix: str, namespace: Namespace, properties: Any
+    ) -> dict[str, str]:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.CREATE, prefix, namespace.key)
+        props = _string_map(properties, "namespace properties")
+        await self.ctx.store.create_namespace(warehouse.id, namespace.key, props)
+        return props
+
+    async def load(self, principal: Principal, prefix: str, namespace: Namespace) -> dict[str, str]:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, namespace.key)
+        return (await self.ctx.namespace(warehouse, namespace)).properties
+
+    async def drop(self, principal: Principal, prefix: str, namespace: Namespace) -> None:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.DROP, prefix, namespace.key)
+        if not await self.ctx.store.drop_namespace(warehouse.id, namespace.key):
+            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
+
+    async def update_properties(
+        self, principal: Principal, prefix: str, namespace: Namespace, removals: Any, updates: Any
+    ) -> tuple[list[str], list[str], list[str]]:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.WRITE, prefix, namespace.key)
+        upd = _string_map(updates, "updates")
+        if removals is None:
+            removals = []
+        if not isinstance(removals, list) or not all(isinstance(k, str) for k in removals):
+            raise BadRequest("Invalid removals: must be an array of strings")
+        overlap = sorted(set(removals) & set(upd))
+        if overlap:
+            raise BadRequest(f"Cannot remove and update the same properties: {overlap}")
+        result = await self.ctx.store.update_namespace_properties(warehouse.id, namespace.key, removals, upd)
+        if result is None:
+            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
+        return result

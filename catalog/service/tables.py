@@ -1,0 +1,363 @@
+"""Table operations: list, create (and stage-create), load, commit, multi-table transactions, drop and
+purge, exists, rename, register, unregister, metrics reports and credentials."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError
+
+from catalog import commit as core
+from catalog.auth import Action, Principal, authorize
+from catalog.errors import (
+    AlreadyExists,
+    BadRequest,
+    CommitFailed,
+    CommitStateUnknown,
+    NoSuchNamespace,
+    NoSuchTable,
+)
+from catalog.identifiers import Namespace, TableIdent
+from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
+from catalog.service.context import CatalogContext, run_blocking
+from catalog.storage import Storage, client_properties
+from catalog.store import PendingCommit, TabularRecord, WarehouseRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTable:
+    """A `LoadTableResult`, with the metadata kept as the JSON text the store holds."""
+
+    metadata_location: str | None
+    metadata_json: str
+    config: dict[str, str]
+    etag: str | None = None
+
+    def to_json(self) -> bytes:
+        # The stored metadata is embedded as is: no parse and re-serialize on the read path.
+        head = '{"metadata-location":' + json.dumps(self.metadata_location) + "," if self.metadata_location else "{"
+        return (head + '"metadata":' + self.metadata_json + ',"config":' + json.dumps(self.config) + "}").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class TableChange:
+    """One entry of a commit: the table, its requirements and updates, as parsed from the request."""
+
+    ident: TableIdent
+    requirements: tuple[core.Requirement, ...]
+    updates: tuple[Any, ...]
+
+
+def table_etag(metadata_location: str | None, snapshots: str) -> str:
+    digest = hashlib.sha256(f"{metadata_location}|{snapshots}".encode()).hexdigest()[:40]
+    return f'"{digest}"'
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    if not if_none_match:
+        return False
+    candidates = [c.strip() for c in if_none_match.split(",")]
+    return "*" in candidates or etag in candidates or f"W/{etag}" in candidates
+
+
+def parse_change(body: Any, ident: TableIdent | None = None) -> TableChange:
+    """Parse a `CommitTableRequest`; the identifier comes from the path for single-table commits."""
+    if not isinstance(body, dict):
+        raise BadRequest("Invalid commit request: body must be a JSON object")
+    if ident is None:
+        raw = body.get("identifier")
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+            raise BadRequest("Invalid table change: 'identifier' with 'namespace' and 'name' is required")
+        if not isinstance(raw.get("namespace"), list):
+            raise BadRequest("Invalid table change: 'identifier.namespace' must be an array")
+        ident = TableIdent(Namespace.of(raw["namespace"]), raw["name"])
+    return TableChange(
+        ident=ident,
+        requirements=core.parse_requirements(body.get("requirements")),
+        updates=core.parse_table_updates(body.get("updates")),
+    )
+
+
+class TableService:
+    def __init__(self, ctx: CatalogContext) -> None:
+        self.ctx = ctx
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def list(
+        self, principal: Principal, prefix: str, namespace: Namespace, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, namespace.key)
+        ns = await self.ctx.namespace(warehouse, namespace)
+        return await self.ctx.store.list_tabulars(ns.id, "table", page_token, page_size)
+
+    async def _record(self, warehouse: WarehouseRecord, ident: TableIdent) -> TabularRecord:
+        record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+        if record is None or record.kind != "table":
+            if await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key) is None:
+                raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
+            raise NoSuchTable(f"Table does not exist: {ident}")
+        return record
+
+    def table_config(self, warehouse: WarehouseRecord) -> dict[str, str]:
+        return client_properties(warehouse.properties)
+
+    async def load(
+        self,
+        principal: Principal,
+        prefix: str,
+        ident: TableIdent,
+        snapshots: str = "all",
+        if_none_match: str | None = None,
+    ) -> LoadedTable | None:
+        """The table's current metadata, or None when `If-None-Match` names the current version."""
+        if snapshots not in ("all", "refs"):
+            raise BadRequest(f"Invalid snapshots mode: {snapshots!r} (expected 'all' or 'refs')")
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        if if_none_match:
+            found = await self.ctx.store.get_tabular_location(warehouse.id, ident.namespace.key, ident.name)
+            if found is not None and found[0] == "table" and etag_matches(if_none_match, table_etag(found[1], snapshots)):
+                return None
+        record = await self._record(warehouse, ident)
+        metadata_json = record.metadata_json
+        if snapshots == "refs":
+            metadata_json = json.dumps(core.referenced_snapshots_only(json.loads(metadata_json)))
+        return LoadedTable(
+            record.metadata_location,
+            metadata_json,
+            self.table_config(warehouse),
+            table_etag(record.metadata_location, snapshots),
+        )
+
+    async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        await self._record(warehouse, ident)
+
+    async def credentials(self, principal: Principal, prefix: str, ident: TableIdent) -> list[dict[str, Any]]:
+        """Storage credentials for the table: none until credential vending is configured."""
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        await self._record(warehouse, ident)
+        return []
+
+    # -- create and register ----------------------------------------------------------------------
+
+    async def create(
+        self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
+    ) -> LoadedTable:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.CREATE, prefix, namespace.key)
+        name = body.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("Invalid create table request: 'name' is required")
+        if not isinstance(body.get("schema"), dict):
+            raise BadRequest("Invalid create table request: 'schema' is required")
+        properties = body.get("properties") or {}
+        if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
+            raise BadRequest("Invalid create table request: 'properties' must be an object of strings")
+        location = body.get("location") or self.ctx.default_location(warehouse, namespace, name)
+        if not isinstance(location, str):
+            raise BadRequest("Invalid create table request: 'location' must be a string")
+        ns = await self.ctx.namespace(warehouse, namespace)
+        ident = TableIdent(namespace, name)
+        taken = await self.ctx.store.name_exists(ns.id, name)
+        if taken is not None:
+            what = "Table" if taken == "table" else "View with same name"
+            raise AlreadyExists(f"{what} already exists: {ident}")
+        metadata = core.create_table_metadata(
+            schema=body["schema"],
+            location=location.rstrip("/"),
+            partition_spec=body.get("partition-spec"),
+            write_order=body.get("write-order"),
+            properties=properties,
+        )
+        metadata_json = metadata.model_dump_json()
+        if body.get("stage-create"):
+            return LoadedTable(None, metadata_json, self.table_config(warehouse))
+        metadata_location = core.new_metadata_location(metadata, None)
+        storage = self.ctx.storage(warehouse)
+        await run_blocking(storage.write, metadata_location, metadata_json.encode())
+        try:
+            await self.ctx.store.swap(
+                [PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "table")]
+            )
+        except AlreadyExists:
+            await run_blocking(storage.delete, metadata_location)
+            raise
+        return LoadedTable(metadata_location, metadata_json, self.table_config(warehouse))
+
+    async def register(
+        self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
+    ) -> LoadedTable:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.CREATE, prefix, namespace.key)
+        name, location = body.get("name"), body.get("metadata-location")
+        if not isinstance(name, str) or not name or not isinstance(location, str) or not location:
+            raise BadRequest("Invalid register request: 'name' and 'metadata-location' are required")
+        overwrite = bool(body.get("overwrite", False))
+        ns = await self.ctx.namespace(warehouse, namespace)
+        storage = self.ctx.storage(warehouse)
+        try:
+            raw = await run_blocking(storage.read, location)
+        except (FileNotFoundError, OSError) as exc:
+            raise BadRequest(f"Cannot read metadata file {location}: {exc}") from exc
+        metadata = core.parse_table_metadata(raw)
+        metadata_json = metadata.model_dump_json()
+        ident = TableIdent(namespace, name)
+        existing = await self.ctx.store.get_tabular(warehouse.id, namespace.key, name)
+        if existing is not None:
+            if existing.kind != "table" or not overwrite:
+                raise AlreadyExists(f"Table already exists: {ident}")
+            swap = PendingCommit(existing.id, existing.version, location, metadata_json)
+            if not await self.ctx.store.swap([swap]):
+                raise CommitFailed(f"Table {ident} changed while it was being registered")
+        else:
+            await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "table")])
+        return LoadedTable(location, metadata_json, self.table_config(warehouse))
+
+    # -- commits ----------------------------------------------------------------------------------
+
+    async def commit(self, principal: Principal, prefix: str, change: TableChange) -> LoadedTable:
+        return (await self.commit_all(principal, prefix, [change]))[0]
+
+    async def commit_all(
+        self, principal: Principal, prefix: str, changes: list[TableChange]
+    ) -> list[LoadedTable]:
+        """Commit changes to one or more tables atomically: all land or none does.
+
+        Requirements are checked on the current metadata; when another writer wins the pointer swap,
+        the commit is re-validated on the new base and retried (bounded), so a commit whose requirements
+        still hold is never failed by a race, and one whose requirements broke gets a 409.
+        """
+        if not changes:
+            raise BadRequest("Invalid transaction: 'table-changes' must not be empty")
+        idents = [c.ident for c in changes]
+        if len(set(idents)) != len(idents):
+            raise BadRequest("Invalid transaction: a table appears more than once")
+        warehouse = await self.ctx.warehouse(prefix)
+        for change in changes:
+            authorize(principal, Action.WRITE, prefix, change.ident.namespace.key)
+        storage = self.ctx.storage(warehouse)
+        attempts = self.ctx.settings.commit_retries + 1
+        for attempt in range(attempts):
+            pending, results = await self._prepare(warehouse, changes)
+            written = [p.metadata_location for p, changed in pending if changed]
+            try:
+                for p, changed in pending:
+                    if changed:
+                        await run_blocking(storage.write, p.metadata_location, p.metadata_json.encode())
+                to_swap = [p for p, changed in pending if changed]
+                swapped = not to_swap or await self.ctx.store.swap(to_swap)
+            except AlreadyExists:
+                await run_blocking(storage.delete_many, written)
+                raise CommitFailed("Requirement failed: table already exists") from None
+            except DBAPIError as exc:
+                # The database may or may not have applied the swap: never delete the new files.
+                log.error("commit state unknown for %s: %s", idents, exc)
+                raise CommitStateUnknown(f"Commit state unknown: database error during commit: {exc.orig}") from exc
+            if swapped:
+                return results
+            await run_blocking(storage.delete_many, written)
+            COMMIT_RETRIES.inc()
+            log.info("commit to %s lost a race (attempt %d), retrying on the new base", idents, attempt + 1)
+        COMMIT_CONFLICTS.inc()
+        raise CommitFailed(f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts")
+
+    async def _prepare(
+        self, warehouse: WarehouseRecord, changes: list[TableChange]
+    ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable]]:
+        pending: list[tuple[PendingCommit, bool]] = []
+        results: list[LoadedTable] = []
+        config = self.table_config(warehouse)
+        for change in changes:
+            ident = change.ident
+            record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+            creating = any(r.type == "assert-create" for r in change.requirements)
+            if record is not None and record.kind != "table":
+                raise (CommitFailed if creating else NoSuchTable)(
+                    "Requirement failed: table already exists" if creating else f"Table does not exist: {ident}"
+                )
+            if record is None:
+                ns = await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key)
+                if ns is None:
+                    raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
+                if not creating:
+                    raise NoSuchTable(f"Table does not exist: {ident}")
+                metadata = core.commit_table(
+                    None,
+                    None,
+                    change.requirements,
+                    change.updates,
+                    self.ctx.default_location(warehouse, ident.namespace, ident.name),
+                )
+                metadata_json = metadata.model_dump_json()
+                location = core.new_metadata_location(metadata, None)
+                pending.append(
+                    (PendingCommit(None, 0, location, metadata_json, ns.id, ident.name, "table"), True)
+                )
+                results.append(LoadedTable(location, metadata_json, config))
+                continue
+            base = core.parse_table_metadata(record.metadata_json)
+            metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
+            if not change.updates:
+                pending.append(
+                    (PendingCommit(record.id, record.version, record.metadata_location or "", record.metadata_json), False)
+                )
+                results.append(LoadedTable(record.metadata_location, record.metadata_json, config))
+                continue
+            metadata_json = metadata.model_dump_json()
+            location = core.new_metadata_location(metadata, record.metadata_location)
+            pending.append((PendingCommit(record.id, record.version, location, metadata_json), True))
+            results.append(LoadedTable(location, metadata_json, config))
+        return pending, results
+
+    # -- drop, rename, unregister -----------------------------------------------------------------
+
+    async def drop(self, principal: Principal, prefix: str, ident: TableIdent, purge: bool) -> None:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.DROP, prefix, ident.namespace.key)
+        record = await self._record(warehouse, ident)
+        if not await self.ctx.store.drop_tabular(record.id):
+            raise NoSuchTable(f"Table does not exist: {ident}")
+        if purge:
+            metadata = core.parse_table_metadata(record.metadata_json)
+            storage: Storage = self.ctx.storage(warehouse)
+            deleted = await run_blocking(storage.purge_table, metadata, record.metadata_location)
+            log.info("purged %s: %d files deleted", ident, deleted)
+
+    async def unregister(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
+        """Remove the table from the catalog and keep every file (so it can be registered again)."""
+        await self.drop(principal, prefix, ident, purge=False)
+
+    async def rename(self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent) -> None:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.DROP, prefix, source.namespace.key)
+        authorize(principal, Action.CREATE, prefix, destination.namespace.key)
+        record = await self._record(warehouse, source)
+        target_ns = await self.ctx.namespace(warehouse, destination.namespace)
+        if source == destination:
+            return
+        taken = await self.ctx.store.name_exists(target_ns.id, destination.name)
+        if taken is not None:
+            what = "Table" if taken == "table" else "View with same name"
+            raise AlreadyExists(f"{what} already exists: {destination}")
+        await self.ctx.store.rename_tabular(record.id, target_ns.id, destination.name, "table")
+
+    # -- metrics ----------------------------------------------------------------------------------
+
+    async def report_metrics(self, principal: Principal, prefix: str, ident: TableIdent, body: Any) -> None:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        if not isinstance(body, dict) or body.get("report-type") not in ("scan-report", "commit-report"):
+            raise BadRequest("Invalid metrics report: 'report-type' must be 'scan-report' or 'commit-report'")
+        record = await self._record(warehouse, ident)
+        await self.ctx.store.add_metrics_report(record.id, body["report-type"], body)

@@ -1,0 +1,142 @@
+"""View operations: list, create, load, replace (commit), drop, exists, rename, register."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog import view_commit as core
+from catalog.auth import Action, Principal, authorize
+from catalog.errors import AlreadyExists, BadRequest, CommitFailed, NoSuchNamespace, NoSuchView
+from catalog.identifiers import Namespace, TableIdent
+from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
+from catalog.service.context import CatalogContext, run_blocking
+from catalog.service.tables import LoadedTable
+from catalog.storage import client_properties
+from catalog.store import PendingCommit, TabularRecord, WarehouseRecord
+
+
+class ViewService:
+    def __init__(self, ctx: CatalogContext) -> None:
+        self.ctx = ctx
+
+    async def list(
+        self, principal: Principal, prefix: str, namespace: Namespace, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, namespace.key)
+        ns = await self.ctx.namespace(warehouse, namespace)
+        return await self.ctx.store.list_tabulars(ns.id, "view", page_token, page_size)
+
+    async def _record(self, warehouse: WarehouseRecord, ident: TableIdent) -> TabularRecord:
+        record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+        if record is None or record.kind != "view":
+            if await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key) is None:
+                raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
+            raise NoSuchView(f"View does not exist: {ident}")
+        return record
+
+    def _loaded(self, warehouse: WarehouseRecord, location: str | None, metadata_json: str) -> LoadedTable:
+        return LoadedTable(location, metadata_json, client_properties(warehouse.properties))
+
+    async def load(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        record = await self._record(warehouse, ident)
+        return self._loaded(warehouse, record.metadata_location, record.metadata_json)
+
+    async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
+        await self.load(principal, prefix, ident)
+
+    async def create(
+        self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
+    ) -> LoadedTable:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.CREATE, prefix, namespace.key)
+        name = body.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("Invalid create view request: 'name' is required")
+        properties = body.get("properties") or {}
+        if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
+            raise BadRequest("Invalid create view request: 'properties' must be an object of strings")
+        ns = await self.ctx.namespace(warehouse, namespace)
+        ident = TableIdent(namespace, name)
+        taken = await self.ctx.store.name_exists(ns.id, name)
+        if taken is not None:
+            what = "View" if taken == "view" else "Table with same name"
+            raise AlreadyExists(f"{what} already exists: {ident}")
+        location = body.get("location") or self.ctx.default_location(warehouse, namespace, name)
+        metadata = core.create_view_metadata(
+            location=str(location).rstrip("/"),
+            schema=body.get("schema"),
+            view_version=body.get("view-version"),
+            properties=properties,
+        )
+        metadata_json = metadata.model_dump_json()
+        metadata_location = core.new_view_metadata_location(metadata, None)
+        storage = self.ctx.storage(warehouse)
+        await run_blocking(storage.write, metadata_location, metadata_json.encode())
+        try:
+            await self.ctx.store.swap([PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "view")])
+        except AlreadyExists:
+            await run_blocking(storage.delete, metadata_location)
+            raise
+        return self._loaded(warehouse, metadata_location, metadata_json)
+
+    async def replace(self, principal: Principal, prefix: str, ident: TableIdent, body: Any) -> LoadedTable:
+        """Commit `updates` to a view after checking its `requirements`, retrying lost races."""
+        if not isinstance(body, dict):
+            raise BadRequest("Invalid commit request: body must be a JSON object")
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.WRITE, prefix, ident.namespace.key)
+        storage = self.ctx.storage(warehouse)
+        for _ in range(self.ctx.settings.commit_retries + 1):
+            record = await self._record(warehouse, ident)
+            base = core.parse_view_metadata(record.metadata_json)
+            metadata = core.commit_view(base, body.get("requirements"), body.get("updates"))
+            metadata_json = metadata.model_dump_json()
+            location = core.new_view_metadata_location(metadata, record.metadata_location)
+            await run_blocking(storage.write, location, metadata_json.encode())
+            if await self.ctx.store.swap([PendingCommit(record.id, record.version, location, metadata_json)]):
+                return self._loaded(warehouse, location, metadata_json)
+            await run_blocking(storage.delete, location)
+            COMMIT_RETRIES.inc()
+        COMMIT_CONFLICTS.inc()
+        raise CommitFailed(f"Commit failed: view {ident} kept changing")
+
+    async def drop(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.DROP, prefix, ident.namespace.key)
+        record = await self._record(warehouse, ident)
+        if not await self.ctx.store.drop_tabular(record.id):
+            raise NoSuchView(f"View does not exist: {ident}")
+
+    async def rename(self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent) -> None:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.DROP, prefix, source.namespace.key)
+        authorize(principal, Action.CREATE, prefix, destination.namespace.key)
+        record = await self._record(warehouse, source)
+        target_ns = await self.ctx.namespace(warehouse, destination.namespace)
+        if source == destination:
+            return
+        taken = await self.ctx.store.name_exists(target_ns.id, destination.name)
+        if taken is not None:
+            what = "View" if taken == "view" else "Table with same name"
+            raise AlreadyExists(f"{what} already exists: {destination}")
+        await self.ctx.store.rename_tabular(record.id, target_ns.id, destination.name, "view")
+
+    async def register(
+        self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
+    ) -> LoadedTable:
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.CREATE, prefix, namespace.key)
+        name, location = body.get("name"), body.get("metadata-location")
+        if not isinstance(name, str) or not name or not isinstance(location, str) or not location:
+            raise BadRequest("Invalid register view request: 'name' and 'metadata-location' are required")
+        ns = await self.ctx.namespace(warehouse, namespace)
+        try:
+            raw = await run_blocking(self.ctx.storage(warehouse).read, location)
+        except (FileNotFoundError, OSError) as exc:
+            raise BadRequest(f"Cannot read view metadata file {location}: {exc}") from exc
+        metadata_json = core.parse_view_metadata(raw).model_dump_json()
+        await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "view")])
+        return self._loaded(warehouse, location, metadata_json)

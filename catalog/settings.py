@@ -1,0 +1,75 @@
+"""Server settings from the environment.
+
+`FLOE_HOME` (default `./.floe`) holds the embedded SQLite database and the default warehouse;
+`FLOE_DATABASE_URL` points at PostgreSQL in production; `FLOE_WAREHOUSE` is the default warehouse's
+location (a local path, `file://…` or `s3://bucket/prefix`), with `FLOE_S3_*` for S3-compatible storage.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_WAREHOUSE_NAME = "default"
+
+
+def _normalize_database_url(url: str) -> str:
+    """Accept the usual spellings and pick the async drivers floe ships with."""
+    for prefix in ("postgresql://", "postgres://", "postgresql+psycopg2://", "postgresql+psycopg://"):
+        if url.startswith(prefix):
+            return "postgresql+asyncpg://" + url[len(prefix) :]
+    if url.startswith("sqlite:///") or url.startswith("sqlite://"):
+        return "sqlite+aiosqlite://" + url[len("sqlite://") :]
+    return url
+
+
+def _normalize_location(location: str) -> str:
+    if "://" in location:
+        return location.rstrip("/")
+    return Path(location).expanduser().resolve().as_uri()
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    database_url: str
+    warehouse_name: str
+    warehouse_location: str
+    warehouse_properties: dict[str, str] = field(default_factory=dict)
+    max_body_bytes: int = 16 * 1024 * 1024
+    commit_retries: int = 8
+    idempotency_lifetime_seconds: int = 1800
+    migrate_on_start: bool = True
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if env is None else env)
+        home = Path(env.get("FLOE_HOME", ".floe")).expanduser().resolve()
+        database_url = env.get("FLOE_DATABASE_URL") or f"sqlite+aiosqlite:///{home / 'floe.db'}"
+        location = env.get("FLOE_WAREHOUSE") or str(home / "warehouse")
+        props: dict[str, str] = {}
+        for env_name, prop in (
+            ("FLOE_S3_ENDPOINT", "s3.endpoint"),
+            ("FLOE_S3_REGION", "s3.region"),
+            ("FLOE_S3_PATH_STYLE_ACCESS", "s3.path-style-access"),
+            ("FLOE_S3_ACCESS_KEY_ID", "s3.access-key-id"),
+            ("FLOE_S3_SECRET_ACCESS_KEY", "s3.secret-access-key"),
+        ):
+            if env.get(env_name):
+                props[prop] = env[env_name]
+        return cls(
+            home=home,
+            database_url=_normalize_database_url(database_url),
+            warehouse_name=env.get("FLOE_WAREHOUSE_NAME", DEFAULT_WAREHOUSE_NAME),
+            warehouse_location=_normalize_location(location),
+            warehouse_properties=props,
+            max_body_bytes=int(env.get("FLOE_MAX_BODY_BYTES", str(16 * 1024 * 1024))),
+            commit_retries=int(env.get("FLOE_COMMIT_RETRIES", "8")),
+            migrate_on_start=env.get("FLOE_MIGRATE_ON_START", "true").lower() != "false",
+        )
+
+    def prepare_home(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        if self.warehouse_location.startswith("file://"):
+            Path(self.warehouse_location[len("file://") :]).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,49 @@
+"""Immutable records the store hands to the service layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+TabularKind = Literal["table", "view"]
+
+
+@dataclass(frozen=True, slots=True)
+class WarehouseRecord:
+    id: str
+    name: str
+    location: str
+    properties: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceRecord:
+    id: str
+    warehouse_id: str
+    key: str
+    properties: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class TabularRecord:
+    id: str
+    namespace_id: str
+    namespace_key: str
+    name: str
+    kind: TabularKind
+    metadata_location: str | None
+    metadata_json: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCommit:
+    """One pointer swap of a commit: `tabular_id` None means create in `namespace_id`."""
+
+    tabular_id: str | None
+    expected_version: int
+    metadata_location: str
+    metadata_json: str
+    namespace_id: str = ""
+    name: str = ""
+    kind: TabularKind = "table"

@@ -1,0 +1,477 @@
+"""SQL adapter of the catalog store: PostgreSQL (asyncpg) in production, SQLite (aiosqlite) embedded.
+
+Every method is one short transaction. A commit never holds a transaction while metadata files are
+written: the service reads the base, writes the new file, then calls `swap` (compare-and-swap on the
+row's `version`), so a lost race is detected here and retried by the service.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, event, func, insert, select, text, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
+from catalog.store.records import NamespaceRecord, PendingCommit, TabularKind, TabularRecord, WarehouseRecord
+from catalog.store.schema import idempotency_keys, namespaces, table_metrics, tabulars, warehouses
+
+SEPARATOR = "\x1f"
+
+
+class _LostRace(Exception):
+    """Another writer moved a table between the caller's read and this swap."""
+
+
+def encode_page_token(last: str) -> str:
+    return base64.urlsafe_b64encode(last.encode()).decode()
+
+
+def decode_page_token(token: str | None) -> str | None:
+    if not token:
+        return None
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"Invalid pageToken: {token!r}") from exc
+
+
+def _page(rows: list[str], page_size: int | None) -> tuple[list[str], str | None]:
+    if page_size is not None and len(rows) > page_size:
+        rows = rows[:page_size]
+        return rows, encode_page_token(rows[-1])
+    return rows, None
+
+
+def _is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
+    """SQLite engine; write transactions take the write lock up front (`BEGIN IMMEDIATE`) so concurrent
+    writers wait on `busy_timeout` instead of failing on a read-to-write lock upgrade."""
+    engine = create_async_engine(url, poolclass=NullPool if ":memory:" not in url else None)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class SqlCatalogStore:
+    """The catalog store on any SQLAlchemy async database (PostgreSQL or SQLite)."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = url
+        self.is_sqlite = _is_sqlite(url)
+        if self.is_sqlite:
+            self._read = _sqlite_engine(url, immediate=False)
+            self._write = _sqlite_engine(url, immediate=True)
+        else:
+            engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False)
+            self._read = self._write = engine
+
+    async def close(self) -> None:
+        await self._read.dispose()
+        if self._write is not self._read:
+            await self._write.dispose()
+
+    @asynccontextmanager
+    async def _reading(self) -> AsyncIterator[AsyncConnection]:
+        async with self._read.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[AsyncConnection]:
+        async with self._write.begin() as conn:
+            yield conn
+
+    async def ping(self) -> None:
+        async with self._reading() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    # -- warehouses -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _warehouse(row: Any) -> WarehouseRecord:
+        return WarehouseRecord(row.id, row.name, row.location, json.loads(row.properties))
+
+    async def get_warehouse(self, name: str) -> WarehouseRecord | None:
+        async with self._reading() as conn:
+            row = (await conn.execute(select(warehouses).where(warehouses.c.name == name))).first()
+        return self._warehouse(row) if row else None
+
+    async def list_warehouses(self) -> list[WarehouseRecord]:
+        async with self._reading() as conn:
+            rows = (await conn.execute(select(warehouses).order_by(warehouses.c.name))).all()
+        return [self._warehouse(r) for r in rows]
+
+    async def upsert_warehouse(self, name: str, location: str, properties: dict[str, str]) -> WarehouseRecord:
+        """Create the warehouse, or update its storage settings (location changes only affect new tables)."""
+        async with self._writing() as conn:
+            row = (await conn.execute(select(warehouses).where(warehouses.c.name == name))).first()
+            if row is None:
+                wid = str(uuid.uuid4())
+                await conn.execute(
+                    insert(warehouses).values(
+                        id=wid, name=name, location=location, properties=json.dumps(properties)
+                    )
+                )
+            else:
+                wid = row.id
+                await conn.execute(
+                    update(warehouses)
+                    .where(warehouses.c.id == wid)
+                    .values(location=location, properties=json.dumps(properties))
+                )
+        return WarehouseRecord(wid, name, location, properties)
+
+    # -- namespaces -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _namespace(row: Any) -> NamespaceRecord:
+        return NamespaceRecord(row.id, row.warehouse_id, row.key, json.loads(row.properties))
+
+    async def get_namespace(self, warehouse_id: str, key: str) -> NamespaceRecord | None:
+        async with self._reading() as conn:
+            row = (
+                await conn.execute(
+                    select(namespaces).where(namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key)
+                )
+            ).first()
+        return self._namespace(row) if row else None
+
+    async def list_namespaces(
+        self, warehouse_id: str, parent_key: str, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]:
+        after = decode_page_token(page_token)
+        query = (
+            select(namespaces.c.key)
+            .where(namespaces.c.warehouse_id == warehouse_id, namespaces.c.parent_key == parent_key)
+            .order_by(namespaces.c.key)
+        )
+        if after is not None:
+            query = query.where(namespaces.c.key > after)
+        if page_size is not None:
+            query = query.limit(page_size + 1)
+        async with self._reading() as conn:
+            keys = list((await conn.execute(query)).scalars())
+        return _page(keys, page_size)
+
+    async def create_namespace(
+        self, warehouse_id: str, key: str, properties: dict[str, str]
+    ) -> NamespaceRecord:
+        parent_key = key.rsplit(SEPARATOR, 1)[0] if SEPARATOR in key else ""
+        nid = str(uuid.uuid4())
+        try:
+            async with self._writing() as conn:
+                if parent_key:
+                    parent = (
+                        await conn.execute(
+                            select(namespaces.c.id).where(
+                                namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == parent_key
+                            )
+                        )
+                    ).first()
+                    if parent is None:
+                        shown = parent_key.replace(SEPARATOR, ".")
+                        raise NoSuchNamespace(f"Namespace does not exist: {shown}")
+                await conn.execute(
+                    insert(namespaces).values(
+                        id=nid,
+                        warehouse_id=warehouse_id,
+                        key=key,
+                        parent_key=parent_key,
+                        properties=json.dumps(properties),
+                    )
+                )
+        except IntegrityError as exc:
+            raise AlreadyExists(f"Namespace already exists: {key.replace(SEPARATOR, '.')}") from exc
+        return NamespaceRecord(nid, warehouse_id, key, properties)
+
+    async def drop_namespace(self, warehouse_id: str, key: str) -> bool:
+        async with self._writing() as conn:
+            row = (
+                await conn.execute(
+                    select(namespaces.c.id).where(namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key)
+                )
+            ).first()
+            if row is None:
+                return False
+            child = (
+                await conn.execute(
+                    select(namespaces.c.id)
+                    .where(namespaces.c.warehouse_id == warehouse_id, namespaces.c.parent_key == key)
+                    .limit(1)
+                )
+            ).first()
+            content = (
+                await conn.execute(select(tabulars.c.id).where(tabulars.c.namespace_id == row.id).limit(1))
+            ).first()
+            if child is not None or content is not None:
+                what = "namespaces" if child is not None else "tables or views"
+                raise NamespaceNotEmpty(f"Namespace {key.replace(SEPARATOR, '.')} is not empty: it contains {what}")
+            await conn.execute(delete(namespaces).where(namespaces.c.id == row.id))
+        return True
+
+    async def update_namespace_properties(
+        self, warehouse_id: str, key: str, removals: Sequence[str], updates: dict[str, str]
+    ) -> tuple[list[str], list[str], list[str]] | None:
+        """Returns (updated, removed, missing), or None when the namespace does not exist."""
+        async with self._writing() as conn:
+            row = (
+                await conn.execute(
+                    select(namespaces.c.id, namespaces.c.properties).where(
+                        namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key
+                    )
+                )
+            ).first()
+            if row is None:
+                return None
+            props: dict[str, str] = json.loads(row.properties)
+            removed = [k for k in removals if k in props]
+            missing = [k for k in removals if k not in props]
+            for k in removed:
+                del props[k]
+            props.update(updates)
+            await conn.execute(
+                update(namespaces).where(namespaces.c.id == row.id).values(properties=json.dumps(props))
+            )
+        return list(updates), removed, missing
+
+    # -- tables and views -------------------------------------------------------------------------
+
+    _TABULAR_COLUMNS = (
+        tabulars.c.id,
+        tabulars.c.namespace_id,
+        namespaces.c.key.label("namespace_key"),
+        tabulars.c.name,
+        tabulars.c.kind,
+        tabulars.c.metadata_location,
+        tabulars.c.metadata_json,
+        tabulars.c.version,
+    )
+
+    @staticmethod
+    def _tabular(row: Any) -> TabularRecord:
+        return TabularRecord(
+            row.id,
+            row.namespace_id,
+            row.namespace_key,
+            row.name,
+            row.kind,
+            row.metadata_location,
+            row.metadata_json,
+            row.version,
+        )
+
+    async def get_tabular(self, warehouse_id: str, namespace_key: str, name: str) -> TabularRecord | None:
+        """The table or view `name` in a namespace (the caller checks `kind`)."""
+        query = (
+            select(*self._TABULAR_COLUMNS)
+            .select_from(tabulars.join(namespaces, tabulars.c.namespace_id == namespaces.c.id))
+            .where(
+                namespaces.c.warehouse_id == warehouse_id,
+                namespaces.c.key == namespace_key,
+                tabulars.c.name == name,
+            )
+        )
+        async with self._reading() as conn:
+            row = (await conn.execute(query)).first()
+        return self._tabular(row) if row else None
+
+    async def get_tabular_location(
+        self, warehouse_id: str, namespace_key: str, name: str
+    ) -> tuple[str, str | None] | None:
+        """(kind, metadata location) only: answers `If-None-Match` without loading the metadata."""
+        query = (
+            select(tabulars.c.kind, tabulars.c.metadata_location)
+            .select_from(tabulars.join(namespaces, tabulars.c.namespace_id == namespaces.c.id))
+            .where(
+                namespaces.c.warehouse_id == warehouse_id,
+                namespaces.c.key == namespace_key,
+                tabulars.c.name == name,
+            )
+        )
+        async with self._reading() as conn:
+            row = (await conn.execute(query)).first()
+        return (row.kind, row.metadata_location) if row else None
+
+    async def list_tabulars(
+        self, namespace_id: str, kind: TabularKind, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]:
+        after = decode_page_token(page_token)
+        query = (
+            select(tabulars.c.name)
+            .where(tabulars.c.namespace_id == namespace_id, tabulars.c.kind == kind)
+            .order_by(tabulars.c.name)
+        )
+        if after is not None:
+            query = query.where(tabulars.c.name > after)
+        if page_size is not None:
+            query = query.limit(page_size + 1)
+        async with self._reading() as conn:
+            names = list((await conn.execute(query)).scalars())
+        return _page(names, page_size)
+
+    async def swap(self, commits: Sequence[PendingCommit]) -> bool:
+        """Apply all pointer swaps (and creates) in one transaction, or none of them.
+
+        Returns False when another writer moved any of the tables first (the caller retries on the new
+        base). Raises `AlreadyExists` when a create finds the name taken.
+        """
+        now = datetime.now(UTC)
+        try:
+            await self._swap_all(commits, now)
+        except _LostRace:
+            return False
+        return True
+
+    async def _swap_all(self, commits: Sequence[PendingCommit], now: datetime) -> None:
+        async with self._writing() as conn:
+            for commit in commits:
+                if commit.tabular_id is None:
+                    try:
+                        async with conn.begin_nested():
+                            await conn.execute(
+                                insert(tabulars).values(
+                                    id=str(uuid.uuid4()),
+                                    namespace_id=commit.namespace_id,
+                                    name=commit.name,
+                                    kind=commit.kind,
+                                    metadata_location=commit.metadata_location,
+                                    metadata_json=commit.metadata_json,
+                                    version=0,
+                                    created_at=now,
+                                    updated_at=now,
+                                )
+                            )
+                    except IntegrityError as exc:
+                        raise self._name_taken(commit.kind, commit.name) from exc
+                    continue
+                result = await conn.execute(
+                    update(tabulars)
+                    .where(and_(tabulars.c.id == commit.tabular_id, tabulars.c.version == commit.expected_version))
+                    .values(
+                        metadata_location=commit.metadata_location,
+                        metadata_json=commit.metadata_json,
+                        version=commit.expected_version + 1,
+                        updated_at=now,
+                    )
+                )
+                if result.rowcount != 1:
+                    raise _LostRace
+
+    @staticmethod
+    def _name_taken(kind: str, name: str) -> AlreadyExists:
+        label = "Table" if kind == "table" else "View"
+        return AlreadyExists(f"{label} with same name already exists: {name}")
+
+    async def name_exists(self, namespace_id: str, name: str) -> str | None:
+        async with self._reading() as conn:
+            row = (
+                await conn.execute(
+                    select(tabulars.c.kind).where(tabulars.c.namespace_id == namespace_id, tabulars.c.name == name)
+                )
+            ).first()
+        return row.kind if row else None
+
+    async def drop_tabular(self, tabular_id: str) -> bool:
+        async with self._writing() as conn:
+            await conn.execute(delete(table_metrics).where(table_metrics.c.tabular_id == tabular_id))
+            result = await conn.execute(delete(tabulars).where(tabulars.c.id == tabular_id))
+        return bool(result.rowcount == 1)
+
+    async def rename_tabular(self, tabular_id: str, namespace_id: str, name: str, kind: TabularKind) -> None:
+        try:
+            async with self._writing() as conn:
+                await conn.execute(
+                    update(tabulars)
+                    .where(tabulars.c.id == tabular_id)
+                    .values(namespace_id=namespace_id, name=name, updated_at=datetime.now(UTC))
+                )
+        except IntegrityError as exc:
+            raise self._name_taken(kind, name) from exc
+
+    async def add_metrics_report(self, tabular_id: str, report_type: str, report: dict[str, Any]) -> None:
+        async with self._writing() as conn:
+            await conn.execute(
+                insert(table_metrics).values(tabular_id=tabular_id, report_type=report_type, report=json.dumps(report))
+            )
+
+    async def list_metrics_reports(self, tabular_id: str) -> list[dict[str, Any]]:
+        async with self._reading() as conn:
+            rows = (
+                await conn.execute(
+                    select(table_metrics.c.report)
+                    .where(table_metrics.c.tabular_id == tabular_id)
+                    .order_by(table_metrics.c.id)
+                )
+            ).scalars()
+            return [json.loads(r) for r in rows]
+
+    async def count_tabulars(self) -> int:
+        async with self._reading() as conn:
+            return int((await conn.execute(select(func.count()).select_from(tabulars))).scalar_one())
+
+    # -- idempotency keys -------------------------------------------------------------------------
+
+    async def claim_idempotency_key(self, key: str, fingerprint: str) -> tuple[str, Any] | None:
+        """Claim `key` for a new request: None when claimed, else (state, row) of the earlier request."""
+        try:
+            async with self._writing() as conn:
+                await conn.execute(
+                    insert(idempotency_keys).values(
+                        key=key, fingerprint=fingerprint, state="pending", created_at=datetime.now(UTC)
+                    )
+                )
+            return None
+        except IntegrityError:
+            async with self._reading() as conn:
+                row = (await conn.execute(select(idempotency_keys).where(idempotency_keys.c.key == key))).first()
+            if row is None:  # released between our insert and read: try once more
+                return ("pending", None)
+            return (row.state, row)
+
+    async def finish_idempotency_key(self, key: str, status_code: int, body: str, content_type: str) -> None:
+        async with self._writing() as conn:
+            await conn.execute(
+                update(idempotency_keys)
+                .where(idempotency_keys.c.key == key)
+                .values(state="done", status_code=status_code, response_body=body, content_type=content_type)
+            )
+
+    async def release_idempotency_key(self, key: str) -> None:
+        async with self._writing() as conn:
+            await conn.execute(delete(idempotency_keys).where(idempotency_keys.c.key == key))
+
+    async def expire_idempotency_keys(self, older_than: timedelta) -> int:
+        async with self._writing() as conn:
+            result = await conn.execute(
+                delete(idempotency_keys).where(idempotency_keys.c.created_at < datetime.now(UTC) - older_than)
+            )
+        return int(result.rowcount or 0)
+
+
+def create_store(url: str, *, pool_size: int = 10) -> SqlCatalogStore:
+    return SqlCatalogStore(url, pool_size=pool_size)
