@@ -28,7 +28,13 @@ def main() -> None:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8181, show_default=True, type=int, help="Port to bind.")
-@click.option("--workers", default=1, show_default=True, type=int, help="Worker processes (use PostgreSQL for more than one).")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Worker processes (use PostgreSQL for more than one).",
+)
 @click.option("--log-level", default="info", show_default=True)
 def serve(host: str, port: int, workers: int, log_level: str) -> None:
     """Run the Iceberg REST catalog server."""
@@ -87,7 +93,9 @@ def warehouses() -> None:
 @click.option("--s3-endpoint", default=None, help="S3-compatible endpoint URL")
 @click.option("--s3-region", default=None)
 @click.option("--s3-path-style/--no-s3-path-style", default=False)
-def warehouses_create(name: str, location: str, s3_endpoint: str | None, s3_region: str | None, s3_path_style: bool) -> None:
+def warehouses_create(
+    name: str, location: str, s3_endpoint: str | None, s3_region: str | None, s3_path_style: bool
+) -> None:
     """Create or update a warehouse in the configured database."""
     from catalog.settings import _normalize_location
 
@@ -108,7 +116,9 @@ def warehouses_create(name: str, location: str, s3_endpoint: str | None, s3_regi
             record = await store.upsert_warehouse(name, _normalize_location(location), props)
         finally:
             await store.close()
-        json.dump({"name": record.name, "location": record.location, "properties": record.properties}, sys.stdout)
+        json.dump(
+            {"name": record.name, "location": record.location, "properties": record.properties}, sys.stdout
+        )
         sys.stdout.write("\n")
 
     asyncio.run(run())
@@ -139,7 +149,9 @@ def warehouses_list(output: str) -> None:
 
 
 @main.command("openapi")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="-", help="File to write (default stdout).")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False), default="-", help="File to write (default stdout)."
+)
 def openapi(output: str) -> None:
     """Print floe's OpenAPI document (generated from the code)."""
     from catalog.api.openapi import render_openapi

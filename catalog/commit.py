@@ -144,7 +144,8 @@ def _check_one(req: Requirement, base: TableMetadata | None) -> None:
         expected = _int_field(req, "last-assigned-field-id")
         if base is not None and base.last_column_id != expected:
             raise CommitFailed(
-                f"Requirement failed: last assigned field id changed: expected id {expected} != {base.last_column_id}"
+                "Requirement failed: last assigned field id changed: "
+                f"expected id {expected} != {base.last_column_id}"
             )
         return
     if kind == "assert-last-assigned-partition-id":
@@ -160,7 +161,9 @@ def _check_one(req: Requirement, base: TableMetadata | None) -> None:
     if kind == "assert-table-uuid":
         expected_uuid = str(req.body.get("uuid", ""))
         if expected_uuid.lower() != str(base.table_uuid).lower():
-            raise CommitFailed(f"Requirement failed: UUID does not match: expected {base.table_uuid} != {expected_uuid}")
+            raise CommitFailed(
+                f"Requirement failed: UUID does not match: expected {base.table_uuid} != {expected_uuid}"
+            )
     elif kind == "assert-ref-snapshot-id":
         ref_name = req.body.get("ref")
         if not isinstance(ref_name, str):
@@ -177,18 +180,22 @@ def _check_one(req: Requirement, base: TableMetadata | None) -> None:
                     f"expected id {snapshot_id} != {ref.snapshot_id}"
                 )
         elif snapshot_id is not None:
-            raise CommitFailed(f"Requirement failed: branch or tag {ref_name} is missing, expected {snapshot_id}")
+            raise CommitFailed(
+                f"Requirement failed: branch or tag {ref_name} is missing, expected {snapshot_id}"
+            )
     elif kind == "assert-current-schema-id":
         expected = _int_field(req, "current-schema-id")
         if expected != base.current_schema_id:
             raise CommitFailed(
-                f"Requirement failed: current schema changed: expected id {expected} != {base.current_schema_id}"
+                "Requirement failed: current schema changed: "
+                f"expected id {expected} != {base.current_schema_id}"
             )
     elif kind == "assert-default-spec-id":
         expected = _int_field(req, "default-spec-id")
         if expected != base.default_spec_id:
             raise CommitFailed(
-                f"Requirement failed: default partition spec changed: expected id {expected} != {base.default_spec_id}"
+                "Requirement failed: default partition spec changed: "
+                f"expected id {expected} != {base.default_spec_id}"
             )
     elif kind == "assert-default-sort-order-id":
         expected = _int_field(req, "default-sort-order-id")
@@ -207,7 +214,7 @@ def check_requirements(requirements: Sequence[Requirement], base: TableMetadata 
 
 def empty_table_metadata() -> TableMetadata:
     """The base a create transaction (`assert-create`) applies its updates to."""
-    return TableMetadataV1(location="", last_column_id=-1, schema=Schema())
+    return TableMetadataV1(location="", last_column_id=-1, schema=Schema())  # type: ignore[call-arg]
 
 
 def apply_table_updates(

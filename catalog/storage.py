@@ -96,6 +96,14 @@ class Storage:
         return self.delete_many(files)
 
 
+@dataclass(frozen=True, slots=True)
+class StorageCredential:
+    """Credentials valid for every object under `prefix` (the spec's `StorageCredential`)."""
+
+    prefix: str
+    config: dict[str, str]
+
+
 def client_properties(properties: Mapping[str, str]) -> dict[str, str]:
     """The part of a warehouse's storage settings that engines need to reach the storage."""
     visible = {k: v for k, v in properties.items() if k in CLIENT_VISIBLE_PROPERTIES}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
@@ -37,6 +37,8 @@ VIEW_REQUIREMENT_TYPES = frozenset({"assert-view-uuid"})
 HISTORY_ENTRIES_PROPERTY = "version.history.num-entries"
 DEFAULT_HISTORY_ENTRIES = 10
 
+T = TypeVar("T")
+
 _SCHEMA = TypeAdapter(Schema)
 _VERSION = TypeAdapter(ViewVersion)
 _METADATA = TypeAdapter(ViewMetadata)
@@ -46,7 +48,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _parse(adapter: TypeAdapter[Any], value: Any, what: str) -> Any:
+def _parse(adapter: TypeAdapter[T], value: Any, what: str) -> T:
     try:
         return adapter.validate_python(value)
     except PydanticValidationError as exc:
@@ -103,7 +105,10 @@ class _ViewBuilder:
     def add_schema(self, raw: Any) -> None:
         schema: Schema = _parse(_SCHEMA, raw, "schema")
         for existing in self.meta.schemas:
-            if existing.fields == schema.fields and existing.identifier_field_ids == schema.identifier_field_ids:
+            if (
+                existing.fields == schema.fields
+                and existing.identifier_field_ids == schema.identifier_field_ids
+            ):
                 self.last_added_schema_id = existing.schema_id
                 return
         new_id = max((s.schema_id for s in self.meta.schemas), default=-1) + 1
@@ -193,7 +198,9 @@ def apply_view_updates(base: ViewMetadata, updates: Any) -> ViewMetadata:
             props = update.get("updates")
             if not isinstance(props, dict):
                 raise BadRequest("Invalid set-properties: 'updates' must be an object")
-            builder._copy(properties={**builder.meta.properties, **{str(k): str(v) for k, v in props.items()}})
+            builder._copy(
+                properties={**builder.meta.properties, **{str(k): str(v) for k, v in props.items()}}
+            )
         elif action == "remove-properties":
             removals = update.get("removals")
             if not isinstance(removals, list):

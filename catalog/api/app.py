@@ -56,7 +56,9 @@ def build_litestar(settings: Settings) -> Litestar:
             await anyio.to_thread.run_sync(upgrade_database, settings.database_url)
         store = create_store(settings.database_url)
         # The environment is the source of truth for the default warehouse's storage settings.
-        await store.upsert_warehouse(settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties)
+        await store.upsert_warehouse(
+            settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties
+        )
         app.state.ctx = CatalogContext(store=store, settings=settings)
         try:
             yield

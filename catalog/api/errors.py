@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import msgspec
 from litestar import Request, Response
@@ -32,7 +33,9 @@ def error_body(status: int, error_type: str, message: str) -> bytes:
     return msgspec.json.encode({"error": {"message": message, "type": error_type, "code": status}})
 
 
-def error_response(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> Response[bytes]:
+def error_response(
+    status: int, error_type: str, message: str, headers: dict[str, str] | None = None
+) -> Response[bytes]:
     return Response(
         content=error_body(status, error_type, message),
         status_code=status,
@@ -41,11 +44,11 @@ def error_response(status: int, error_type: str, message: str, headers: dict[str
     )
 
 
-def _catalog_error(_: Request, exc: CatalogError) -> Response[bytes]:
+def _catalog_error(_: Request[Any, Any, Any], exc: CatalogError) -> Response[bytes]:
     return error_response(exc.status_code, exc.error_type, exc.message)
 
 
-def _validation_error(_: Request, exc: ValidationException) -> Response[bytes]:
+def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
     detail = exc.detail
     if isinstance(exc.extra, list) and exc.extra:
         first = exc.extra[0]
@@ -54,7 +57,7 @@ def _validation_error(_: Request, exc: ValidationException) -> Response[bytes]:
     return error_response(400, "BadRequestException", f"Malformed request: {detail}")
 
 
-def _http_error(_: Request, exc: HTTPException) -> Response[bytes]:
+def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
     status = exc.status_code
     message = exc.detail
     if status == 413:
@@ -62,7 +65,7 @@ def _http_error(_: Request, exc: HTTPException) -> Response[bytes]:
     return error_response(status, _HTTP_TYPES.get(status, "RESTException"), message, exc.headers)
 
 
-def _unexpected(request: Request, exc: Exception) -> Response[bytes]:
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return error_response(500, "ServiceFailureException", f"Internal server error: {type(exc).__name__}")
 

@@ -8,7 +8,9 @@ import logging
 import time
 import uuid
 from datetime import timedelta
+from typing import cast
 
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.errors import error_body
@@ -33,9 +35,9 @@ class RawPathApp:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("raw_path"):
+        if scope["type"] == ScopeType.HTTP and scope.get("raw_path"):
             raw = scope["raw_path"].split(b"?", 1)[0]
-            scope = {**scope, "path": raw.decode("latin-1")}  # type: ignore[misc]
+            scope = cast(Scope, {**scope, "path": raw.decode("latin-1")})
         await self.app(scope, receive, send)
 
 
@@ -50,7 +52,7 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
     """Tag each request with an id (`X-Request-Id`, honoured when sent), log it, and time it."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await app(scope, receive, send)
             return
         request_id = _header(scope, b"x-request-id") or uuid.uuid4().hex
@@ -64,7 +66,7 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
                 status = message["status"]
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
-                message = {**message, "headers": headers}  # type: ignore[typeddict-item]
+                message = cast(Message, {**message, "headers": headers})
             await send(message)
 
         try:
@@ -81,7 +83,12 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
                     method,
                     route,
                     status,
-                    extra={"method": method, "path": route, "status": status, "duration_ms": round(elapsed * 1000, 2)},
+                    extra={
+                        "method": method,
+                        "path": route,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 2),
+                    },
                 )
             REQUEST_ID.reset(token)
 
@@ -94,8 +101,8 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
     responses are not finalized, so the client may retry them."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        key = _header(scope, IDEMPOTENCY_HEADER) if scope["type"] == "http" else None
-        if key is None or scope.get("method") not in MUTATING_METHODS:
+        key = _header(scope, IDEMPOTENCY_HEADER) if scope["type"] == ScopeType.HTTP else None
+        if key is None or scope.get("method", "") not in MUTATING_METHODS:
             await app(scope, receive, send)
             return
         ctx = scope["litestar_app"].state.ctx
@@ -103,7 +110,9 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
         if not 1 <= len(key) <= 64:
             await _send_error(send, 400, "BadRequestException", "Invalid Idempotency-Key: expected a UUID")
             return
-        fingerprint = hashlib.sha256(f"{scope['method']} {scope.get('raw_path', b'')!r}".encode()).hexdigest()
+        fingerprint = hashlib.sha256(
+            f"{scope.get('method', '')} {scope.get('raw_path', b'')!r}".encode()
+        ).hexdigest()
         deadline = time.monotonic() + IDEMPOTENCY_WAIT_SECONDS
         while True:
             earlier = await store.claim_idempotency_key(key, fingerprint)
@@ -112,7 +121,10 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
             state, row = earlier
             if row is not None and row.fingerprint != fingerprint:
                 await _send_error(
-                    send, 422, "BadRequestException", "Idempotency-Key was already used for a different request"
+                    send,
+                    422,
+                    "BadRequestException",
+                    "Idempotency-Key was already used for a different request",
                 )
                 return
             if state == "done" and row is not None:
@@ -120,7 +132,10 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
                 return
             if time.monotonic() > deadline:
                 await _send_error(
-                    send, 503, "ServiceUnavailableException", "A request with this Idempotency-Key is still running"
+                    send,
+                    503,
+                    "ServiceUnavailableException",
+                    "A request with this Idempotency-Key is still running",
                 )
                 return
             await asyncio.sleep(0.05)
@@ -171,7 +186,10 @@ async def _send_error(send: Send, status: int, error_type: str, message: str) ->
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": payload, "more_body": False})

@@ -39,7 +39,7 @@ class NamespaceController(Controller):
         page_size: PageSize = None,
     ) -> ListNamespacesResponse:
         parent_ns = parse_namespace(parent) if parent else None
-        levels, next_token = await namespaces.list(
+        levels, next_token = await namespaces.list_namespaces(
             principal, decode_segment(prefix), parent_ns, page_token, page_size_value(page_size)
         )
         return ListNamespacesResponse(namespaces=levels, next_page_token=next_token)

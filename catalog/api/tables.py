@@ -22,6 +22,7 @@ from catalog.api.schemas import (
     RegisterTableRequest,
     RenameTableRequest,
     ReportMetricsRequest,
+    StorageCredential,
     TableIdentifier,
     to_json_dict,
 )
@@ -56,21 +57,35 @@ class TableController(Controller):
         page_size: PageSize = None,
     ) -> ListTablesResponse:
         ns = parse_namespace(namespace)
-        names, token = await tables.list(principal, decode_segment(prefix), ns, page_token, page_size_value(page_size))
+        names, token = await tables.list_tables(
+            principal, decode_segment(prefix), ns, page_token, page_size_value(page_size)
+        )
         return ListTablesResponse(
-            identifiers=[TableIdentifier(namespace=list(ns.levels), name=n) for n in names], next_page_token=token
+            identifiers=[TableIdentifier(namespace=list(ns.levels), name=n) for n in names],
+            next_page_token=token,
         )
 
     @post(
         "/tables",
         operation_id="createTable",
         status_code=200,
-        responses={200: ResponseSpec(data_container=LoadTableResult, description="Table metadata result after creating a table")},
+        responses={
+            200: ResponseSpec(
+                data_container=LoadTableResult, description="Table metadata result after creating a table"
+            )
+        },
     )
     async def create_table(
-        self, prefix: str, namespace: str, principal: Principal, tables: TableService, data: CreateTableRequest
+        self,
+        prefix: str,
+        namespace: str,
+        principal: Principal,
+        tables: TableService,
+        data: CreateTableRequest,
     ) -> Response[bytes]:
-        loaded = await tables.create(principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data))
+        loaded = await tables.create(
+            principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data)
+        )
         return json_response(loaded)
 
     @post(
@@ -80,19 +95,36 @@ class TableController(Controller):
         responses={200: ResponseSpec(data_container=LoadTableResult, description="Table metadata result")},
     )
     async def register_table(
-        self, prefix: str, namespace: str, principal: Principal, tables: TableService, data: RegisterTableRequest
+        self,
+        prefix: str,
+        namespace: str,
+        principal: Principal,
+        tables: TableService,
+        data: RegisterTableRequest,
     ) -> Response[bytes]:
-        loaded = await tables.register(principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data))
+        loaded = await tables.register(
+            principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data)
+        )
         return json_response(loaded)
 
     @get(
         "/tables/{table:str}",
         operation_id="loadTable",
         responses={
-            200: ResponseSpec(data_container=LoadTableResult, description="Table metadata result when loading a table"),
-            304: ResponseSpec(data_container=None, description="Not Modified: the ETag in If-None-Match is current"),
+            200: ResponseSpec(
+                data_container=LoadTableResult, description="Table metadata result when loading a table"
+            ),
+            304: ResponseSpec(
+                data_container=None, description="Not Modified: the ETag in If-None-Match is current"
+            ),
         },
-        response_headers=[ResponseHeader(name="ETag", description="Identifies this version of the table metadata", documentation_only=True)],
+        response_headers=[
+            ResponseHeader(
+                name="ETag",
+                description="Identifies this version of the table metadata",
+                documentation_only=True,
+            )
+        ],
     )
     async def load_table(
         self,
@@ -107,7 +139,9 @@ class TableController(Controller):
             str | None, Parameter(header="X-Iceberg-Access-Delegation", required=False)
         ] = None,
     ) -> Response[bytes]:
-        loaded = await tables.load(principal, decode_segment(prefix), ident_of(namespace, table), snapshots, if_none_match)
+        loaded = await tables.load(
+            principal, decode_segment(prefix), ident_of(namespace, table), snapshots, if_none_match
+        )
         if loaded is None:
             return Response(content=b"", status_code=304, headers={"ETag": if_none_match or ""})
         return json_response(loaded)
@@ -116,7 +150,12 @@ class TableController(Controller):
         "/tables/{table:str}",
         operation_id="updateTable",
         status_code=200,
-        responses={200: ResponseSpec(data_container=CommitTableResponse, description="Response used when a table is successfully updated")},
+        responses={
+            200: ResponseSpec(
+                data_container=CommitTableResponse,
+                description="Response used when a table is successfully updated",
+            )
+        },
     )
     async def update_table(
         self,
@@ -160,7 +199,9 @@ class TableController(Controller):
         self, prefix: str, namespace: str, table: str, principal: Principal, tables: TableService
     ) -> LoadCredentialsResponse:
         creds = await tables.credentials(principal, decode_segment(prefix), ident_of(namespace, table))
-        return LoadCredentialsResponse(storage_credentials=creds)  # type: ignore[arg-type]
+        return LoadCredentialsResponse(
+            storage_credentials=[StorageCredential(prefix=c.prefix, config=c.config) for c in creds]
+        )
 
     @post("/tables/{table:str}/metrics", operation_id="reportMetrics", status_code=204)
     async def report_metrics(
@@ -197,4 +238,3 @@ class TableOperationsController(Controller):
     ) -> None:
         changes = [parse_change(change) for change in data.table_changes]
         await tables.commit_all(principal, decode_segment(prefix), changes)
-

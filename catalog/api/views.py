@@ -40,16 +40,21 @@ class ViewController(Controller):
         page_size: PageSize = None,
     ) -> ListTablesResponse:
         ns = parse_namespace(namespace)
-        names, token = await views.list(principal, decode_segment(prefix), ns, page_token, page_size_value(page_size))
+        names, token = await views.list_views(
+            principal, decode_segment(prefix), ns, page_token, page_size_value(page_size)
+        )
         return ListTablesResponse(
-            identifiers=[TableIdentifier(namespace=list(ns.levels), name=n) for n in names], next_page_token=token
+            identifiers=[TableIdentifier(namespace=list(ns.levels), name=n) for n in names],
+            next_page_token=token,
         )
 
     @post("/views", operation_id="createView", status_code=200, responses={200: _VIEW_RESULT})
     async def create_view(
         self, prefix: str, namespace: str, principal: Principal, views: ViewService, data: CreateViewRequest
     ) -> Response[bytes]:
-        loaded = await views.create(principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data))
+        loaded = await views.create(
+            principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data)
+        )
         return json_response(loaded)
 
     @get("/views/{view:str}", operation_id="loadView", responses={200: _VIEW_RESULT})
@@ -68,7 +73,9 @@ class ViewController(Controller):
         views: ViewService,
         data: CommitViewRequest,
     ) -> Response[bytes]:
-        loaded = await views.replace(principal, decode_segment(prefix), ident_of(namespace, view), to_json_dict(data))
+        loaded = await views.replace(
+            principal, decode_segment(prefix), ident_of(namespace, view), to_json_dict(data)
+        )
         return json_response(loaded)
 
     @delete("/views/{view:str}", operation_id="dropView", status_code=204)
@@ -87,7 +94,9 @@ class ViewController(Controller):
     async def register_view(
         self, prefix: str, namespace: str, principal: Principal, views: ViewService, data: RegisterViewRequest
     ) -> Response[bytes]:
-        loaded = await views.register(principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data))
+        loaded = await views.register(
+            principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data)
+        )
         return json_response(loaded)
 
 
@@ -96,7 +105,9 @@ class ViewOperationsController(Controller):
     tags = ["Catalog API"]
 
     @post("/views/rename", operation_id="renameView", status_code=204)
-    async def rename_view(self, prefix: str, principal: Principal, views: ViewService, data: RenameTableRequest) -> None:
+    async def rename_view(
+        self, prefix: str, principal: Principal, views: ViewService, data: RenameTableRequest
+    ) -> None:
         await views.rename(
             principal,
             decode_segment(prefix),

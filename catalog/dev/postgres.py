@@ -6,6 +6,7 @@ PostgreSQL refuses to run as root, so as root the server runs as a dedicated sys
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -46,7 +47,8 @@ def _ensure_service_user() -> None:
         pwd.getpwnam(SERVICE_USER)
     except KeyError:
         subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER], check=True
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
+            check=True,
         )
 
 
@@ -94,14 +96,22 @@ class LocalPostgres:
         raise RuntimeError(f"PostgreSQL did not start; see {self.root / 'log'}")
 
     def create_database(self, name: str) -> str:
-        self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-c", f'CREATE DATABASE "{name}"')
+        self._run(
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-c",
+            f'CREATE DATABASE "{name}"',
+        )
         return self.database_url(name)
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
-        except subprocess.CalledProcessError:
-            pass
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> LocalPostgres:

@@ -50,7 +50,16 @@ class CatalogProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "catalog.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
+            [
+                sys.executable,
+                "-m",
+                "catalog.cli",
+                "serve",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+            ],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -58,7 +67,9 @@ class CatalogProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"floe serve exited with {self.process.returncode}: {self.log_path.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"floe serve exited with {self.process.returncode}: {self.log_path.read_text()[-3000:]}"
+                )
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
                     return self

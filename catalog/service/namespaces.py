@@ -24,8 +24,13 @@ class NamespaceService:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
 
-    async def list(
-        self, principal: Principal, prefix: str, parent: Namespace | None, page_token: str | None, page_size: int | None
+    async def list_namespaces(
+        self,
+        principal: Principal,
+        prefix: str,
+        parent: Namespace | None,
+        page_token: str | None,
+        page_size: int | None,
     ) -> tuple[list[list[str]], str | None]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, parent.key if parent else None)

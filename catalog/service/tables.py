@@ -24,7 +24,7 @@ from catalog.errors import (
 from catalog.identifiers import Namespace, TableIdent
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext, run_blocking
-from catalog.storage import Storage, client_properties
+from catalog.storage import Storage, StorageCredential, client_properties
 from catalog.store import PendingCommit, TabularRecord, WarehouseRecord
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,14 @@ class LoadedTable:
 
     def to_json(self) -> bytes:
         # The stored metadata is embedded as is: no parse and re-serialize on the read path.
-        head = '{"metadata-location":' + json.dumps(self.metadata_location) + "," if self.metadata_location else "{"
-        return (head + '"metadata":' + self.metadata_json + ',"config":' + json.dumps(self.config) + "}").encode()
+        head = (
+            '{"metadata-location":' + json.dumps(self.metadata_location) + ","
+            if self.metadata_location
+            else "{"
+        )
+        return (
+            head + '"metadata":' + self.metadata_json + ',"config":' + json.dumps(self.config) + "}"
+        ).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +96,13 @@ class TableService:
 
     # -- reads ------------------------------------------------------------------------------------
 
-    async def list(
-        self, principal: Principal, prefix: str, namespace: Namespace, page_token: str | None, page_size: int | None
+    async def list_tables(
+        self,
+        principal: Principal,
+        prefix: str,
+        namespace: Namespace,
+        page_token: str | None,
+        page_size: int | None,
     ) -> tuple[list[str], str | None]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
@@ -124,7 +135,11 @@ class TableService:
         authorize(principal, Action.READ, prefix, ident.namespace.key)
         if if_none_match:
             found = await self.ctx.store.get_tabular_location(warehouse.id, ident.namespace.key, ident.name)
-            if found is not None and found[0] == "table" and etag_matches(if_none_match, table_etag(found[1], snapshots)):
+            if (
+                found is not None
+                and found[0] == "table"
+                and etag_matches(if_none_match, table_etag(found[1], snapshots))
+            ):
                 return None
         record = await self._record(warehouse, ident)
         metadata_json = record.metadata_json
@@ -142,7 +157,9 @@ class TableService:
         authorize(principal, Action.READ, prefix, ident.namespace.key)
         await self._record(warehouse, ident)
 
-    async def credentials(self, principal: Principal, prefix: str, ident: TableIdent) -> list[dict[str, Any]]:
+    async def credentials(
+        self, principal: Principal, prefix: str, ident: TableIdent
+    ) -> list[StorageCredential]:
         """Storage credentials for the table: none until credential vending is configured."""
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
@@ -263,14 +280,18 @@ class TableService:
             except DBAPIError as exc:
                 # The database may or may not have applied the swap: never delete the new files.
                 log.error("commit state unknown for %s: %s", idents, exc)
-                raise CommitStateUnknown(f"Commit state unknown: database error during commit: {exc.orig}") from exc
+                raise CommitStateUnknown(
+                    f"Commit state unknown: database error during commit: {exc.orig}"
+                ) from exc
             if swapped:
                 return results
             await run_blocking(storage.delete_many, written)
             COMMIT_RETRIES.inc()
             log.info("commit to %s lost a race (attempt %d), retrying on the new base", idents, attempt + 1)
         COMMIT_CONFLICTS.inc()
-        raise CommitFailed(f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts")
+        raise CommitFailed(
+            f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts"
+        )
 
     async def _prepare(
         self, warehouse: WarehouseRecord, changes: list[TableChange]
@@ -284,7 +305,9 @@ class TableService:
             creating = any(r.type == "assert-create" for r in change.requirements)
             if record is not None and record.kind != "table":
                 raise (CommitFailed if creating else NoSuchTable)(
-                    "Requirement failed: table already exists" if creating else f"Table does not exist: {ident}"
+                    "Requirement failed: table already exists"
+                    if creating
+                    else f"Table does not exist: {ident}"
                 )
             if record is None:
                 ns = await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key)
@@ -310,7 +333,12 @@ class TableService:
             metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
             if not change.updates:
                 pending.append(
-                    (PendingCommit(record.id, record.version, record.metadata_location or "", record.metadata_json), False)
+                    (
+                        PendingCommit(
+                            record.id, record.version, record.metadata_location or "", record.metadata_json
+                        ),
+                        False,
+                    )
                 )
                 results.append(LoadedTable(record.metadata_location, record.metadata_json, config))
                 continue
@@ -338,7 +366,9 @@ class TableService:
         """Remove the table from the catalog and keep every file (so it can be registered again)."""
         await self.drop(principal, prefix, ident, purge=False)
 
-    async def rename(self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent) -> None:
+    async def rename(
+        self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent
+    ) -> None:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)

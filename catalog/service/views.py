@@ -19,8 +19,13 @@ class ViewService:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
 
-    async def list(
-        self, principal: Principal, prefix: str, namespace: Namespace, page_token: str | None, page_size: int | None
+    async def list_views(
+        self,
+        principal: Principal,
+        prefix: str,
+        namespace: Namespace,
+        page_token: str | None,
+        page_size: int | None,
     ) -> tuple[list[str], str | None]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
@@ -76,7 +81,9 @@ class ViewService:
         storage = self.ctx.storage(warehouse)
         await run_blocking(storage.write, metadata_location, metadata_json.encode())
         try:
-            await self.ctx.store.swap([PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "view")])
+            await self.ctx.store.swap(
+                [PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "view")]
+            )
         except AlreadyExists:
             await run_blocking(storage.delete, metadata_location)
             raise
@@ -110,7 +117,9 @@ class ViewService:
         if not await self.ctx.store.drop_tabular(record.id):
             raise NoSuchView(f"View does not exist: {ident}")
 
-    async def rename(self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent) -> None:
+    async def rename(
+        self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent
+    ) -> None:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)

@@ -88,7 +88,9 @@ class SqlCatalogStore:
             self._read = _sqlite_engine(url, immediate=False)
             self._write = _sqlite_engine(url, immediate=True)
         else:
-            engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False)
+            engine = create_async_engine(
+                url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False
+            )
             self._read = self._write = engine
 
     async def close(self) -> None:
@@ -156,7 +158,9 @@ class SqlCatalogStore:
         async with self._reading() as conn:
             row = (
                 await conn.execute(
-                    select(namespaces).where(namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key)
+                    select(namespaces).where(
+                        namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key
+                    )
                 )
             ).first()
         return self._namespace(row) if row else None
@@ -213,7 +217,9 @@ class SqlCatalogStore:
         async with self._writing() as conn:
             row = (
                 await conn.execute(
-                    select(namespaces.c.id).where(namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key)
+                    select(namespaces.c.id).where(
+                        namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key
+                    )
                 )
             ).first()
             if row is None:
@@ -230,7 +236,9 @@ class SqlCatalogStore:
             ).first()
             if child is not None or content is not None:
                 what = "namespaces" if child is not None else "tables or views"
-                raise NamespaceNotEmpty(f"Namespace {key.replace(SEPARATOR, '.')} is not empty: it contains {what}")
+                raise NamespaceNotEmpty(
+                    f"Namespace {key.replace(SEPARATOR, '.')} is not empty: it contains {what}"
+                )
             await conn.execute(delete(namespaces).where(namespaces.c.id == row.id))
         return True
 
@@ -371,7 +379,11 @@ class SqlCatalogStore:
                     continue
                 result = await conn.execute(
                     update(tabulars)
-                    .where(and_(tabulars.c.id == commit.tabular_id, tabulars.c.version == commit.expected_version))
+                    .where(
+                        and_(
+                            tabulars.c.id == commit.tabular_id, tabulars.c.version == commit.expected_version
+                        )
+                    )
                     .values(
                         metadata_location=commit.metadata_location,
                         metadata_json=commit.metadata_json,
@@ -391,7 +403,9 @@ class SqlCatalogStore:
         async with self._reading() as conn:
             row = (
                 await conn.execute(
-                    select(tabulars.c.kind).where(tabulars.c.namespace_id == namespace_id, tabulars.c.name == name)
+                    select(tabulars.c.kind).where(
+                        tabulars.c.namespace_id == namespace_id, tabulars.c.name == name
+                    )
                 )
             ).first()
         return row.kind if row else None
@@ -416,7 +430,9 @@ class SqlCatalogStore:
     async def add_metrics_report(self, tabular_id: str, report_type: str, report: dict[str, Any]) -> None:
         async with self._writing() as conn:
             await conn.execute(
-                insert(table_metrics).values(tabular_id=tabular_id, report_type=report_type, report=json.dumps(report))
+                insert(table_metrics).values(
+                    tabular_id=tabular_id, report_type=report_type, report=json.dumps(report)
+                )
             )
 
     async def list_metrics_reports(self, tabular_id: str) -> list[dict[str, Any]]:
@@ -448,7 +464,9 @@ class SqlCatalogStore:
             return None
         except IntegrityError:
             async with self._reading() as conn:
-                row = (await conn.execute(select(idempotency_keys).where(idempotency_keys.c.key == key))).first()
+                row = (
+                    await conn.execute(select(idempotency_keys).where(idempotency_keys.c.key == key))
+                ).first()
             if row is None:  # released between our insert and read: try once more
                 return ("pending", None)
             return (row.state, row)

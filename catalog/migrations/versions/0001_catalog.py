@@ -7,6 +7,8 @@ Create Date: 2026-11-21
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -16,7 +18,7 @@ branch_labels = None
 depends_on = None
 
 
-def _timestamp(name: str) -> sa.Column[sa.DateTime]:
+def _timestamp(name: str) -> sa.Column[datetime]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now())
 
 
@@ -57,7 +59,9 @@ def upgrade() -> None:
     )
     op.create_table(
         "table_metrics",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+        sa.Column(
+            "id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
         sa.Column(
             "tabular_id", sa.String(36), sa.ForeignKey("tabulars.id", ondelete="CASCADE"), nullable=False
         ),
