@@ -72,7 +72,8 @@ def test_tables_live_in_the_bucket(s3_catalog: tuple[CatalogProcess, str], s3_en
     assert catalog.properties["s3.region"] == "us-east-1"
 
     catalog.create_namespace("events")
-    data = pa.table({"id": pa.array(range(100), pa.int64()), "payload": pa.array([f"p{i}" for i in range(100)])})
+    ids = pa.array(range(100), pa.int64())
+    data = pa.table({"id": ids, "payload": pa.array([f"p{i}" for i in range(100)])})
     table = catalog.create_table("events.clicks", schema=data.schema)
     assert table.location().startswith(f"s3://{bucket}/lake/events/clicks-")
     table.append(data)
