@@ -10,11 +10,11 @@ from typing import Any
 
 import anyio.to_thread
 
-from catalog.errors import NoSuchNamespace, NoSuchWarehouse
-from catalog.identifiers import Namespace
+from catalog.errors import AlreadyExists, NoSuchNamespace, NoSuchTable, NoSuchView, NoSuchWarehouse
+from catalog.identifiers import Namespace, TableIdent
 from catalog.settings import Settings
 from catalog.storage import Storage
-from catalog.store import NamespaceRecord, SqlCatalogStore, WarehouseRecord
+from catalog.store import NamespaceRecord, SqlCatalogStore, TabularKind, TabularRecord, WarehouseRecord
 
 WAREHOUSE_CACHE_SECONDS = 2.0
 _UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -48,6 +48,36 @@ class CatalogContext:
             raise NoSuchWarehouse(f"Warehouse does not exist: {name}")
         self._warehouses[name] = (now, record)
         return record
+
+    async def tabular(
+        self, warehouse: WarehouseRecord, ident: TableIdent, kind: TabularKind
+    ) -> TabularRecord:
+        """The table or view `ident`; answers as the spec asks when it (or its namespace) is missing."""
+        record = await self.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+        if record is None or record.kind != kind:
+            if await self.store.get_namespace(warehouse.id, ident.namespace.key) is None:
+                raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
+            if kind == "table":
+                raise NoSuchTable(f"Table does not exist: {ident}")
+            raise NoSuchView(f"View does not exist: {ident}")
+        return record
+
+    async def ensure_name_free(self, namespace_id: str, ident: TableIdent, kind: TabularKind) -> None:
+        """Tables and views share names: either one taking `ident` makes it unavailable."""
+        taken = await self.store.name_exists(namespace_id, ident.name)
+        if taken is not None:
+            label = kind.capitalize() if taken == kind else f"{taken.capitalize()} with same name"
+            raise AlreadyExists(f"{label} already exists: {ident}")
+
+    async def rename(
+        self, warehouse: WarehouseRecord, source: TableIdent, destination: TableIdent, kind: TabularKind
+    ) -> None:
+        record = await self.tabular(warehouse, source, kind)
+        target = await self.namespace(warehouse, destination.namespace)
+        if source == destination:
+            return
+        await self.ensure_name_free(target.id, destination, kind)
+        await self.store.rename_tabular(record.id, target.id, destination.name, kind)
 
     async def namespace(self, warehouse: WarehouseRecord, namespace: Namespace) -> NamespaceRecord:
         record = await self.store.get_namespace(warehouse.id, namespace.key)

@@ -25,7 +25,7 @@ from catalog.identifiers import Namespace, TableIdent
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext, run_blocking
 from catalog.storage import Storage, StorageCredential, client_properties
-from catalog.store import PendingCommit, TabularRecord, WarehouseRecord
+from catalog.store import PendingCommit, WarehouseRecord
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +109,6 @@ class TableService:
         ns = await self.ctx.namespace(warehouse, namespace)
         return await self.ctx.store.list_tabulars(ns.id, "table", page_token, page_size)
 
-    async def _record(self, warehouse: WarehouseRecord, ident: TableIdent) -> TabularRecord:
-        record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
-        if record is None or record.kind != "table":
-            if await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key) is None:
-                raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
-            raise NoSuchTable(f"Table does not exist: {ident}")
-        return record
-
     def table_config(self, warehouse: WarehouseRecord) -> dict[str, str]:
         return client_properties(warehouse.properties)
 
@@ -141,7 +133,7 @@ class TableService:
                 and etag_matches(if_none_match, table_etag(found[1], snapshots))
             ):
                 return None
-        record = await self._record(warehouse, ident)
+        record = await self.ctx.tabular(warehouse, ident, "table")
         metadata_json = record.metadata_json
         if snapshots == "refs":
             metadata_json = json.dumps(core.referenced_snapshots_only(json.loads(metadata_json)))
@@ -155,7 +147,7 @@ class TableService:
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        await self._record(warehouse, ident)
+        await self.ctx.tabular(warehouse, ident, "table")
 
     async def credentials(
         self, principal: Principal, prefix: str, ident: TableIdent
@@ -163,7 +155,7 @@ class TableService:
         """Storage credentials for the table: none until credential vending is configured."""
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        await self._record(warehouse, ident)
+        await self.ctx.tabular(warehouse, ident, "table")
         return []
 
     # -- create and register ----------------------------------------------------------------------
@@ -186,10 +178,7 @@ class TableService:
             raise BadRequest("Invalid create table request: 'location' must be a string")
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
-        taken = await self.ctx.store.name_exists(ns.id, name)
-        if taken is not None:
-            what = "Table" if taken == "table" else "View with same name"
-            raise AlreadyExists(f"{what} already exists: {ident}")
+        await self.ctx.ensure_name_free(ns.id, ident, "table")
         metadata = core.create_table_metadata(
             schema=body["schema"],
             location=location.rstrip("/"),
@@ -353,7 +342,7 @@ class TableService:
     async def drop(self, principal: Principal, prefix: str, ident: TableIdent, purge: bool) -> None:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, ident.namespace.key)
-        record = await self._record(warehouse, ident)
+        record = await self.ctx.tabular(warehouse, ident, "table")
         if not await self.ctx.store.drop_tabular(record.id):
             raise NoSuchTable(f"Table does not exist: {ident}")
         if purge:
@@ -372,15 +361,7 @@ class TableService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
-        record = await self._record(warehouse, source)
-        target_ns = await self.ctx.namespace(warehouse, destination.namespace)
-        if source == destination:
-            return
-        taken = await self.ctx.store.name_exists(target_ns.id, destination.name)
-        if taken is not None:
-            what = "Table" if taken == "table" else "View with same name"
-            raise AlreadyExists(f"{what} already exists: {destination}")
-        await self.ctx.store.rename_tabular(record.id, target_ns.id, destination.name, "table")
+        await self.ctx.rename(warehouse, source, destination, "table")
 
     # -- metrics ----------------------------------------------------------------------------------
 
@@ -389,5 +370,5 @@ class TableService:
         authorize(principal, Action.READ, prefix, ident.namespace.key)
         if not isinstance(body, dict) or body.get("report-type") not in ("scan-report", "commit-report"):
             raise BadRequest("Invalid metrics report: 'report-type' must be 'scan-report' or 'commit-report'")
-        record = await self._record(warehouse, ident)
+        record = await self.ctx.tabular(warehouse, ident, "table")
         await self.ctx.store.add_metrics_report(record.id, body["report-type"], body)

@@ -6,13 +6,13 @@ from typing import Any
 
 from catalog import view_commit as core
 from catalog.auth import Action, Principal, authorize
-from catalog.errors import AlreadyExists, BadRequest, CommitFailed, NoSuchNamespace, NoSuchView
+from catalog.errors import AlreadyExists, BadRequest, CommitFailed, NoSuchView
 from catalog.identifiers import Namespace, TableIdent
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext, run_blocking
 from catalog.service.tables import LoadedTable
 from catalog.storage import client_properties
-from catalog.store import PendingCommit, TabularRecord, WarehouseRecord
+from catalog.store import PendingCommit, WarehouseRecord
 
 
 class ViewService:
@@ -32,21 +32,13 @@ class ViewService:
         ns = await self.ctx.namespace(warehouse, namespace)
         return await self.ctx.store.list_tabulars(ns.id, "view", page_token, page_size)
 
-    async def _record(self, warehouse: WarehouseRecord, ident: TableIdent) -> TabularRecord:
-        record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
-        if record is None or record.kind != "view":
-            if await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key) is None:
-                raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
-            raise NoSuchView(f"View does not exist: {ident}")
-        return record
-
     def _loaded(self, warehouse: WarehouseRecord, location: str | None, metadata_json: str) -> LoadedTable:
         return LoadedTable(location, metadata_json, client_properties(warehouse.properties))
 
     async def load(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self._record(warehouse, ident)
+        record = await self.ctx.tabular(warehouse, ident, "view")
         return self._loaded(warehouse, record.metadata_location, record.metadata_json)
 
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
@@ -65,10 +57,7 @@ class ViewService:
             raise BadRequest("Invalid create view request: 'properties' must be an object of strings")
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
-        taken = await self.ctx.store.name_exists(ns.id, name)
-        if taken is not None:
-            what = "View" if taken == "view" else "Table with same name"
-            raise AlreadyExists(f"{what} already exists: {ident}")
+        await self.ctx.ensure_name_free(ns.id, ident, "view")
         location = body.get("location") or self.ctx.default_location(warehouse, namespace, name)
         metadata = core.create_view_metadata(
             location=str(location).rstrip("/"),
@@ -97,7 +86,7 @@ class ViewService:
         authorize(principal, Action.WRITE, prefix, ident.namespace.key)
         storage = self.ctx.storage(warehouse)
         for _ in range(self.ctx.settings.commit_retries + 1):
-            record = await self._record(warehouse, ident)
+            record = await self.ctx.tabular(warehouse, ident, "view")
             base = core.parse_view_metadata(record.metadata_json)
             metadata = core.commit_view(base, body.get("requirements"), body.get("updates"))
             metadata_json = metadata.model_dump_json()
@@ -113,7 +102,7 @@ class ViewService:
     async def drop(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, ident.namespace.key)
-        record = await self._record(warehouse, ident)
+        record = await self.ctx.tabular(warehouse, ident, "view")
         if not await self.ctx.store.drop_tabular(record.id):
             raise NoSuchView(f"View does not exist: {ident}")
 
@@ -123,15 +112,7 @@ class ViewService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
-        record = await self._record(warehouse, source)
-        target_ns = await self.ctx.namespace(warehouse, destination.namespace)
-        if source == destination:
-            return
-        taken = await self.ctx.store.name_exists(target_ns.id, destination.name)
-        if taken is not None:
-            what = "View" if taken == "view" else "Table with same name"
-            raise AlreadyExists(f"{what} already exists: {destination}")
-        await self.ctx.store.rename_tabular(record.id, target_ns.id, destination.name, "view")
+        await self.ctx.rename(warehouse, source, destination, "view")
 
     async def register(
         self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
