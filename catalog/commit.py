@@ -22,7 +22,12 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV1, new_table_metadata
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
-from pyiceberg.table.update import TableUpdate, update_table_metadata
+from pyiceberg.table.update import (
+    RemovePropertiesUpdate,
+    SetPropertiesUpdate,
+    TableUpdate,
+    update_table_metadata,
+)
 
 from catalog.errors import BadRequest, CommitFailed
 
@@ -217,6 +222,21 @@ def empty_table_metadata() -> TableMetadata:
     return TableMetadataV1(location="", last_column_id=-1, schema=Schema())  # type: ignore[call-arg]
 
 
+def ignore_absent_removals(start: TableMetadata, updates: Sequence[TableUpdate]) -> tuple[TableUpdate, ...]:
+    """Drop removals of properties that are not set when they apply: the Java reference ignores them,
+    pyiceberg's `update_table_metadata` raises `KeyError` (a 500) instead."""
+    present = set(start.properties)
+    result: list[TableUpdate] = []
+    for update in updates:
+        if isinstance(update, SetPropertiesUpdate):
+            present.update(update.updates)
+        elif isinstance(update, RemovePropertiesUpdate):
+            update = RemovePropertiesUpdate(removals=[k for k in update.removals if k in present])
+            present.difference_update(update.removals)
+        result.append(update)
+    return tuple(result)
+
+
 def apply_table_updates(
     base: TableMetadata | None,
     updates: Sequence[TableUpdate],
@@ -231,7 +251,9 @@ def apply_table_updates(
     """
     start = base if base is not None else empty_table_metadata()
     try:
-        new = update_table_metadata(start, tuple(updates), metadata_location=base_location)
+        new = update_table_metadata(
+            start, ignore_absent_removals(start, updates), metadata_location=base_location
+        )
         # A create transaction starts from an empty v1 shell: re-validate the finished metadata fully.
         if base is None:
             if new.location == "":

@@ -84,4 +84,5 @@ class NamespaceController(Controller):
         updated, removed, missing = await namespaces.update_properties(
             principal, decode_segment(prefix), parse_namespace(namespace), data.removals, data.updates
         )
-        return UpdateNamespacePropertiesResponse(updated=updated, removed=removed, missing=missing or None)
+        # Always a list: pyiceberg's response model rejects `missing: null` although the spec allows it.
+        return UpdateNamespacePropertiesResponse(updated=updated, removed=removed, missing=missing)
