@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
-from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.partitioning import PARTITION_FIELD_ID_START, UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV1, new_table_metadata
 from pyiceberg.table.refs import MAIN_BRANCH
@@ -217,9 +217,26 @@ def check_requirements(requirements: Sequence[Requirement], base: TableMetadata 
         _check_one(req, base)
 
 
-def empty_table_metadata() -> TableMetadata:
-    """The base a create transaction (`assert-create`) applies its updates to."""
-    return TableMetadataV1(location="", last_column_id=-1, schema=Schema())  # type: ignore[call-arg]
+def empty_table_metadata(updates: Sequence[TableUpdate] = ()) -> TableMetadata:
+    """The base a create transaction (`assert-create`) applies its updates to.
+
+    Like Java's `TableMetadata.buildFromEmpty()` it holds no schema, spec or sort order that the
+    transaction adds itself: pyiceberg appends added ones as sent, so a placeholder with the same id
+    (DuckDB and pyiceberg send schema id 0 and spec id 0) would shadow the real one.
+    """
+    actions = {update.action for update in updates}
+    return TableMetadataV1.model_construct(
+        location="",
+        last_column_id=-1,
+        schema_=Schema(),
+        schemas=[] if "add-schema" in actions else [Schema()],
+        current_schema_id=0,
+        partition_specs=[] if "add-spec" in actions else [UNPARTITIONED_PARTITION_SPEC],
+        default_spec_id=0,
+        last_partition_id=PARTITION_FIELD_ID_START - 1,
+        sort_orders=[] if "add-sort-order" in actions else [UNSORTED_SORT_ORDER],
+        default_sort_order_id=0,
+    )
 
 
 def ignore_absent_removals(start: TableMetadata, updates: Sequence[TableUpdate]) -> tuple[TableUpdate, ...]:
@@ -249,7 +266,7 @@ def apply_table_updates(
     A update that cannot apply (unknown snapshot, stale sequence number, incompatible spec …) is the
     client's error: 400 `BadRequestException`, as the reference server answers.
     """
-    start = base if base is not None else empty_table_metadata()
+    start = base if base is not None else empty_table_metadata(updates)
     try:
         new = update_table_metadata(
             start, ignore_absent_removals(start, updates), metadata_location=base_location
@@ -260,6 +277,10 @@ def apply_table_updates(
                 if not default_location:
                     raise BadRequest("Invalid create transaction: no set-location update")
                 new = new.model_copy(update={"location": default_location})
+            if isinstance(new, TableMetadataV1):
+                # v1 files repeat the current schema and spec in their legacy single-valued fields.
+                legacy_spec = [field.model_dump() for field in new.spec().fields]
+                new = new.model_copy(update={"schema_": new.schema(), "partition_spec": legacy_spec})
             new = TableMetadataUtil.parse_obj(new.model_dump(by_alias=True))
         return new
     except (ValueError, IcebergValidationError) as exc:

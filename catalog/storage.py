@@ -9,6 +9,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.manifest import ManifestFile
@@ -38,6 +40,14 @@ class Storage:
         """Write a new file; metadata files are never overwritten."""
         with self._io().new_output(location).create(overwrite=False) as out:
             out.write(content)
+
+    def prepare_table_location(self, location: str) -> None:
+        """Create a local table's `metadata/` directory before its first commit: DuckDB writes the
+        manifests of a create-and-insert transaction (CTAS) there first, and does not create it."""
+        if location.startswith("file:"):
+            Path(unquote(urlparse(location).path), "metadata").mkdir(parents=True, exist_ok=True)
+        elif "://" not in location:
+            Path(location, "metadata").mkdir(parents=True, exist_ok=True)
 
     def read(self, location: str) -> bytes:
         with self._io().new_input(location).open() as stream:

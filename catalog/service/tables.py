@@ -188,6 +188,7 @@ class TableService:
         )
         metadata_json = metadata.model_dump_json()
         if body.get("stage-create"):
+            await run_blocking(self.ctx.storage(warehouse).prepare_table_location, metadata.location)
             return LoadedTable(None, metadata_json, self.table_config(warehouse))
         metadata_location = core.new_metadata_location(metadata, None)
         storage = self.ctx.storage(warehouse)
