@@ -1,14 +1,46 @@
 """Request and response bodies of the REST API (msgspec), named after the spec's schemas.
 
-Nested Iceberg structures (schemas, partition specs, updates, metadata) stay plain JSON objects here:
-they are validated by pyiceberg's models in the commit core, which words errors the way clients expect.
+Field names are the spec's (kebab-case). Nested Iceberg structures (schemas, partition specs, updates,
+requirements, metadata) stay plain JSON objects: pyiceberg's models validate them in the commit core,
+which words errors the way clients expect. Their descriptions name the spec schema they follow, so the
+generated OpenAPI document (`floe openapi`) still says what goes there.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+
+# Descriptions only: `msgspec.Meta(description=...)` changes the OpenAPI document, never decoding.
+JsonObject = dict[str, Any]
+IcebergSchema = Annotated[JsonObject, msgspec.Meta(description="An Iceberg `Schema` (spec schema `Schema`)")]
+TableMetadata = Annotated[
+    JsonObject,
+    msgspec.Meta(description="Table metadata as in the metadata file (spec schema `TableMetadata`)"),
+]
+ViewMetadata = Annotated[
+    JsonObject, msgspec.Meta(description="View metadata as in the metadata file (spec schema `ViewMetadata`)")
+]
+TableRequirements = Annotated[
+    list[JsonObject],
+    msgspec.Meta(description="Assertions checked before the updates apply (spec schema `TableRequirement`)"),
+]
+TableUpdates = Annotated[
+    list[JsonObject], msgspec.Meta(description="Changes to the table metadata (spec schema `TableUpdate`)")
+]
+ViewRequirements = Annotated[
+    list[JsonObject],
+    msgspec.Meta(description="Assertions checked before the updates apply (spec schema `ViewRequirement`)"),
+]
+ViewUpdates = Annotated[
+    list[JsonObject], msgspec.Meta(description="Changes to the view metadata (spec schema `ViewUpdate`)")
+]
+Properties = dict[str, str]
+Config = Annotated[
+    Properties,
+    msgspec.Meta(description="Table- or view-specific client configuration, e.g. FileIO and S3 settings"),
+]
 
 
 class _Kebab(msgspec.Struct, rename="kebab", omit_defaults=True):
@@ -16,36 +48,58 @@ class _Kebab(msgspec.Struct, rename="kebab", omit_defaults=True):
 
 
 class ErrorModel(msgspec.Struct):
-    message: str
-    type: str
-    code: int
+    """JSON error payload returned in a response with further details on the error."""
+
+    message: Annotated[str, msgspec.Meta(description="Human-readable error message")]
+    type: Annotated[
+        str,
+        msgspec.Meta(description="Iceberg exception type, e.g. NoSuchTableException, CommitFailedException"),
+    ]
+    code: Annotated[int, msgspec.Meta(ge=400, le=600, description="HTTP response code")]
     stack: list[str] | None = None
 
 
-class IcebergErrorResponse(msgspec.Struct):
+class IcebergErrorResponse(msgspec.Struct, forbid_unknown_fields=True):
+    """JSON wrapper for all error responses (non-2xx)."""
+
     error: ErrorModel
 
 
 class CatalogConfig(_Kebab):
-    defaults: dict[str, str]
-    overrides: dict[str, str]
-    endpoints: list[str] | None = None
-    idempotency_key_lifetime: str | None = None
+    defaults: Annotated[
+        Properties, msgspec.Meta(description="Client configuration applied before the client's own")
+    ]
+    overrides: Annotated[
+        Properties,
+        msgspec.Meta(
+            description="Client configuration applied after the client's own; `prefix` names the warehouse"
+        ),
+    ]
+    endpoints: Annotated[
+        list[str] | None,
+        msgspec.Meta(description="Every route this server answers, as `<HTTP verb> <path from the spec>`"),
+    ] = None
+    idempotency_key_lifetime: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="How long an `Idempotency-Key` may be reused for retries (ISO-8601 duration)"
+        ),
+    ] = None
 
 
 class CreateNamespaceRequest(_Kebab):
     namespace: list[str]
-    properties: dict[str, str] | None = None
+    properties: Properties | None = None
 
 
 class CreateNamespaceResponse(_Kebab):
     namespace: list[str]
-    properties: dict[str, str] = msgspec.field(default_factory=dict)
+    properties: Properties = msgspec.field(default_factory=dict)
 
 
 class GetNamespaceResponse(_Kebab):
     namespace: list[str]
-    properties: dict[str, str] = msgspec.field(default_factory=dict)
+    properties: Properties = msgspec.field(default_factory=dict)
 
 
 class ListNamespacesResponse(msgspec.Struct, rename="kebab"):
@@ -55,7 +109,7 @@ class ListNamespacesResponse(msgspec.Struct, rename="kebab"):
 
 class UpdateNamespacePropertiesRequest(_Kebab):
     removals: list[str] | None = None
-    updates: dict[str, str] | None = None
+    updates: Properties | None = None
 
 
 class UpdateNamespacePropertiesResponse(msgspec.Struct, rename="kebab"):
@@ -76,12 +130,16 @@ class ListTablesResponse(msgspec.Struct, rename="kebab"):
 
 class CreateTableRequest(_Kebab):
     name: str
-    schema: dict[str, Any]
+    schema: IcebergSchema
     location: str | None = None
-    partition_spec: dict[str, Any] | None = None
-    write_order: dict[str, Any] | None = None
+    partition_spec: Annotated[
+        JsonObject | None, msgspec.Meta(description="spec schema `PartitionSpec`; unpartitioned when absent")
+    ] = None
+    write_order: Annotated[
+        JsonObject | None, msgspec.Meta(description="spec schema `SortOrder`; unsorted when absent")
+    ] = None
     stage_create: bool | None = None
-    properties: dict[str, str] | None = None
+    properties: Properties | None = None
 
 
 class RegisterTableRequest(_Kebab):
@@ -91,13 +149,16 @@ class RegisterTableRequest(_Kebab):
 
 
 class CommitTableRequest(_Kebab):
-    requirements: list[dict[str, Any]]
-    updates: list[dict[str, Any]]
+    requirements: TableRequirements
+    updates: TableUpdates
     identifier: TableIdentifier | None = None
 
 
 class CommitTransactionRequest(_Kebab):
-    table_changes: list[dict[str, Any]]
+    table_changes: Annotated[
+        list[JsonObject],
+        msgspec.Meta(description="One `CommitTableRequest` per table, each with its `identifier`"),
+    ]
 
 
 class RenameTableRequest(msgspec.Struct):
@@ -111,31 +172,35 @@ class ReportMetricsRequest(_Kebab):
     report_type: str
     table_name: str | None = None
     snapshot_id: int | None = None
-    filter: Any = None
+    filter: Annotated[Any, msgspec.Meta(description="spec schema `Expression`")] = None
     schema_id: int | None = None
     projected_field_ids: list[int] | None = None
     projected_field_names: list[str] | None = None
     sequence_number: int | None = None
     operation: str | None = None
-    metrics: dict[str, Any] | None = None
-    metadata: dict[str, str] | None = None
+    metrics: Annotated[JsonObject | None, msgspec.Meta(description="spec schema `Metrics`")] = None
+    metadata: Properties | None = None
+
+
+class StorageCredential(msgspec.Struct):
+    prefix: Annotated[
+        str, msgspec.Meta(description="The storage location prefix the credential applies to (longest wins)")
+    ]
+    config: Properties
 
 
 class LoadTableResult(_Kebab):
-    metadata: dict[str, Any]
-    metadata_location: str | None = None
-    config: dict[str, str] | None = None
-    storage_credentials: list[dict[str, Any]] | None = None
+    metadata: TableMetadata
+    metadata_location: Annotated[
+        str | None, msgspec.Meta(description="Absent for a staged (not yet committed) table")
+    ] = None
+    config: Config | None = None
+    storage_credentials: list[StorageCredential] | None = None
 
 
 class CommitTableResponse(_Kebab):
     metadata_location: str
-    metadata: dict[str, Any]
-
-
-class StorageCredential(msgspec.Struct):
-    prefix: str
-    config: dict[str, str]
+    metadata: TableMetadata
 
 
 class LoadCredentialsResponse(msgspec.Struct, rename="kebab"):
@@ -144,15 +209,15 @@ class LoadCredentialsResponse(msgspec.Struct, rename="kebab"):
 
 class CreateViewRequest(_Kebab):
     name: str
-    schema: dict[str, Any]
-    view_version: dict[str, Any]
-    properties: dict[str, str]
+    schema: IcebergSchema
+    view_version: Annotated[JsonObject, msgspec.Meta(description="spec schema `ViewVersion`")]
+    properties: Properties
     location: str | None = None
 
 
 class CommitViewRequest(_Kebab):
-    updates: list[dict[str, Any]]
-    requirements: list[dict[str, Any]] | None = None
+    updates: ViewUpdates
+    requirements: ViewRequirements | None = None
     identifier: TableIdentifier | None = None
 
 
@@ -163,8 +228,8 @@ class RegisterViewRequest(_Kebab):
 
 class LoadViewResult(_Kebab):
     metadata_location: str
-    metadata: dict[str, Any]
-    config: dict[str, str] | None = None
+    metadata: ViewMetadata
+    config: Config | None = None
 
 
 def to_json_dict(value: msgspec.Struct) -> dict[str, Any]:
