@@ -58,10 +58,7 @@ PROPERTIES_NOT_OFFERED: dict[tuple[str, str], str] = {
 }
 
 # Operations whose success response differs from the spec's, with the reason.
-SUCCESS_RESPONSE_DIFFERENCES: dict[str, str] = {
-    "unregisterTable": "floe answers 204 without a body; the spec (newer than Iceberg 1.11, which no "
-    "client calls yet) answers 200 with the table's last metadata location and metadata",
-}
+SUCCESS_RESPONSE_DIFFERENCES: dict[str, str] = {}
 
 # Spec query parameters floe accepts but does not read, with the reason.
 QUERY_PARAMETERS_NOT_READ: dict[tuple[str, str], str] = {

@@ -198,6 +198,13 @@ class LoadTableResult(_Kebab):
     storage_credentials: list[StorageCredential] | None = None
 
 
+class UnregisterTableResult(_Kebab):
+    """The table as it was when it left the catalog."""
+
+    metadata_location: str
+    metadata: TableMetadata
+
+
 class CommitTableResponse(_Kebab):
     metadata_location: str
     metadata: TableMetadata

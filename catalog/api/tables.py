@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from litestar import Controller, Response, delete, get, head, post
@@ -24,6 +25,7 @@ from catalog.api.schemas import (
     ReportMetricsRequest,
     StorageCredential,
     TableIdentifier,
+    UnregisterTableResult,
     to_json_dict,
 )
 from catalog.auth import Principal
@@ -188,11 +190,24 @@ class TableController(Controller):
     ) -> None:
         await tables.exists(principal, decode_segment(prefix), ident_of(namespace, table))
 
-    @post("/tables/{table:str}/unregister", operation_id="unregisterTable", status_code=204)
+    @post(
+        "/tables/{table:str}/unregister",
+        operation_id="unregisterTable",
+        status_code=200,
+        responses={
+            200: ResponseSpec(
+                data_container=UnregisterTableResult,
+                description="Response when a table is successfully unregistered.",
+            )
+        },
+    )
     async def unregister_table(
         self, prefix: str, namespace: str, table: str, principal: Principal, tables: TableService
-    ) -> None:
-        await tables.unregister(principal, decode_segment(prefix), ident_of(namespace, table))
+    ) -> Response[bytes]:
+        dropped = await tables.unregister(principal, decode_segment(prefix), ident_of(namespace, table))
+        location = json.dumps(dropped.metadata_location)
+        body = f'{{"metadata-location":{location},"metadata":{dropped.metadata_json}}}'
+        return Response(content=body.encode(), status_code=200, media_type=JSON)
 
     @get("/tables/{table:str}/credentials", operation_id="loadCredentials")
     async def load_credentials(

@@ -340,21 +340,27 @@ class TableService:
 
     # -- drop, rename, unregister -----------------------------------------------------------------
 
-    async def drop(self, principal: Principal, prefix: str, ident: TableIdent, purge: bool) -> None:
+    async def drop(self, principal: Principal, prefix: str, ident: TableIdent, purge: bool) -> LoadedTable:
+        """Remove the table from the catalog; with `purge`, delete every file it owns as well.
+
+        Returns the table as it was when removed (the `unregisterTable` result)."""
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, ident.namespace.key)
         record = await self.ctx.tabular(warehouse, ident, "table")
-        if not await self.ctx.store.drop_tabular(record.id):
+        dropped = await self.ctx.store.drop_tabular(record.id)
+        if dropped is None:
             raise NoSuchTable(f"Table does not exist: {ident}")
+        metadata_location, metadata_json = dropped
         if purge:
-            metadata = core.parse_table_metadata(record.metadata_json)
+            metadata = core.parse_table_metadata(metadata_json)
             storage: Storage = self.ctx.storage(warehouse)
-            deleted = await run_blocking(storage.purge_table, metadata, record.metadata_location)
+            deleted = await run_blocking(storage.purge_table, metadata, metadata_location)
             log.info("purged %s: %d files deleted", ident, deleted)
+        return LoadedTable(metadata_location, metadata_json, {})
 
-    async def unregister(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
+    async def unregister(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
         """Remove the table from the catalog and keep every file (so it can be registered again)."""
-        await self.drop(principal, prefix, ident, purge=False)
+        return await self.drop(principal, prefix, ident, purge=False)
 
     async def rename(
         self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent

@@ -40,7 +40,8 @@ def decode_page_token(token: str | None) -> str | None:
     if not token:
         return None
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        # validate=True: a token with foreign characters is an error, not silently the first page.
+        return base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"Invalid pageToken: {token!r}") from exc
 
@@ -410,11 +411,19 @@ class SqlCatalogStore:
             ).first()
         return row.kind if row else None
 
-    async def drop_tabular(self, tabular_id: str) -> bool:
+    async def drop_tabular(self, tabular_id: str) -> tuple[str | None, str] | None:
+        """Delete the row; returns its (metadata location, metadata JSON) as of the delete, so a commit
+        that landed after the caller's read is not missed, or None when it was already gone."""
         async with self._writing() as conn:
             await conn.execute(delete(table_metrics).where(table_metrics.c.tabular_id == tabular_id))
-            result = await conn.execute(delete(tabulars).where(tabulars.c.id == tabular_id))
-        return bool(result.rowcount == 1)
+            row = (
+                await conn.execute(
+                    delete(tabulars)
+                    .where(tabulars.c.id == tabular_id)
+                    .returning(tabulars.c.metadata_location, tabulars.c.metadata_json)
+                )
+            ).first()
+        return (row.metadata_location, row.metadata_json) if row else None
 
     async def rename_tabular(self, tabular_id: str, namespace_id: str, name: str, kind: TabularKind) -> None:
         try:
