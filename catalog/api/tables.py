@@ -62,9 +62,10 @@ class TableController(Controller):
         names, token = await tables.list_tables(
             principal, decode_segment(prefix), ns, page_token, page_size_value(page_size)
         )
+        # One shared namespace list for every identifier: pages can hold thousands of names.
+        levels = list(ns.levels)
         return ListTablesResponse(
-            identifiers=[TableIdentifier(namespace=list(ns.levels), name=n) for n in names],
-            next_page_token=token,
+            identifiers=[TableIdentifier(levels, n) for n in names], next_page_token=token
         )
 
     @post(
