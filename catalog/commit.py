@@ -127,6 +127,9 @@ def parse_table_updates(raw: Any) -> tuple[TableUpdate, ...]:
         return tuple(_UPDATES.validate_python(raw))
     except PydanticValidationError as exc:
         raise BadRequest(f"Invalid update: {_describe_validation_error(exc)}") from exc
+    except (AttributeError, TypeError) as exc:
+        # pyiceberg's own validators assume the right JSON shapes (e.g. `updates` being an object).
+        raise BadRequest(f"Invalid update: {exc}") from exc
 
 
 def _int_field(req: Requirement, name: str, *, optional: bool = False) -> int | None:

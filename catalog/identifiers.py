@@ -6,12 +6,14 @@ parameter; the store keys a namespace by its levels joined with the same charact
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 from catalog.errors import BadRequest
 
 SEPARATOR = "\x1f"
+_MALFORMED_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +59,14 @@ class TableIdent:
 
 
 def decode_segment(raw: str) -> str:
-    """Decode one raw (still percent-encoded) path segment, rejecting malformed UTF-8."""
+    """Decode one raw (still percent-encoded) path segment, rejecting malformed escapes and UTF-8."""
+    if _MALFORMED_ESCAPE.search(raw):
+        # `unquote` would keep a stray `%` as is; clients encode a literal `%` as `%25`.
+        raise BadRequest(f"Invalid percent-encoding in path segment {raw!r}")
     try:
-        return unquote(raw, encoding="utf-8", errors="strict")
+        # `+` is a space: the Java client encodes path segments with `URLEncoder` (and a literal `+`
+        # as `%2B`), and the reference server decodes them with `URLDecoder`.
+        return unquote_plus(raw, encoding="utf-8", errors="strict")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"Invalid percent-encoding in path segment {raw!r}") from exc
 
