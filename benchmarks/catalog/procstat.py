@@ -1,0 +1,61 @@
+"""CPU time of process trees (a server with its workers, PostgreSQL with its backends), from /proc."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is parenthesized and may contain spaces: split after it.
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def tree_pids(roots: list[int]) -> list[int]:
+    """The roots and all their live descendants."""
+    children = _children_by_parent()
+    seen: list[int] = []
+    stack = list(roots)
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.append(pid)
+        stack.extend(children.get(pid, []))
+    return seen
+
+
+def cpu_seconds(roots: list[int]) -> float:
+    """User + system CPU seconds used so far by the live processes of the trees under `roots`."""
+    total = 0
+    for pid in tree_pids(roots):
+        fields = _stat_fields(pid)
+        if fields is not None:
+            # After the command name: state is field 0, utime field 11, stime field 12.
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICKS_PER_SECOND
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    """PostgreSQL's postmaster pid from `postmaster.pid` in its data directory."""
+    try:
+        return int((data_dir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

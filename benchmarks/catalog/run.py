@@ -1,0 +1,180 @@
+"""The benchmark run: start floe (on a real PostgreSQL) and the reference server, seed both the same
+way, measure every workload on each, and write `catalog.json` and `catalog.md`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.catalog import reference
+from benchmarks.catalog.procstat import cpu_seconds, postmaster_pid
+from benchmarks.catalog.report import (
+    FLOE,
+    REFERENCE,
+    Measurement,
+    WorkloadResult,
+    machine_info,
+    render_markdown,
+    results_document,
+    versions,
+    write_results,
+)
+from benchmarks.catalog.workloads import (
+    Dataset,
+    SeedInfo,
+    Target,
+    Workload,
+    discover,
+    measure,
+    seed,
+    workloads,
+)
+from catalog.dev.postgres import LocalPostgres
+from catalog.dev.server import CatalogProcess
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+@dataclass
+class Server:
+    """A started catalog under test and how to find the processes whose CPU it uses."""
+
+    target: Target
+    description: str
+    pids: Callable[[], list[int]]
+
+
+def measure_server(
+    server: Server, dataset: Dataset, workload: Workload, duration_s: float, warmup_s: float
+) -> Measurement:
+    """One workload on one server, with the CPU the server's processes used meanwhile."""
+    roots = server.pids()
+    cpu_before = cpu_seconds(roots)
+    result, notes = measure(server.target, dataset, workload, duration_s, warmup_s)
+    return Measurement.of(result, cpu_seconds(roots) - cpu_before, notes)
+
+
+def warm_up(server: Server, dataset: Dataset, chosen: list[Workload], seconds: float) -> None:
+    """Run every workload unmeasured for a share of `seconds`: the JVM's JIT needs tens of seconds
+    of load before the reference server reaches its steady speed (its CPU per loadTable halved over
+    the first 40 s in trials), and both servers get the same treatment."""
+    if seconds <= 0 or not chosen:
+        return
+    for workload in chosen:
+        measure(server.target, dataset, workload, seconds / len(chosen), 0.0)
+
+
+@contextlib.contextmanager
+def floe_server(workers: int) -> Iterator[tuple[Server, LocalPostgres]]:
+    with LocalPostgres() as pg:
+        database_url = pg.create_database("floe_bench")
+        with CatalogProcess(database_url, workers=workers) as process:
+            postmaster = postmaster_pid(pg.data)
+
+            def pids() -> list[int]:
+                return [p for p in (process.process.pid if process.process else None, postmaster) if p]
+
+            description = (
+                f"`floe serve --workers {workers}` (uvicorn) on a local PostgreSQL "
+                "(fsync off, synchronous_commit off)"
+            )
+            yield Server(discover(FLOE, process.url), description, pids), pg
+
+
+@contextlib.contextmanager
+def reference_server() -> Iterator[Server]:
+    with reference.ReferenceServer() as process:
+        description = (
+            f"`{reference.MAIN_CLASS}` {reference.ICEBERG_VERSION} (Jetty {reference.JETTY_VERSION}, "
+            "default JVM settings) with a JdbcCatalog on a SQLite file (WAL, synchronous off) and "
+            "HadoopFileIO on local disk"
+        )
+
+        def pids() -> list[int]:
+            return [process.process.pid] if process.process else []
+
+        yield Server(discover(REFERENCE, process.url), description, pids)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.catalog", description=__doc__)
+    parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per workload")
+    parser.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per workload")
+    parser.add_argument(
+        "--server-warmup",
+        type=float,
+        default=60.0,
+        help="unmeasured seconds of all workloads on each server before measuring (JIT warm-up)",
+    )
+    parser.add_argument("--clients", type=int, default=32, help="concurrent clients for read workloads")
+    parser.add_argument("--tables", type=int, default=1000, help="tables in the listing namespace")
+    parser.add_argument("--appends", type=int, default=8, help="snapshots in the events tables")
+    parser.add_argument("--workers", type=int, default=2, help="floe serve worker processes")
+    parser.add_argument(
+        "--only", choices=[FLOE, REFERENCE], default=None, help="measure one server only (for profiling)"
+    )
+    parser.add_argument(
+        "--workload", action="append", default=None, help="run only these workloads (repeatable)"
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS_DIR, help="directory for the results")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    settings = {
+        "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+        "server_warmup_s": args.server_warmup,
+        "clients": args.clients,
+        "floe_workers": args.workers,
+    }
+    machine = machine_info()
+    dataset = Dataset(list_tables=args.tables, appends=args.appends)
+    chosen = [w for w in workloads(args.clients) if not args.workload or w.key in args.workload]
+    with contextlib.ExitStack() as stack:
+        servers: list[Server] = []
+        postgres_bin: Path | None = None
+        if args.only in (None, FLOE):
+            floe, pg = stack.enter_context(floe_server(args.workers))
+            servers.append(floe)
+            postgres_bin = pg.bin
+        if args.only in (None, REFERENCE):
+            servers.append(stack.enter_context(reference_server()))
+        seeds: dict[str, SeedInfo] = {}
+        for server in servers:
+            print(f"seeding {server.target.name} at {server.target.url} ...", flush=True)
+            seeds[server.target.name] = seed(server.target, dataset)
+            print(f"warming up {server.target.name} for {args.server_warmup:g} s ...", flush=True)
+            warm_up(server, dataset, chosen, args.server_warmup)
+        results: list[WorkloadResult] = []
+        for workload in chosen:
+            row = WorkloadResult.of(workload)
+            for server in servers:
+                m = measure_server(server, dataset, workload, args.duration, args.warmup)
+                row.results[server.target.name] = m
+                print(
+                    f"{workload.key:16} {server.target.name:13} {m.throughput_rps:9.1f} req/s  "
+                    f"p50 {m.p50_ms} ms  p99 {m.p99_ms} ms  errors {m.errors}  statuses {m.statuses}",
+                    flush=True,
+                )
+            results.append(row)
+        doc = results_document(
+            settings=settings | {"total_seconds": round(time.perf_counter() - started, 1)},
+            machine=machine,
+            version_info=versions(postgres_bin, reference.artifact_versions()),
+            servers={s.target.name: s.description for s in servers},
+            seeds=seeds,
+            workload_results=results,
+        )
+    json_path, md_path = write_results(doc, args.output)
+    print(render_markdown(doc))
+    print(f"wrote {json_path} and {md_path}")
+    return 0

@@ -1,0 +1,307 @@
+"""Seeding identical data into a REST catalog and the benchmark's workloads against it.
+
+Everything here speaks plain Iceberg REST, so floe and the reference server get exactly the same
+requests; the only per-server difference is the route prefix announced by `GET /v1/config`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, ClassVar
+from urllib.parse import quote, urlsplit
+
+import httpx
+import pyarrow as pa
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import DayTransform
+from pyiceberg.types import (
+    BooleanType,
+    DecimalType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
+
+from benchmarks.catalog.loadgen import LoadResult, RequestFactory, build_request, run_load
+
+# A clickstream-like table: nested, list and map columns, a decimal, partitioned by day.
+EVENTS_SCHEMA = Schema(
+    NestedField(1, "event_id", LongType(), required=True),
+    NestedField(2, "event_time", TimestamptzType(), required=True),
+    NestedField(3, "user_id", StringType(), required=True),
+    NestedField(4, "session_id", StringType(), required=False),
+    NestedField(5, "event_type", StringType(), required=True),
+    NestedField(6, "country", StringType(), required=False),
+    NestedField(
+        7,
+        "device",
+        StructType(
+            NestedField(8, "os", StringType(), required=False),
+            NestedField(9, "os_version", StringType(), required=False),
+            NestedField(10, "model", StringType(), required=False),
+        ),
+        required=False,
+    ),
+    NestedField(11, "amount", DecimalType(12, 2), required=False),
+    NestedField(12, "quantity", IntegerType(), required=False),
+    NestedField(13, "tags", ListType(14, StringType(), element_required=False), required=False),
+    NestedField(
+        15,
+        "attributes",
+        MapType(16, StringType(), 17, StringType(), value_required=False),
+        required=False,
+    ),
+    NestedField(18, "is_test", BooleanType(), required=False),
+    identifier_field_ids=[1],
+)
+EVENTS_PARTITIONING = PartitionSpec(
+    PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="event_day")
+)
+EVENTS_PROPERTIES = {"write.parquet.compression-codec": "zstd", "owner": "benchmarks"}
+
+# The small table created 1,000 times in the listing namespace (as a CreateTableRequest schema).
+LIST_TABLE_SCHEMA: dict[str, Any] = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [
+        {"id": 1, "name": "id", "type": "long", "required": True},
+        {"id": 2, "name": "value", "type": "string", "required": False},
+    ],
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One catalog under test: its base URL and the route prefix its `/v1/config` announced."""
+
+    name: str
+    url: str
+    base_path: str  # e.g. "/v1/default" (floe) or "/v1" (no prefix)
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return urlsplit(self.url).port or 80
+
+    @property
+    def host_header(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def table_path(self, namespace: str, table: str) -> str:
+        return f"{self.base_path}/namespaces/{quote(namespace, safe='')}/tables/{quote(table, safe='')}"
+
+    def tables_path(self, namespace: str) -> str:
+        return f"{self.base_path}/namespaces/{quote(namespace, safe='')}/tables"
+
+
+def discover(name: str, url: str) -> Target:
+    """Ask the catalog for its route prefix, as every client does first."""
+    config = httpx.get(f"{url}/v1/config", timeout=30).raise_for_status().json()
+    prefix = (config.get("overrides") or {}).get("prefix") or (config.get("defaults") or {}).get("prefix")
+    return Target(name, url, f"/v1/{quote(prefix, safe='')}" if prefix else "/v1")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Names of what `seed` creates; a suffix keeps repeated seeds on one server apart."""
+
+    suffix: str = ""
+    list_tables: int = 1000
+    appends: int = 8
+    rows_per_append: int = 200
+
+    @property
+    def namespace(self) -> str:
+        return f"bench{self.suffix}"
+
+    @property
+    def list_namespace(self) -> str:
+        return f"bench_list{self.suffix}"
+
+    read_table: ClassVar[str] = "events"
+    commit_table: ClassVar[str] = "events_commits"
+
+
+@dataclass(frozen=True)
+class SeedInfo:
+    """What the read table looks like once seeded (reported alongside the numbers)."""
+
+    snapshots: int
+    metadata_json_bytes: int
+    load_table_response_bytes: int
+    list_tables_response_bytes: int
+    seconds: float
+
+
+def _event_batch(arrow_schema: pa.Schema, rows: int, batch: int, rng: random.Random) -> pa.Table:
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(days=batch)
+    records = [
+        {
+            "event_id": batch * rows + i,
+            "event_time": start + dt.timedelta(seconds=rng.randrange(86400)),
+            "user_id": f"user-{rng.randrange(10_000):05d}",
+            "session_id": f"s-{rng.getrandbits(48):012x}",
+            "event_type": rng.choice(["view", "click", "add_to_cart", "purchase"]),
+            "country": rng.choice(["DE", "FR", "US", "JP", "BR", None]),
+            "device": {"os": rng.choice(["ios", "android", "web"]), "os_version": "17.1", "model": None},
+            "amount": Decimal(rng.randrange(100, 100_000)) / 100,
+            "quantity": rng.randrange(1, 5),
+            "tags": ["promo"] if rng.random() < 0.2 else [],
+            "attributes": {"campaign": f"c{rng.randrange(20)}"},
+            "is_test": False,
+        }
+        for i in range(rows)
+    ]
+    return pa.Table.from_pylist(records, schema=arrow_schema)
+
+
+def _create_events_table(catalog: RestCatalog, namespace: str, name: str, dataset: Dataset) -> None:
+    table = catalog.create_table(
+        (namespace, name),
+        schema=EVENTS_SCHEMA,
+        partition_spec=EVENTS_PARTITIONING,
+        properties=EVENTS_PROPERTIES,
+    )
+    arrow_schema = table.schema().as_arrow()
+    rng = random.Random(42)  # the same rows on every server
+    for batch in range(dataset.appends):
+        table.append(_event_batch(arrow_schema, dataset.rows_per_append, batch, rng))
+
+
+async def _create_list_tables(target: Target, namespace: str, count: int, parallel: int = 4) -> None:
+    names = iter(f"t_{i:04d}" for i in range(count))
+    async with httpx.AsyncClient(base_url=target.url, timeout=60) as client:
+
+        async def creator() -> None:
+            for name in names:
+                body = {"name": name, "schema": LIST_TABLE_SCHEMA}
+                for attempt in range(5):
+                    response = await client.post(target.tables_path(namespace), json=body)
+                    if response.status_code == 200:
+                        break
+                    # A busy embedded database may refuse a write now and then: retry it.
+                    if response.status_code < 500 or attempt == 4:
+                        response.raise_for_status()
+                    await asyncio.sleep(0.1 * (attempt + 1))
+
+        await asyncio.gather(*(creator() for _ in range(parallel)))
+
+
+def seed(target: Target, dataset: Dataset) -> SeedInfo:
+    """Create the namespaces, the two events tables (with `appends` snapshots each, written through
+    pyiceberg) and the listing namespace's tables."""
+    started = time.perf_counter()
+    catalog = RestCatalog(target.name, uri=target.url)
+    catalog.create_namespace(dataset.namespace)
+    catalog.create_namespace(dataset.list_namespace)
+    _create_events_table(catalog, dataset.namespace, dataset.read_table, dataset)
+    _create_events_table(catalog, dataset.namespace, dataset.commit_table, dataset)
+    asyncio.run(_create_list_tables(target, dataset.list_namespace, dataset.list_tables))
+    with httpx.Client(base_url=target.url, timeout=30, headers={"Accept-Encoding": "identity"}) as http:
+        loaded = http.get(target.table_path(dataset.namespace, dataset.read_table)).raise_for_status()
+        listed = http.get(target.tables_path(dataset.list_namespace)).raise_for_status()
+    body = loaded.json()
+    listed_count = len(listed.json()["identifiers"])
+    if listed_count != dataset.list_tables:
+        raise RuntimeError(f"{target.name}: listTables returned {listed_count} of {dataset.list_tables}")
+    return SeedInfo(
+        snapshots=len(body["metadata"].get("snapshots", [])),
+        metadata_json_bytes=len(json.dumps(body["metadata"], separators=(",", ":"))),
+        load_table_response_bytes=len(loaded.content),
+        list_tables_response_bytes=len(listed.content),
+        seconds=time.perf_counter() - started,
+    )
+
+
+# -- workloads -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One measured scenario: how many concurrent clients and what each of them sends."""
+
+    key: str
+    title: str
+    concurrency: int
+    # Builds the request factory for a target (may do a priming request, e.g. to learn the ETag).
+    prepare: Callable[[Target, Dataset], tuple[RequestFactory, dict[str, Any]]]
+
+
+def _load_table(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str, Any]]:
+    request = build_request(
+        "GET", target.table_path(dataset.namespace, dataset.read_table), target.host_header
+    )
+    return (lambda _: request), {}
+
+
+def _load_table_etag(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str, Any]]:
+    path = target.table_path(dataset.namespace, dataset.read_table)
+    with httpx.Client(base_url=target.url, timeout=30, headers={"Accept-Encoding": "identity"}) as http:
+        first = http.get(path).raise_for_status()
+        etag = first.headers.get("etag")
+        probe = http.get(path, headers={"If-None-Match": etag}) if etag else None
+    notes: dict[str, Any] = {
+        "etag": etag,
+        "etag_supported": etag is not None,
+        "conditional_status": probe.status_code if probe is not None else None,
+    }
+    # Without an ETag there is nothing to revalidate: send a made-up one, as a client with a stale
+    # cache would, and report what the server answers.
+    request = build_request("GET", path, target.host_header, {"If-None-Match": etag or '"no-etag"'})
+    return (lambda _: request), notes
+
+
+def _commit(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str, Any]]:
+    path = target.table_path(dataset.namespace, dataset.commit_table)
+    host = target.host_header
+
+    def request(sequence: int) -> bytes:
+        # A new value every time, so every commit really changes the table.
+        body = {
+            "requirements": [],
+            "updates": [{"action": "set-properties", "updates": {"bench.commit": str(sequence)}}],
+        }
+        return build_request("POST", path, host, body=json.dumps(body).encode())
+
+    return request, {}
+
+
+def _list_tables(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str, Any]]:
+    request = build_request("GET", target.tables_path(dataset.list_namespace), target.host_header)
+    return (lambda _: request), {"tables_in_namespace": dataset.list_tables}
+
+
+def workloads(clients: int = 32) -> list[Workload]:
+    return [
+        Workload("load_table", "loadTable (full response)", clients, _load_table),
+        Workload("load_table_etag", "loadTable with If-None-Match", clients, _load_table_etag),
+        Workload("commit_1", "commit set-properties, 1 writer", 1, _commit),
+        Workload("commit_8", "commit set-properties, 8 writers", 8, _commit),
+        Workload("list_tables", "listTables (1,000 tables)", clients, _list_tables),
+    ]
+
+
+def measure(
+    target: Target, dataset: Dataset, workload: Workload, duration_s: float, warmup_s: float
+) -> tuple[LoadResult, dict[str, Any]]:
+    """Run one workload against one target."""
+    factory, notes = workload.prepare(target, dataset)
+    result = run_load(target.host, target.port, factory, workload.concurrency, duration_s, warmup_s)
+    return result, notes

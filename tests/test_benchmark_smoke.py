@@ -1,0 +1,60 @@
+"""The catalog benchmark's floe side, run for about a second so its code does not rot.
+
+It seeds a small data set through the benchmark's own code, drives every workload briefly with the
+benchmark's load generator and renders the results; no timings are asserted (the Java reference
+server is not started here: `python -m benchmarks.catalog` does that).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from benchmarks.catalog.report import FLOE, WorkloadResult, render_markdown, results_document, write_results
+from benchmarks.catalog.run import Server, measure_server
+from benchmarks.catalog.workloads import Dataset, discover, seed, workloads
+from catalog.dev.server import CatalogProcess
+
+SECONDS_PER_WORKLOAD = 0.2
+
+
+def test_floe_side_of_the_benchmark_runs(catalog_server: CatalogProcess, tmp_path: Path) -> None:
+    target = discover(FLOE, catalog_server.url)
+    dataset = Dataset(suffix=f"_{uuid.uuid4().hex[:8]}", list_tables=5, appends=2, rows_per_append=10)
+    seeded = seed(target, dataset)
+    assert seeded.snapshots == 2
+    assert seeded.metadata_json_bytes > 0
+
+    def pids() -> list[int]:
+        return [catalog_server.process.pid] if catalog_server.process else []
+
+    server = Server(target, "floe under test", pids)
+    rows: list[WorkloadResult] = []
+    for workload in workloads(clients=4):
+        row = WorkloadResult.of(workload)
+        row.results[FLOE] = measure_server(server, dataset, workload, SECONDS_PER_WORKLOAD, warmup_s=0.0)
+        rows.append(row)
+
+    measured = {row.key: row.results[FLOE] for row in rows}
+    for key in ("load_table", "load_table_etag", "list_tables", "commit_1"):
+        assert measured[key].requests > 0, key
+        assert measured[key].errors == 0, (key, measured[key].statuses)
+    assert set(measured["load_table"].statuses) == {"200"}
+    assert set(measured["load_table_etag"].statuses) == {"304"}
+    assert measured["load_table_etag"].notes["etag_supported"] is True
+    # Eight writers on one table may lose races; some of their commits must land all the same.
+    assert measured["commit_8"].statuses.get("200", 0) > 0
+
+    doc = results_document(
+        settings={"started_at": "now", "duration_s": SECONDS_PER_WORKLOAD, "warmup_s": 0.0},
+        machine={"cpus": 1, "cpu_model": "test", "memory_gb": 1, "os": "test", "load_average_before": []},
+        version_info={"floe": "test"},
+        servers={FLOE: server.description},
+        seeds={FLOE: seeded},
+        workload_results=rows,
+    )
+    json_path, md_path = write_results(doc, tmp_path)
+    assert json.loads(json_path.read_text())["workloads"][0]["results"][FLOE]["requests"] > 0
+    assert "loadTable (full response)" in md_path.read_text()
+    assert render_markdown(doc) == md_path.read_text()
