@@ -7,11 +7,14 @@ import json
 import os
 import sys
 import tempfile
+from datetime import datetime
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from catalog.admin_client import DEFAULT_URL, ClientError, ManagementClient, admin_credentials
 from catalog.migrations import upgrade_database
 from catalog.settings import Settings
 from catalog.store import create_store
@@ -146,6 +149,149 @@ def warehouses_list(output: str) -> None:
         console.print(table)
 
     asyncio.run(run())
+
+
+def _client() -> ManagementClient:
+    try:
+        client_id, client_secret = admin_credentials()
+        return ManagementClient(os.environ.get("FLOE_URL", DEFAULT_URL), client_id, client_secret)
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _call(method: str, path: str, **kwargs: Any) -> Any:
+    client = _client()
+    try:
+        return client.call(method, path, **kwargs)
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        client.close()
+
+
+def _emit(output: str, payload: Any, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    if output == "json":
+        click.echo(json.dumps(payload, indent=2, default=str))
+        return
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
+    Console().print(table)
+
+
+OUTPUT = click.option(
+    "--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+
+
+@main.group()
+def clusters() -> None:
+    """Kafka source clusters (against a running server: FLOE_URL, admin credentials)."""
+
+
+@clusters.command("create")
+@click.argument("name")
+@click.option(
+    "--warehouse", default=None, help="Warehouse for the cluster's tables (default: the default one)."
+)
+@OUTPUT
+def clusters_create(name: str, warehouse: str | None, output: str) -> None:
+    """Register a cluster; creates its namespace NAME."""
+    created = _call("POST", "/clusters", json={"name": name, "warehouse": warehouse})
+    _emit(output, created, [created], ["name", "warehouse", "created_at"])
+
+
+@clusters.command("list")
+@OUTPUT
+def clusters_list(output: str) -> None:
+    """List clusters."""
+    listed = _call("GET", "/clusters")
+    _emit(output, listed, listed["clusters"], ["name", "warehouse", "created_at"])
+
+
+@clusters.command("delete")
+@click.argument("name")
+def clusters_delete(name: str) -> None:
+    """Delete a cluster with its keys (refused while its namespace has tables)."""
+    _call("DELETE", f"/clusters/{name}")
+    click.echo(f"deleted cluster {name}", err=True)
+
+
+@main.group()
+def keys() -> None:
+    """API keys: OAuth2 client credentials bound to a cluster and a role."""
+
+
+KEY_COLUMNS = ["client_id", "cluster", "role", "description", "expires_at", "revoked_at", "last_used_at"]
+
+
+@keys.command("create")
+@click.option("--cluster", default=None, help="The cluster the key may access (omit for a global admin key).")
+@click.option("--role", type=click.Choice(["reader", "writer", "admin"]), required=True)
+@click.option("--expires", default=None, help="Lifetime such as 90d, 12h, 30m, or an ISO-8601 timestamp.")
+@click.option("--description", default="")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="json", show_default=True)
+def keys_create(cluster: str | None, role: str, expires: str | None, description: str, output: str) -> None:
+    """Create a key; prints its client_id and client_secret (shown only now)."""
+    body: dict[str, Any] = {"cluster": cluster, "role": role, "description": description}
+    if expires:
+        body.update(_expiry(expires))
+    created = _call("POST", "/keys", json=body)
+    _emit(output, created, [created], ["client_id", "client_secret", "cluster", "role", "expires_at"])
+
+
+def _expiry(value: str) -> dict[str, Any]:
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    if value[:-1].isdigit() and value[-1] in units:
+        return {"expires_in_seconds": int(value[:-1]) * units[value[-1]]}
+    try:
+        return {"expires_at": datetime.fromisoformat(value).isoformat()}
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r}: use 90d, 12h, 30m, 45s or an ISO-8601 timestamp") from exc
+
+
+@keys.command("list")
+@click.option("--cluster", default=None)
+@OUTPUT
+def keys_list(cluster: str | None, output: str) -> None:
+    """List keys (never their secrets)."""
+    listed = _call("GET", "/keys", params={"cluster": cluster} if cluster else None)
+    _emit(output, listed, listed["keys"], KEY_COLUMNS)
+
+
+@keys.command("revoke")
+@click.argument("client_id")
+def keys_revoke(client_id: str) -> None:
+    """Revoke a key at once."""
+    _call("DELETE", f"/keys/{client_id}")
+    click.echo(f"revoked {client_id}", err=True)
+
+
+@keys.command("rotate")
+@click.argument("client_id")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="json", show_default=True)
+def keys_rotate(client_id: str, output: str) -> None:
+    """Give a key a new secret (printed once); the old one stops working."""
+    rotated = _call("POST", f"/keys/{client_id}/rotate")
+    _emit(output, rotated, [rotated], ["client_id", "client_secret", "cluster", "role"])
+
+
+@main.command("audit")
+@click.option("--cluster", default=None)
+@click.option("--limit", default=50, show_default=True)
+@OUTPUT
+def audit(cluster: str | None, limit: int, output: str) -> None:
+    """Show the audit log, newest first."""
+    params: dict[str, Any] = {"limit": limit}
+    if cluster:
+        params["cluster"] = cluster
+    listed = _call("GET", "/audit", params=params)
+    _emit(
+        output,
+        listed,
+        listed["entries"],
+        ["at", "subject", "cluster", "action", "target", "outcome", "status_code"],
+    )
 
 
 @main.command("openapi")

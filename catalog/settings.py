@@ -41,6 +41,11 @@ class Settings:
     commit_retries: int = 8
     idempotency_lifetime_seconds: int = 1800
     migrate_on_start: bool = True
+    token_lifetime_seconds: int = 3600
+    auth_failure_limit: int = 10
+    auth_failure_window_seconds: int = 60
+    admin_client_id: str | None = None
+    admin_client_secret: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -67,6 +72,11 @@ class Settings:
             max_body_bytes=int(env.get("FLOE_MAX_BODY_BYTES", str(16 * 1024 * 1024))),
             commit_retries=int(env.get("FLOE_COMMIT_RETRIES", "8")),
             migrate_on_start=env.get("FLOE_MIGRATE_ON_START", "true").lower() != "false",
+            token_lifetime_seconds=int(env.get("FLOE_TOKEN_LIFETIME_SECONDS", "3600")),
+            auth_failure_limit=int(env.get("FLOE_AUTH_FAILURE_LIMIT", "10")),
+            auth_failure_window_seconds=int(env.get("FLOE_AUTH_FAILURE_WINDOW_SECONDS", "60")),
+            admin_client_id=env.get("FLOE_ADMIN_CLIENT_ID") or None,
+            admin_client_secret=env.get("FLOE_ADMIN_CLIENT_SECRET") or None,
         )
 
     def prepare_home(self) -> None:

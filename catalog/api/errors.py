@@ -45,7 +45,9 @@ def error_response(
 
 
 def _catalog_error(_: Request[Any, Any, Any], exc: CatalogError) -> Response[bytes]:
-    return error_response(exc.status_code, exc.error_type, exc.message)
+    # RFC 6750: a 401 names the scheme the client should authenticate with.
+    headers = {"WWW-Authenticate": 'Bearer realm="floe"'} if exc.status_code == 401 else None
+    return error_response(exc.status_code, exc.error_type, exc.message, headers)
 
 
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:

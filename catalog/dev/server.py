@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from catalog.dev.postgres import free_port
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.rest import RestCatalog
 
 
 class CatalogProcess:
@@ -34,6 +39,34 @@ class CatalogProcess:
         self.extra_env = env or {}
         self.log_path = self.home / "server.log"
         self.process: subprocess.Popen[bytes] | None = None
+        # The bootstrap admin key, set through the environment so tests and benchmarks know it.
+        self.admin_client_id = self.extra_env.get("FLOE_ADMIN_CLIENT_ID", "floe-admin")
+        self.admin_client_secret = self.extra_env.get("FLOE_ADMIN_CLIENT_SECRET", secrets.token_urlsafe(24))
+
+    @property
+    def admin_credential(self) -> str:
+        """`client_id:client_secret`, the form pyiceberg's `credential` property takes."""
+        return f"{self.admin_client_id}:{self.admin_client_secret}"
+
+    def token(self, client_id: str | None = None, client_secret: str | None = None) -> str:
+        """An access token for the given key (default: the admin key)."""
+        response = httpx.post(
+            f"{self.url}/v1/oauth/tokens",
+            data={
+                "grant_type": "client_credentials",
+                "client_id": client_id or self.admin_client_id,
+                "client_secret": client_secret or self.admin_client_secret,
+            },
+            timeout=30,
+        )
+        response.raise_for_status()
+        return str(response.json()["access_token"])
+
+    def catalog(self, credential: str | None = None, **properties: Any) -> RestCatalog:
+        """A pyiceberg REST catalog client of this server, authenticated with `credential`."""
+        from pyiceberg.catalog.rest import RestCatalog
+
+        return RestCatalog("floe", uri=self.url, credential=credential or self.admin_credential, **properties)
 
     @property
     def url(self) -> str:
@@ -44,7 +77,13 @@ class CatalogProcess:
         return self.home / "warehouse"
 
     def start(self, timeout: float = 60) -> CatalogProcess:
-        env = {**os.environ, "FLOE_HOME": str(self.home), **self.extra_env}
+        env = {
+            **os.environ,
+            "FLOE_HOME": str(self.home),
+            "FLOE_ADMIN_CLIENT_ID": self.admin_client_id,
+            "FLOE_ADMIN_CLIENT_SECRET": self.admin_client_secret,
+            **self.extra_env,
+        }
         if self.database_url:
             env["FLOE_DATABASE_URL"] = self.database_url
         self.home.mkdir(parents=True, exist_ok=True)

@@ -82,3 +82,69 @@ idempotency_keys = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_idempotency_created", "created_at"),
 )
+
+# -- security ---------------------------------------------------------------------------------------
+
+# A Kafka source cluster; its topics' tables live in the namespace named after it in its warehouse.
+clusters = Table(
+    "clusters",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("name", String(255), nullable=False, unique=True),
+    Column("warehouse_id", String(36), ForeignKey("warehouses.id"), nullable=False),
+    Column("properties", Text, nullable=False, server_default="{}"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# API keys: bound to one cluster with a role, or global admin keys (cluster_id NULL, role admin).
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("client_id", String(64), nullable=False, unique=True),
+    Column("secret_hash", Text, nullable=False),
+    Column("cluster_id", String(36), ForeignKey("clusters.id", ondelete="CASCADE"), nullable=True),
+    Column("role", String(16), nullable=False),
+    Column("description", Text, nullable=False, server_default=""),
+    Column("created_by", String(64), nullable=False, server_default=""),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+)
+
+# Token signing keys; retired keys stay until every token they signed has expired.
+signing_keys = Table(
+    "signing_keys",
+    metadata,
+    Column("kid", String(64), primary_key=True),
+    Column("private_jwk", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("retired_at", DateTime(timezone=True), nullable=True),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("subject", String(255), nullable=False),
+    Column("cluster", String(255), nullable=True),
+    Column("action", String(128), nullable=False),
+    Column("target", Text, nullable=False, server_default=""),
+    Column("outcome", String(16), nullable=False),
+    Column("status_code", Integer, nullable=False),
+    Column("request_id", String(64), nullable=False, server_default=""),
+    Column("source", String(64), nullable=False, server_default=""),
+    Index("ix_audit_log_at", "at"),
+)
+
+# Failed token requests per client id and per source address, in fixed windows (rate limiting that
+# holds across worker processes).
+auth_failures = Table(
+    "auth_failures",
+    metadata,
+    Column("key", String(128), primary_key=True),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("failures", Integer, nullable=False),
+)

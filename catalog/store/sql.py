@@ -27,6 +27,7 @@ from sqlalchemy.pool import NullPool
 from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
 from catalog.store.records import NamespaceRecord, PendingCommit, TabularKind, TabularRecord, WarehouseRecord
 from catalog.store.schema import idempotency_keys, namespaces, table_metrics, tabulars, warehouses
+from catalog.store.security import SecurityStoreMixin
 
 SEPARATOR = "\x1f"
 
@@ -131,7 +132,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
     return engine
 
 
-class SqlCatalogStore:
+class SqlCatalogStore(SecurityStoreMixin):
     """The catalog store on any SQLAlchemy async database (PostgreSQL or SQLite)."""
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:

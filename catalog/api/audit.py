@@ -1,0 +1,89 @@
+"""The audit log: every mutation and token request — who, what, when, outcome — stored in the database.
+
+Only the route, its path parameters and the outcome are recorded; request bodies (which may hold
+secrets) never are.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from catalog.identifiers import SEPARATOR, decode_segment
+from catalog.observability import REQUEST_ID
+from catalog.store.security import AuditEntry
+
+log = logging.getLogger(__name__)
+
+AUDITED_METHODS = frozenset({"POST", "PUT", "DELETE"})
+PRINCIPAL_STATE_KEY = "principal"
+TOKEN_CLIENT_STATE_KEY = "token_client_id"
+
+
+def _outcome(status: int) -> str:
+    if status < 400:
+        return "ok"
+    if status in (401, 403, 429):
+        return "denied"
+    return "failed"
+
+
+def _target(path_params: dict[str, Any]) -> str:
+    parts = []
+    for name in ("prefix", "namespace", "table", "view", "name", "client_id"):
+        raw = path_params.get(name)
+        if isinstance(raw, str):
+            try:
+                value = decode_segment(raw.replace("%1F", SEPARATOR).replace("%1f", SEPARATOR))
+            except Exception:
+                value = raw
+            parts.append(f"{name}={value.replace(SEPARATOR, '.')}")
+    return " ".join(parts)
+
+
+def audit_middleware(app: ASGIApp) -> ASGIApp:
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP or scope.get("method", "") not in AUDITED_METHODS:
+            await app(scope, receive, send)
+            return
+        status = 500
+
+        async def capture(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await app(scope, receive, capture)
+        finally:
+            await _record(scope, status)
+
+    return middleware
+
+
+async def _record(scope: Scope, status: int) -> None:
+    state: dict[str, Any] = scope.get("state", {})
+    principal = state.get(PRINCIPAL_STATE_KEY)
+    handler = scope.get("route_handler")
+    operation = getattr(handler, "operation_id", None)
+    action = operation if isinstance(operation, str) else str(scope.get("path_template") or scope.get("path"))
+    subject = principal.subject if principal is not None else state.get(TOKEN_CLIENT_STATE_KEY, "anonymous")
+    client = scope.get("client")
+    entry = AuditEntry(
+        subject=str(subject)[:255],
+        cluster=principal.cluster if principal is not None else None,
+        action=action[:128],
+        target=_target(scope.get("path_params") or {}),
+        outcome=_outcome(status),
+        status_code=status,
+        request_id=REQUEST_ID.get()[:64],
+        source=client[0] if client else "",
+    )
+    try:
+        await scope["litestar_app"].state.ctx.store.add_audit_entries([entry])
+    except Exception:
+        log.exception("could not write audit entry for %s", action)

@@ -1,0 +1,79 @@
+"""`POST /v1/oauth/tokens`: API keys as OAuth2 client credentials, answered with signed access tokens.
+
+Errors are OAuth2 error JSON (RFC 6749 §5.2), not the Iceberg error model: clients parse them as such.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, post
+from litestar.enums import RequestEncodingType
+from litestar.params import Body
+
+from catalog.service.security import ACCESS_TOKEN_TYPE, AuthService, OAuthError, parse_token_request
+
+
+class OAuthTokenResponse(msgspec.Struct):
+    access_token: str
+    token_type: str
+    expires_in: int
+    issued_token_type: str
+    scope: str | None = None
+
+
+class OAuthTokenRequest(msgspec.Struct):
+    grant_type: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    scope: str | None = None
+    subject_token: str | None = None
+    subject_token_type: str | None = None
+    actor_token: str | None = None
+    actor_token_type: str | None = None
+
+
+def oauth_error(exc: OAuthError, *, basic: bool) -> Response[bytes]:
+    headers = {"Cache-Control": "no-store"}
+    if exc.status == 401 and basic:
+        headers["WWW-Authenticate"] = 'Basic realm="floe"'
+    if exc.retry_after is not None:
+        headers["Retry-After"] = str(exc.retry_after)
+    body = msgspec.json.encode({"error": exc.error, "error_description": exc.description})
+    return Response(content=body, status_code=exc.status, media_type="application/json", headers=headers)
+
+
+@post(
+    "/v1/oauth/tokens",
+    operation_id="getToken",
+    tags=["OAuth2 API"],
+    status_code=200,
+    summary="Get a token using an OAuth2 flow",
+)
+async def get_token(
+    request: Request[Any, Any, Any],
+    auth: AuthService,
+    data: OAuthTokenRequest = Body(media_type=RequestEncodingType.URL_ENCODED),
+) -> Response[bytes]:
+    """Client credentials (form body or HTTP Basic) and RFC 8693 token exchange (token refresh)."""
+    form = {k: str(v) for k, v in msgspec.to_builtins(data).items() if v is not None}
+    authorization = request.headers.get("authorization")
+    try:
+        token_request = parse_token_request(form, authorization)
+        source = request.client.host if request.client else "unknown"
+        token, scope = await auth.issue_token(token_request, source)
+    except OAuthError as exc:
+        return oauth_error(exc, basic=bool(authorization and authorization.lower().startswith("basic ")))
+    body = OAuthTokenResponse(
+        access_token=token.token,
+        token_type="bearer",
+        expires_in=token.expires_in,
+        issued_token_type=ACCESS_TOKEN_TYPE,
+        scope=scope,
+    )
+    return Response(
+        content=msgspec.json.encode(body),
+        media_type="application/json",
+        headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+    )

@@ -1,0 +1,143 @@
+"""Signed access tokens: ES256 JWTs with a key id, keys kept in the database.
+
+Keys persist across restarts and are shared by every catalog process. Rotation adds a new signing key
+and retires the old ones, which keep verifying until every token they signed has expired. Verified
+tokens are cached briefly by their text, so a request pays for signature checks only once per token.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey, KeySet
+
+from catalog.errors import NotAuthorized
+from catalog.store.security import SecurityStoreMixin, SigningKeyRecord
+
+ALGORITHM = "ES256"
+ISSUER = "floe"
+_CACHE_SIZE = 10_000
+_RELOAD_INTERVAL_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class AccessToken:
+    token: str
+    expires_in: int
+
+
+def _new_key() -> tuple[str, ECKey]:
+    kid = f"floe-{datetime.now(UTC):%Y%m%d}-{secrets.token_hex(4)}"
+    key = ECKey.generate_key("P-256", parameters={"kid": kid, "use": "sig", "alg": ALGORITHM})
+    return kid, key
+
+
+class TokenSigner:
+    """Issues and verifies floe access tokens."""
+
+    def __init__(self, store: SecurityStoreMixin, lifetime: timedelta) -> None:
+        self.store = store
+        self.lifetime = lifetime
+        self._signing: tuple[str, ECKey] | None = None
+        self._verifying = KeySet([])
+        self._kids: set[str] = set()
+        self._loaded_at = 0.0
+        self._verified: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._claims = jwt.JWTClaimsRegistry(
+            iss={"essential": True, "value": ISSUER},
+            sub={"essential": True},
+            exp={"essential": True},
+            iat={"essential": True},
+        )
+
+    def _install(self, records: list[SigningKeyRecord]) -> None:
+        keys = [ECKey.import_key(r.private_jwk) for r in records]
+        active = [(r, k) for r, k in zip(records, keys, strict=True) if r.retired_at is None]
+        if active:
+            newest = max(active, key=lambda pair: pair[0].created_at)
+            self._signing = (newest[0].kid, newest[1])
+        self._verifying = KeySet([ECKey.import_key(k.as_dict(private=False)) for k in keys])
+        self._kids = {r.kid for r in records}
+        self._loaded_at = time.monotonic()
+
+    async def load(self) -> None:
+        """Read the keys; create the first signing key when there is none."""
+        records = await self.store.list_signing_keys()
+        if not any(r.retired_at is None for r in records):
+            kid, key = _new_key()
+            await self.store.add_signing_key(kid, json.dumps(key.as_dict(private=True)), retire_others=False)
+            records = await self.store.list_signing_keys()
+        self._install(records)
+
+    async def rotate(self) -> str:
+        """Start signing with a new key; older keys only verify until their tokens expire."""
+        kid, key = _new_key()
+        await self.store.add_signing_key(kid, json.dumps(key.as_dict(private=True)), retire_others=True)
+        # Keys retired longer ago than a token lives can no longer have valid tokens.
+        await self.store.delete_signing_keys_retired_before(
+            datetime.now(UTC) - self.lifetime - timedelta(minutes=5)
+        )
+        self._install(await self.store.list_signing_keys())
+        return kid
+
+    async def issue(self, claims: dict[str, Any]) -> AccessToken:
+        if self._signing is None or time.monotonic() - self._loaded_at > 60:
+            await self.load()
+        assert self._signing is not None
+        kid, key = self._signing
+        now = int(time.time())
+        lifetime = int(self.lifetime.total_seconds())
+        payload = {
+            **claims,
+            "iss": ISSUER,
+            "iat": now,
+            "nbf": now - 5,
+            "exp": now + lifetime,
+            "jti": uuid.uuid4().hex,
+        }
+        token = jwt.encode({"alg": ALGORITHM, "kid": kid, "typ": "JWT"}, payload, key, algorithms=[ALGORITHM])
+        return AccessToken(token, lifetime)
+
+    async def verify(self, token: str) -> dict[str, Any]:
+        """The token's claims, or `NotAuthorized` for anything but a valid, unexpired floe token."""
+        now = time.time()
+        cached = self._verified.get(token)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            header = _header_of(token)
+            if header.get("alg") != ALGORITHM:
+                raise NotAuthorized("Invalid token: unsupported signing algorithm")
+            kid = header.get("kid")
+            if kid not in self._kids and time.monotonic() - self._loaded_at > _RELOAD_INTERVAL_SECONDS:
+                self._install(await self.store.list_signing_keys())  # another process may have rotated
+            if kid not in self._kids:
+                raise NotAuthorized("Invalid token: unknown signing key")
+            decoded = jwt.decode(token, self._verifying, algorithms=[ALGORITHM])
+            self._claims.validate(decoded.claims)
+        except NotAuthorized:
+            raise
+        except (JoseError, ValueError, TypeError, KeyError) as exc:
+            raise NotAuthorized(f"Invalid token: {type(exc).__name__}") from exc
+        claims = dict(decoded.claims)
+        self._verified[token] = (float(claims["exp"]), claims)
+        if len(self._verified) > _CACHE_SIZE:
+            self._verified.popitem(last=False)
+        return claims
+
+
+def _header_of(token: str) -> dict[str, Any]:
+    """The unverified JOSE header (only used to pick the key and refuse other algorithms)."""
+    head = token.split(".", 1)[0]
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    return decoded

@@ -1,0 +1,249 @@
+"""Authentication: the OAuth2 token endpoint's rules, bearer-token checks, admin bootstrap.
+
+API keys (client id + secret) are OAuth2 client credentials; floe answers them with a short-lived signed
+token that names the key's cluster and role. Every request's bearer token is verified against the
+signing keys and the key's current state (revoked or expired keys stop working at once).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import unquote
+
+from catalog.auth import Principal, Role
+from catalog.errors import NotAuthorized, NotFound
+from catalog.security.secrets import DUMMY_HASH, hash_secret, new_client_id, new_client_secret, verify_secret
+from catalog.security.tokens import AccessToken, TokenSigner
+from catalog.settings import Settings
+from catalog.store import SqlCatalogStore
+from catalog.store.security import ApiKeyRecord
+
+log = logging.getLogger(__name__)
+
+CLIENT_CREDENTIALS = "client_credentials"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
+KEY_STATE_CACHE_SECONDS = 2.0
+
+
+class OAuthError(Exception):
+    """An RFC 6749 error answer of the token endpoint."""
+
+    def __init__(self, status: int, error: str, description: str, *, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.error = error
+        self.description = description
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRequest:
+    grant_type: str | None
+    client_id: str | None
+    client_secret: str | None
+    subject_token: str | None
+    subject_token_type: str | None
+    scope: str | None
+    used_basic: bool
+
+
+def parse_token_request(form: dict[str, str], authorization: str | None) -> TokenRequest:
+    """Client credentials come in the form (Java, pyiceberg `credential`) or as HTTP Basic (DuckDB)."""
+    client_id, client_secret = form.get("client_id"), form.get("client_secret")
+    used_basic = False
+    if authorization and authorization[:6].lower() == "basic ":
+        try:
+            raw = base64.b64decode(authorization[6:].strip(), validate=True).decode()
+            basic_id, _, basic_secret = raw.partition(":")
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise OAuthError(400, "invalid_request", "Malformed HTTP Basic credentials") from exc
+        # RFC 6749 §2.3.1: Basic credentials are form-urlencoded before base64.
+        client_id, client_secret, used_basic = unquote(basic_id), unquote(basic_secret), True
+    return TokenRequest(
+        grant_type=form.get("grant_type"),
+        client_id=client_id,
+        client_secret=client_secret,
+        subject_token=form.get("subject_token"),
+        subject_token_type=form.get("subject_token_type"),
+        scope=form.get("scope"),
+        used_basic=used_basic,
+    )
+
+
+class AuthService:
+    """Issues tokens for API keys and turns bearer tokens into principals."""
+
+    def __init__(self, store: SqlCatalogStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.signer = TokenSigner(store, timedelta(seconds=settings.token_lifetime_seconds))
+        self._key_state: dict[str, tuple[float, ApiKeyRecord | None]] = {}
+
+    # -- tokens -----------------------------------------------------------------------------------
+
+    async def issue_token(self, request: TokenRequest, source: str) -> tuple[AccessToken, str | None]:
+        """Answer a token request: (token, scope) or `OAuthError`."""
+        if request.grant_type == CLIENT_CREDENTIALS:
+            key = await self._check_client(request, source)
+            claims = self._claims_for(key)
+        elif request.grant_type == TOKEN_EXCHANGE:
+            if not request.subject_token:
+                raise OAuthError(400, "invalid_request", "subject_token is required for token exchange")
+            if request.subject_token_type not in (None, ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE):
+                raise OAuthError(
+                    400, "invalid_request", f"Unsupported subject_token_type {request.subject_token_type}"
+                )
+            try:
+                principal = await self.authenticate_token(request.subject_token)
+            except NotAuthorized as exc:
+                raise OAuthError(401, "invalid_client", "subject_token is not a valid floe token") from exc
+            current = await self._usable_key(principal.subject)
+            if current is None:
+                raise OAuthError(401, "invalid_client", "The key behind subject_token is revoked or expired")
+            claims = self._claims_for(current)
+        elif request.grant_type is None:
+            raise OAuthError(400, "invalid_request", "grant_type is required")
+        else:
+            raise OAuthError(400, "unsupported_grant_type", f"Unsupported grant_type: {request.grant_type}")
+        return await self.signer.issue(claims), request.scope or "catalog"
+
+    @staticmethod
+    def _claims_for(key: ApiKeyRecord) -> dict[str, str | None]:
+        return {"sub": key.client_id, "cluster": key.cluster, "warehouse": key.warehouse, "role": key.role}
+
+    async def _check_client(self, request: TokenRequest, source: str) -> ApiKeyRecord:
+        if not request.client_id or request.client_secret is None:
+            raise OAuthError(400, "invalid_request", "client_id and client_secret are required")
+        limits = [f"client:{request.client_id}", f"source:{source}"]
+        window = timedelta(seconds=self.settings.auth_failure_window_seconds)
+        if await self.store.auth_failure_count(limits, window) >= self.settings.auth_failure_limit:
+            raise OAuthError(
+                429,
+                "invalid_client",
+                "Too many failed attempts; try again later",
+                retry_after=self.settings.auth_failure_window_seconds,
+            )
+        key = await self.store.get_api_key(request.client_id)
+        # Same work for an unknown client as for a wrong secret: timing tells nothing.
+        valid = verify_secret(request.client_secret, key.secret_hash if key else DUMMY_HASH)
+        if key is None or not valid or not key.usable(datetime.now(UTC)):
+            await self.store.record_auth_failure(limits, window)
+            reason = "revoked or expired" if key is not None and valid else "unknown client or wrong secret"
+            log.info("token refused for client %s from %s: %s", request.client_id, source, reason)
+            raise OAuthError(401, "invalid_client", "Client authentication failed")
+        await self.store.touch_api_key(key.client_id)
+        return key
+
+    # -- bearer tokens ----------------------------------------------------------------------------
+
+    async def _usable_key(self, client_id: str) -> ApiKeyRecord | None:
+        """The key's current state, cached for a moment: revocation takes effect within seconds."""
+        now = time.monotonic()
+        cached = self._key_state.get(client_id)
+        if cached is not None and now - cached[0] < KEY_STATE_CACHE_SECONDS:
+            key = cached[1]
+        else:
+            key = await self.store.get_api_key(client_id)
+            self._key_state[client_id] = (now, key)
+        return key if key is not None and key.usable(datetime.now(UTC)) else None
+
+    async def authenticate_token(self, token: str) -> Principal:
+        claims = await self.signer.verify(token)
+        key = await self._usable_key(str(claims["sub"]))
+        if key is None:
+            raise NotAuthorized("Token's API key is revoked or expired")
+        return Principal(
+            subject=key.client_id,
+            role=Role(key.role),
+            cluster=key.cluster,
+            warehouse=key.warehouse,
+        )
+
+    async def authenticate(self, authorization: str | None) -> Principal:
+        """The principal of an `Authorization: Bearer …` header, or `NotAuthorized`."""
+        if not authorization:
+            raise NotAuthorized("Authentication required: send a bearer token from /v1/oauth/tokens")
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise NotAuthorized("Authentication required: expected a bearer token")
+        return await self.authenticate_token(token.strip())
+
+    # -- keys -------------------------------------------------------------------------------------
+
+    async def create_key(
+        self,
+        *,
+        cluster: str | None,
+        role: Role,
+        description: str = "",
+        created_by: str = "",
+        expires_at: datetime | None = None,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+    ) -> tuple[ApiKeyRecord, str]:
+        """A new key and its secret (the only time the secret is available)."""
+        secret = client_secret or new_client_secret()
+        record = await self.store.create_api_key(
+            client_id=client_id or new_client_id(),
+            secret_hash=hash_secret(secret),
+            cluster=cluster,
+            role=role.value,
+            description=description,
+            created_by=created_by,
+            expires_at=expires_at,
+        )
+        return record, secret
+
+    async def rotate_secret(self, client_id: str) -> str:
+        secret = new_client_secret()
+        if not await self.store.set_api_key_secret(client_id, hash_secret(secret)):
+            raise NotFound(f"API key does not exist or is revoked: {client_id}")
+        self._key_state.pop(client_id, None)
+        return secret
+
+    async def bootstrap_admin(self) -> None:
+        """On first start (no keys at all), create a global admin key.
+
+        Its credentials come from FLOE_ADMIN_CLIENT_ID/FLOE_ADMIN_CLIENT_SECRET when set, otherwise they
+        are generated and written to `$FLOE_HOME/admin.json` (mode 0600)."""
+        await self.signer.load()
+        if await self.store.count_api_keys() > 0:
+            return
+        settings = self.settings
+        try:
+            record, secret = await self.create_key(
+                cluster=None,
+                role=Role.ADMIN,
+                description="bootstrap admin",
+                created_by="floe",
+                client_id=settings.admin_client_id,
+                client_secret=settings.admin_client_secret,
+            )
+        except Exception:  # another worker bootstrapped at the same moment
+            if await self.store.count_api_keys() > 0:
+                return
+            raise
+        if settings.admin_client_id and settings.admin_client_secret:
+            log.info("bootstrap admin key %s created from the environment", record.client_id)
+            return
+        path = admin_credentials_path(settings.home)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"client_id": record.client_id, "client_secret": secret}, fh)
+        os.chmod(path, 0o600)
+        log.info("bootstrap admin key %s written to %s", record.client_id, path)
+
+
+def admin_credentials_path(home: Path) -> Path:
+    return home / "admin.json"
