@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from catalog.admin_client import DEFAULT_URL, ClientError, ManagementClient, admin_credentials
+from catalog.listeners import reuseport_socket, reuseport_supported
 from catalog.migrations import upgrade_database
 from catalog.settings import Settings
 from catalog.store import create_store
@@ -59,16 +60,17 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
         f"database {settings.database_url.split('@')[-1]}",
         highlight=False,
     )
-    uvicorn.run(
-        "catalog.api.app:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_config=None,
-        access_log=False,
-        proxy_headers=False,
-    )
+    options: dict[str, Any] = {"log_config": None, "access_log": False, "proxy_headers": False}
+    if workers > 1 and reuseport_supported():
+        from uvicorn.supervisors import Multiprocess
+
+        # One listener per worker instead of a shared one: see catalog/listeners.py.
+        config = uvicorn.Config(
+            "catalog.api.app:create_app", factory=True, host=host, port=port, workers=workers, **options
+        )
+        Multiprocess(config, sockets=[reuseport_socket(host, port)]).run()
+        return
+    uvicorn.run("catalog.api.app:create_app", factory=True, host=host, port=port, workers=workers, **options)
 
 
 @main.group()
