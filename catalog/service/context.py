@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import time
 import uuid
+import weakref
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +40,20 @@ class CatalogContext:
     store: SqlCatalogStore
     settings: Settings
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
+    _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
+
+    @contextlib.asynccontextmanager
+    async def commit_locks(self, warehouse_id: str, idents: list[TableIdent]) -> AsyncIterator[None]:
+        """Hold this process's commit lock of every table in `idents` (taken in a fixed order, so two
+        multi-table transactions cannot deadlock); a lock lives while someone holds or awaits it."""
+        keys = sorted({(warehouse_id, ident.namespace.key, ident.name) for ident in idents})
+        locks = [self._commit_locks.setdefault(key, asyncio.Lock()) for key in keys]
+        async with contextlib.AsyncExitStack() as stack:
+            for lock in locks:
+                await stack.enter_async_context(lock)
+            yield
 
     async def warehouse(self, name: str) -> WarehouseRecord:
         """The warehouse a `prefix` names, cached briefly: it is read on every request."""

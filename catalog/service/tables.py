@@ -255,29 +255,35 @@ class TableService:
             authorize(principal, Action.WRITE, prefix, change.ident.namespace.key)
         storage = self.ctx.storage(warehouse)
         attempts = self.ctx.settings.commit_retries + 1
-        for attempt in range(attempts):
-            pending, results = await self._prepare(warehouse, changes)
-            written = [p.metadata_location for p, changed in pending if changed]
-            try:
-                for p, changed in pending:
-                    if changed:
-                        await run_blocking(storage.write, p.metadata_location, p.metadata_json.encode())
-                to_swap = [p for p, changed in pending if changed]
-                swapped = not to_swap or await self.ctx.store.swap(to_swap)
-            except AlreadyExists:
+        # One commit per table at a time in this process: concurrent commits to a table can only land
+        # one by one (compare-and-swap), so racing them here just burned retries (and failed commits
+        # after the last one). Other workers and servers still race; the swap decides between them.
+        async with self.ctx.commit_locks(warehouse.id, idents):
+            for attempt in range(attempts):
+                pending, results = await self._prepare(warehouse, changes)
+                written = [p.metadata_location for p, changed in pending if changed]
+                try:
+                    for p, changed in pending:
+                        if changed:
+                            await run_blocking(storage.write, p.metadata_location, p.metadata_json.encode())
+                    to_swap = [p for p, changed in pending if changed]
+                    swapped = not to_swap or await self.ctx.store.swap(to_swap)
+                except AlreadyExists:
+                    await run_blocking(storage.delete_many, written)
+                    raise CommitFailed("Requirement failed: table already exists") from None
+                except DBAPIError as exc:
+                    # The database may or may not have applied the swap: never delete the new files.
+                    log.error("commit state unknown for %s: %s", idents, exc)
+                    raise CommitStateUnknown(
+                        f"Commit state unknown: database error during commit: {exc.orig}"
+                    ) from exc
+                if swapped:
+                    return results
                 await run_blocking(storage.delete_many, written)
-                raise CommitFailed("Requirement failed: table already exists") from None
-            except DBAPIError as exc:
-                # The database may or may not have applied the swap: never delete the new files.
-                log.error("commit state unknown for %s: %s", idents, exc)
-                raise CommitStateUnknown(
-                    f"Commit state unknown: database error during commit: {exc.orig}"
-                ) from exc
-            if swapped:
-                return results
-            await run_blocking(storage.delete_many, written)
-            COMMIT_RETRIES.inc()
-            log.info("commit to %s lost a race (attempt %d), retrying on the new base", idents, attempt + 1)
+                COMMIT_RETRIES.inc()
+                log.info(
+                    "commit to %s lost a race (attempt %d), retrying on the new base", idents, attempt + 1
+                )
         COMMIT_CONFLICTS.inc()
         raise CommitFailed(
             f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts"
