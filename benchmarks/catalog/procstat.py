@@ -59,3 +59,14 @@ def postmaster_pid(data_dir: Path) -> int | None:
         return int((data_dir / "postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes of the machine spent busy so far (every core summed), from /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0
+    # user nice system idle iowait irq softirq steal ...: everything but idle and iowait is busy.
+    ticks = [int(v) for v in fields[:8]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _TICKS_PER_SECOND

@@ -36,10 +36,14 @@ class Measurement:
     statuses: dict[str, int]
     server_cpu_cores: float
     loadgen_cpu_share: float
+    # Cores busy with anything else on the machine meanwhile: high values mean a disturbed run.
+    other_cpu_cores: float = 0.0
     notes: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, result: LoadResult, server_cpu_s: float, notes: dict[str, Any]) -> Measurement:
+    def of(
+        cls, result: LoadResult, server_cpu_s: float, notes: dict[str, Any], other_cpu_s: float = 0.0
+    ) -> Measurement:
         return cls(
             requests=result.requests,
             throughput_rps=round(result.throughput, 1),
@@ -50,6 +54,7 @@ class Measurement:
             | ({"connection-errors": result.connection_errors} if result.connection_errors else {}),
             server_cpu_cores=round(server_cpu_s / result.wall_s, 2) if result.wall_s else 0.0,
             loadgen_cpu_share=round(result.loadgen_cpu_share, 3),
+            other_cpu_cores=round(other_cpu_s / result.wall_s, 2) if result.wall_s else 0.0,
             notes=notes,
         )
 
@@ -200,18 +205,21 @@ def render_markdown(doc: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "Responses by HTTP status, and server CPU (cores busy on average, server plus its database):",
+        "Responses by HTTP status; CPU in cores busy on average: the server (floe: workers plus "
+        "PostgreSQL; reference: the JVM), and everything else on the machine except the load generator "
+        "(other work there disturbs the numbers):",
         "",
-    ]
-    lines += [
-        "| Workload | floe statuses | floe CPU | reference statuses | reference CPU |",
-        "|---|---|---:|---|---:|",
+        "| Workload | floe statuses | floe CPU | other CPU "
+        "| reference statuses | reference CPU | other CPU |",
+        "|---|---|---:|---:|---|---:|---:|",
     ]
     for w in doc["workloads"]:
         floe, ref = w["results"].get(FLOE), w["results"].get(REFERENCE)
         lines.append(
             f"| {w['title']} | {_statuses(floe)} | {_fmt(floe and floe['server_cpu_cores'], 2)} "
-            f"| {_statuses(ref)} | {_fmt(ref and ref['server_cpu_cores'], 2)} |"
+            f"| {_fmt(floe and floe.get('other_cpu_cores'), 2)} "
+            f"| {_statuses(ref)} | {_fmt(ref and ref['server_cpu_cores'], 2)} "
+            f"| {_fmt(ref and ref.get('other_cpu_cores'), 2)} |"
         )
     etag = next((w for w in doc["workloads"] if w["key"] == "load_table_etag"), None)
     if etag:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.catalog import reference
-from benchmarks.catalog.procstat import cpu_seconds, postmaster_pid
+from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds, postmaster_pid
 from benchmarks.catalog.report import (
     FLOE,
     REFERENCE,
@@ -52,11 +52,14 @@ class Server:
 def measure_server(
     server: Server, dataset: Dataset, workload: Workload, duration_s: float, warmup_s: float
 ) -> Measurement:
-    """One workload on one server, with the CPU the server's processes used meanwhile."""
+    """One workload on one server, with the CPU the server's processes used meanwhile and the CPU
+    everything else on the machine used (other work there disturbs the numbers)."""
     roots = server.pids()
-    cpu_before = cpu_seconds(roots)
+    cpu_before, busy_before = cpu_seconds(roots), machine_busy_seconds()
     result, notes = measure(server.target, dataset, workload, duration_s, warmup_s)
-    return Measurement.of(result, cpu_seconds(roots) - cpu_before, notes)
+    server_cpu = cpu_seconds(roots) - cpu_before
+    other_cpu = machine_busy_seconds() - busy_before - server_cpu - result.loadgen_cpu_s
+    return Measurement.of(result, server_cpu, notes, max(0.0, other_cpu))
 
 
 def warm_up(server: Server, dataset: Dataset, chosen: list[Workload], seconds: float) -> None:
