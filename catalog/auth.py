@@ -87,5 +87,5 @@ def visible_namespaces(principal: Principal, keys: list[str]) -> list[str]:
     return [k for k in keys if principal.owns(k)]
 
 
-# Until authentication is switched on, every caller is served as this administrator.
+# With FLOE_AUTH=none every caller is served as this administrator.
 ANONYMOUS_ADMIN = Principal(subject="anonymous", role=Role.ADMIN)

@@ -51,6 +51,8 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
     if workers > 1 and settings.database_url.startswith("sqlite"):
         raise click.UsageError("several workers need a shared database: set FLOE_DATABASE_URL to PostgreSQL")
     upgrade_database(settings.database_url)
+    # Bootstrap the admin key once here, before several workers could race to do it.
+    asyncio.run(_bootstrap(settings))
     os.environ["FLOE_MIGRATE_ON_START"] = "false"
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="floe-metrics-")
@@ -71,6 +73,16 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
         Multiprocess(config, sockets=[reuseport_socket(host, port)]).run()
         return
     uvicorn.run("catalog.api.app:create_app", factory=True, host=host, port=port, workers=workers, **options)
+
+
+async def _bootstrap(settings: Settings) -> None:
+    from catalog.service.security import AuthService
+
+    store = create_store(settings.database_url)
+    try:
+        await AuthService(store, settings).bootstrap_admin()
+    finally:
+        await store.close()
 
 
 @main.group()

@@ -30,6 +30,13 @@ def _normalize_location(location: str) -> str:
     return Path(location).expanduser().resolve().as_uri()
 
 
+def _auth_mode(value: str) -> str:
+    mode = value.strip().lower()
+    if mode not in ("oauth2", "none"):
+        raise ValueError(f"FLOE_AUTH must be 'oauth2' or 'none', not {value!r}")
+    return mode
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -42,7 +49,11 @@ class Settings:
     idempotency_lifetime_seconds: int = 1800
     migrate_on_start: bool = True
     token_lifetime_seconds: int = 3600
+    # "oauth2" (the default): every catalog route needs a token. "none": everyone is an administrator —
+    # only for a catalog nobody else can reach (local experiments, the auth-off benchmark baseline).
+    auth_mode: str = "oauth2"
     auth_failure_limit: int = 10
+    auth_source_failure_limit: int = 100
     auth_failure_window_seconds: int = 60
     admin_client_id: str | None = None
     admin_client_secret: str | None = None
@@ -73,7 +84,9 @@ class Settings:
             commit_retries=int(env.get("FLOE_COMMIT_RETRIES", "8")),
             migrate_on_start=env.get("FLOE_MIGRATE_ON_START", "true").lower() != "false",
             token_lifetime_seconds=int(env.get("FLOE_TOKEN_LIFETIME_SECONDS", "3600")),
+            auth_mode=_auth_mode(env.get("FLOE_AUTH", "oauth2")),
             auth_failure_limit=int(env.get("FLOE_AUTH_FAILURE_LIMIT", "10")),
+            auth_source_failure_limit=int(env.get("FLOE_AUTH_SOURCE_FAILURE_LIMIT", "100")),
             auth_failure_window_seconds=int(env.get("FLOE_AUTH_FAILURE_WINDOW_SECONDS", "60")),
             admin_client_id=env.get("FLOE_ADMIN_CLIENT_ID") or None,
             admin_client_secret=env.get("FLOE_ADMIN_CLIENT_SECRET") or None,

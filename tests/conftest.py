@@ -38,6 +38,14 @@ def database_url(backend: str, postgres: LocalPostgres, tmp_path_factory: pytest
     return f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('sqlite') / 'floe.db'}"
 
 
+@pytest.fixture
+def fresh_database_url(backend: str, postgres: LocalPostgres, tmp_path: Path) -> str:
+    """An empty database of the backend under test, for a test that starts its own server."""
+    if backend == "postgres":
+        return postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
+    return f"sqlite+aiosqlite:///{tmp_path / 'floe.db'}"
+
+
 @pytest.fixture(scope="session")
 def catalog_server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogProcess]:
     """One `floe serve` per backend for the session; tests isolate themselves by namespace."""
@@ -47,14 +55,22 @@ def catalog_server(database_url: str, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture
-def http(catalog_server: CatalogProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=catalog_server.url, timeout=30) as client:
+def http(catalog_server: CatalogProcess, admin_token: str) -> Iterator[httpx.Client]:
+    """A raw HTTP client authenticated as the bootstrap admin."""
+    headers = {"Authorization": f"Bearer {admin_token}"}
+    with httpx.Client(base_url=catalog_server.url, timeout=30, headers=headers) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def admin_token(catalog_server: CatalogProcess) -> str:
+    return catalog_server.token()
 
 
 @pytest.fixture
 def rest_catalog(catalog_server: CatalogProcess) -> RestCatalog:
-    return RestCatalog("floe", uri=catalog_server.url)
+    """pyiceberg authenticated with the bootstrap admin key (client credentials)."""
+    return catalog_server.catalog()
 
 
 @pytest.fixture

@@ -54,11 +54,22 @@ def connect(extension_directory: Path) -> duckdb.DuckDBPyConnection:
 
 
 def attach_catalog(
-    connection: duckdb.DuckDBPyConnection, *, endpoint: str, warehouse: str, alias: str = "floe"
+    connection: duckdb.DuckDBPyConnection,
+    *,
+    endpoint: str,
+    warehouse: str,
+    client_id: str,
+    client_secret: str,
+    alias: str = "floe",
 ) -> None:
-    """Attach floe's REST catalog (no authentication) as database `alias`."""
+    """Attach floe's REST catalog as database `alias`, authenticating with an API key as OAuth2 client
+    credentials (DuckDB fetches and refreshes the token itself)."""
     connection.execute(
-        f"ATTACH '{warehouse}' AS {alias} (TYPE ICEBERG, ENDPOINT '{endpoint}', AUTHORIZATION_TYPE 'none')"
+        f"CREATE OR REPLACE SECRET {alias}_secret (TYPE ICEBERG, CLIENT_ID '{client_id}', "
+        f"CLIENT_SECRET '{client_secret}', OAUTH2_SERVER_URI '{endpoint}/v1/oauth/tokens')"
+    )
+    connection.execute(
+        f"ATTACH '{warehouse}' AS {alias} (TYPE ICEBERG, ENDPOINT '{endpoint}', SECRET {alias}_secret)"
     )
 
 

@@ -17,7 +17,6 @@ import time
 from collections import Counter
 
 import pyarrow as pa
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitFailedException
 
 from catalog.dev.server import CatalogProcess
@@ -46,7 +45,7 @@ def batch(writer: int, seq: int) -> pa.Table:
 def test_concurrent_appends_all_land_once(catalog_server: CatalogProcess, namespace: str) -> None:
     identifier = f"{namespace}.contended"
     # No retries inside pyiceberg: the writers below retry themselves, refreshing and appending again.
-    RestCatalog("setup", uri=catalog_server.url).create_table(
+    catalog_server.catalog().create_table(
         identifier, schema=SCHEMA, properties={"commit.retry.num-retries": "0"}
     )
     barrier = threading.Barrier(WRITERS)
@@ -56,9 +55,7 @@ def test_concurrent_appends_all_land_once(catalog_server: CatalogProcess, namesp
 
     def writer(writer_id: int) -> None:
         try:
-            catalog = RestCatalog(
-                f"writer-{writer_id}", uri=catalog_server.url, **{"snapshot-loading-mode": "refs"}
-            )
+            catalog = catalog_server.catalog(**{"snapshot-loading-mode": "refs"})
             table = catalog.load_table(identifier)
             rng = random.Random(writer_id)
             barrier.wait()
@@ -91,7 +88,7 @@ def test_concurrent_appends_all_land_once(catalog_server: CatalogProcess, namesp
         thread.join()
     assert not errors, errors
 
-    table = RestCatalog("check", uri=catalog_server.url).load_table(identifier)
+    table = catalog_server.catalog().load_table(identifier)
     snapshots = table.metadata.snapshots
     assert len(snapshots) == WRITERS * APPENDS_PER_WRITER
     assert len({s.snapshot_id for s in snapshots}) == len(snapshots)

@@ -46,7 +46,13 @@ def duckdb_extension_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def duck(catalog_server: CatalogProcess, duckdb_extension_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """A fresh DuckDB with floe's default warehouse attached as `floe`."""
     connection = connect(duckdb_extension_dir)
-    attach_catalog(connection, endpoint=catalog_server.url, warehouse=DEFAULT_WAREHOUSE_NAME)
+    attach_catalog(
+        connection,
+        endpoint=catalog_server.url,
+        warehouse=DEFAULT_WAREHOUSE_NAME,
+        client_id=catalog_server.admin_client_id,
+        client_secret=catalog_server.admin_client_secret,
+    )
     try:
         yield connection
     finally:

@@ -160,7 +160,7 @@ def test_concurrent_duplicates_apply_once(http: httpx.Client, namespace: str, ki
     lock = threading.Lock()
 
     def send() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=60) as client:
+        with httpx.Client(base_url=str(http.base_url), timeout=60, headers=http.headers) as client:
             barrier.wait()
             response = client.post(url, json=body, headers=key)
         with lock:

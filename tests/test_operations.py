@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pyarrow as pa
-from pyiceberg.catalog.rest import RestCatalog
 
 from catalog.dev.postgres import LocalPostgres
 from catalog.dev.server import CatalogProcess
@@ -42,10 +41,11 @@ def test_second_warehouse(catalog_server: CatalogProcess, database_url: str, tmp
     )  # fmt: skip
     assert name in {w["name"] for w in json.loads(listed.stdout)}
 
-    config = httpx.get(f"{catalog_server.url}/v1/config", params={"warehouse": name}).json()
+    auth = {"Authorization": f"Bearer {catalog_server.token()}"}
+    config = httpx.get(f"{catalog_server.url}/v1/config", params={"warehouse": name}, headers=auth).json()
     assert config["overrides"]["prefix"] == name
 
-    catalog = RestCatalog("floe", uri=catalog_server.url, warehouse=name)
+    catalog = catalog_server.catalog(warehouse=name)
     ns = f"sales_{uuid.uuid4().hex[:6]}"
     catalog.create_namespace(ns)
     data = pa.table({"id": pa.array([1, 2], pa.int64())})
@@ -54,12 +54,14 @@ def test_second_warehouse(catalog_server: CatalogProcess, database_url: str, tmp
     assert table.location().startswith(location.resolve().as_uri())
     assert list(location.rglob("*.parquet")), "data files land in the second warehouse"
     # Namespaces are per warehouse: the default warehouse does not see this one's.
-    default = RestCatalog("floe", uri=catalog_server.url)
+    default = catalog_server.catalog()
     assert not default.namespace_exists(ns)
     assert (ns,) in catalog.list_namespaces()
     assert catalog.load_table(f"{ns}.orders").scan().to_arrow().num_rows == 2
 
-    missing = httpx.get(f"{catalog_server.url}/v1/config", params={"warehouse": "no-such-warehouse"})
+    missing = httpx.get(
+        f"{catalog_server.url}/v1/config", params={"warehouse": "no-such-warehouse"}, headers=auth
+    )
     assert missing.status_code == 404
     assert missing.json()["error"]["type"] == "NoSuchWarehouseException"
 
@@ -104,7 +106,7 @@ def test_readiness_follows_the_database() -> None:
 
 def test_several_workers_share_postgres(postgres: LocalPostgres) -> None:
     with CatalogProcess(postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}"), workers=2) as server:
-        catalog = RestCatalog("floe", uri=server.url)
+        catalog = server.catalog()
         catalog.create_namespace("multi")
         data = pa.table({"n": pa.array(range(10), pa.int64())})
         table = catalog.create_table("multi.t", schema=data.schema)
@@ -113,7 +115,7 @@ def test_several_workers_share_postgres(postgres: LocalPostgres) -> None:
         # Every worker answers with the same, latest state: nothing lives in a worker's memory.
         locations = set()
         for _ in range(20):
-            loaded = RestCatalog("floe", uri=server.url).load_table("multi.t")
+            loaded = server.catalog().load_table("multi.t")
             assert len(loaded.metadata.snapshots) == 5
             locations.add(loaded.metadata_location)
         assert len(locations) == 1

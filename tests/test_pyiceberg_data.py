@@ -361,7 +361,7 @@ def test_snapshot_loading_mode_refs(
     first = table.snapshots()[0]
     table.manage_snapshots().create_tag(first.snapshot_id, "first").commit()
 
-    refs_catalog = RestCatalog("floe-refs", uri=catalog_server.url, **{"snapshot-loading-mode": "refs"})
+    refs_catalog = catalog_server.catalog(**{"snapshot-loading-mode": "refs"})
     partial = refs_catalog.load_table((namespace, "t"))
     current = partial.current_snapshot()
     assert current is not None

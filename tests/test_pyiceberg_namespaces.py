@@ -85,7 +85,12 @@ def test_list_namespaces_pages_through_everything(rest_catalog: RestCatalog, htt
     assert len(first_page["namespaces"]) == 2
     assert first_page["next-page-token"]
     # A small page size makes pyiceberg follow next-page-token across several requests.
-    paged = RestCatalog("floe-paged", uri=rest_catalog.uri, **{"rest-page-size": "2"})
+    paged = RestCatalog(
+        "floe-paged",
+        uri=rest_catalog.uri,
+        credential=rest_catalog.properties["credential"],
+        **{"rest-page-size": "2"},
+    )
     assert sorted(paged.list_namespaces(root)) == children
 
 

@@ -13,7 +13,6 @@ import boto3
 import pyarrow as pa
 import pytest
 from moto.server import ThreadedMotoServer
-from pyiceberg.catalog.rest import RestCatalog
 
 from catalog.dev.postgres import free_port
 from catalog.dev.server import CatalogProcess
@@ -61,11 +60,8 @@ def _keys() -> dict[str, str]:
 def test_tables_live_in_the_bucket(s3_catalog: tuple[CatalogProcess, str], s3_endpoint: str) -> None:
     server, bucket = s3_catalog
     warehouse = f"s3wh_{bucket[-8:]}"
-    catalog = RestCatalog(
-        "floe",
-        uri=server.url,
-        warehouse=warehouse,
-        **{"s3.access-key-id": "testing", "s3.secret-access-key": "testing"},
+    catalog = server.catalog(
+        warehouse=warehouse, **{"s3.access-key-id": "testing", "s3.secret-access-key": "testing"}
     )
     # The endpoint and region come from the server's /v1/config defaults, not from the client.
     assert catalog.properties["s3.endpoint"] == s3_endpoint

@@ -13,8 +13,11 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Tag
 
+from catalog.api.audit import audit_middleware
+from catalog.api.authentication import authentication_middleware
 from catalog.api.config import get_config, healthz, metrics, readyz
 from catalog.api.dependencies import (
+    provide_auth,
     provide_context,
     provide_namespaces,
     provide_principal,
@@ -22,12 +25,15 @@ from catalog.api.dependencies import (
     provide_views,
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
+from catalog.api.management import ManagementController
 from catalog.api.middleware import RawPathApp, idempotency_middleware, request_context_middleware
 from catalog.api.namespaces import NamespaceController
+from catalog.api.oauth import get_token
 from catalog.api.tables import TableController, TableOperationsController
 from catalog.api.views import ViewController, ViewOperationsController
 from catalog.migrations import upgrade_database
 from catalog.service.context import CatalogContext
+from catalog.service.security import AuthService
 from catalog.settings import Settings
 from catalog.store import create_store
 
@@ -61,6 +67,11 @@ def build_litestar(settings: Settings) -> Litestar:
             settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties
         )
         app.state.ctx = CatalogContext(store=store, settings=settings)
+        auth = AuthService(store, settings)
+        await auth.bootstrap_admin()
+        app.state.auth = auth
+        if settings.auth_mode == "none":
+            log.warning("FLOE_AUTH=none: authentication is OFF, every caller is an administrator")
         # Everything loaded by now (modules, pydantic and pyiceberg models, routes: ~150k objects)
         # lives as long as the process: freezing it keeps the collector from rescanning it in every
         # full collection, which cost more CPU than the request itself on large responses.
@@ -73,6 +84,8 @@ def build_litestar(settings: Settings) -> Litestar:
     return Litestar(
         route_handlers=[
             get_config,
+            get_token,
+            ManagementController,
             healthz,
             readyz,
             metrics,
@@ -84,13 +97,19 @@ def build_litestar(settings: Settings) -> Litestar:
         ],
         dependencies={
             "principal": Provide(provide_principal),
+            "auth": Provide(provide_auth, sync_to_thread=False),
             "namespaces": Provide(provide_namespaces, sync_to_thread=False),
             "tables": Provide(provide_tables, sync_to_thread=False),
             "views": Provide(provide_views, sync_to_thread=False),
             "context": Provide(provide_context, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[request_context_middleware, idempotency_middleware],
+        middleware=[
+            request_context_middleware,
+            audit_middleware,
+            authentication_middleware,
+            idempotency_middleware,
+        ],
         lifespan=[lifespan],
         openapi_config=openapi_config(),
         request_max_body_size=settings.max_body_bytes,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 from litestar import Litestar, Request, Response, get
+from litestar.datastructures import State
 from litestar.handlers import HTTPRouteHandler
 
 from catalog.api.schemas import CatalogConfig
-from catalog.auth import Principal
+from catalog.auth import Action, Principal, authorize
 from catalog.errors import ServiceUnavailable
 from catalog.observability import metrics_payload
 from catalog.service.context import CatalogContext
@@ -37,8 +38,10 @@ async def get_config(
     context: CatalogContext,
     warehouse: str | None = None,
 ) -> CatalogConfig:
-    """Catalog configuration for a warehouse (`?warehouse=`, default: the default warehouse)."""
-    name = warehouse or context.settings.warehouse_name
+    """Catalog configuration for a warehouse (`?warehouse=`; default: the caller's cluster's warehouse,
+    else the default warehouse)."""
+    name = warehouse or principal.warehouse or context.settings.warehouse_name
+    authorize(principal, Action.READ, name)
     record = await context.warehouse(name)
     endpoints = request.app.state.get("endpoints")
     if endpoints is None:
@@ -58,7 +61,9 @@ async def healthz() -> dict[str, str]:
 
 
 @get("/readyz", include_in_schema=False)
-async def readyz(context: CatalogContext) -> dict[str, str]:
+async def readyz(state: State) -> dict[str, str]:
+    """Unauthenticated, like `/healthz`: load balancers and orchestrators probe it."""
+    context: CatalogContext = state.ctx
     try:
         await context.store.ping()
     except Exception as exc:

@@ -5,17 +5,28 @@ from __future__ import annotations
 from litestar import Request
 from litestar.datastructures import State
 
-from catalog.auth import ANONYMOUS_ADMIN, Principal
-from catalog.errors import BadRequest
+from catalog.api.audit import PRINCIPAL_STATE_KEY
+from catalog.auth import Principal
+from catalog.errors import BadRequest, NotAuthorized
 from catalog.service.context import CatalogContext
 from catalog.service.namespaces import NamespaceService
+from catalog.service.security import AuthService
 from catalog.service.tables import TableService
 from catalog.service.views import ViewService
 
 
 async def provide_principal(request: Request) -> Principal:  # type: ignore[type-arg]
-    """The one authentication point every route goes through (permissive until security lands)."""
-    return ANONYMOUS_ADMIN
+    """The caller, authenticated by `authentication_middleware` before the request got here."""
+    principal: Principal | None = request.scope.get("state", {}).get(PRINCIPAL_STATE_KEY)
+    if principal is None:
+        raise NotAuthorized("Authentication required: send a bearer token from /v1/oauth/tokens")
+    return principal
+
+
+def provide_auth(state: State) -> AuthService:
+    """The authentication service itself (the token endpoint uses it before anyone is authenticated)."""
+    auth: AuthService = state.auth
+    return auth
 
 
 # The service providers take `principal` (unused) on purpose: Litestar resolves independent

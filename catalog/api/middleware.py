@@ -110,8 +110,11 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
         if not 1 <= len(key) <= 64:
             await _send_error(send, 400, "BadRequestException", "Invalid Idempotency-Key: expected a UUID")
             return
+        # The caller is part of the fingerprint: nobody replays another key's stored response.
+        principal = scope.get("state", {}).get("principal")
+        subject = getattr(principal, "subject", "")
         fingerprint = hashlib.sha256(
-            f"{scope.get('method', '')} {scope.get('raw_path', b'')!r}".encode()
+            f"{subject} {scope.get('method', '')} {scope.get('raw_path', b'')!r}".encode()
         ).hexdigest()
         deadline = time.monotonic() + IDEMPOTENCY_WAIT_SECONDS
         while True:

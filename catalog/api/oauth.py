@@ -10,9 +10,10 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, post
 from litestar.enums import RequestEncodingType
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
 
-from catalog.service.security import ACCESS_TOKEN_TYPE, AuthService, OAuthError, parse_token_request
+from catalog.service.security import ACCESS_TOKEN_TYPE, AuthService, OAuthFailure, parse_token_request
 
 
 class OAuthTokenResponse(msgspec.Struct):
@@ -21,6 +22,14 @@ class OAuthTokenResponse(msgspec.Struct):
     expires_in: int
     issued_token_type: str
     scope: str | None = None
+
+
+class OAuthError(msgspec.Struct, omit_defaults=True):
+    """RFC 6749 §5.2 error response."""
+
+    error: str
+    error_description: str | None = None
+    error_uri: str | None = None
 
 
 class OAuthTokenRequest(msgspec.Struct):
@@ -32,15 +41,16 @@ class OAuthTokenRequest(msgspec.Struct):
     subject_token_type: str | None = None
     actor_token: str | None = None
     actor_token_type: str | None = None
+    requested_token_type: str | None = None
 
 
-def oauth_error(exc: OAuthError, *, basic: bool) -> Response[bytes]:
+def oauth_error(exc: OAuthFailure, *, basic: bool) -> Response[bytes]:
     headers = {"Cache-Control": "no-store"}
     if exc.status == 401 and basic:
         headers["WWW-Authenticate"] = 'Basic realm="floe"'
     if exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
-    body = msgspec.json.encode({"error": exc.error, "error_description": exc.description})
+    body = msgspec.json.encode(OAuthError(exc.error, exc.description))
     return Response(content=body, status_code=exc.status, media_type="application/json", headers=headers)
 
 
@@ -50,6 +60,12 @@ def oauth_error(exc: OAuthError, *, basic: bool) -> Response[bytes]:
     tags=["OAuth2 API"],
     status_code=200,
     summary="Get a token using an OAuth2 flow",
+    responses={
+        200: ResponseSpec(data_container=OAuthTokenResponse, description="OAuth2 token response"),
+        400: ResponseSpec(data_container=OAuthError, description="OAuth2 error: invalid_request, …"),
+        401: ResponseSpec(data_container=OAuthError, description="OAuth2 error: invalid_client"),
+        429: ResponseSpec(data_container=OAuthError, description="Too many failed attempts (Retry-After)"),
+    },
 )
 async def get_token(
     request: Request[Any, Any, Any],
@@ -63,7 +79,7 @@ async def get_token(
         token_request = parse_token_request(form, authorization)
         source = request.client.host if request.client else "unknown"
         token, scope = await auth.issue_token(token_request, source)
-    except OAuthError as exc:
+    except OAuthFailure as exc:
         return oauth_error(exc, basic=bool(authorization and authorization.lower().startswith("basic ")))
     body = OAuthTokenResponse(
         access_token=token.token,

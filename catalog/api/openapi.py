@@ -208,6 +208,13 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any]) -> No
         responses.setdefault("422", IDEMPOTENCY_REUSED)
 
 
+def _complete_oauth_operation(operation: dict[str, Any]) -> None:
+    """The token endpoint answers errors as OAuth2 (RFC 6749) error JSON, as the spec documents."""
+    responses: dict[str, Any] = operation.setdefault("responses", {})
+    oauth_error = {"$ref": "#/components/schemas/OAuthError"}
+    responses["5XX"] = {"description": "OAuth2 server error", "content": {JSON: {"schema": oauth_error}}}
+
+
 def openapi_document() -> dict[str, Any]:
     """floe's OpenAPI document as a JSON object."""
     # No database or files are touched: the app is only built, never started.
@@ -215,10 +222,12 @@ def openapi_document() -> dict[str, Any]:
     app = build_litestar(settings)
     document: dict[str, Any] = _drop_generated_examples(app.openapi_schema.to_schema())
     for path, item in document.get("paths", {}).items():
-        if not path.startswith("/v1/") or path in OAUTH_PATHS:
-            continue
         for method, operation in item.items():
-            if method in _HTTP_METHODS:
+            if method not in _HTTP_METHODS:
+                continue
+            if path in OAUTH_PATHS:
+                _complete_oauth_operation(operation)
+            elif path.startswith(("/v1/", "/management/v1/")):
                 _complete_operation(path, method, operation)
     components = document.setdefault("components", {})
     components.setdefault("schemas", {}).update(_error_components())

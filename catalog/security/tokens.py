@@ -61,7 +61,7 @@ class TokenSigner:
         )
 
     def _install(self, records: list[SigningKeyRecord]) -> None:
-        keys = [ECKey.import_key(r.private_jwk) for r in records]
+        keys = [ECKey.import_key(json.loads(r.private_jwk)) for r in records]
         active = [(r, k) for r, k in zip(records, keys, strict=True) if r.retired_at is None]
         if active:
             newest = max(active, key=lambda pair: pair[0].created_at)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from catalog.auth import Action, Principal, authorize
-from catalog.errors import BadRequest, NoSuchNamespace
+from catalog.auth import Action, Principal, authorize, visible_namespaces
+from catalog.errors import BadRequest, Forbidden, NoSuchNamespace
 from catalog.identifiers import Namespace
 from catalog.service.context import CatalogContext
 
@@ -39,12 +39,18 @@ class NamespaceService:
         keys, next_token = await self.ctx.store.list_namespaces(
             warehouse.id, parent.key if parent else "", page_token, page_size
         )
+        # A cluster key lists only its own namespace (and what lies below it).
+        keys = visible_namespaces(principal, keys)
         return [list(Namespace.from_key(k).levels) for k in keys], next_token
 
     async def create(
         self, principal: Principal, prefix: str, namespace: Namespace, properties: Any
     ) -> dict[str, str]:
         warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix)
+        if not principal.owns(namespace.key):
+            # Creating is refused outright (not "does not exist"): the name says nothing about others.
+            raise Forbidden(f"Key {principal.subject} may only create namespaces below {principal.cluster}")
         authorize(principal, Action.CREATE, prefix, namespace.key)
         props = _string_map(properties, "namespace properties")
         await self.ctx.store.create_namespace(warehouse.id, namespace.key, props)

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from catalog.auth import Principal, Role
-from catalog.errors import NotAuthorized, NotFound
+from catalog.errors import AlreadyExists, NotAuthorized, NotFound
 from catalog.security.secrets import DUMMY_HASH, hash_secret, new_client_id, new_client_secret, verify_secret
 from catalog.security.tokens import AccessToken, TokenSigner
 from catalog.settings import Settings
@@ -35,7 +35,7 @@ JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 KEY_STATE_CACHE_SECONDS = 2.0
 
 
-class OAuthError(Exception):
+class OAuthFailure(Exception):
     """An RFC 6749 error answer of the token endpoint."""
 
     def __init__(self, status: int, error: str, description: str, *, retry_after: int | None = None) -> None:
@@ -66,7 +66,7 @@ def parse_token_request(form: dict[str, str], authorization: str | None) -> Toke
             raw = base64.b64decode(authorization[6:].strip(), validate=True).decode()
             basic_id, _, basic_secret = raw.partition(":")
         except (binascii.Error, UnicodeDecodeError) as exc:
-            raise OAuthError(400, "invalid_request", "Malformed HTTP Basic credentials") from exc
+            raise OAuthFailure(400, "invalid_request", "Malformed HTTP Basic credentials") from exc
         # RFC 6749 §2.3.1: Basic credentials are form-urlencoded before base64.
         client_id, client_secret, used_basic = unquote(basic_id), unquote(basic_secret), True
     return TokenRequest(
@@ -92,29 +92,31 @@ class AuthService:
     # -- tokens -----------------------------------------------------------------------------------
 
     async def issue_token(self, request: TokenRequest, source: str) -> tuple[AccessToken, str | None]:
-        """Answer a token request: (token, scope) or `OAuthError`."""
+        """Answer a token request: (token, scope) or `OAuthFailure`."""
         if request.grant_type == CLIENT_CREDENTIALS:
             key = await self._check_client(request, source)
             claims = self._claims_for(key)
         elif request.grant_type == TOKEN_EXCHANGE:
             if not request.subject_token:
-                raise OAuthError(400, "invalid_request", "subject_token is required for token exchange")
+                raise OAuthFailure(400, "invalid_request", "subject_token is required for token exchange")
             if request.subject_token_type not in (None, ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE):
-                raise OAuthError(
+                raise OAuthFailure(
                     400, "invalid_request", f"Unsupported subject_token_type {request.subject_token_type}"
                 )
             try:
                 principal = await self.authenticate_token(request.subject_token)
             except NotAuthorized as exc:
-                raise OAuthError(401, "invalid_client", "subject_token is not a valid floe token") from exc
+                raise OAuthFailure(401, "invalid_client", "subject_token is not a valid floe token") from exc
             current = await self._usable_key(principal.subject)
             if current is None:
-                raise OAuthError(401, "invalid_client", "The key behind subject_token is revoked or expired")
+                raise OAuthFailure(
+                    401, "invalid_client", "The key behind subject_token is revoked or expired"
+                )
             claims = self._claims_for(current)
         elif request.grant_type is None:
-            raise OAuthError(400, "invalid_request", "grant_type is required")
+            raise OAuthFailure(400, "invalid_request", "grant_type is required")
         else:
-            raise OAuthError(400, "unsupported_grant_type", f"Unsupported grant_type: {request.grant_type}")
+            raise OAuthFailure(400, "unsupported_grant_type", f"Unsupported grant_type: {request.grant_type}")
         return await self.signer.issue(claims), request.scope or "catalog"
 
     @staticmethod
@@ -123,11 +125,16 @@ class AuthService:
 
     async def _check_client(self, request: TokenRequest, source: str) -> ApiKeyRecord:
         if not request.client_id or request.client_secret is None:
-            raise OAuthError(400, "invalid_request", "client_id and client_secret are required")
-        limits = [f"client:{request.client_id}", f"source:{source}"]
+            raise OAuthFailure(400, "invalid_request", "client_id and client_secret are required")
+        by_client, by_source = f"client:{request.client_id}", f"source:{source}"
+        limits = [by_client, by_source]
         window = timedelta(seconds=self.settings.auth_failure_window_seconds)
-        if await self.store.auth_failure_count(limits, window) >= self.settings.auth_failure_limit:
-            raise OAuthError(
+        failures = await self.store.auth_failure_counts(limits, window)
+        if (
+            failures.get(by_client, 0) >= self.settings.auth_failure_limit
+            or failures.get(by_source, 0) >= self.settings.auth_source_failure_limit
+        ):
+            raise OAuthFailure(
                 429,
                 "invalid_client",
                 "Too many failed attempts; try again later",
@@ -140,7 +147,7 @@ class AuthService:
             await self.store.record_auth_failure(limits, window)
             reason = "revoked or expired" if key is not None and valid else "unknown client or wrong secret"
             log.info("token refused for client %s from %s: %s", request.client_id, source, reason)
-            raise OAuthError(401, "invalid_client", "Client authentication failed")
+            raise OAuthFailure(401, "invalid_client", "Client authentication failed")
         await self.store.touch_api_key(key.client_id)
         return key
 
@@ -204,6 +211,30 @@ class AuthService:
         )
         return record, secret
 
+    async def _ensure_configured_admin(self, client_id: str, secret: str) -> None:
+        """FLOE_ADMIN_CLIENT_ID/SECRET are authoritative: the key exists with that secret."""
+        existing = await self.store.get_api_key(client_id)
+        if existing is None:
+            try:
+                await self.create_key(
+                    cluster=None,
+                    role=Role.ADMIN,
+                    description="admin from FLOE_ADMIN_CLIENT_ID",
+                    created_by="floe",
+                    client_id=client_id,
+                    client_secret=secret,
+                )
+                log.info("admin key %s created from the environment", client_id)
+            except AlreadyExists:  # another worker created it at the same moment
+                pass
+            return
+        if existing.role != Role.ADMIN.value or existing.cluster is not None:
+            log.warning("FLOE_ADMIN_CLIENT_ID %s names a key that is not a global admin key", client_id)
+            return
+        if not verify_secret(secret, existing.secret_hash):
+            await self.store.set_api_key_secret(client_id, hash_secret(secret))
+            log.warning("admin key %s: secret reset from FLOE_ADMIN_CLIENT_SECRET", client_id)
+
     async def rotate_secret(self, client_id: str) -> str:
         secret = new_client_secret()
         if not await self.store.set_api_key_secret(client_id, hash_secret(secret)):
@@ -212,31 +243,24 @@ class AuthService:
         return secret
 
     async def bootstrap_admin(self) -> None:
-        """On first start (no keys at all), create a global admin key.
+        """Make sure a global admin key exists.
 
-        Its credentials come from FLOE_ADMIN_CLIENT_ID/FLOE_ADMIN_CLIENT_SECRET when set, otherwise they
-        are generated and written to `$FLOE_HOME/admin.json` (mode 0600)."""
+        With FLOE_ADMIN_CLIENT_ID/FLOE_ADMIN_CLIENT_SECRET set, that key (created or given that secret).
+        Otherwise, on first start (no keys at all), a generated one, written to `$FLOE_HOME/admin.json`
+        (mode 0600)."""
         await self.signer.load()
+        settings = self.settings
+        if settings.admin_client_id and settings.admin_client_secret:
+            await self._ensure_configured_admin(settings.admin_client_id, settings.admin_client_secret)
+            return
         if await self.store.count_api_keys() > 0:
             return
-        settings = self.settings
-        try:
-            record, secret = await self.create_key(
-                cluster=None,
-                role=Role.ADMIN,
-                description="bootstrap admin",
-                created_by="floe",
-                client_id=settings.admin_client_id,
-                client_secret=settings.admin_client_secret,
-            )
-        except Exception:  # another worker bootstrapped at the same moment
-            if await self.store.count_api_keys() > 0:
-                return
-            raise
-        if settings.admin_client_id and settings.admin_client_secret:
-            log.info("bootstrap admin key %s created from the environment", record.client_id)
-            return
         path = admin_credentials_path(settings.home)
+        if path.exists():  # another worker of this home bootstrapped at the same moment
+            return
+        record, secret = await self.create_key(
+            cluster=None, role=Role.ADMIN, description="bootstrap admin", created_by="floe"
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:

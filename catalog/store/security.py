@@ -379,16 +379,22 @@ class SecurityStoreMixin:
 
     # -- failed authentication counters -----------------------------------------------------------
 
-    async def auth_failure_count(self, keys: Sequence[str], window: timedelta) -> int:
-        """The largest failure count among `keys` within the current window."""
+    async def auth_failure_counts(self, keys: Sequence[str], window: timedelta) -> dict[str, int]:
+        """Failures per key within the current window (keys without any are absent)."""
         cutoff = datetime.now(UTC) - window
         async with self._reading() as conn:
             rows = (
                 await conn.execute(select(auth_failures).where(auth_failures.c.key.in_(list(keys))))
             ).all()
-        return max((r.failures for r in rows if _aware(r.window_start) > cutoff), default=0)
+        return {r.key: r.failures for r in rows if _aware(r.window_start) > cutoff}
 
     async def record_auth_failure(self, keys: Sequence[str], window: timedelta) -> None:
+        try:
+            await self._record_auth_failure(keys, window)
+        except IntegrityError:  # a concurrent first failure inserted the row: count this one again
+            await self._record_auth_failure(keys, window)
+
+    async def _record_auth_failure(self, keys: Sequence[str], window: timedelta) -> None:
         now = datetime.now(UTC)
         async with self._writing() as conn:
             for key in keys:

@@ -1,0 +1,64 @@
+"""Authentication before anything else runs: body parsing, idempotency replay, the handler.
+
+Every route but the probes, the token endpoint and the API documentation needs a valid bearer token;
+the principal is put in the request state, where `provide_principal` hands it to the handlers.
+"""
+
+from __future__ import annotations
+
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from catalog.api.audit import PRINCIPAL_STATE_KEY
+from catalog.api.errors import error_body
+from catalog.auth import ANONYMOUS_ADMIN
+from catalog.errors import CatalogError
+
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/oauth/tokens"})
+
+
+def _is_public(scope: Scope) -> bool:
+    template = str(scope.get("path_template") or "")
+    return template in PUBLIC_PATHS or template.startswith("/openapi")
+
+
+def authentication_middleware(app: ASGIApp) -> ASGIApp:
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP or _is_public(scope):
+            await app(scope, receive, send)
+            return
+        litestar_app = scope["litestar_app"]
+        if litestar_app.state.ctx.settings.auth_mode == "none":
+            scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = ANONYMOUS_ADMIN
+            await app(scope, receive, send)
+            return
+        authorization = None
+        for key, value in scope.get("headers", ()):
+            if key.lower() == b"authorization":
+                authorization = value.decode("latin-1")
+                break
+        try:
+            principal = await litestar_app.state.auth.authenticate(authorization)
+        except CatalogError as exc:
+            body = (
+                b""
+                if scope.get("method") == "HEAD"
+                else error_body(exc.status_code, exc.error_type, exc.message)
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": exc.status_code,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"www-authenticate", b'Bearer realm="floe"'),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+            return
+        scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
+        await app(scope, receive, send)
+
+    return middleware
