@@ -20,7 +20,7 @@ SECONDS_PER_WORKLOAD = 0.2
 
 
 def test_floe_side_of_the_benchmark_runs(catalog_server: CatalogProcess, tmp_path: Path) -> None:
-    target = discover(FLOE, catalog_server.url)
+    target = discover(FLOE, catalog_server.url, catalog_server.token())
     dataset = Dataset(suffix=f"_{uuid.uuid4().hex[:8]}", list_tables=5, appends=2, rows_per_append=10)
     seeded = seed(target, dataset)
     assert seeded.snapshots == 2

@@ -84,9 +84,11 @@ def floe_server(workers: int) -> Iterator[tuple[Server, LocalPostgres]]:
 
             description = (
                 f"`floe serve --workers {workers}` (uvicorn) on a local PostgreSQL "
-                "(fsync off, synchronous_commit off)"
+                "(fsync off, synchronous_commit off), with its default authentication: every request "
+                "carries an OAuth2 bearer token (client credentials of the bootstrap admin key) that "
+                "floe verifies"
             )
-            yield Server(discover(FLOE, process.url), description, pids), pg
+            yield Server(discover(FLOE, process.url, process.token()), description, pids), pg
 
 
 @contextlib.contextmanager
@@ -95,7 +97,7 @@ def reference_server() -> Iterator[Server]:
         description = (
             f"`{reference.MAIN_CLASS}` {reference.ICEBERG_VERSION} (Jetty {reference.JETTY_VERSION}, "
             "default JVM settings) with a JdbcCatalog on a SQLite file (WAL, synchronous off) and "
-            "HadoopFileIO on local disk"
+            "HadoopFileIO on local disk; no authentication (it has none)"
         )
 
         def pids() -> list[int]:

@@ -86,11 +86,28 @@ LIST_TABLE_SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Target:
-    """One catalog under test: its base URL and the route prefix its `/v1/config` announced."""
+    """One catalog under test: its base URL, the route prefix its `/v1/config` announced, and the
+    credentials every request carries (floe: a bearer token; the reference server has no auth)."""
 
     name: str
     url: str
     base_path: str  # e.g. "/v1/default" (floe) or "/v1" (no prefix)
+    token: str | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def catalog(self) -> RestCatalog:
+        """A pyiceberg client of this catalog."""
+        properties = {"token": self.token} if self.token else {}
+        return RestCatalog(self.name, uri=self.url, **properties)
+
+    def http(self) -> httpx.Client:
+        """An HTTP client with this catalog's credentials, asking for uncompressed answers."""
+        return httpx.Client(
+            base_url=self.url, timeout=30, headers={**self.headers, "Accept-Encoding": "identity"}
+        )
 
     @property
     def host(self) -> str:
@@ -111,11 +128,12 @@ class Target:
         return f"{self.base_path}/namespaces/{quote(namespace, safe='')}/tables"
 
 
-def discover(name: str, url: str) -> Target:
+def discover(name: str, url: str, token: str | None = None) -> Target:
     """Ask the catalog for its route prefix, as every client does first."""
-    config = httpx.get(f"{url}/v1/config", timeout=30).raise_for_status().json()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    config = httpx.get(f"{url}/v1/config", timeout=30, headers=headers).raise_for_status().json()
     prefix = (config.get("overrides") or {}).get("prefix") or (config.get("defaults") or {}).get("prefix")
-    return Target(name, url, f"/v1/{quote(prefix, safe='')}" if prefix else "/v1")
+    return Target(name, url, f"/v1/{quote(prefix, safe='')}" if prefix else "/v1", token)
 
 
 @dataclass(frozen=True)
@@ -187,7 +205,7 @@ def _create_events_table(catalog: RestCatalog, namespace: str, name: str, datase
 
 async def _create_list_tables(target: Target, namespace: str, count: int, parallel: int = 4) -> None:
     names = iter(f"t_{i:04d}" for i in range(count))
-    async with httpx.AsyncClient(base_url=target.url, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=target.url, timeout=60, headers=target.headers) as client:
 
         async def creator() -> None:
             for name in names:
@@ -208,13 +226,13 @@ def seed(target: Target, dataset: Dataset) -> SeedInfo:
     """Create the namespaces, the two events tables (with `appends` snapshots each, written through
     pyiceberg) and the listing namespace's tables."""
     started = time.perf_counter()
-    catalog = RestCatalog(target.name, uri=target.url)
+    catalog = target.catalog()
     catalog.create_namespace(dataset.namespace)
     catalog.create_namespace(dataset.list_namespace)
     _create_events_table(catalog, dataset.namespace, dataset.read_table, dataset)
     _create_events_table(catalog, dataset.namespace, dataset.commit_table, dataset)
     asyncio.run(_create_list_tables(target, dataset.list_namespace, dataset.list_tables))
-    with httpx.Client(base_url=target.url, timeout=30, headers={"Accept-Encoding": "identity"}) as http:
+    with target.http() as http:
         loaded = http.get(target.table_path(dataset.namespace, dataset.read_table)).raise_for_status()
         listed = http.get(target.tables_path(dataset.list_namespace)).raise_for_status()
     body = loaded.json()
@@ -246,14 +264,14 @@ class Workload:
 
 def _load_table(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str, Any]]:
     request = build_request(
-        "GET", target.table_path(dataset.namespace, dataset.read_table), target.host_header
+        "GET", target.table_path(dataset.namespace, dataset.read_table), target.host_header, target.headers
     )
     return (lambda _: request), {}
 
 
 def _load_table_etag(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str, Any]]:
     path = target.table_path(dataset.namespace, dataset.read_table)
-    with httpx.Client(base_url=target.url, timeout=30, headers={"Accept-Encoding": "identity"}) as http:
+    with target.http() as http:
         first = http.get(path).raise_for_status()
         etag = first.headers.get("etag")
         probe = http.get(path, headers={"If-None-Match": etag}) if etag else None
@@ -264,7 +282,8 @@ def _load_table_etag(target: Target, dataset: Dataset) -> tuple[RequestFactory, 
     }
     # Without an ETag there is nothing to revalidate: send a made-up one, as a client with a stale
     # cache would, and report what the server answers.
-    request = build_request("GET", path, target.host_header, {"If-None-Match": etag or '"no-etag"'})
+    headers = {**target.headers, "If-None-Match": etag or '"no-etag"'}
+    request = build_request("GET", path, target.host_header, headers)
     return (lambda _: request), notes
 
 
@@ -278,13 +297,15 @@ def _commit(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str,
             "requirements": [],
             "updates": [{"action": "set-properties", "updates": {"bench.commit": str(sequence)}}],
         }
-        return build_request("POST", path, host, body=json.dumps(body).encode())
+        return build_request("POST", path, host, target.headers, json.dumps(body).encode())
 
     return request, {}
 
 
 def _list_tables(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str, Any]]:
-    request = build_request("GET", target.tables_path(dataset.list_namespace), target.host_header)
+    request = build_request(
+        "GET", target.tables_path(dataset.list_namespace), target.host_header, target.headers
+    )
     return (lambda _: request), {"tables_in_namespace": dataset.list_tables}
 
 
