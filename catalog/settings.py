@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DEFAULT_WAREHOUSE_NAME = "default"
 
@@ -37,6 +38,32 @@ def _auth_mode(value: str) -> str:
     return mode
 
 
+def _oidc_issuer(value: str | None) -> str | None:
+    """An issuer URL: https, or http on a loopback host (tests, local identity providers)."""
+    if not value:
+        return None
+    parsed = urlsplit(value)
+    loopback = parsed.hostname in ("localhost", "127.0.0.1", "::1")
+    if not parsed.hostname or not (parsed.scheme == "https" or (parsed.scheme == "http" and loopback)):
+        raise ValueError(f"FLOE_OIDC_ISSUER must be an https URL (http only on loopback), not {value!r}")
+    if parsed.query or parsed.fragment:
+        raise ValueError("FLOE_OIDC_ISSUER must not have a query or fragment")
+    return value
+
+
+def _oidc_role_values(value: str | None) -> dict[str, str]:
+    """`idp-value=floe-role,…`; unset means the claim holds floe's own role names."""
+    if not value:
+        return {"reader": "reader", "writer": "writer", "admin": "admin"}
+    mapping: dict[str, str] = {}
+    for item in value.split(","):
+        idp_value, sep, role = item.strip().rpartition("=")
+        if not sep or not idp_value or role not in ("reader", "writer", "admin"):
+            raise ValueError(f"FLOE_OIDC_ROLE_VALUES: expected 'value=reader|writer|admin', got {item!r}")
+        mapping[idp_value] = role
+    return mapping
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -57,6 +84,15 @@ class Settings:
     auth_failure_window_seconds: int = 60
     admin_client_id: str | None = None
     admin_client_secret: str | None = None
+    # External identity provider (catalog/security/oidc.py): off unless an issuer is set.
+    oidc_issuer: str | None = None
+    oidc_audience: str | None = None
+    oidc_cluster_claim: str = "floe_cluster"
+    oidc_role_claim: str = "floe_role"
+    oidc_role_values: dict[str, str] = field(
+        default_factory=lambda: {"reader": "reader", "writer": "writer", "admin": "admin"}
+    )
+    oidc_jwks_min_refresh_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -90,6 +126,12 @@ class Settings:
             auth_failure_window_seconds=int(env.get("FLOE_AUTH_FAILURE_WINDOW_SECONDS", "60")),
             admin_client_id=env.get("FLOE_ADMIN_CLIENT_ID") or None,
             admin_client_secret=env.get("FLOE_ADMIN_CLIENT_SECRET") or None,
+            oidc_issuer=_oidc_issuer(env.get("FLOE_OIDC_ISSUER")),
+            oidc_audience=env.get("FLOE_OIDC_AUDIENCE") or None,
+            oidc_cluster_claim=env.get("FLOE_OIDC_CLUSTER_CLAIM") or "floe_cluster",
+            oidc_role_claim=env.get("FLOE_OIDC_ROLE_CLAIM") or "floe_role",
+            oidc_role_values=_oidc_role_values(env.get("FLOE_OIDC_ROLE_VALUES")),
+            oidc_jwks_min_refresh_seconds=float(env.get("FLOE_OIDC_JWKS_MIN_REFRESH_SECONDS", "30")),
         )
 
     def prepare_home(self) -> None:

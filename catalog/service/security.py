@@ -3,6 +3,8 @@
 API keys (client id + secret) are OAuth2 client credentials; floe answers them with a short-lived signed
 token that names the key's cluster and role. Every request's bearer token is verified against the
 signing keys and the key's current state (revoked or expired keys stop working at once).
+With FLOE_OIDC_ISSUER set, tokens of that external issuer are accepted too (`catalog/security/oidc.py`):
+their claims name the cluster and role; floe cannot revoke them, they are valid until they expire.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from urllib.parse import unquote
 
 from catalog.auth import Principal, Role
 from catalog.errors import AlreadyExists, NotAuthorized, NotFound
+from catalog.security.oidc import ClaimMapping, OidcVerifier, unverified_issuer
 from catalog.security.secrets import DUMMY_HASH, hash_secret, new_client_id, new_client_secret, verify_secret
 from catalog.security.tokens import AccessToken, TokenSigner
 from catalog.settings import Settings
 from catalog.store import SqlCatalogStore
-from catalog.store.security import ApiKeyRecord
+from catalog.store.security import ApiKeyRecord, ClusterRecord
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,17 @@ class AuthService:
         self.settings = settings
         self.signer = TokenSigner(store, timedelta(seconds=settings.token_lifetime_seconds))
         self._key_state: dict[str, tuple[float, ApiKeyRecord | None]] = {}
+        self._cluster_state: dict[str, tuple[float, ClusterRecord | None]] = {}
+        self.oidc: OidcVerifier | None = None
+        if settings.oidc_issuer:
+            self.oidc = OidcVerifier(
+                settings.oidc_issuer,
+                settings.oidc_audience,
+                min_refresh_seconds=settings.oidc_jwks_min_refresh_seconds,
+            )
+        self.claim_mapping = ClaimMapping(
+            settings.oidc_cluster_claim, settings.oidc_role_claim, settings.oidc_role_values
+        )
 
     # -- tokens -----------------------------------------------------------------------------------
 
@@ -103,8 +117,8 @@ class AuthService:
                 raise OAuthFailure(
                     400, "invalid_request", f"Unsupported subject_token_type {request.subject_token_type}"
                 )
-            try:
-                principal = await self.authenticate_token(request.subject_token)
+            try:  # only floe's own tokens: an external token has no key behind it
+                principal = await self._authenticate_floe_token(request.subject_token)
             except NotAuthorized as exc:
                 raise OAuthFailure(401, "invalid_client", "subject_token is not a valid floe token") from exc
             current = await self._usable_key(principal.subject)
@@ -165,6 +179,39 @@ class AuthService:
         return key if key is not None and key.usable(datetime.now(UTC)) else None
 
     async def authenticate_token(self, token: str) -> Principal:
+        """The principal of a floe token or, when configured, of a token of the external issuer."""
+        if self.oidc is not None and unverified_issuer(token) == self.oidc.issuer:
+            return await self._authenticate_external_token(self.oidc, token)
+        return await self._authenticate_floe_token(token)
+
+    async def _authenticate_external_token(self, oidc: OidcVerifier, token: str) -> Principal:
+        identity = self.claim_mapping.identity(await oidc.verify(token))
+        subject = f"oidc:{identity.subject}"
+        if identity.cluster is None:
+            return Principal(subject=subject, role=identity.role)
+        cluster = await self._cluster(identity.cluster)
+        if cluster is None:
+            raise NotAuthorized(
+                f"Cluster {identity.cluster} named by the token's "
+                f"{self.claim_mapping.cluster_claim} claim does not exist"
+            )
+        return Principal(
+            subject=subject, role=identity.role, cluster=cluster.name, warehouse=cluster.warehouse
+        )
+
+    async def _cluster(self, name: str) -> ClusterRecord | None:
+        """The cluster, cached for a moment like key state: a deleted cluster's tokens stop within seconds."""
+        now = time.monotonic()
+        cached = self._cluster_state.get(name)
+        if cached is not None and now - cached[0] < KEY_STATE_CACHE_SECONDS:
+            return cached[1]
+        cluster = await self.store.get_cluster(name)
+        if len(self._cluster_state) > 10_000:  # names come from signed tokens, still keep it bounded
+            self._cluster_state.clear()
+        self._cluster_state[name] = (now, cluster)
+        return cluster
+
+    async def _authenticate_floe_token(self, token: str) -> Principal:
         claims = await self.signer.verify(token)
         key = await self._usable_key(str(claims["sub"]))
         if key is None:
@@ -249,6 +296,8 @@ class AuthService:
         Otherwise, on first start (no keys at all), a generated one, written to `$FLOE_HOME/admin.json`
         (mode 0600)."""
         await self.signer.load()
+        if self.oidc is not None:
+            await self.oidc.warm_up()
         settings = self.settings
         if settings.admin_client_id and settings.admin_client_secret:
             await self._ensure_configured_admin(settings.admin_client_id, settings.admin_client_secret)
