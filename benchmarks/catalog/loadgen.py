@@ -147,6 +147,19 @@ class LoadResult:
     loadgen_cpu_s: float = 0.0
     wall_s: float = 0.0
 
+    @classmethod
+    def merge(cls, parts: list[LoadResult]) -> LoadResult:
+        """Several runs of one workload (e.g. alternating rounds) as one result."""
+        merged = cls(concurrency=parts[0].concurrency, duration_s=0.0)
+        for part in parts:
+            merged.duration_s += part.duration_s
+            merged.latencies_ns.extend(part.latencies_ns)
+            merged.statuses.update(part.statuses)
+            merged.connection_errors += part.connection_errors
+            merged.loadgen_cpu_s += part.loadgen_cpu_s
+            merged.wall_s += part.wall_s
+        return merged
+
     @property
     def requests(self) -> int:
         return len(self.latencies_ns)

@@ -10,8 +10,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.catalog import reference
+from benchmarks.catalog.loadgen import LoadResult
 from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds, postmaster_pid
 from benchmarks.catalog.report import (
     FLOE,
@@ -49,17 +51,43 @@ class Server:
     pids: Callable[[], list[int]]
 
 
-def measure_server(
+@dataclass
+class Sample:
+    """One run of a workload on a server, with the CPU the server's processes used meanwhile and the
+    CPU everything else on the machine used (other work there disturbs the numbers)."""
+
+    result: LoadResult
+    server_cpu_s: float
+    other_cpu_s: float
+    notes: dict[str, Any]
+
+
+def sample(
     server: Server, dataset: Dataset, workload: Workload, duration_s: float, warmup_s: float
-) -> Measurement:
-    """One workload on one server, with the CPU the server's processes used meanwhile and the CPU
-    everything else on the machine used (other work there disturbs the numbers)."""
+) -> Sample:
     roots = server.pids()
     cpu_before, busy_before = cpu_seconds(roots), machine_busy_seconds()
     result, notes = measure(server.target, dataset, workload, duration_s, warmup_s)
     server_cpu = cpu_seconds(roots) - cpu_before
     other_cpu = machine_busy_seconds() - busy_before - server_cpu - result.loadgen_cpu_s
-    return Measurement.of(result, server_cpu, notes, max(0.0, other_cpu))
+    return Sample(result, server_cpu, max(0.0, other_cpu), notes)
+
+
+def combine(samples: list[Sample]) -> Measurement:
+    """The measurement of all rounds of one workload on one server."""
+    return Measurement.of(
+        LoadResult.merge([s.result for s in samples]),
+        sum(s.server_cpu_s for s in samples),
+        samples[0].notes,
+        sum(s.other_cpu_s for s in samples),
+    )
+
+
+def measure_server(
+    server: Server, dataset: Dataset, workload: Workload, duration_s: float, warmup_s: float
+) -> Measurement:
+    """One workload on one server, in one round."""
+    return combine([sample(server, dataset, workload, duration_s, warmup_s)])
 
 
 def warm_up(server: Server, dataset: Dataset, chosen: list[Workload], seconds: float) -> None:
@@ -109,6 +137,12 @@ def reference_server() -> Iterator[Server]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.catalog", description=__doc__)
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per workload")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="split each workload's measurement into rounds, alternating which server goes first",
+    )
     parser.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per workload")
     parser.add_argument(
         "--server-warmup",
@@ -137,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "duration_s": args.duration,
         "warmup_s": args.warmup,
+        "rounds": args.rounds,
         "server_warmup_s": args.server_warmup,
         "clients": args.clients,
         "floe_workers": args.workers,
@@ -162,9 +197,15 @@ def main(argv: list[str] | None = None) -> int:
         results: list[WorkloadResult] = []
         for workload in chosen:
             row = WorkloadResult.of(workload)
+            samples: dict[str, list[Sample]] = {s.target.name: [] for s in servers}
+            # Alternating rounds: a drift in machine conditions hits both servers alike.
+            for round_index in range(max(1, args.rounds)):
+                for server in servers if round_index % 2 == 0 else servers[::-1]:
+                    samples[server.target.name].append(
+                        sample(server, dataset, workload, args.duration / max(1, args.rounds), args.warmup)
+                    )
             for server in servers:
-                m = measure_server(server, dataset, workload, args.duration, args.warmup)
-                row.results[server.target.name] = m
+                m = row.results[server.target.name] = combine(samples[server.target.name])
                 print(
                     f"{workload.key:16} {server.target.name:13} {m.throughput_rps:9.1f} req/s  "
                     f"p50 {m.p50_ms} ms  p99 {m.p99_ms} ms  errors {m.errors}  statuses {m.statuses}",
