@@ -110,8 +110,20 @@ def warehouses() -> None:
 @click.option("--s3-endpoint", default=None, help="S3-compatible endpoint URL")
 @click.option("--s3-region", default=None)
 @click.option("--s3-path-style/--no-s3-path-style", default=False)
+@click.option(
+    "--sts-role-arn",
+    default=None,
+    help="IAM role floe assumes to vend per-table credentials (X-Iceberg-Access-Delegation)",
+)
+@click.option("--sts-endpoint", default=None, help="STS endpoint URL (default: AWS's regional endpoint)")
 def warehouses_create(
-    name: str, location: str, s3_endpoint: str | None, s3_region: str | None, s3_path_style: bool
+    name: str,
+    location: str,
+    s3_endpoint: str | None,
+    s3_region: str | None,
+    s3_path_style: bool,
+    sts_role_arn: str | None,
+    sts_endpoint: str | None,
 ) -> None:
     """Create or update a warehouse in the configured database."""
     from catalog.settings import _normalize_location
@@ -123,6 +135,10 @@ def warehouses_create(
         props["s3.region"] = s3_region
     if s3_path_style:
         props["s3.path-style-access"] = "true"
+    if sts_role_arn:
+        props["sts.role-arn"] = sts_role_arn
+    if sts_endpoint:
+        props["sts.endpoint"] = sts_endpoint
     settings = Settings.from_env()
     settings.prepare_home()
     upgrade_database(settings.database_url)

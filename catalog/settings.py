@@ -2,7 +2,8 @@
 
 `FLOE_HOME` (default `./.floe`) holds the embedded SQLite database and the default warehouse;
 `FLOE_DATABASE_URL` points at PostgreSQL in production; `FLOE_WAREHOUSE` is the default warehouse's
-location (a local path, `file://…` or `s3://bucket/prefix`), with `FLOE_S3_*` for S3-compatible storage.
+location (a local path, `file://…` or `s3://bucket/prefix`), with `FLOE_S3_*` for S3-compatible storage
+and `FLOE_STS_*` for storage credential vending.
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ class Settings:
             ("FLOE_S3_PATH_STYLE_ACCESS", "s3.path-style-access"),
             ("FLOE_S3_ACCESS_KEY_ID", "s3.access-key-id"),
             ("FLOE_S3_SECRET_ACCESS_KEY", "s3.secret-access-key"),
+            # Credential vending: the IAM role floe assumes (scoped per table) and an STS endpoint.
+            ("FLOE_STS_ROLE_ARN", "sts.role-arn"),
+            ("FLOE_STS_ENDPOINT", "sts.endpoint"),
         ):
             if env.get(env_name):
                 props[prop] = env[env_name]

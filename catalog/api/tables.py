@@ -35,9 +35,23 @@ from catalog.service.tables import LoadedTable, TableService, parse_change
 JSON = "application/json"
 
 
+AccessDelegation = Annotated[
+    str | None,
+    Parameter(
+        header="X-Iceberg-Access-Delegation",
+        required=False,
+        description="`vended-credentials`: answer with temporary storage credentials for the table "
+        "(S3 warehouses with an STS role); comma-separated mechanisms",
+    ),
+]
+
+
 def json_response(loaded: LoadedTable, status: int = 200) -> Response[bytes]:
-    headers = {"ETag": loaded.etag} if loaded.etag else None
-    return Response(content=loaded.to_json(), status_code=status, media_type=JSON, headers=headers)
+    headers = {"ETag": loaded.etag} if loaded.etag else {}
+    if loaded.storage_credentials:
+        # Secrets inside: no shared cache may keep this response.
+        headers["Cache-Control"] = "no-store"
+    return Response(content=loaded.to_json(), status_code=status, media_type=JSON, headers=headers or None)
 
 
 def ident_of(namespace: str, table: str) -> TableIdent:
@@ -85,9 +99,14 @@ class TableController(Controller):
         principal: Principal,
         tables: TableService,
         data: CreateTableRequest,
+        access_delegation: AccessDelegation = None,
     ) -> Response[bytes]:
         loaded = await tables.create(
-            principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data)
+            principal,
+            decode_segment(prefix),
+            parse_namespace(namespace),
+            to_json_dict(data),
+            access_delegation,
         )
         return json_response(loaded)
 
@@ -138,12 +157,15 @@ class TableController(Controller):
         tables: TableService,
         snapshots: str = "all",
         if_none_match: Annotated[str | None, Parameter(header="If-None-Match", required=False)] = None,
-        access_delegation: Annotated[
-            str | None, Parameter(header="X-Iceberg-Access-Delegation", required=False)
-        ] = None,
+        access_delegation: AccessDelegation = None,
     ) -> Response[bytes]:
         loaded = await tables.load(
-            principal, decode_segment(prefix), ident_of(namespace, table), snapshots, if_none_match
+            principal,
+            decode_segment(prefix),
+            ident_of(namespace, table),
+            snapshots,
+            if_none_match,
+            access_delegation,
         )
         if loaded is None:
             return Response(content=b"", status_code=304, headers={"ETag": if_none_match or ""})

@@ -4,43 +4,80 @@ For a table in an S3 warehouse whose settings name an IAM role (`sts.role-arn`),
 AssumeRole with a session policy that allows only the table's prefix — read-only for readers, read and
 write for writers — and hands engines the temporary key, secret and session token with the endpoint,
 region and addressing they need. Engines never see the warehouse's own keys.
+
+The server's own identity for STS is the warehouse's `s3.access-key-id`/`s3.secret-access-key` when set,
+else the standard AWS credential chain (environment, profile, instance role). Credentials are never
+logged: `VendedCredential` keeps its config out of `repr`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from catalog.errors import BadRequest, Forbidden, ServiceUnavailable
 
-from catalog.errors import BadRequest, ServiceUnavailable
+log = logging.getLogger(__name__)
 
 ROLE_ARN = "sts.role-arn"
 STS_ENDPOINT = "sts.endpoint"
 EXTERNAL_ID = "sts.external-id"
 DURATION = "sts.duration-seconds"
 DEFAULT_DURATION_SECONDS = 3600
-# A cached credential is handed out until this much of its lifetime is left.
+# AssumeRole accepts 15 minutes to 12 hours (the role's own maximum may be lower).
+MIN_DURATION_SECONDS, MAX_DURATION_SECONDS = 900, 43200
+# A cached credential is handed out until this much of its lifetime is left (at most half of it).
 REFRESH_MARGIN_SECONDS = 600
+# Credentials cached per (table location, mode, warehouse settings); old entries are dropped first.
+CACHE_ENTRIES = 4096
+# The header value that asks for vended credentials (the spec also names `remote-signing`).
+VENDED_CREDENTIALS = "vended-credentials"
+# Characters IAM gives meaning to inside a policy's resources and conditions: a table location holding
+# one could widen its own session policy, so such locations get no credentials.
+_POLICY_WILDCARDS = ("*", "?", "$")
 
 
 @dataclass(frozen=True, slots=True)
 class VendedCredential:
+    """Temporary storage credentials for every object under `prefix` (a spec `StorageCredential`)."""
+
     prefix: str
-    config: dict[str, str]
+    config: dict[str, str] = field(repr=False)
     expires_at_ms: int
 
 
+def wants_vended_credentials(access_delegation: str | None) -> bool:
+    """Whether an `X-Iceberg-Access-Delegation` header asks for vended credentials (it is a
+    comma-separated list of mechanisms)."""
+    if not access_delegation:
+        return False
+    return VENDED_CREDENTIALS in (m.strip().lower() for m in access_delegation.split(","))
+
+
 def can_vend(properties: Mapping[str, str], location: str) -> bool:
+    """Whether a warehouse at `location` with these settings vends credentials at all."""
     return location.startswith(("s3://", "s3a://")) and bool(properties.get(ROLE_ARN))
+
+
+def check_scope(location: str, allowed_prefix: str) -> None:
+    """Refuse to vend for a table location outside `allowed_prefix` (the warehouse, or the caller's
+    cluster folder in it): a table's location is chosen by whoever created it, and credentials for
+    it must not reach other tables' files."""
+    location, allowed = location.rstrip("/"), allowed_prefix.rstrip("/")
+    if any(c in location for c in _POLICY_WILDCARDS):
+        raise Forbidden(f"Cannot vend storage credentials for {location}: the location contains * ? or $")
+    if location != allowed and not location.startswith(allowed + "/"):
+        raise Forbidden(f"Cannot vend storage credentials for {location}: it is outside {allowed}")
+    if not urlparse(location).path.strip("/"):
+        raise Forbidden(f"Cannot vend storage credentials for {location}: it is a whole bucket")
 
 
 def session_policy(location: str, *, read_only: bool) -> dict[str, Any]:
@@ -67,47 +104,125 @@ def session_policy(location: str, *, read_only: bool) -> dict[str, Any]:
     }
 
 
+def _duration(properties: Mapping[str, str]) -> int:
+    raw = properties.get(DURATION) or str(DEFAULT_DURATION_SECONDS)
+    try:
+        seconds = int(raw)
+    except ValueError:
+        message = f"Warehouse setting {DURATION} is not a number of seconds: {raw!r}"
+        raise ServiceUnavailable(message) from None
+    return max(MIN_DURATION_SECONDS, min(MAX_DURATION_SECONDS, seconds))
+
+
 class CredentialVendor:
-    """Assumes the warehouse's role per table prefix, caching each credential until near its expiry."""
+    """Assumes the warehouse's role per table prefix, caching each credential until near its expiry.
+
+    One per server process; thread-safe (`vend` runs in worker threads)."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, str, bool], VendedCredential] = {}
+        self._cache: OrderedDict[tuple[Any, ...], VendedCredential] = OrderedDict()
+        self._clients: dict[tuple[str | None, ...], Any] = {}
         self._lock = threading.Lock()
 
-    def vend(self, properties: Mapping[str, str], location: str, *, read_only: bool) -> VendedCredential:
-        """Blocking (STS call): run it in a worker thread."""
-        location = location.rstrip("/")
-        key = (properties.get(ROLE_ARN, ""), location, read_only)
-        now_ms = int(time.time() * 1000)
+    @staticmethod
+    def _key(properties: Mapping[str, str], location: str, read_only: bool) -> tuple[Any, ...]:
+        # Every warehouse setting is part of the key: a changed role, endpoint or region must not be
+        # answered from the cache.
+        return (location.rstrip("/"), read_only, tuple(sorted(properties.items())))
+
+    def cached(
+        self, properties: Mapping[str, str], location: str, *, read_only: bool
+    ) -> VendedCredential | None:
+        """The cached credential for `location` while it is fresh enough to hand out, else None
+        (non-blocking: lets the caller skip the worker thread that `vend` needs)."""
+        key = self._key(properties, location, read_only)
         with self._lock:
-            cached = self._cache.get(key)
-        if cached is not None and cached.expires_at_ms - now_ms > REFRESH_MARGIN_SECONDS * 1000:
+            credential = self._cache.get(key)
+            if credential is None:
+                return None
+            self._cache.move_to_end(key)
+        if credential.expires_at_ms - int(time.time() * 1000) > self._margin_ms(properties):
+            return credential
+        return None
+
+    def vend(self, properties: Mapping[str, str], location: str, *, read_only: bool) -> VendedCredential:
+        """Credentials for `location` (blocking: an STS call unless cached; run it in a worker thread)."""
+        cached = self.cached(properties, location, read_only=read_only)
+        if cached is not None:
             return cached
+        location = location.rstrip("/")
+        key = self._key(properties, location, read_only)
         credential = self._assume(properties, location, read_only=read_only)
         with self._lock:
             self._cache[key] = credential
+            self._cache.move_to_end(key)
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        log.info(
+            "vended %s credentials for %s, valid until %d",
+            "read-only" if read_only else "read-write",
+            location,
+            credential.expires_at_ms,
+        )
         return credential
 
     @staticmethod
-    def _assume(properties: Mapping[str, str], location: str, *, read_only: bool) -> VendedCredential:
-        region = properties.get("s3.region") or properties.get("client.region") or "us-east-1"
-        sts = boto3.client(
-            "sts",
-            region_name=region,
-            endpoint_url=properties.get(STS_ENDPOINT) or None,
-            config=Config(retries={"max_attempts": 3, "mode": "standard"}),
+    def _margin_ms(properties: Mapping[str, str]) -> int:
+        return min(REFRESH_MARGIN_SECONDS, _duration(properties) // 2) * 1000
+
+    def _sts(self, properties: Mapping[str, str], region: str) -> Any:
+        """An STS client per endpoint, region and server identity (clients are thread-safe, their
+        creation is not, and it costs tens of milliseconds)."""
+        # boto3 is imported on first use: only servers with an S3 warehouse that vends need it.
+        import boto3
+        from botocore.config import Config
+
+        identity = (
+            properties.get("s3.access-key-id"),
+            properties.get("s3.secret-access-key"),
+            properties.get("s3.session-token"),
+        )
+        key = (region, properties.get(STS_ENDPOINT) or None, *identity)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                session = boto3.session.Session(
+                    aws_access_key_id=identity[0] or None,
+                    aws_secret_access_key=identity[1] or None,
+                    aws_session_token=identity[2] or None,
+                )
+                client = session.client(
+                    "sts",
+                    region_name=region,
+                    endpoint_url=properties.get(STS_ENDPOINT) or None,
+                    config=Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5),
+                )
+                self._clients[key] = client
+        return client
+
+    def _assume(self, properties: Mapping[str, str], location: str, *, read_only: bool) -> VendedCredential:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        region = (
+            properties.get("s3.region")
+            or properties.get("client.region")
+            or boto3.session.Session().region_name
+            or "us-east-1"
         )
         request: dict[str, Any] = {
             "RoleArn": properties[ROLE_ARN],
             "RoleSessionName": f"floe-{uuid.uuid4().hex[:16]}",
-            "Policy": json.dumps(session_policy(location, read_only=read_only)),
-            "DurationSeconds": int(properties.get(DURATION, DEFAULT_DURATION_SECONDS)),
+            "Policy": json.dumps(session_policy(location, read_only=read_only), separators=(",", ":")),
+            "DurationSeconds": _duration(properties),
         }
         if properties.get(EXTERNAL_ID):
             request["ExternalId"] = properties[EXTERNAL_ID]
         try:
-            answer = sts.assume_role(**request)
+            answer = self._sts(properties, region).assume_role(**request)
         except (ClientError, BotoCoreError) as exc:
+            # The message names the role and the failure, never a credential.
+            log.warning("STS AssumeRole of %s for %s failed: %s", properties[ROLE_ARN], location, exc)
             raise ServiceUnavailable(
                 f"Cannot vend storage credentials: STS AssumeRole failed: {exc}"
             ) from exc

@@ -16,6 +16,7 @@ import anyio.to_thread
 
 from catalog.errors import AlreadyExists, NoSuchNamespace, NoSuchTable, NoSuchView, NoSuchWarehouse
 from catalog.identifiers import Namespace, TableIdent
+from catalog.security.vending import CredentialVendor
 from catalog.settings import Settings
 from catalog.storage import Storage
 from catalog.store import NamespaceRecord, SqlCatalogStore, TabularKind, TabularRecord, WarehouseRecord
@@ -39,6 +40,8 @@ async def run_blocking(func: Any, *args: Any) -> Any:
 class CatalogContext:
     store: SqlCatalogStore
     settings: Settings
+    # One per process: it caches vended storage credentials and STS clients.
+    vendor: CredentialVendor = field(default_factory=CredentialVendor)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
     _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
         default_factory=weakref.WeakValueDictionary

@@ -3,19 +3,22 @@ purge, exists, rename, register, unregister, metrics reports and credentials."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
 from catalog import commit as core
-from catalog.auth import Action, Principal, authorize
+from catalog.auth import Action, Principal, Role, authorize
 from catalog.errors import (
     AlreadyExists,
     BadRequest,
+    CatalogError,
     CommitFailed,
     CommitStateUnknown,
     NoSuchNamespace,
@@ -23,7 +26,8 @@ from catalog.errors import (
 )
 from catalog.identifiers import Namespace, TableIdent
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
-from catalog.service.context import CatalogContext, run_blocking
+from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
+from catalog.service.context import CatalogContext, path_segment, run_blocking
 from catalog.storage import Storage, StorageCredential, client_properties
 from catalog.store import PendingCommit, WarehouseRecord
 
@@ -38,6 +42,9 @@ class LoadedTable:
     metadata_json: str
     config: dict[str, str]
     etag: str | None = None
+    # Vended storage credentials (also merged into `config`, where clients without
+    # `storage-credentials` support look); never part of the ETag.
+    storage_credentials: tuple[StorageCredential, ...] = ()
 
     def to_json(self) -> bytes:
         # The stored metadata is embedded as is: no parse and re-serialize on the read path.
@@ -46,9 +53,19 @@ class LoadedTable:
             if self.metadata_location
             else "{"
         )
+        tail = ""
+        if self.storage_credentials:
+            tail = ',"storage-credentials":' + json.dumps(
+                [{"prefix": c.prefix, "config": c.config} for c in self.storage_credentials]
+            )
         return (
-            head + '"metadata":' + self.metadata_json + ',"config":' + json.dumps(self.config) + "}"
+            head + '"metadata":' + self.metadata_json + ',"config":' + json.dumps(self.config) + tail + "}"
         ).encode()
+
+    def with_credentials(self, credential: StorageCredential | None) -> LoadedTable:
+        if credential is None:
+            return self
+        return replace(self, config={**self.config, **credential.config}, storage_credentials=(credential,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +75,19 @@ class TableChange:
     ident: TableIdent
     requirements: tuple[core.Requirement, ...]
     updates: tuple[Any, ...]
+
+
+# The table's location in metadata JSON as the store holds it (pyiceberg's serialization, where it is the
+# third field): found without parsing the whole document on the load path.
+_LOCATION = re.compile(r'"location"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def table_location(metadata_json: str) -> str:
+    head = metadata_json[:4096]
+    match = _LOCATION.search(head)
+    if match is not None and head.find('"location"') == match.start():
+        return str(json.loads(f'"{match.group(1)}"'))
+    return str(json.loads(metadata_json)["location"])
 
 
 def table_etag(metadata_location: str | None, snapshots: str) -> str:
@@ -112,6 +142,34 @@ class TableService:
     def table_config(self, warehouse: WarehouseRecord) -> dict[str, str]:
         return client_properties(warehouse.properties)
 
+    async def vend(
+        self, principal: Principal, warehouse: WarehouseRecord, location: str, *, strict: bool = False
+    ) -> StorageCredential | None:
+        """Temporary credentials for the table at `location`: read-only for readers, read-write for
+        writers and admins; None for a warehouse that does not vend (local, or no `sts.role-arn`).
+
+        A location outside the caller's scope (the warehouse, or its cluster's folder in it) gets none,
+        or `Forbidden` when `strict` (an explicit credentials request)."""
+        if not can_vend(warehouse.properties, warehouse.location):
+            return None
+        scope = warehouse.location.rstrip("/")
+        if principal.cluster is not None:
+            scope = f"{scope}/{path_segment(principal.cluster)}"
+        try:
+            check_scope(location, scope)
+        except CatalogError as exc:
+            if strict:
+                raise
+            log.warning("no credentials vended to %s: %s", principal.subject, exc.message)
+            return None
+        read_only = principal.role is Role.READER
+        vendor = self.ctx.vendor
+        vended = vendor.cached(warehouse.properties, location, read_only=read_only)
+        if vended is None:  # STS AssumeRole: blocking
+            assume = functools.partial(vendor.vend, warehouse.properties, location, read_only=read_only)
+            vended = await run_blocking(assume)
+        return StorageCredential(vended.prefix, vended.config)
+
     async def load(
         self,
         principal: Principal,
@@ -119,8 +177,10 @@ class TableService:
         ident: TableIdent,
         snapshots: str = "all",
         if_none_match: str | None = None,
+        access_delegation: str | None = None,
     ) -> LoadedTable | None:
-        """The table's current metadata, or None when `If-None-Match` names the current version."""
+        """The table's current metadata, or None when `If-None-Match` names the current version;
+        with vended credentials when `access_delegation` asks for them and the warehouse vends."""
         if snapshots not in ("all", "refs"):
             raise BadRequest(f"Invalid snapshots mode: {snapshots!r} (expected 'all' or 'refs')")
         warehouse = await self.ctx.warehouse(prefix)
@@ -137,12 +197,16 @@ class TableService:
         metadata_json = record.metadata_json
         if snapshots == "refs":
             metadata_json = json.dumps(core.referenced_snapshots_only(json.loads(metadata_json)))
-        return LoadedTable(
+        loaded = LoadedTable(
             record.metadata_location,
             metadata_json,
             self.table_config(warehouse),
             table_etag(record.metadata_location, snapshots),
         )
+        if wants_vended_credentials(access_delegation):
+            credential = await self.vend(principal, warehouse, table_location(record.metadata_json))
+            loaded = loaded.with_credentials(credential)
+        return loaded
 
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)
@@ -152,16 +216,23 @@ class TableService:
     async def credentials(
         self, principal: Principal, prefix: str, ident: TableIdent
     ) -> list[StorageCredential]:
-        """Storage credentials for the table: none until credential vending is configured."""
+        """Fresh storage credentials for the table (none for a warehouse that does not vend)."""
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        await self.ctx.tabular(warehouse, ident, "table")
-        return []
+        record = await self.ctx.tabular(warehouse, ident, "table")
+        location = table_location(record.metadata_json)
+        credential = await self.vend(principal, warehouse, location, strict=True)
+        return [credential] if credential is not None else []
 
     # -- create and register ----------------------------------------------------------------------
 
     async def create(
-        self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
+        self,
+        principal: Principal,
+        prefix: str,
+        namespace: Namespace,
+        body: dict[str, Any],
+        access_delegation: str | None = None,
     ) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
@@ -187,9 +258,13 @@ class TableService:
             properties=properties,
         )
         metadata_json = metadata.model_dump_json()
+        credential = None
+        if wants_vended_credentials(access_delegation):
+            # Vended before anything is written: an STS failure leaves no table behind.
+            credential = await self.vend(principal, warehouse, metadata.location)
         if body.get("stage-create"):
             await run_blocking(self.ctx.storage(warehouse).prepare_table_location, metadata.location)
-            return LoadedTable(None, metadata_json, self.table_config(warehouse))
+            return LoadedTable(None, metadata_json, self.table_config(warehouse)).with_credentials(credential)
         metadata_location = core.new_metadata_location(metadata, None)
         storage = self.ctx.storage(warehouse)
         await run_blocking(storage.write, metadata_location, metadata_json.encode())
@@ -200,7 +275,8 @@ class TableService:
         except AlreadyExists:
             await run_blocking(storage.delete, metadata_location)
             raise
-        return LoadedTable(metadata_location, metadata_json, self.table_config(warehouse))
+        loaded = LoadedTable(metadata_location, metadata_json, self.table_config(warehouse))
+        return loaded.with_credentials(credential)
 
     async def register(
         self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
