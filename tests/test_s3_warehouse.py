@@ -37,7 +37,7 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def s3_catalog(database_url: str, s3_endpoint: str) -> Iterator[tuple[CatalogProcess, str]]:
+def s3_catalog(fresh_database_url: str, s3_endpoint: str) -> Iterator[tuple[CatalogProcess, str]]:
     bucket = f"floe-{uuid.uuid4().hex[:8]}"
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **_keys())
     s3.create_bucket(Bucket=bucket)
@@ -49,7 +49,7 @@ def s3_catalog(database_url: str, s3_endpoint: str) -> Iterator[tuple[CatalogPro
         "FLOE_S3_REGION": "us-east-1",
         "FLOE_S3_PATH_STYLE_ACCESS": "true",
     }
-    with CatalogProcess(database_url, env=env) as server:
+    with CatalogProcess(fresh_database_url, env=env) as server:
         yield server, bucket
 
 
