@@ -21,6 +21,7 @@ from catalog.settings import Settings
 from catalog.store import create_store
 
 console = Console(stderr=True)
+KEEP_ALIVE_SECONDS = 75
 
 
 @click.group()
@@ -62,7 +63,15 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
         f"database {settings.database_url.split('@')[-1]}",
         highlight=False,
     )
-    options: dict[str, Any] = {"log_config": None, "access_log": False, "proxy_headers": False}
+    options: dict[str, Any] = {
+        "log_config": None,
+        "access_log": False,
+        "proxy_headers": False,
+        # Idle keep-alive connections stay open longer than clients and load balancers keep theirs
+        # (60 s on AWS ALB): a server closing first races with a request sent on the closing socket,
+        # which non-idempotent commits cannot retry.
+        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+    }
     if workers > 1 and reuseport_supported():
         from uvicorn.supervisors import Multiprocess
 

@@ -1,0 +1,126 @@
+"""`python -m benchmarks.catalog.auth_overhead`: what authentication costs loadTable.
+
+Two `floe serve` processes share one PostgreSQL database and so the very same tables: one with its
+default authentication (every request carries an ES256 bearer token that floe verifies, and the key's
+state is checked), one with `FLOE_AUTH=none`. The loadTable workload of `benchmarks.catalog` runs against
+them in alternating rounds, so both see the same machine conditions. Results:
+`benchmarks/results/catalog-auth.json` and `catalog-auth.md`. Target (reported, not asserted): at most
+1 ms more at p50 with authentication on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from benchmarks.catalog.loadgen import LoadResult
+from benchmarks.catalog.workloads import Dataset, discover, measure, seed, workloads
+from catalog.dev.postgres import LocalPostgres
+from catalog.dev.server import CatalogProcess
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+TARGET_P50_DELTA_MS = 1.0
+
+
+def _summary(result: LoadResult) -> dict[str, Any]:
+    return {
+        "requests": result.requests,
+        "req_per_s": round(result.throughput, 1),
+        "p50_ms": result.percentile_ms(50),
+        "p99_ms": result.percentile_ms(99),
+        "errors": result.errors,
+        "statuses": {str(k): v for k, v in sorted(result.statuses.items())},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.catalog.auth_overhead", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per configuration")
+    parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per round")
+    parser.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per round")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--output", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args(argv)
+
+    load_table = next(w for w in workloads(args.clients) if w.key == "load_table")
+    dataset = Dataset(list_tables=1)
+    parts: dict[str, list[LoadResult]] = {"auth": [], "none": []}
+    with LocalPostgres() as pg:
+        database_url = pg.create_database("floe_auth_bench")
+        with CatalogProcess(database_url, workers=args.workers) as secured:
+            # The same admin key for both, so the second server's bootstrap leaves the first's alone.
+            open_env = {
+                "FLOE_AUTH": "none",
+                "FLOE_ADMIN_CLIENT_ID": secured.admin_client_id,
+                "FLOE_ADMIN_CLIENT_SECRET": secured.admin_client_secret,
+            }
+            with CatalogProcess(database_url, workers=args.workers, env=open_env) as unsecured:
+                targets = {
+                    "auth": discover("floe, authentication on", secured.url, secured.token()),
+                    "none": discover("floe, FLOE_AUTH=none", unsecured.url),
+                }
+                seed(targets["auth"], dataset)
+                for _ in range(args.rounds):
+                    for mode, target in targets.items():
+                        result, _notes = measure(target, dataset, load_table, args.duration, args.warmup)
+                        parts[mode].append(result)
+    merged = {mode: LoadResult.merge(results) for mode, results in parts.items()}
+    summary = {mode: _summary(result) for mode, result in merged.items()}
+    p50_on, p50_off = summary["auth"]["p50_ms"], summary["none"]["p50_ms"]
+    delta = None if p50_on is None or p50_off is None else round(p50_on - p50_off, 3)
+    document = {
+        "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "workload": load_table.title,
+        "clients": args.clients,
+        "rounds": args.rounds,
+        "duration_s": args.duration,
+        "workers": args.workers,
+        "cpus": os.cpu_count(),
+        "results": summary,
+        "p50_delta_ms": delta,
+        "target_p50_delta_ms": TARGET_P50_DELTA_MS,
+        "target_met": delta is not None and delta <= TARGET_P50_DELTA_MS,
+    }
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "catalog-auth.json").write_text(json.dumps(document, indent=2) + "\n")
+    (args.output / "catalog-auth.md").write_text(render(document))
+    print(render(document))
+    return 0
+
+
+def render(document: dict[str, Any]) -> str:
+    rows = []
+    for mode, label in (("auth", "authentication on (bearer token)"), ("none", "FLOE_AUTH=none")):
+        r = document["results"][mode]
+        rows.append(
+            f"| {label} | {r['req_per_s']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['errors']} |"
+        )
+    verdict = "met" if document["target_met"] else "missed"
+    return "\n".join(
+        [
+            "# loadTable with and without authentication",
+            "",
+            f"Generated by `python -m benchmarks.catalog.auth_overhead` on {document['generated_at']}: "
+            f"`floe serve --workers {document['workers']}` twice on one PostgreSQL database (same tables), "
+            f"{document['workload']} at {document['clients']} clients, "
+            f"{document['rounds']} alternating rounds of {document['duration_s']:.0f} s each, "
+            f"{document['cpus']} CPUs.",
+            "",
+            "| floe | req/s | p50 ms | p99 ms | errors |",
+            "|---|---:|---:|---:|---:|",
+            *rows,
+            "",
+            f"p50 difference: {document['p50_delta_ms']} ms (target ≤ {document['target_p50_delta_ms']} ms: "
+            f"{verdict}).",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
