@@ -3,10 +3,12 @@ purge, exists, rename, register, unregister, metrics reports and credentials."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
 import logging
+import random
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -360,6 +362,9 @@ class TableService:
                 log.info(
                     "commit to %s lost a race (attempt %d), retrying on the new base", idents, attempt + 1
                 )
+                # Jittered exponential backoff: writers in other processes that lost the same race
+                # would otherwise retry in lockstep and collide again.
+                await asyncio.sleep(random.uniform(0, min(0.25, 0.005 * 2**attempt)))
         COMMIT_CONFLICTS.inc()
         raise CommitFailed(
             f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts"
