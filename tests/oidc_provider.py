@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from catalog.dev.postgres import free_port
+from catalog.dev.processes import stop_process, wait_until_answering
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 MAIN_CLASS = "no.nav.security.mock.oauth2.StandaloneMockOAuth2ServerKt"
@@ -198,29 +198,17 @@ class MockOAuth2Server:
         ]
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"mock-oauth2-server exited with {self.process.returncode}: {self.log_text()}"
-                )
-            try:
-                if httpx.get(f"{self.issuer}/.well-known/openid-configuration", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"mock-oauth2-server did not start: {self.log_text()}")
+        wait_until_answering(
+            self.process,
+            f"{self.issuer}/.well-known/openid-configuration",
+            name="mock-oauth2-server",
+            timeout=timeout,
+            log_text=self.log_text,
+        )
+        return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
     def log_text(self) -> str:

@@ -14,15 +14,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-import httpx
-
 from catalog.dev.postgres import free_port
+from catalog.dev.processes import stop_process, wait_until_answering
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 ICEBERG_VERSION = "1.11.0"
@@ -191,29 +189,18 @@ class ReferenceServer:
         ]
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"RESTCatalogServer exited with {self.process.returncode}: {self.log_text()[-3000:]}"
-                )
-            try:
-                if httpx.get(f"{self.url}/v1/config", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"RESTCatalogServer did not become ready: {self.log_text()[-3000:]}")
+        wait_until_answering(
+            self.process,
+            f"{self.url}/v1/config",
+            name="RESTCatalogServer",
+            timeout=timeout,
+            log_text=self.log_text,
+            interval=0.2,
+        )
+        return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
         shutil.rmtree(self.root, ignore_errors=True)
 

@@ -7,7 +7,6 @@ import secrets
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from catalog.dev.postgres import free_port
+from catalog.dev.processes import stop_process, wait_until_answering
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog
@@ -103,29 +103,13 @@ class CatalogProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"floe serve exited with {self.process.returncode}: {self.log_path.read_text()[-3000:]}"
-                )
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"floe serve did not become ready: {self.log_path.read_text()[-3000:]}")
+        wait_until_answering(
+            self.process, f"{self.url}/readyz", name="floe serve", timeout=timeout, log_text=self.log_text
+        )
+        return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
     def log_text(self) -> str:
