@@ -201,6 +201,15 @@ class SqlCatalogStore(SecurityStoreMixin):
 
     async def upsert_warehouse(self, name: str, location: str, properties: dict[str, str]) -> WarehouseRecord:
         """Create the warehouse, or update its storage settings (location changes only affect new tables)."""
+        try:
+            return await self._upsert_warehouse(name, location, properties)
+        except IntegrityError:
+            # Another process (a sibling worker starting at the same moment) inserted it first: update.
+            return await self._upsert_warehouse(name, location, properties)
+
+    async def _upsert_warehouse(
+        self, name: str, location: str, properties: dict[str, str]
+    ) -> WarehouseRecord:
         async with self._writing() as conn:
             row = (await conn.execute(select(warehouses).where(warehouses.c.name == name))).first()
             if row is None:
