@@ -1,0 +1,83 @@
+"""Pinned Maven Central artifacts (jars and archives), fetched once, verified, and cached per user.
+
+floe runs real JVM components (the Kafka broker, the Schema Registry, Spark's Iceberg/Kafka/Avro jars).
+Each is pinned by coordinates and SHA-1 and cached in `~/.cache/floe/jars` (or `$FLOE_CACHE_DIR/jars`),
+so a fresh clone reuses what an earlier one downloaded. An offline install points `FLOE_JARS_DIR` at a
+folder that already holds the files: nothing is downloaded then, and a missing file is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+MAVEN_CENTRAL = os.environ.get("FLOE_MAVEN_REPOSITORY", "https://repo1.maven.org/maven2").rstrip("/")
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """One file of a Maven Central artifact, with the SHA-1 Maven Central publishes for it."""
+
+    group: str
+    name: str
+    version: str
+    sha1: str = ""
+    classifier: str = ""
+    extension: str = "jar"
+
+    @property
+    def file_name(self) -> str:
+        suffix = f"-{self.classifier}" if self.classifier else ""
+        return f"{self.name}-{self.version}{suffix}.{self.extension}"
+
+    @property
+    def url(self) -> str:
+        return f"{MAVEN_CENTRAL}/{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.file_name}"
+
+
+def cache_dir() -> Path:
+    """floe's per-user download cache (never inside the repository)."""
+    explicit = os.environ.get("FLOE_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "floe"
+
+
+def jar_dir() -> Path:
+    offline = os.environ.get("FLOE_JARS_DIR")
+    return Path(offline).expanduser() if offline else cache_dir() / "jars"
+
+
+def _download(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=300) as response:
+        data: bytes = response.read()
+        return data
+
+
+def fetch(artifact: Artifact, directory: Path | None = None) -> Path:
+    """The artifact's file from the cache, downloaded and SHA-1-verified first when missing."""
+    directory = directory or jar_dir()
+    target = directory / artifact.file_name
+    if target.exists():
+        return target
+    if os.environ.get("FLOE_JARS_DIR"):
+        raise FileNotFoundError(f"{artifact.file_name} is not in FLOE_JARS_DIR ({directory}); offline mode")
+    directory.mkdir(parents=True, exist_ok=True)
+    expected = artifact.sha1 or _download(artifact.url + ".sha1").decode().split()[0].strip().lower()
+    data = _download(artifact.url)
+    actual = hashlib.sha1(data).hexdigest()
+    if actual != expected:
+        raise RuntimeError(f"SHA-1 mismatch for {artifact.url}: expected {expected}, got {actual}")
+    # Write then rename so an interrupted download never leaves a truncated file in the cache.
+    partial = target.with_name(target.name + ".part")
+    partial.write_bytes(data)
+    partial.replace(target)
+    return target
+
+
+def fetch_all(artifacts: Iterable[Artifact], directory: Path | None = None) -> list[Path]:
+    return [fetch(artifact, directory) for artifact in artifacts]
