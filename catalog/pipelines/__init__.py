@@ -1,0 +1,81 @@
+"""floe.yaml pipelines: the configuration model and its validation, the Iceberg schemas and specs of the
+configured tables, schema evolution plans, Avro schemas and Kafka credentials. Pure (no I/O), shared by
+the catalog (`floe apply`, `/management/v1/pipeline`) and the ingestion service."""
+
+from catalog.pipelines.avro import avro_schema
+from catalog.pipelines.columns import (
+    KAFKA_COLUMN,
+    KAFKA_FIELD,
+    KAFKA_FIELD_ID,
+    KAFKA_HEADER_KEY_ID,
+    KAFKA_HEADER_VALUE_ID,
+    KAFKA_HEADERS_ELEMENT_ID,
+    KAFKA_HEADERS_ID,
+    KAFKA_KEY_ID,
+    KAFKA_OFFSET_ID,
+    KAFKA_PARTITION_ID,
+    KAFKA_TIMESTAMP_ID,
+    MAX_USER_FIELD_ID,
+    dlq_schema,
+)
+from catalog.pipelines.config import (
+    BucketDestination,
+    ConfigError,
+    Credentials,
+    FieldConfig,
+    GlueConfig,
+    InvalidConfig,
+    PartitionFieldConfig,
+    PipelineConfig,
+    SchemaRegistryConfig,
+    SourceCluster,
+    TableConfig,
+    load_yaml,
+    parse_config,
+    table_name_for_topic,
+)
+from catalog.pipelines.credentials import CredentialError, resolve_credentials, resolve_registry_auth
+from catalog.pipelines.evolution import PipelinePlan, TablePlan, plan_pipeline, table_targets
+from catalog.pipelines.iceberg import data_properties, data_schema, dlq_properties, partition_spec
+
+__all__ = [
+    "KAFKA_COLUMN",
+    "KAFKA_FIELD",
+    "KAFKA_FIELD_ID",
+    "KAFKA_HEADERS_ELEMENT_ID",
+    "KAFKA_HEADERS_ID",
+    "KAFKA_HEADER_KEY_ID",
+    "KAFKA_HEADER_VALUE_ID",
+    "KAFKA_KEY_ID",
+    "KAFKA_OFFSET_ID",
+    "KAFKA_PARTITION_ID",
+    "KAFKA_TIMESTAMP_ID",
+    "MAX_USER_FIELD_ID",
+    "BucketDestination",
+    "ConfigError",
+    "CredentialError",
+    "Credentials",
+    "FieldConfig",
+    "GlueConfig",
+    "InvalidConfig",
+    "PartitionFieldConfig",
+    "PipelineConfig",
+    "PipelinePlan",
+    "SchemaRegistryConfig",
+    "SourceCluster",
+    "TableConfig",
+    "TablePlan",
+    "avro_schema",
+    "data_properties",
+    "data_schema",
+    "dlq_properties",
+    "dlq_schema",
+    "load_yaml",
+    "parse_config",
+    "partition_spec",
+    "plan_pipeline",
+    "resolve_credentials",
+    "resolve_registry_auth",
+    "table_name_for_topic",
+    "table_targets",
+]

@@ -1,0 +1,103 @@
+"""The columns floe adds to every table: the `_kafka` record metadata and the dead-letter table's schema.
+
+`_kafka` uses RESERVED field ids from 2_000_000_000 up, so the user's ids (1..1_999_999_999) never
+collide with it and a table's schema keeps exactly the ids written in floe.yaml. Every `_kafka` field
+is optional: writers (Spark's Iceberg sink checks nullability) may hand over nullable columns.
+"""
+
+from __future__ import annotations
+
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    BinaryType,
+    IntegerType,
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
+
+KAFKA_COLUMN = "_kafka"
+MAX_USER_FIELD_ID = 1_999_999_999
+KAFKA_FIELD_ID = 2_000_000_000
+KAFKA_PARTITION_ID = 2_000_000_001
+KAFKA_OFFSET_ID = 2_000_000_002
+KAFKA_TIMESTAMP_ID = 2_000_000_003
+KAFKA_KEY_ID = 2_000_000_004
+KAFKA_HEADERS_ID = 2_000_000_005
+KAFKA_HEADERS_ELEMENT_ID = 2_000_000_006
+KAFKA_HEADER_KEY_ID = 2_000_000_007
+KAFKA_HEADER_VALUE_ID = 2_000_000_008
+
+# The record timestamp the shorthand partitioning schemes (`hour`, `day`) partition by.
+KAFKA_TIMESTAMP_PATH = f"{KAFKA_COLUMN}.timestamp"
+
+KAFKA_STRUCT = StructType(
+    NestedField(KAFKA_PARTITION_ID, "partition", IntegerType(), required=False),
+    NestedField(KAFKA_OFFSET_ID, "offset", LongType(), required=False),
+    NestedField(KAFKA_TIMESTAMP_ID, "timestamp", TimestamptzType(), required=False),
+    NestedField(KAFKA_KEY_ID, "key", BinaryType(), required=False),
+    NestedField(
+        KAFKA_HEADERS_ID,
+        "headers",
+        ListType(
+            KAFKA_HEADERS_ELEMENT_ID,
+            StructType(
+                NestedField(KAFKA_HEADER_KEY_ID, "key", StringType(), required=False),
+                NestedField(KAFKA_HEADER_VALUE_ID, "value", BinaryType(), required=False),
+            ),
+            element_required=False,
+        ),
+        required=False,
+    ),
+)
+
+KAFKA_FIELD = NestedField(
+    KAFKA_FIELD_ID, KAFKA_COLUMN, KAFKA_STRUCT, required=False, doc="Kafka record metadata (floe)"
+)
+
+DLQ_SUFFIX = "_dlq"
+
+# The dead-letter table of every data table: records that could not be decoded or written, as received.
+DLQ_TOPIC_ID = 1
+DLQ_PARTITION_ID = 2
+DLQ_OFFSET_ID = 3
+DLQ_TIMESTAMP_ID = 4
+DLQ_KEY_ID = 5
+DLQ_VALUE_ID = 6
+DLQ_HEADERS_ID = 7
+DLQ_ERROR_ID = 8
+DLQ_FAILED_AT_ID = 9
+DLQ_HEADERS_ELEMENT_ID = 10
+DLQ_HEADER_KEY_ID = 11
+DLQ_HEADER_VALUE_ID = 12
+
+
+def dlq_schema(schema_id: int = 0) -> Schema:
+    """The dead-letter table's schema (the same for every table)."""
+    return Schema(
+        NestedField(DLQ_TOPIC_ID, "topic", StringType(), required=False),
+        NestedField(DLQ_PARTITION_ID, "partition", IntegerType(), required=True),
+        NestedField(DLQ_OFFSET_ID, "offset", LongType(), required=True),
+        NestedField(DLQ_TIMESTAMP_ID, "timestamp", TimestamptzType(), required=False),
+        NestedField(DLQ_KEY_ID, "key", BinaryType(), required=False),
+        NestedField(DLQ_VALUE_ID, "value", BinaryType(), required=False),
+        NestedField(
+            DLQ_HEADERS_ID,
+            "headers",
+            ListType(
+                DLQ_HEADERS_ELEMENT_ID,
+                StructType(
+                    NestedField(DLQ_HEADER_KEY_ID, "key", StringType(), required=False),
+                    NestedField(DLQ_HEADER_VALUE_ID, "value", BinaryType(), required=False),
+                ),
+                element_required=False,
+            ),
+            required=False,
+        ),
+        NestedField(DLQ_ERROR_ID, "error", StringType(), required=True),
+        NestedField(DLQ_FAILED_AT_ID, "failed_at", TimestamptzType(), required=False),
+        schema_id=schema_id,
+    )

@@ -1,0 +1,97 @@
+"""A configured table as Iceberg sees it: its schema (the user's field ids kept exactly, plus `_kafka`),
+its partition spec and its properties; the same for its dead-letter table. Pure."""
+
+from __future__ import annotations
+
+from pyiceberg.partitioning import PARTITION_FIELD_ID_START, PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+
+from catalog.pipelines.columns import (
+    KAFKA_COLUMN,
+    KAFKA_FIELD,
+    KAFKA_FIELD_ID,
+    KAFKA_STRUCT,
+    dlq_schema,
+)
+from catalog.pipelines.config import TableConfig
+
+# Written on every table at creation: Parquet with zstd, and no shuffle before writing (ingestion
+# writes each micro-batch as it comes; compaction reorganizes files later).
+BASE_PROPERTIES = {
+    "write.format.default": "parquet",
+    "write.parquet.compression-codec": "zstd",
+    "write.distribution-mode": "none",
+}
+# floe's own properties: kept in sync with floe.yaml on every apply.
+SOURCE_PROPERTIES = ("floe.source.cluster", "floe.source.topic", "floe.source.format")
+DLQ_PROPERTY = "floe.dlq-for"
+
+
+def data_schema(table: TableConfig, schema_id: int = 0) -> Schema:
+    """The data table's schema: the user's fields with their ids, then the `_kafka` column."""
+    return Schema(*(f.nested_field() for f in table.fields), KAFKA_FIELD, schema_id=schema_id)
+
+
+def source_id(table: TableConfig, column: str) -> int:
+    """The field id of a (validated) partition source column, dotted through structs."""
+    if column.startswith(KAFKA_COLUMN + "."):
+        name = column[len(KAFKA_COLUMN) + 1 :]
+        return next(f.field_id for f in KAFKA_STRUCT.fields if f.name == name)
+    fields = table.fields
+    remaining = column
+    while True:
+        exact = next((f for f in fields if f.name == remaining), None)
+        if exact is not None:
+            return exact.id
+        parent = next(f for f in fields if f.type == "struct" and remaining.startswith(f.name + "."))
+        remaining = remaining[len(parent.name) + 1 :]
+        fields = parent.fields
+
+
+def partition_spec(table: TableConfig, spec_id: int = 0) -> PartitionSpec:
+    """The table's partition spec (partition field ids from 1000, as Java assigns them)."""
+    return PartitionSpec(
+        *(
+            PartitionField(
+                source_id=source_id(table, p.source),
+                field_id=PARTITION_FIELD_ID_START + index,
+                transform=p.iceberg_transform(),
+                name=p.name,
+            )
+            for index, p in enumerate(table.partitioning)
+        ),
+        spec_id=spec_id,
+    )
+
+
+def source_properties(table: TableConfig) -> dict[str, str]:
+    return {
+        "floe.source.cluster": table.source_cluster_name,
+        "floe.source.topic": table.source_topic,
+        "floe.source.format": table.source_format,
+    }
+
+
+def data_properties(table: TableConfig) -> dict[str, str]:
+    """The data table's properties at creation."""
+    return {**BASE_PROPERTIES, **source_properties(table)}
+
+
+def dlq_properties(table: TableConfig) -> dict[str, str]:
+    """The dead-letter table's properties at creation."""
+    return {**BASE_PROPERTIES, **source_properties(table), DLQ_PROPERTY: table.table_name}
+
+
+__all__ = [
+    "BASE_PROPERTIES",
+    "DLQ_PROPERTY",
+    "KAFKA_FIELD_ID",
+    "SOURCE_PROPERTIES",
+    "data_properties",
+    "data_schema",
+    "dlq_properties",
+    "dlq_schema",
+    "partition_spec",
+    "source_id",
+    "source_properties",
+]
