@@ -46,20 +46,20 @@ class ManagementClient:
         except httpx.HTTPError as exc:
             raise ClientError(f"Cannot reach floe at {url}: {exc}") from exc
         if response.status_code != 200:
-            raise ClientError(f"Authentication failed ({response.status_code}): {_message(response)}")
+            raise ClientError(f"Authentication failed ({response.status_code}): {error_message(response)}")
         self.http.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.http.request(method, f"/management/v1{path}", **kwargs)
         if response.status_code >= 400:
-            raise ClientError(f"{method} {path} failed ({response.status_code}): {_message(response)}")
+            raise ClientError(f"{method} {path} failed ({response.status_code}): {error_message(response)}")
         return response.json() if response.content else None
 
     def close(self) -> None:
         self.http.close()
 
 
-def _message(response: httpx.Response) -> str:
+def error_message(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:

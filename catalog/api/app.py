@@ -25,6 +25,7 @@ from catalog.api.dependencies import (
     provide_views,
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
+from catalog.api.kafka_offsets import KafkaOffsetsController
 from catalog.api.management import ManagementController
 from catalog.api.middleware import RawPathApp, idempotency_middleware, request_context_middleware
 from catalog.api.namespaces import NamespaceController
@@ -86,6 +87,7 @@ def build_litestar(settings: Settings) -> Litestar:
             get_config,
             get_token,
             ManagementController,
+            KafkaOffsetsController,
             healthz,
             readyz,
             metrics,

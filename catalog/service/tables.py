@@ -11,6 +11,7 @@ import logging
 import random
 import re
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError
@@ -27,6 +28,7 @@ from catalog.errors import (
     NoSuchTable,
 )
 from catalog.identifiers import Namespace, TableIdent
+from catalog.kafka_offsets import check_kafka_progress, kafka_progress
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
 from catalog.service.context import CatalogContext, path_segment, run_blocking
@@ -209,6 +211,18 @@ class TableService:
             credential = await self.vend(principal, warehouse, table_location(record.metadata_json))
             loaded = loaded.with_credentials(credential)
         return loaded
+
+    async def kafka_offsets(
+        self, principal: Principal, prefix: str, ident: TableIdent
+    ) -> dict[str, dict[int, tuple[int, datetime]]]:
+        """The next Kafka offset (and when it was committed) per topic and partition of a table."""
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        record = await self.ctx.tabular(warehouse, ident, "table")
+        topics: dict[str, dict[int, tuple[int, datetime]]] = {}
+        for topic, partition, offset, updated_at in await self.ctx.store.list_kafka_offsets(record.id):
+            topics.setdefault(topic, {})[partition] = (offset, updated_at)
+        return topics
 
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)
@@ -401,8 +415,14 @@ class TableService:
                 )
                 metadata_json = metadata.model_dump_json()
                 location = core.new_metadata_location(metadata, None)
+                progress = kafka_progress(change.updates)
+                if progress is not None:
+                    check_kafka_progress(progress, {})
                 pending.append(
-                    (PendingCommit(None, 0, location, metadata_json, ns.id, ident.name, "table"), True)
+                    (
+                        PendingCommit(None, 0, location, metadata_json, ns.id, ident.name, "table", progress),
+                        True,
+                    )
                 )
                 results.append(LoadedTable(location, metadata_json, config))
                 continue
@@ -419,9 +439,18 @@ class TableService:
                 )
                 results.append(LoadedTable(record.metadata_location, record.metadata_json, config))
                 continue
+            # Read after the table's row: offsets only change together with its version, so a commit
+            # that moved them after this read also fails this commit's compare-and-swap.
+            progress = kafka_progress(change.updates)
+            if progress is not None:
+                check_kafka_progress(
+                    progress, await self.ctx.store.get_kafka_offsets(record.id, progress.topic)
+                )
             metadata_json = metadata.model_dump_json()
             location = core.new_metadata_location(metadata, record.metadata_location)
-            pending.append((PendingCommit(record.id, record.version, location, metadata_json), True))
+            pending.append(
+                (PendingCommit(record.id, record.version, location, metadata_json, kafka=progress), True)
+            )
             results.append(LoadedTable(location, metadata_json, config))
         return pending, results
 
@@ -456,6 +485,7 @@ class TableService:
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
         await self.ctx.rename(warehouse, source, destination, "table")
+        for ident in (source, destination):
 
     # -- metrics ----------------------------------------------------------------------------------
 

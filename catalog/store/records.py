@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from catalog.kafka_offsets import KafkaProgress
 
 TabularKind = Literal["table", "view"]
 
@@ -47,3 +50,5 @@ class PendingCommit:
     namespace_id: str = ""
     name: str = ""
     kind: TabularKind = "table"
+    # Kafka offsets this commit advances the table to (ingestion commits only).
+    kafka: KafkaProgress | None = None

@@ -148,3 +148,15 @@ auth_failures = Table(
     Column("window_start", DateTime(timezone=True), nullable=False),
     Column("failures", Integer, nullable=False),
 )
+
+# The next Kafka offset per partition that each table has committed (see catalog/kafka_offsets.py);
+# written in the same transaction as the table's pointer swap.
+kafka_offsets = Table(
+    "kafka_offsets",
+    metadata,
+    Column("tabular_id", String(36), ForeignKey("tabulars.id", ondelete="CASCADE"), primary_key=True),
+    Column("topic", String(255), primary_key=True),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("next_offset", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

@@ -26,7 +26,14 @@ from sqlalchemy.pool import NullPool
 
 from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
 from catalog.store.records import NamespaceRecord, PendingCommit, TabularKind, TabularRecord, WarehouseRecord
-from catalog.store.schema import idempotency_keys, namespaces, table_metrics, tabulars, warehouses
+from catalog.store.schema import (
+    idempotency_keys,
+    kafka_offsets,
+    namespaces,
+    table_metrics,
+    tabulars,
+    warehouses,
+)
 from catalog.store.security import SecurityStoreMixin
 
 SEPARATOR = "\x1f"
@@ -429,11 +436,12 @@ class SqlCatalogStore(SecurityStoreMixin):
         async with self._writing() as conn:
             for commit in commits:
                 if commit.tabular_id is None:
+                    new_id = str(uuid.uuid4())
                     try:
                         async with conn.begin_nested():
                             await conn.execute(
                                 insert(tabulars).values(
-                                    id=str(uuid.uuid4()),
+                                    id=new_id,
                                     namespace_id=commit.namespace_id,
                                     name=commit.name,
                                     kind=commit.kind,
@@ -446,6 +454,7 @@ class SqlCatalogStore(SecurityStoreMixin):
                             )
                     except IntegrityError as exc:
                         raise self._name_taken(commit.kind, commit.name) from exc
+                    await self._save_kafka_offsets(conn, new_id, commit, now)
                     continue
                 result = await conn.execute(
                     update(tabulars)
@@ -463,6 +472,66 @@ class SqlCatalogStore(SecurityStoreMixin):
                 )
                 if result.rowcount != 1:
                     raise _LostRace
+                await self._save_kafka_offsets(conn, commit.tabular_id, commit, now)
+
+    @staticmethod
+    async def _save_kafka_offsets(
+        conn: AsyncConnection, tabular_id: str, commit: PendingCommit, now: datetime
+    ) -> None:
+        # The table's row was just versioned in this transaction, so no other commit to this table can
+        # interleave here: delete-then-insert is a safe, portable upsert.
+        progress = commit.kafka
+        if progress is None or not progress.end:
+            return
+        await conn.execute(
+            delete(kafka_offsets).where(
+                and_(
+                    kafka_offsets.c.tabular_id == tabular_id,
+                    kafka_offsets.c.topic == progress.topic,
+                    kafka_offsets.c.partition.in_(list(progress.end)),
+                )
+            )
+        )
+        await conn.execute(
+            insert(kafka_offsets),
+            [
+                {
+                    "tabular_id": tabular_id,
+                    "topic": progress.topic,
+                    "partition": partition,
+                    "next_offset": offset,
+                    "updated_at": now,
+                }
+                for partition, offset in progress.end.items()
+            ],
+        )
+
+    _KAFKA_OFFSETS = select(kafka_offsets.c.partition, kafka_offsets.c.next_offset).where(
+        and_(
+            kafka_offsets.c.tabular_id == bindparam("p_tabular"),
+            kafka_offsets.c.topic == bindparam("p_topic"),
+        )
+    )
+
+    async def get_kafka_offsets(self, tabular_id: str, topic: str) -> dict[int, int]:
+        """The next offset per partition the table has committed for `topic`."""
+        rows = await self._fetch(self._KAFKA_OFFSETS, {"p_tabular": tabular_id, "p_topic": topic})
+        return {int(row[0]): int(row[1]) for row in rows}
+
+    _KAFKA_TOPICS = select(
+        kafka_offsets.c.topic,
+        kafka_offsets.c.partition,
+        kafka_offsets.c.next_offset,
+        kafka_offsets.c.updated_at,
+    ).where(kafka_offsets.c.tabular_id == bindparam("p_tabular"))
+
+    async def list_kafka_offsets(self, tabular_id: str) -> list[tuple[str, int, int, datetime]]:
+        """Every (topic, partition, next offset, updated at) the table has committed."""
+        rows = await self._fetch(self._KAFKA_TOPICS, {"p_tabular": tabular_id})
+        # SQLite hands back naive datetimes; every timestamp floe stores is UTC.
+        return [
+            (str(r[0]), int(r[1]), int(r[2]), r[3] if r[3].tzinfo else r[3].replace(tzinfo=UTC)) for r in rows
+        ]
 
     @staticmethod
     def _name_taken(kind: str, name: str) -> AlreadyExists:
