@@ -16,6 +16,8 @@ from pyiceberg.catalog.rest import RestCatalog
 from catalog.dev.postgres import LocalPostgres
 from catalog.dev.server import CatalogProcess
 
+pytest_plugins = ["tests.kafka_fixtures"]
+
 BACKENDS = ["sqlite", "postgres"]
 
 
