@@ -52,6 +52,7 @@ MANAGEMENT_OPERATIONS = frozenset(
     {
         "createCluster", "listClusters", "getCluster", "deleteCluster", "createKey", "listKeys", "revokeKey",
         "rotateKey", "rotateSigningKey", "listAudit",
+        "applyPipeline", "getPipeline", "getKafkaOffsets",
     }
 )  # fmt: skip
 # Litestar serves the OpenAPI document itself (JSON, YAML and viewers) under this path.

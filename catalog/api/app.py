@@ -30,6 +30,7 @@ from catalog.api.management import ManagementController
 from catalog.api.middleware import RawPathApp, idempotency_middleware, request_context_middleware
 from catalog.api.namespaces import NamespaceController
 from catalog.api.oauth import get_token
+from catalog.api.pipelines import PipelineController
 from catalog.api.tables import TableController, TableOperationsController
 from catalog.api.views import ViewController, ViewOperationsController
 from catalog.migrations import upgrade_database
@@ -87,6 +88,7 @@ def build_litestar(settings: Settings) -> Litestar:
             get_config,
             get_token,
             ManagementController,
+            PipelineController,
             KafkaOffsetsController,
             healthz,
             readyz,

@@ -160,3 +160,17 @@ kafka_offsets = Table(
     Column("next_offset", BigInteger, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
+
+# -- pipelines --------------------------------------------------------------------------------------
+
+# Every applied floe.yaml (normalized), newest = the desired state ingestion reads.
+pipeline_revisions = Table(
+    "pipeline_revisions",
+    metadata,
+    Column("revision", Integer, primary_key=True, autoincrement=False),
+    Column("warehouse", String(255), nullable=False),
+    Column("config", Text, nullable=False),
+    Column("plan", Text, nullable=False),
+    Column("applied_by", String(255), nullable=False),
+    Column("applied_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

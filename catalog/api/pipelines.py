@@ -1,0 +1,137 @@
+"""`/management/v1/pipeline`: apply a floe.yaml (the desired state) and read the applied one back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, Response, get, put
+
+from catalog.auth import Principal
+from catalog.pipelines import InvalidConfig
+from catalog.service.context import CatalogContext
+from catalog.service.pipelines import ApplyResult, PipelineService, PipelineState
+
+
+class ApplyPipelineRequest(msgspec.Struct):
+    """The parsed floe.yaml as JSON; `dry_run` plans without changing anything."""
+
+    config: dict[str, Any]
+    dry_run: bool = False
+
+
+class PlannedTable(msgspec.Struct):
+    namespace: str
+    table: str
+    kind: str
+    cluster: str
+    topic: str
+    action: str
+    changes: list[str]
+
+
+class ApplyPipelineResponse(msgspec.Struct):
+    """The revision now in force (the previous one for a dry run or a no-op), and what the apply did
+    (or would do) to each table: create, evolve, unchanged or removed (kept, no longer ingested)."""
+
+    revision: int | None
+    warehouse: str
+    dry_run: bool
+    applied: bool
+    plan: list[PlannedTable]
+
+
+class PipelineTable(msgspec.Struct):
+    cluster: str
+    topic: str
+    namespace: str
+    table: str
+    dlq_table: str
+    warehouse: str
+    source_format: str
+    schema_mode: str
+    schema_registry_url: str | None
+    commit_interval_seconds: int | None
+    partitioning: list[str]
+
+
+class PipelineResponse(msgspec.Struct):
+    revision: int
+    applied_at: datetime
+    applied_by: str
+    warehouse: str
+    config: dict[str, Any]
+    tables: list[PipelineTable]
+
+
+def _invalid_config(_: Request[Any, Any, Any], exc: InvalidConfig) -> Response[bytes]:
+    """400 in the spec's error shape, with every error and its YAML path in `error.errors`."""
+    body = {
+        "error": {
+            "message": exc.summary(),
+            "type": "BadRequestException",
+            "code": 400,
+            "errors": [e.to_json() for e in exc.errors],
+        }
+    }
+    return Response(content=msgspec.json.encode(body), status_code=400, media_type="application/json")
+
+
+def _applied(result: ApplyResult) -> ApplyPipelineResponse:
+    return ApplyPipelineResponse(
+        revision=result.revision,
+        warehouse=result.warehouse,
+        dry_run=result.dry_run,
+        applied=result.applied,
+        plan=[PlannedTable(**t.to_json()) for t in result.plan.tables],
+    )
+
+
+def _state(state: PipelineState) -> PipelineResponse:
+    record, config = state.record, state.config
+    return PipelineResponse(
+        revision=record.revision,
+        applied_at=record.applied_at,
+        applied_by=record.applied_by,
+        warehouse=record.warehouse,
+        config=config.to_json(),
+        tables=[
+            PipelineTable(
+                cluster=t.source_cluster_name,
+                topic=t.source_topic,
+                namespace=t.namespace,
+                table=t.table_name,
+                dlq_table=t.dlq_table_name,
+                warehouse=record.warehouse,
+                source_format=t.source_format,
+                schema_mode=t.schema_mode,
+                schema_registry_url=t.registry_url,
+                commit_interval_seconds=t.commit_interval_seconds,
+                partitioning=[str(p) for p in t.partitioning],
+            )
+            for t in config.tables
+        ],
+    )
+
+
+class PipelineController(Controller):
+    path = "/management/v1/pipeline"
+    tags = ["Management API"]
+    exception_handlers = {InvalidConfig: _invalid_config}
+
+    @put("/", operation_id="applyPipeline", status_code=200)
+    async def apply(
+        self, principal: Principal, context: CatalogContext, data: ApplyPipelineRequest
+    ) -> ApplyPipelineResponse:
+        """Validate a floe.yaml, create and evolve its tables (and their `_dlq` tables) in one commit,
+        and store it as the new revision (global administrators only). A 400 lists every error with
+        its YAML path in `error.errors`; destructive schema changes are refused and nothing is applied."""
+        result = await PipelineService(context).apply(principal, data.config, dry_run=data.dry_run)
+        return _applied(result)
+
+    @get("/", operation_id="getPipeline")
+    async def get_pipeline(self, principal: Principal, context: CatalogContext) -> PipelineResponse:
+        """The applied configuration (normalized) and its tables; a cluster's writer or admin key sees
+        only its cluster's tables."""
+        return _state(await PipelineService(context).current(principal))

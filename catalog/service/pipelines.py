@@ -1,0 +1,263 @@
+"""`floe apply` on the server: validate a floe.yaml, plan it against the catalog, apply it, store it.
+
+Applying ensures the warehouse (from `destination_bucket_url`, else the named or default one) and each
+source cluster as a floe cluster (with its namespace), creates or evolves every table and its dead-letter
+table in ONE multi-table commit through the table commit path (all land or none does), then stores the
+normalized configuration as a new revision: the desired state the ingestion service reads. Tables
+removed from the configuration are kept with their data, only no longer ingested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pyiceberg.table.metadata import TableMetadata
+
+from catalog import commit as core
+from catalog.auth import Principal, Role
+from catalog.errors import AlreadyExists, Forbidden, NotFound
+from catalog.identifiers import Namespace, TableIdent
+from catalog.pipelines import (
+    ConfigError,
+    InvalidConfig,
+    PipelineConfig,
+    PipelinePlan,
+    parse_config,
+    plan_pipeline,
+)
+from catalog.pipelines.evolution import table_targets
+from catalog.service.context import CatalogContext
+from catalog.service.tables import TableChange, TableService, parse_change
+from catalog.store import WarehouseRecord
+from catalog.store.pipelines import PipelineRevisionRecord
+
+log = logging.getLogger(__name__)
+
+# Only these of the server's default-warehouse settings carry over to a bucket named in floe.yaml
+# (endpoint and keys of an S3-compatible store); an STS role is scoped to its own bucket.
+_INHERITED_S3_PROPERTIES = (
+    "s3.endpoint",
+    "s3.region",
+    "s3.path-style-access",
+    "s3.access-key-id",
+    "s3.secret-access-key",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WarehouseChoice:
+    """Where a configuration's tables live: an existing warehouse, or one to create from the bucket URL."""
+
+    name: str
+    record: WarehouseRecord | None
+    location: str
+    properties: dict[str, str]
+    create: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    revision: int | None
+    warehouse: str
+    plan: PipelinePlan
+    dry_run: bool
+    applied: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineState:
+    record: PipelineRevisionRecord
+    config: PipelineConfig
+
+
+def _may_read(principal: Principal) -> None:
+    if principal.is_admin:
+        return
+    if principal.cluster is None or principal.role not in (Role.WRITER, Role.ADMIN):
+        raise Forbidden("Only administrators and a cluster's writer or admin keys may read the pipeline")
+
+
+class PipelineService:
+    def __init__(self, ctx: CatalogContext) -> None:
+        self.ctx = ctx
+
+    async def current(self, principal: Principal) -> PipelineState:
+        """The applied configuration (a cluster key sees only its cluster's part)."""
+        _may_read(principal)
+        record = await self.ctx.store.latest_pipeline_revision()
+        if record is None:
+            raise NotFound("No pipeline configuration has been applied yet: run floe apply -f floe.yaml")
+        config = parse_config(record.config)
+        if not principal.is_admin:
+            assert principal.cluster is not None
+            config = config.for_cluster(principal.cluster)
+        return PipelineState(record, config)
+
+    async def apply(self, principal: Principal, raw_config: Any, *, dry_run: bool) -> ApplyResult:
+        """Validate, plan and (unless `dry_run`) apply; `InvalidConfig` lists every refused change."""
+        if not principal.is_admin:
+            raise Forbidden("Only global administrators may apply a pipeline configuration")
+        config = parse_config(raw_config)
+        store = self.ctx.store
+        previous = await store.latest_pipeline_revision()
+        previous_config = _previous_config(previous)
+        errors: list[ConfigError] = []
+        warehouse = await self._choose_warehouse(config, errors)
+        await self._check_clusters(config, warehouse.name, errors)
+        current = await self._current_tables(config, warehouse.record, errors)
+        try:
+            plan = plan_pipeline(config, current, previous_config)
+        except InvalidConfig as exc:
+            errors.extend(exc.errors)
+        if errors:
+            raise InvalidConfig(errors)
+        normalized = config.to_json()
+        revision = previous.revision if previous is not None else None
+        unchanged = (
+            previous is not None
+            and previous.config == normalized
+            and previous.warehouse == warehouse.name
+            and not plan.commits
+        )
+        if dry_run or unchanged:
+            return ApplyResult(revision, warehouse.name, plan, dry_run, applied=False)
+        record = await self._ensure_warehouse(warehouse)
+        await self._ensure_clusters(config, record)
+        if plan.commits:
+            changes: list[TableChange] = [
+                parse_change(
+                    {"requirements": list(t.requirements), "updates": list(t.updates)},
+                    TableIdent(Namespace.of([t.namespace]), t.table),
+                )
+                for t in plan.commits
+            ]
+            await TableService(self.ctx).commit_all(principal, record.name, changes)
+        stored = await store.add_pipeline_revision(
+            after=revision or 0,
+            warehouse=record.name,
+            config=normalized,
+            plan=plan.to_json(),
+            applied_by=principal.subject,
+        )
+        log.info(
+            "pipeline revision %d applied by %s: %d tables created or evolved",
+            stored.revision,
+            principal.subject,
+            len(plan.commits),
+        )
+        return ApplyResult(stored.revision, record.name, plan, dry_run=False, applied=True)
+
+    # -- planning ---------------------------------------------------------------------------------
+
+    async def _choose_warehouse(self, config: PipelineConfig, errors: list[ConfigError]) -> WarehouseChoice:
+        store, settings = self.ctx.store, self.ctx.settings
+        if config.destination is not None:
+            destination = config.destination
+            name = destination.warehouse_name
+            existing = await store.get_warehouse(name)
+            properties: dict[str, str] = {}
+            if destination.scheme == "s3" and settings.warehouse_location.startswith("s3://"):
+                properties = {
+                    k: v for k, v in settings.warehouse_properties.items() if k in _INHERITED_S3_PROPERTIES
+                }
+            properties.update(destination.storage_properties())
+            if existing is not None and existing.location.rstrip("/") != destination.location:
+                errors.append(
+                    ConfigError(
+                        "destination_bucket_url",
+                        f"warehouse {name!r} already exists at {existing.location}, not at "
+                        f"{destination.location}",
+                    )
+                )
+            create = existing is None or (
+                existing.location.rstrip("/") == destination.location
+                and any(existing.properties.get(k) != v for k, v in properties.items())
+            )
+            return WarehouseChoice(name, existing, destination.location, properties, create)
+        name = config.warehouse or settings.warehouse_name
+        existing = await store.get_warehouse(name)
+        if existing is None:
+            errors.append(
+                ConfigError(
+                    "warehouse",
+                    f"warehouse {name!r} does not exist (create it with floe warehouses create, or set "
+                    "destination_bucket_url)",
+                )
+            )
+            return WarehouseChoice(name, None, "", {}, create=False)
+        return WarehouseChoice(name, existing, existing.location, existing.properties, create=False)
+
+    async def _check_clusters(
+        self, config: PipelineConfig, warehouse: str, errors: list[ConfigError]
+    ) -> None:
+        existing = {c.name: c for c in await self.ctx.store.list_clusters()}
+        for cluster in config.source_clusters:
+            found = existing.get(cluster.name)
+            if found is not None and found.warehouse != warehouse:
+                errors.append(
+                    ConfigError(
+                        f"{cluster.path}.name",
+                        f"cluster {cluster.name!r} already exists with its tables in warehouse "
+                        f"{found.warehouse!r}; this configuration puts its tables in {warehouse!r}",
+                    )
+                )
+
+    async def _current_tables(
+        self, config: PipelineConfig, warehouse: WarehouseRecord | None, errors: list[ConfigError]
+    ) -> dict[tuple[str, str], TableMetadata]:
+        """The current metadata of every configured table that exists (none when the warehouse does not)."""
+        current: dict[tuple[str, str], TableMetadata] = {}
+        if warehouse is None:
+            return current
+        for target in table_targets(config):
+            record = await self.ctx.store.get_tabular(warehouse.id, target.namespace, target.name)
+            if record is None:
+                continue
+            if record.kind != "table":
+                errors.append(
+                    ConfigError(
+                        f"{target.table_path}.source_topic",
+                        f"{target.namespace}.{target.name} is a view; the topic's "
+                        f"{'table' if target.kind == 'data' else 'dead-letter table'} needs that name",
+                    )
+                )
+                continue
+            current[(target.namespace, target.name)] = core.parse_table_metadata(record.metadata_json)
+        return current
+
+    # -- applying ---------------------------------------------------------------------------------
+
+    async def _ensure_warehouse(self, choice: WarehouseChoice) -> WarehouseRecord:
+        if choice.record is not None and not choice.create:
+            return choice.record
+        record = await self.ctx.store.upsert_warehouse(choice.name, choice.location, choice.properties)
+        log.info("warehouse %s at %s for the pipeline", record.name, record.location)
+        return record
+
+    async def _ensure_clusters(self, config: PipelineConfig, warehouse: WarehouseRecord) -> None:
+        store = self.ctx.store
+        existing = {c.name for c in await store.list_clusters()}
+        for cluster in config.source_clusters:
+            if cluster.name not in existing:
+                with contextlib.suppress(AlreadyExists):  # created by a concurrent apply
+                    await store.create_cluster(
+                        cluster.name, warehouse.id, {"floe.bootstrap.servers": cluster.bootstrap_servers}
+                    )
+                    log.info("cluster %s created for the pipeline", cluster.name)
+            # The cluster's namespace may have been dropped since the cluster was created.
+            if await store.get_namespace(warehouse.id, cluster.name) is None:
+                with contextlib.suppress(AlreadyExists):
+                    await store.create_namespace(warehouse.id, cluster.name, {"floe.cluster": cluster.name})
+
+
+def _previous_config(previous: PipelineRevisionRecord | None) -> PipelineConfig | None:
+    if previous is None:
+        return None
+    try:
+        return parse_config(previous.config)
+    except InvalidConfig as exc:  # stored by an older floe with other rules: no removed-table report
+        log.warning("the stored pipeline revision %d no longer validates: %s", previous.revision, exc)
+        return None
