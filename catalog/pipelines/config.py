@@ -124,6 +124,8 @@ class Broker:
 
 
 SASL_MECHANISMS = ("plain", "scram-256", "scram-512")
+# The Kafka clients' names of the same mechanisms.
+SASL_ALIASES = {"scram-sha-256": "scram-256", "scram-sha-512": "scram-512"}
 
 
 @dataclass(frozen=True)
@@ -599,10 +601,20 @@ class _Reader:
             return None
         return value
 
-    def choice(self, values: dict[str, Any], key: str, path: str, choices: Sequence[str]) -> str | None:
+    def choice(
+        self,
+        values: dict[str, Any],
+        key: str,
+        path: str,
+        choices: Sequence[str],
+        aliases: Mapping[str, str] | None = None,
+    ) -> str | None:
+        """One of `choices` (any letter case; `aliases` name some differently)."""
         value = self.string(values, key, path)
         if value is None:
             return None
+        value = value.strip().lower()
+        value = (aliases or {}).get(value, value)
         if value not in choices:
             self.error(_key_path(path, key), f"expected one of {', '.join(choices)}; got {value!r}")
             return None
@@ -807,7 +819,7 @@ def _credentials(reader: _Reader, values: dict[str, Any], path: str) -> Credenti
     skip_verify = reader.boolean(raw, "tls_insecure_skip_verify", where)
     username = reader.env_name(raw, "sasl_username_env", where)
     password = reader.env_name(raw, "sasl_password_env", where)
-    mechanism = reader.choice(raw, "sasl_mechanism", where, SASL_MECHANISMS)
+    mechanism = reader.choice(raw, "sasl_mechanism", where, SASL_MECHANISMS, SASL_ALIASES)
     cert = reader.env_name(raw, "mtls_client_cert_env", where)
     key = reader.env_name(raw, "mtls_client_key_env", where)
     ca = reader.env_name(raw, "mtls_server_ca_cert_env", where)
