@@ -56,6 +56,7 @@ from catalog.pipelines.columns import (
     KAFKA_TIMESTAMP_PATH,
     MAX_USER_FIELD_ID,
 )
+from catalog.pipelines.maintenance import MaintenanceConfig, parse_maintenance
 
 SourceFormat = Literal["json", "avro"]
 SchemaMode = Literal["inline", "registry"]
@@ -333,6 +334,7 @@ class TableConfig:
     # The registry this table's records are decoded with: its own URL, else the top-level one.
     registry_url: str | None = None
     path: str = field(default="", compare=False)
+    maintenance: MaintenanceConfig | None = None
 
     @property
     def namespace(self) -> str:
@@ -367,6 +369,8 @@ class TableConfig:
             body["schema_registry_url"] = self.schema_registry_url
         if self.commit_interval_seconds is not None:
             body["commit_interval_seconds"] = self.commit_interval_seconds
+        if self.maintenance is not None:
+            body["maintenance"] = self.maintenance.to_json()
         return body
 
 
@@ -466,6 +470,7 @@ class PipelineConfig:
     warehouse: str | None = None
     schema_registry: SchemaRegistryConfig | None = None
     glue: GlueConfig | None = None
+    maintenance: MaintenanceConfig | None = None
 
     def cluster(self, name: str) -> SourceCluster:
         for cluster in self.source_clusters:
@@ -489,6 +494,7 @@ class PipelineConfig:
             warehouse=self.warehouse,
             schema_registry=self.schema_registry,
             glue=self.glue,
+            maintenance=self.maintenance,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -505,6 +511,8 @@ class PipelineConfig:
             body["schema_registry"] = self.schema_registry.to_json()
         if self.glue is not None:
             body["glue"] = self.glue.to_json()
+        if self.maintenance is not None:
+            body["maintenance"] = self.maintenance.to_json()
         return body
 
 
@@ -687,6 +695,7 @@ TOP_LEVEL_KEYS = (
     "warehouse",
     "schema_registry",
     "glue",
+    "maintenance",
 )
 CLUSTER_KEYS = ("name", "bootstrap_brokers", "credentials")
 BROKER_KEYS = ("hostname", "port")
@@ -709,6 +718,7 @@ TABLE_KEYS = (
     "partitioning_scheme",
     "schema_registry_url",
     "commit_interval_seconds",
+    "maintenance",
 )
 FIELD_KEYS = ("name", "id", "type", "optional", "doc", "fields")
 REGISTRY_KEYS = ("url", "basic_auth_username_env", "basic_auth_password_env")
@@ -764,7 +774,18 @@ def _parse(reader: _Reader, data: Any) -> PipelineConfig | None:
         warehouse=warehouse,
         schema_registry=registry,
         glue=glue,
+        maintenance=_maintenance(reader, top, ""),
     )
+
+
+def _maintenance(reader: _Reader, values: dict[str, Any], path: str) -> MaintenanceConfig | None:
+    """A `maintenance:` block (see `catalog.pipelines.maintenance`), None when absent or invalid."""
+    if "maintenance" not in values:
+        return None
+    block, problems = parse_maintenance(values["maintenance"], _key_path(path, "maintenance"))
+    for where, message in problems:
+        reader.error(where, message)
+    return block
 
 
 def _clusters(reader: _Reader, top: dict[str, Any]) -> list[SourceCluster]:
@@ -973,6 +994,7 @@ def _table(
     )
     fields, schema_valid = _schema(reader, values, path)
     scheme, partitioning = _partitioning(reader, values, path, fields, schema_valid)
+    maintenance = _maintenance(reader, values, path)
     if None in (cluster, topic, source_format, schema_mode) or not schema_valid:
         return None
     assert cluster is not None
@@ -989,6 +1011,7 @@ def _table(
         commit_interval_seconds=commit_interval,
         registry_url=registry_url if schema_mode == "registry" else None,
         path=path,
+        maintenance=maintenance,
     )
 
 
