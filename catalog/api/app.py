@@ -26,6 +26,7 @@ from catalog.api.dependencies import (
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
 from catalog.api.kafka_offsets import KafkaOffsetsController
+from catalog.api.maintenance import MaintenanceController
 from catalog.api.management import ManagementController
 from catalog.api.middleware import RawPathApp, idempotency_middleware, request_context_middleware
 from catalog.api.namespaces import NamespaceController
@@ -90,6 +91,7 @@ def build_litestar(settings: Settings) -> Litestar:
             ManagementController,
             PipelineController,
             KafkaOffsetsController,
+            MaintenanceController,
             healthz,
             readyz,
             metrics,

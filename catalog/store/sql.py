@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool
 
 from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
+from catalog.store.maintenance import MaintenanceStoreMixin
 from catalog.store.pipelines import PipelineStoreMixin
 from catalog.store.records import NamespaceRecord, PendingCommit, TabularKind, TabularRecord, WarehouseRecord
 from catalog.store.schema import (
@@ -140,7 +141,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
     return engine
 
 
-class SqlCatalogStore(SecurityStoreMixin, PipelineStoreMixin):
+class SqlCatalogStore(SecurityStoreMixin, PipelineStoreMixin, MaintenanceStoreMixin):
     """The catalog store on any SQLAlchemy async database (PostgreSQL or SQLite)."""
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
