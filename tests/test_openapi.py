@@ -53,6 +53,7 @@ MANAGEMENT_OPERATIONS = frozenset(
         "createCluster", "listClusters", "getCluster", "deleteCluster", "createKey", "listKeys", "revokeKey",
         "rotateKey", "rotateSigningKey", "listAudit",
         "applyPipeline", "getPipeline", "getKafkaOffsets",
+        "recordMaintenancePass", "listMaintenancePasses",
     }
 )  # fmt: skip
 # Litestar serves the OpenAPI document itself (JSON, YAML and viewers) under this path.
