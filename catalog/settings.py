@@ -3,7 +3,7 @@
 `FLOE_HOME` (default `./.floe`) holds the embedded SQLite database and the default warehouse;
 `FLOE_DATABASE_URL` points at PostgreSQL in production; `FLOE_WAREHOUSE` is the default warehouse's
 location (a local path, `file://…` or `s3://bucket/prefix`), with `FLOE_S3_*` for S3-compatible storage
-and `FLOE_STS_*` for storage credential vending.
+and `FLOE_STS_*` for storage credential vending; `FLOE_GLUE_*` publish S3 warehouses' tables to AWS Glue.
 """
 
 from __future__ import annotations
@@ -52,6 +52,14 @@ def _oidc_issuer(value: str | None) -> str | None:
     return value
 
 
+def _glue_endpoint(value: str | None) -> str | None:
+    if not value:
+        return None
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"FLOE_GLUE_ENDPOINT must be an http(s) URL, not {value!r}")
+    return value
+
+
 def _oidc_role_values(value: str | None) -> dict[str, str]:
     """`idp-value=floe-role,…`; unset means the claim holds floe's own role names."""
     if not value:
@@ -94,6 +102,11 @@ class Settings:
         default_factory=lambda: {"reader": "reader", "writer": "writer", "admin": "admin"}
     )
     oidc_jwks_min_refresh_seconds: float = 30.0
+    # AWS Glue Data Catalog publishing (catalog/service/glue.py): on when any of the three is set.
+    glue_region: str | None = None
+    glue_catalog_id: str | None = None
+    glue_endpoint: str | None = None
+    glue_retry_max_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -136,6 +149,10 @@ class Settings:
             oidc_role_claim=env.get("FLOE_OIDC_ROLE_CLAIM") or "floe_role",
             oidc_role_values=_oidc_role_values(env.get("FLOE_OIDC_ROLE_VALUES")),
             oidc_jwks_min_refresh_seconds=float(env.get("FLOE_OIDC_JWKS_MIN_REFRESH_SECONDS", "30")),
+            glue_region=env.get("FLOE_GLUE_REGION") or None,
+            glue_catalog_id=env.get("FLOE_GLUE_CATALOG_ID") or None,
+            glue_endpoint=_glue_endpoint(env.get("FLOE_GLUE_ENDPOINT")),
+            glue_retry_max_seconds=float(env.get("FLOE_GLUE_RETRY_MAX_SECONDS", "30")),
         )
 
     def prepare_home(self) -> None:

@@ -69,7 +69,7 @@ def build_litestar(settings: Settings) -> Litestar:
         await store.upsert_warehouse(
             settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties
         )
-        app.state.ctx = CatalogContext(store=store, settings=settings)
+        ctx = app.state.ctx = CatalogContext(store=store, settings=settings)
         auth = AuthService(store, settings)
         await auth.bootstrap_admin()
         app.state.auth = auth
@@ -79,9 +79,11 @@ def build_litestar(settings: Settings) -> Litestar:
         # lives as long as the process: freezing it keeps the collector from rescanning it in every
         # full collection, which cost more CPU than the request itself on large responses.
         gc.freeze()
+        await ctx.glue.start()
         try:
             yield
         finally:
+            await ctx.glue.stop()
             await store.close()
 
     return Litestar(

@@ -17,6 +17,7 @@ import anyio.to_thread
 from catalog.errors import AlreadyExists, NoSuchNamespace, NoSuchTable, NoSuchView, NoSuchWarehouse
 from catalog.identifiers import Namespace, TableIdent
 from catalog.security.vending import CredentialVendor
+from catalog.service.glue import GluePublisher, GlueTargetProvider, settings_target_provider
 from catalog.settings import Settings
 from catalog.storage import Storage
 from catalog.store import NamespaceRecord, SqlCatalogStore, TabularKind, TabularRecord, WarehouseRecord
@@ -42,10 +43,21 @@ class CatalogContext:
     settings: Settings
     # One per process: it caches vended storage credentials and STS clients.
     vendor: CredentialVendor = field(default_factory=CredentialVendor)
+    # Where tables of S3 warehouses are published in AWS Glue (unset: FLOE_GLUE_*); a provider
+    # answering None turns publishing off.
+    glue_target: GlueTargetProvider | None = None
+    glue: GluePublisher = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
     _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
         default_factory=weakref.WeakValueDictionary
     )
+
+    def __post_init__(self) -> None:
+        self.glue = GluePublisher(
+            self.store,
+            self.glue_target or settings_target_provider(self.settings),
+            retry_max_seconds=self.settings.glue_retry_max_seconds,
+        )
 
     @contextlib.asynccontextmanager
     async def commit_locks(self, warehouse_id: str, idents: list[TableIdent]) -> AsyncIterator[None]:

@@ -291,6 +291,7 @@ class TableService:
         except AlreadyExists:
             await run_blocking(storage.delete, metadata_location)
             raise
+        self.ctx.glue.notify(warehouse, namespace, name)
         loaded = LoadedTable(metadata_location, metadata_json, self.table_config(warehouse))
         return loaded.with_credentials(credential)
 
@@ -321,6 +322,7 @@ class TableService:
                 raise CommitFailed(f"Table {ident} changed while it was being registered")
         else:
             await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "table")])
+        self.ctx.glue.notify(warehouse, namespace, name)
         return LoadedTable(location, metadata_json, self.table_config(warehouse))
 
     # -- commits ----------------------------------------------------------------------------------
@@ -370,6 +372,8 @@ class TableService:
                         f"Commit state unknown: database error during commit: {exc.orig}"
                     ) from exc
                 if swapped:
+                    for ident in idents:
+                        self.ctx.glue.notify(warehouse, ident.namespace, ident.name)
                     return results
                 await run_blocking(storage.delete_many, written)
                 COMMIT_RETRIES.inc()
@@ -466,6 +470,7 @@ class TableService:
         dropped = await self.ctx.store.drop_tabular(record.id)
         if dropped is None:
             raise NoSuchTable(f"Table does not exist: {ident}")
+        self.ctx.glue.notify(warehouse, ident.namespace, ident.name)
         metadata_location, metadata_json = dropped
         if purge:
             metadata = core.parse_table_metadata(metadata_json)
@@ -486,6 +491,7 @@ class TableService:
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
         await self.ctx.rename(warehouse, source, destination, "table")
         for ident in (source, destination):
+            self.ctx.glue.notify(warehouse, ident.namespace, ident.name)
 
     # -- metrics ----------------------------------------------------------------------------------
 
