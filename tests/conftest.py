@@ -16,7 +16,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from catalog.dev.postgres import LocalPostgres
 from catalog.dev.server import CatalogProcess
 
-pytest_plugins = ["tests.kafka_fixtures"]
+pytest_plugins = ["tests.kafka_fixtures", "tests.registry_fixtures"]
 
 BACKENDS = ["sqlite", "postgres"]
 

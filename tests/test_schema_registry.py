@@ -1,0 +1,205 @@
+"""The schema registry (real Apicurio through its Confluent-compatible API), its client, the wire format."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import fastavro
+import httpx
+import pytest
+
+from catalog.dev.postgres import free_port
+from ingest.schema_registry import (
+    CCOMPAT_PATH,
+    LocalSchemaRegistry,
+    RegisteredSchema,
+    SchemaNotFoundError,
+    SchemaRegistryClient,
+    SchemaRegistryError,
+    decode_confluent_header,
+    encode_confluent,
+)
+
+ORDER_V1: dict[str, Any] = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "floe.test",
+    "fields": [{"name": "id", "type": "long"}, {"name": "amount", "type": "double"}],
+}
+# v2 adds an optional field: a backward-compatible evolution, as producers do it.
+ORDER_V2: dict[str, Any] = {
+    **ORDER_V1,
+    "fields": [*ORDER_V1["fields"], {"name": "note", "type": ["null", "string"], "default": None}],
+}
+
+
+def _subject() -> str:
+    return f"orders-{uuid.uuid4().hex[:8]}-value"
+
+
+@pytest.fixture
+def client(schema_registry: LocalSchemaRegistry) -> Iterator[SchemaRegistryClient]:
+    with SchemaRegistryClient(schema_registry.url) as registry_client:
+        yield registry_client
+
+
+def test_url_is_the_confluent_compatible_api(schema_registry: LocalSchemaRegistry) -> None:
+    assert schema_registry.url == f"http://127.0.0.1:{schema_registry.port}{CCOMPAT_PATH}"
+    assert schema_registry.url.endswith("/apis/ccompat/v7")
+    assert schema_registry.startup_seconds is not None
+    assert isinstance(httpx.get(f"{schema_registry.url}/subjects", timeout=30).json(), list)
+
+
+def test_two_versions_registered_and_read_back_by_id(
+    schema_registry: LocalSchemaRegistry, client: SchemaRegistryClient
+) -> None:
+    subject = _subject()
+    first = client.register(subject, json.dumps(ORDER_V1))
+    second = client.register(subject, json.dumps(ORDER_V2))
+    assert first != second
+
+    # A fresh client has nothing cached: these come from the registry over HTTP.
+    with SchemaRegistryClient(schema_registry.url) as fresh:
+        got_first = fresh.schema(first)
+        got_second = fresh.schema(second)
+    assert got_first == RegisteredSchema(first, "AVRO", got_first.schema_str)
+    assert json.loads(got_first.schema_str) == ORDER_V1
+    assert got_second.id == second
+    assert got_second.schema_type == "AVRO"
+    assert json.loads(got_second.schema_str) == ORDER_V2
+
+    # The ids are the ones Apicurio's ccompat API itself reports for the subject's versions.
+    latest = httpx.get(f"{schema_registry.url}/subjects/{subject}/versions/latest", timeout=30).json()
+    assert latest["id"] == second
+    assert latest["version"] == 2
+    assert latest["subject"] == subject
+    assert json.loads(latest["schema"]) == ORDER_V2
+    version_one = httpx.get(f"{schema_registry.url}/subjects/{subject}/versions/1", timeout=30).json()
+    assert version_one["id"] == first
+    assert httpx.get(f"{schema_registry.url}/subjects/{subject}/versions", timeout=30).json() == [1, 2]
+
+
+def test_registering_the_same_schema_again_gives_the_same_id(client: SchemaRegistryClient) -> None:
+    subject = _subject()
+    schema_id = client.register(subject, json.dumps(ORDER_V1))
+    assert client.register(subject, json.dumps(ORDER_V1)) == schema_id
+
+
+def test_schemas_are_cached_by_id(schema_registry: LocalSchemaRegistry, client: SchemaRegistryClient) -> None:
+    schema_id = client.register(_subject(), json.dumps(ORDER_V1))
+    requests: list[str] = []
+    with SchemaRegistryClient(schema_registry.url) as fresh:
+        fresh._http.event_hooks["request"].append(lambda request: requests.append(str(request.url)))
+        first = fresh.schema(schema_id)
+        assert fresh.schema(schema_id) is first
+    assert requests == [f"{schema_registry.url}/schemas/ids/{schema_id}"]
+
+
+def test_unknown_schema_id_is_a_lookup_error(client: SchemaRegistryClient) -> None:
+    with pytest.raises(SchemaNotFoundError, match=r"HTTP 404 \(error 40403\)") as caught:
+        client.schema(987_654_321)
+    assert isinstance(caught.value, LookupError)
+    assert caught.value.status_code == 404
+    assert caught.value.error_code == 40403
+
+
+def test_invalid_schema_is_rejected_with_the_registry_message(client: SchemaRegistryClient) -> None:
+    with pytest.raises(SchemaRegistryError, match=r"HTTP 422 \(error 42201\)") as caught:
+        client.register(_subject(), "this is not a schema")
+    assert caught.value.status_code == 422
+    assert not isinstance(caught.value, LookupError)
+
+
+def test_wrong_base_url_says_so(schema_registry: LocalSchemaRegistry) -> None:
+    with (
+        SchemaRegistryClient(schema_registry.base_url) as wrong,
+        pytest.raises(SchemaRegistryError, match="Confluent-compatible API base"),
+    ):
+        wrong.schema(1)
+
+
+def test_unreachable_registry_is_a_clear_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}{CCOMPAT_PATH}"
+    with SchemaRegistryClient(url, timeout=5) as unreachable, pytest.raises(SchemaRegistryError, match=url):
+        unreachable.register("orders-value", json.dumps(ORDER_V1))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda c: c.register("", "{}"), "Subject must not be empty"),
+        (lambda c: c.register("s", "{}", schema_type="XML"), "Schema type must be one of"),
+        (lambda c: c.schema(-1), "non-negative integer"),
+        (lambda c: c.schema(True), "non-negative integer"),
+    ],
+)
+def test_client_rejects_bad_arguments(client: SchemaRegistryClient, call: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call(client)
+
+
+def test_client_rejects_a_non_http_url() -> None:
+    with pytest.raises(ValueError, match="http:// or https://"):
+        SchemaRegistryClient("registry:8081")
+
+
+def _avro_bytes(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+def test_fastavro_record_round_trips_in_confluent_wire_format(
+    schema_registry: LocalSchemaRegistry, client: SchemaRegistryClient
+) -> None:
+    subject = _subject()
+    v1_id = client.register(subject, json.dumps(ORDER_V1))
+    v2_id = client.register(subject, json.dumps(ORDER_V2))
+    old_record = {"id": 7, "amount": 12.5}
+    new_record = {"id": 8, "amount": 3.25, "note": "gift"}
+    messages = [encode_confluent(v1_id, _avro_bytes(ORDER_V1, old_record))]
+    messages.append(encode_confluent(v2_id, _avro_bytes(ORDER_V2, new_record)))
+
+    # A consumer that knows only the registry: each message names its writer schema.
+    reader = fastavro.parse_schema(ORDER_V2)
+    decoded = []
+    with SchemaRegistryClient(schema_registry.url) as consumer:
+        for message in messages:
+            schema_id, payload = decode_confluent_header(message)
+            writer = fastavro.parse_schema(json.loads(consumer.schema(schema_id).schema_str))
+            decoded.append(fastavro.schemaless_reader(io.BytesIO(payload), writer, reader))
+    assert decoded == [{**old_record, "note": None}, new_record]
+
+
+def test_wire_format_layout() -> None:
+    framed = encode_confluent(0x01020304, b"payload")
+    assert framed == b"\x00\x01\x02\x03\x04payload"
+    assert decode_confluent_header(framed) == (0x01020304, b"payload")
+    assert decode_confluent_header(encode_confluent(0, b"")) == (0, b"")
+    assert decode_confluent_header(bytearray(b"\x00\x7f\xff\xff\xff")) == (2**31 - 1, b"")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (b"", "0 bytes, the header alone is 5"),
+        (b"\x00\x00\x00\x01", "4 bytes, the header alone is 5"),
+        (b"\x01\x00\x00\x00\x01{}", "magic byte is 0x01, expected 0x00"),
+        (b'{"id": 1}', "magic byte is 0x7b"),
+        (b"\x00\xff\xff\xff\xfe", "negative schema id -2"),
+        (None, "null"),
+    ],
+)
+def test_bad_wire_input_is_a_value_error(value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        decode_confluent_header(value)
+
+
+@pytest.mark.parametrize("schema_id", [-1, 2**31, True, 1.0])
+def test_encode_rejects_ids_outside_int32(schema_id: Any) -> None:
+    with pytest.raises(ValueError, match="Schema id must be an integer"):
+        encode_confluent(schema_id, b"x")
