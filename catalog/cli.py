@@ -401,5 +401,27 @@ def openapi(output: str) -> None:
             fh.write(text)
 
 
+# -- ingestion (ingest/cli.py) and local development components -----------------------------------
+
+
+@main.group()
+def dev() -> None:
+    """Local development components: a Kafka broker, a schema registry."""
+
+
+def _register_ingestion_commands() -> None:
+    from ingest.cli import ingest_command, status_command, up_command
+    from ingest.kafka_broker import kafka_command
+    from ingest.schema_registry import registry_command
+
+    main.add_command(ingest_command)
+    main.add_command(status_command)
+    main.add_command(up_command)
+    dev.add_command(kafka_command)
+    dev.add_command(registry_command)
+
+
+_register_ingestion_commands()
+
 if __name__ == "__main__":
     main()

@@ -73,7 +73,9 @@ def fetch(artifact: Artifact, directory: Path | None = None) -> Path:
     if actual != expected:
         raise RuntimeError(f"SHA-1 mismatch for {artifact.url}: expected {expected}, got {actual}")
     # Write then rename so an interrupted download never leaves a truncated file in the cache.
-    partial = target.with_name(target.name + ".part")
+    # A name of this process's own: two processes filling one cache (containers sharing a volume)
+    # never write into the same partial file.
+    partial = target.with_name(f"{target.name}.{os.getpid()}.part")
     partial.write_bytes(data)
     partial.replace(target)
     return target

@@ -1,0 +1,233 @@
+"""One micro-batch: decode, split good records from dead letters, commit both with their Kafka offsets.
+
+Exactly-once rests on floe's catalog, not on Spark's checkpoint: before a batch is written, the
+committed offsets of the table and of its dead-letter table are read from floe; records already
+covered are dropped; each commit's snapshot summary carries the offsets it starts from and advances
+to, and floe refuses (409) a commit whose start does not match what it has stored. The dead letters
+are committed first, so a crash between the two commits is repaired by the next batch: the good
+records are re-read from the table's (older) offsets and the dead letters are filtered out by the
+dead-letter table's (newer) offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.schema import Schema
+
+from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
+from ingest import metrics
+from ingest.decode import (
+    ERROR_COLUMN,
+    KAFKA_COLUMN,
+    confluent_schema_id,
+    decode_avro,
+    decode_json,
+    user_fields,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from ingest.catalog_client import CatalogClient
+    from ingest.schema_registry import SchemaRegistryClient
+
+log = logging.getLogger(__name__)
+
+DLQ_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers", "error", "failed_at")
+
+
+@dataclass(frozen=True)
+class IngestTable:
+    """Everything needed to ingest one topic into one table (built from the applied floe.yaml)."""
+
+    cluster: str
+    topic: str
+    warehouse: str
+    namespace: tuple[str, ...]
+    table: str
+    dlq_table: str
+    source_format: str  # json | avro
+    schema: Schema  # the data table's schema: the user's fields and `_kafka`
+    kafka_options: Mapping[str, str]  # Spark Kafka source options (kafka.bootstrap.servers, security…)
+    consumer_config: Mapping[str, str]  # the same connection for confluent-kafka (partitions, lag)
+    commit_interval: float
+    avro_schema: Mapping[str, Any] | None = None
+    registry_url: str | None = None  # registry mode
+    confluent_framing: bool = True
+    fingerprint: str = ""  # changes when the table's ingestion settings change (restart its query)
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return ".".join((*self.namespace, self.table))
+
+    def spark_name(self, table: str | None = None, catalog: str = "floe") -> str:
+        parts = (*self.namespace, table or self.table)
+        return catalog + "." + ".".join(f"`{p}`" for p in parts)
+
+
+@dataclass
+class BatchResult:
+    records: int = 0
+    dead_letters: int = 0
+    value_bytes: int = 0
+    end_offsets: dict[int, int] = field(default_factory=dict)
+    max_timestamps: dict[int, float] = field(default_factory=dict)
+
+
+def _offset_lookup(offsets: Mapping[int, int]) -> Column:
+    """The committed next offset of the row's partition (-1 when the partition has none)."""
+    from pyspark.sql import functions as F
+
+    if not offsets:
+        return F.lit(-1).cast("long")
+    pairs: list[Column] = []
+    for partition, offset in offsets.items():
+        pairs += [F.lit(partition), F.lit(offset).cast("long")]
+    return F.coalesce(F.try_element_at(F.create_map(*pairs), F.col("partition")), F.lit(-1).cast("long"))
+
+
+def _encode(offsets: Mapping[int, int]) -> str:
+    return json.dumps({str(p): o for p, o in sorted(offsets.items())})
+
+
+def _summary(topic: str, start: Mapping[int, int], end: Mapping[int, int]) -> dict[str, str]:
+    """Write options that put the batch's Kafka progress into its snapshot summary."""
+    return {
+        f"snapshot-property.{TOPIC}": topic,
+        f"snapshot-property.{START_OFFSETS}": _encode(start),
+        f"snapshot-property.{END_OFFSETS}": _encode(end),
+    }
+
+
+class BatchWriter:
+    """The `foreachBatch` function of one table's streaming query."""
+
+    def __init__(
+        self,
+        table: IngestTable,
+        catalog: CatalogClient,
+        registry: SchemaRegistryClient | None = None,
+        on_commit: Callable[[IngestTable, BatchResult], None] | None = None,
+        spark_catalog: str = "floe",
+    ) -> None:
+        self.spark_catalog = spark_catalog
+        self.table = table
+        self.catalog = catalog
+        self.registry = registry
+        self.on_commit = on_commit
+
+    def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        result = self.write(raw)
+        metrics.BATCH_SECONDS.labels(self.table.name).observe(time.monotonic() - started)
+        if self.on_commit is not None and (result.records or result.dead_letters):
+            self.on_commit(self.table, result)
+
+    def _decode(self, raw: DataFrame) -> DataFrame:
+        t = self.table
+        if t.source_format == "json":
+            return decode_json(raw, t.schema)
+        if t.source_format == "avro":
+            if t.avro_schema is None:
+                raise ValueError(f"{t.name}: Avro table without an Avro schema")
+            writers: dict[int, str] | None = None
+            if t.registry_url:
+                if self.registry is None:
+                    raise ValueError(f"{t.name}: registry mode without a schema registry client")
+                ids = [
+                    int(row[0])
+                    for row in raw.select(confluent_schema_id(raw["value"]).alias("id"))
+                    .where("id IS NOT NULL")
+                    .distinct()
+                    .collect()
+                ]
+                writers = {}
+                for schema_id in ids:
+                    try:
+                        writers[schema_id] = self.registry.schema(schema_id).schema_str
+                    except LookupError:
+                        log.warning("%s: schema id %d is not registered", t.name, schema_id)
+            return decode_avro(
+                raw,
+                t.schema,
+                t.avro_schema,
+                confluent_framing=t.confluent_framing or bool(t.registry_url),
+                writer_schemas=writers,
+            )
+        raise ValueError(f"{t.name}: unsupported source format {t.source_format}")
+
+    def write(self, raw: DataFrame) -> BatchResult:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        t = self.table
+        main_committed = self.catalog.kafka_offsets(t.warehouse, t.namespace, t.table, t.topic)
+        dlq_committed = self.catalog.kafka_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
+        if t.registry_url:
+            raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
+        decoded = self._decode(raw)
+        main_from = _offset_lookup(main_committed)
+        dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
+        is_good = F.col(ERROR_COLUMN).isNull()
+        keep = F.when(is_good, F.col("offset") >= main_from).otherwise(F.col("offset") >= dlq_from)
+        batch = decoded.where(keep).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            stats = (
+                batch.groupBy("partition")
+                .agg(
+                    F.max("offset").alias("max_offset"),
+                    F.max("timestamp").alias("max_ts"),
+                    F.count_if(is_good).alias("good"),
+                    F.count_if(~is_good).alias("bad"),
+                    F.sum(F.when(is_good, F.length("value")).otherwise(0)).alias("bytes"),
+                )
+                .collect()
+            )
+            result = BatchResult()
+            if not stats:
+                return result
+            batch_end = {int(r["partition"]): int(r["max_offset"]) + 1 for r in stats}
+            result.records = sum(int(r["good"]) for r in stats)
+            result.dead_letters = sum(int(r["bad"]) for r in stats)
+            result.value_bytes = sum(int(r["bytes"] or 0) for r in stats)
+            result.max_timestamps = {
+                int(r["partition"]): r["max_ts"].timestamp() for r in stats if r["max_ts"]
+            }
+            if result.dead_letters:
+                partitions = {int(r["partition"]) for r in stats if int(r["bad"])}
+                start = {p: dlq_committed[p] for p in partitions if p in dlq_committed}
+                end = {p: max(dlq_committed.get(p, 0), batch_end[p]) for p in partitions}
+                dead = batch.where(~is_good).select(
+                    "topic",
+                    "partition",
+                    "offset",
+                    "timestamp",
+                    "key",
+                    "value",
+                    "headers",
+                    F.col(ERROR_COLUMN).alias("error"),
+                    F.current_timestamp().alias("failed_at"),
+                )
+                dead.writeTo(t.spark_name(t.dlq_table, self.spark_catalog)).options(
+                    **_summary(t.topic, start, end)
+                ).append()
+            start = {p: main_committed[p] for p in batch_end if p in main_committed}
+            end = {p: max(main_committed.get(p, 0), batch_end[p]) for p in batch_end}
+            columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
+            good = batch.where(is_good).select(*columns)
+            good.writeTo(t.spark_name(catalog=self.spark_catalog)).options(
+                **_summary(t.topic, start, end)
+            ).append()
+            result.end_offsets = end
+            return result
+        finally:
+            batch.unpersist()
+            if t.registry_url:
+                raw.unpersist()

@@ -1,0 +1,283 @@
+"""Decoding Kafka records into table rows, as Spark column expressions (it all runs in the JVM).
+
+A micro-batch of raw Kafka rows (`key`, `value`, `topic`, `partition`, `offset`, `timestamp`,
+`headers`) becomes one DataFrame with the table's columns, the `_kafka` column and `_error`: NULL for a
+good record, else why the record cannot become a row (it then goes to the dead-letter table). A bad
+record never fails the batch: JSON is parsed PERMISSIVE with a corrupt-record column, Avro with
+`from_avro` in PERMISSIVE mode, and required fields are checked explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+    UUIDType,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import types as st
+
+KAFKA_COLUMN = "_kafka"
+ERROR_COLUMN = "_error"
+_CORRUPT = "_floe_corrupt_record"
+
+
+def spark_type(iceberg: IcebergType) -> st.DataType:
+    """The Spark type Iceberg's Spark runtime reads and writes for an Iceberg type."""
+    from pyspark.sql import types as st
+
+    simple: dict[type[IcebergType], Callable[[], st.DataType]] = {
+        BooleanType: st.BooleanType,
+        IntegerType: st.IntegerType,
+        LongType: st.LongType,
+        FloatType: st.FloatType,
+        DoubleType: st.DoubleType,
+        DateType: st.DateType,
+        TimestampType: st.TimestampNTZType,
+        TimestamptzType: st.TimestampType,
+        StringType: st.StringType,
+        UUIDType: st.StringType,
+        BinaryType: st.BinaryType,
+    }
+    for kind, make in simple.items():
+        if isinstance(iceberg, kind):
+            return make()
+    if isinstance(iceberg, FixedType):
+        return st.BinaryType()
+    if isinstance(iceberg, DecimalType):
+        return st.DecimalType(iceberg.precision, iceberg.scale)
+    if isinstance(iceberg, StructType):
+        return st.StructType([_spark_field(f) for f in iceberg.fields])
+    if isinstance(iceberg, ListType):
+        return st.ArrayType(spark_type(iceberg.element_type), not iceberg.element_required)
+    if isinstance(iceberg, MapType):
+        return st.MapType(
+            spark_type(iceberg.key_type), spark_type(iceberg.value_type), not iceberg.value_required
+        )
+    raise ValueError(f"floe cannot ingest Iceberg type {iceberg} with Spark")
+
+
+def _spark_field(field: NestedField) -> st.StructField:
+    from pyspark.sql import types as st
+
+    return st.StructField(field.name, spark_type(field.field_type), True)
+
+
+def user_fields(schema: Schema) -> list[NestedField]:
+    """The table's own columns: everything but `_kafka`."""
+    return [f for f in schema.fields if f.name != KAFKA_COLUMN]
+
+
+def _missing_required(value: Column, field: NestedField, path: str) -> Column | None:
+    """A string column naming the first required field missing under `value` (NULL when none)."""
+    from pyspark.sql import functions as F
+
+    checks: list[Column] = []
+    if field.required:
+        checks.append(F.when(value.isNull(), F.lit(f"required field {path} is missing or null")))
+    nested = _nested_missing(value, field.field_type, path)
+    if nested is not None:
+        checks.append(F.when(value.isNotNull(), nested))
+    return F.coalesce(*checks) if checks else None
+
+
+def _nested_missing(value: Column, kind: IcebergType, path: str) -> Column | None:
+    from pyspark.sql import functions as F
+
+    if isinstance(kind, StructType):
+        checks: list[Column] = []
+        for f in kind.fields:
+            check = _missing_required(value.getField(f.name), f, f"{path}.{f.name}")
+            if check is not None:
+                checks.append(check)
+        return F.coalesce(*checks) if checks else None
+    if isinstance(kind, ListType):
+        element = NestedField(0, "element", kind.element_type, required=kind.element_required)
+        if not element.required and not isinstance(kind.element_type, StructType | ListType | MapType):
+            return None
+        return F.element_at(
+            F.filter(
+                F.transform(value, lambda x: _or_null(_missing_required(x, element, f"{path}[]"))),
+                lambda m: m.isNotNull(),
+            ),
+            1,
+        )
+    if isinstance(kind, MapType):
+        entry = NestedField(0, "value", kind.value_type, required=kind.value_required)
+        if not entry.required and not isinstance(kind.value_type, StructType | ListType | MapType):
+            return None
+        return F.element_at(
+            F.filter(
+                F.transform(
+                    F.map_values(value), lambda x: _or_null(_missing_required(x, entry, f"{path}{{}}"))
+                ),
+                lambda m: m.isNotNull(),
+            ),
+            1,
+        )
+    return None
+
+
+def _or_null(check: Column | None) -> Column:
+    from pyspark.sql import functions as F
+
+    return check if check is not None else F.lit(None).cast("string")
+
+
+def required_fields_error(record: Column, schema: Schema) -> Column:
+    """NULL when every required field of the decoded record is present, else which one is not."""
+    from pyspark.sql import functions as F
+
+    checks: list[Column] = []
+    for f in user_fields(schema):
+        check = _missing_required(record.getField(f.name), f, f.name)
+        if check is not None:
+            checks.append(check)
+    return F.coalesce(*checks) if checks else F.lit(None).cast("string")
+
+
+def kafka_struct() -> Column:
+    """The `_kafka` column from the raw Kafka row."""
+    from pyspark.sql import functions as F
+
+    return F.struct(
+        F.col("partition").alias("partition"),
+        F.col("offset").alias("offset"),
+        F.col("timestamp").alias("timestamp"),
+        F.col("key").alias("key"),
+        F.col("headers").alias("headers"),
+    )
+
+
+def decode_json(raw: DataFrame, schema: Schema) -> DataFrame:
+    """Parse `value` as a JSON object of the table's fields (unknown keys are ignored)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as st
+
+    fields = user_fields(schema)
+    record_type = st.StructType(
+        [_spark_field(f) for f in fields] + [st.StructField(_CORRUPT, st.StringType(), True)]
+    )
+    parsed = F.from_json(
+        F.col("value").cast("string"),
+        record_type,
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
+    )
+    decoded = raw.withColumn("_record", parsed)
+    record = F.col("_record")
+    error = (
+        F.when(F.col("value").isNull(), F.lit("record has no value (tombstone)"))
+        .when(
+            record.getField(_CORRUPT).isNotNull(),
+            F.lit("value is not a JSON object matching the table schema"),
+        )
+        .otherwise(required_fields_error(record, schema))
+    )
+    return _finish(decoded, fields, error)
+
+
+def avro_reader_schema(avro_schema: Mapping[str, Any]) -> str:
+    return json.dumps(avro_schema, separators=(",", ":"))
+
+
+def decode_avro(
+    raw: DataFrame,
+    schema: Schema,
+    reader_schema: Mapping[str, Any],
+    *,
+    confluent_framing: bool,
+    writer_schemas: Mapping[int, str] | None = None,
+) -> DataFrame:
+    """Decode Avro binary values.
+
+    Without `writer_schemas` every value is written with `reader_schema` (inline mode); with them, each
+    value carries the Confluent wire format's schema id and is decoded with that writer schema, resolved
+    to `reader_schema` (registry mode). `confluent_framing` strips the 5-byte prefix (magic byte 0 and
+    the schema id) first.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    fields = user_fields(schema)
+    reader = avro_reader_schema(reader_schema)
+    value = F.col("value")
+    framed_ok = F.lit(True)
+    payload = value
+    if confluent_framing:
+        framed_ok = (F.length(value) >= 5) & (F.substring(value, 1, 1) == F.lit(bytes([0])))
+        payload = F.expr("substring(value, 6, length(value) - 5)")
+    options = {"mode": "PERMISSIVE"}
+    if writer_schemas:
+        schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
+        decoded_col: Column = F.lit(None)
+        branches = None
+        for writer_id, writer_schema in writer_schemas.items():
+            decoded = from_avro(payload, writer_schema, {**options, "avroSchema": reader})
+            branches = (
+                F.when(schema_id == writer_id, decoded)
+                if branches is None
+                else branches.when(schema_id == writer_id, decoded)
+            )
+        decoded_col = branches if branches is not None else F.lit(None)
+        unknown_id = ~schema_id.isin(list(writer_schemas))
+    else:
+        decoded_col = from_avro(payload, reader, options)
+        unknown_id = F.lit(False)
+    decoded_df = raw.withColumn("_record", F.when(framed_ok, decoded_col))
+    record = F.col("_record")
+    error = (
+        F.when(value.isNull(), F.lit("record has no value (tombstone)"))
+        .when(~framed_ok, F.lit("value is not in the Confluent wire format (magic byte 0 + schema id)"))
+        .when(unknown_id, F.lit("value's schema id is not registered"))
+        .when(record.isNull(), F.lit("value is not Avro matching the table schema"))
+        .otherwise(required_fields_error(record, schema))
+    )
+    return _finish(decoded_df, fields, error)
+
+
+def _finish(decoded: DataFrame, fields: list[NestedField], error: Column) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    columns = [F.col("_record").getField(f.name).alias(f.name) for f in fields]
+    return decoded.select(
+        *columns,
+        kafka_struct().alias(KAFKA_COLUMN),
+        error.alias(ERROR_COLUMN),
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "headers",
+    )
+
+
+def confluent_schema_id(value: Column) -> Column:
+    """The schema id of a Confluent-framed value (NULL when the value is not framed)."""
+    from pyspark.sql import functions as F
+
+    framed = (F.length(value) >= 5) & (F.substring(value, 1, 1) == F.lit(bytes([0])))
+    return F.when(framed, F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long"))

@@ -1,0 +1,89 @@
+"""From the applied pipeline (floe.yaml as stored by `floe apply`) to what ingestion runs per table."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from catalog.pipelines import (
+    CredentialError,
+    PipelineConfig,
+    avro_schema,
+    data_schema,
+    parse_config,
+    resolve_credentials,
+)
+from ingest.batches import IngestTable
+
+log = logging.getLogger(__name__)
+DEFAULT_COMMIT_INTERVAL = 2.0
+
+
+def ingest_tables(
+    pipeline: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    default_warehouse: str = "default",
+) -> list[IngestTable]:
+    """Every table of the applied pipeline, ready to ingest.
+
+    A table whose source cluster's credentials cannot be resolved (a missing environment variable) is
+    left out with an error in the log, so one misconfigured cluster does not stop the others.
+    """
+    environ = os.environ if environ is None else environ
+    config: PipelineConfig = parse_config(pipeline["config"])
+    warehouses = {
+        (
+            entry["namespace"] if isinstance(entry["namespace"], str) else ".".join(entry["namespace"]),
+            entry["table"],
+        ): entry.get("warehouse")
+        for entry in pipeline.get("tables", [])
+    }
+    tables: list[IngestTable] = []
+    for table in config.tables:
+        cluster = config.cluster(table.source_cluster_name)
+        try:
+            spark_options = resolve_credentials(cluster, environ, "spark")
+            consumer = resolve_credentials(cluster, environ, "librdkafka")
+        except CredentialError as exc:
+            log.error("%s.%s: %s", table.namespace, table.table_name, exc)
+            continue
+        warehouse = (
+            warehouses.get((table.namespace, table.table_name))
+            or config.warehouse
+            or (config.destination.warehouse_name if config.destination else None)
+            or default_warehouse
+        )
+        schema = data_schema(table)
+        avro = avro_schema(table) if table.source_format == "avro" else None
+        settings = {
+            "table": table.to_json(),
+            "cluster": {
+                k: v for k, v in spark_options.items() if "jaas" not in k and "keystore.key" not in k
+            },
+            "registry": table.registry_url,
+            "warehouse": warehouse,
+        }
+        tables.append(
+            IngestTable(
+                cluster=cluster.name,
+                topic=table.source_topic,
+                warehouse=warehouse,
+                namespace=(table.namespace,),
+                table=table.table_name,
+                dlq_table=table.dlq_table_name,
+                source_format=table.source_format,
+                schema=schema,
+                kafka_options=spark_options,
+                consumer_config=consumer,
+                commit_interval=float(table.commit_interval_seconds or DEFAULT_COMMIT_INTERVAL),
+                avro_schema=avro,
+                registry_url=table.registry_url if table.schema_mode == "registry" else None,
+                confluent_framing=True,
+                fingerprint=hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
+            )
+        )
+    return tables

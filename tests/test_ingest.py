@@ -1,0 +1,497 @@
+"""Ingestion end to end: a real Kafka broker, `floe ingest` (PySpark + Iceberg's Spark runtime) and a real
+floe server on PostgreSQL; tables read back with pyiceberg, DuckDB and Spark.
+
+One `floe ingest` runs for the module; each test applies its own tables (picked up without a restart)
+on its own topics. The crash tests run their own ingest processes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import httpx
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from catalog.dev.postgres import LocalPostgres
+from catalog.dev.server import CatalogProcess
+from ingest.kafka_broker import LocalKafka
+from tests.duckdb_client import attach_catalog, connect
+from tests.ingest_harness import (
+    IngestProcess,
+    Produced,
+    apply_pipeline,
+    committed_offsets,
+    produce,
+    wait_until_committed,
+)
+
+CLUSTER = "ingest"
+
+
+@pytest.fixture(scope="module")
+def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogProcess]:
+    url = postgres.create_database(f"floe_ingest_{uuid.uuid4().hex[:8]}")
+    with CatalogProcess(url, home=tmp_path_factory.mktemp("ingest-floe")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {server.token()}"}, timeout=60
+    ) as client:
+        yield client
+
+
+class Pipeline:
+    """The module's floe.yaml: tests add their tables and apply the whole document again."""
+
+    def __init__(self, kafka: LocalKafka, admin: httpx.Client) -> None:
+        host, port = kafka.bootstrap_servers.split(":")
+        self.admin = admin
+        self.config: dict[str, Any] = {
+            "source_clusters": [
+                {"name": CLUSTER, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]}
+            ],
+            "tables": [],
+        }
+
+    def add(self, **table: Any) -> dict[str, Any]:
+        self.config["tables"] = [
+            t for t in self.config["tables"] if t["source_topic"] != table["source_topic"]
+        ]
+        self.config["tables"].append({"source_cluster_name": CLUSTER, **table})
+        return apply_pipeline(self.admin, self.config)
+
+
+@pytest.fixture(scope="module")
+def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
+    return Pipeline(kafka, admin)
+
+
+@pytest.fixture(scope="module")
+def ingest(
+    server: CatalogProcess, pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[IngestProcess]:
+    with IngestProcess(server, tmp_path_factory.mktemp("ingest"), args=["--commit-interval", "1"]) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def catalog(server: CatalogProcess) -> RestCatalog:
+    return server.catalog()
+
+
+def _topic(kafka: LocalKafka, name: str, partitions: int = 3) -> str:
+    topic = f"{name}.{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, partitions)
+    return topic
+
+
+def _table_name(topic: str) -> str:
+    return topic.replace(".", "_").replace("-", "_")
+
+
+EVENT_FIELDS = [
+    {"name": "id", "id": 1, "type": "long"},
+    {"name": "name", "id": 2, "type": "string"},
+    {"name": "score", "id": 3, "type": "double", "optional": True},
+    {"name": "at", "id": 4, "type": "timestamptz", "optional": True},
+    {
+        "name": "device",
+        "id": 5,
+        "type": "struct",
+        "optional": True,
+        "fields": [
+            {"name": "os", "id": 6, "type": "string"},
+            {"name": "version", "id": 7, "type": "int", "optional": True},
+        ],
+    },
+    {
+        "name": "tags",
+        "id": 8,
+        "type": "list",
+        "optional": True,
+        "fields": [{"name": "element", "id": 9, "type": "string"}],
+    },
+    {
+        "name": "attributes",
+        "id": 10,
+        "type": "map",
+        "optional": True,
+        "fields": [
+            {"name": "key", "id": 11, "type": "string"},
+            {"name": "value", "id": 12, "type": "string"},
+        ],
+    },
+]
+
+
+def _event(i: int) -> dict[str, Any]:
+    return {
+        "id": i,
+        "name": f"user-{i}",
+        "score": i / 4,
+        "at": f"2026-11-21T10:{i % 60:02d}:00Z",
+        "device": {"os": "linux", "version": i % 7},
+        "tags": [f"t{i % 3}", "x"],
+        "attributes": {"k": str(i)},
+    }
+
+
+def test_json_records_become_rows_exactly(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    duck_dir = tmp_path / "duckdb"
+    topic = _topic(kafka, "orders-json")
+    table = _table_name(topic)
+    plan = pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        partitioning_scheme="hour",
+        schema={"fields": EVENT_FIELDS},
+    )
+    assert plan["revision"] >= 1
+    count = 600
+    produced = produce(
+        kafka.bootstrap_servers,
+        topic,
+        (json.dumps(_event(i)).encode() for i in range(count)),
+        headers=lambda i: [("source", b"test"), ("n", str(i).encode())],
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    loaded = catalog.load_table(f"{CLUSTER}.{table}")
+    assert [f.field_id for f in loaded.schema().fields][:7] == [1, 2, 3, 4, 5, 8, 10]
+    assert str(loaded.spec().fields[0].transform) == "hour"
+    rows = loaded.scan().to_arrow().to_pylist()
+    assert len(rows) == count
+    by_position = {(r["_kafka"]["partition"], r["_kafka"]["offset"]): r for r in rows}
+    assert set(by_position) == set(produced.records)
+    for (partition, offset), (key, value) in produced.records.items():
+        row = by_position[(partition, offset)]
+        expected = json.loads(value or b"")
+        assert row["id"] == expected["id"]
+        assert row["name"] == expected["name"]
+        assert row["score"] == expected["score"]
+        assert row["at"] == dt.datetime.fromisoformat(expected["at"])
+        assert row["device"] == expected["device"]
+        assert row["tags"] == expected["tags"]
+        assert dict(row["attributes"]) == expected["attributes"]
+        assert row["_kafka"]["key"] == key
+        assert [(h["key"], h["value"]) for h in row["_kafka"]["headers"]] == [
+            ("source", b"test"),
+            ("n", str(expected["id"]).encode()),
+        ]
+
+    # DuckDB, through floe's REST catalog, sees the same table.
+    duck = connect(duck_dir)
+    attach_catalog(
+        duck,
+        endpoint=ingest.server.url,
+        warehouse="default",
+        client_id=ingest.credential[0],
+        client_secret=ingest.credential[1],
+    )
+    total, distinct, max_id = duck.execute(
+        f'SELECT count(*), count(DISTINCT id), max(id) FROM floe.{CLUSTER}."{table}"'
+    ).fetchone() or (0, 0, 0)
+    assert (total, distinct, max_id) == (count, count, count - 1)
+    assert duck.execute(
+        f'SELECT device.os, tags[1] FROM floe.{CLUSTER}."{table}" WHERE id = 7'
+    ).fetchone() == (
+        "linux",
+        "t1",
+    )
+
+
+def test_malformed_records_go_to_the_dead_letter_table(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    topic = _topic(kafka, "mixed", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={
+            "fields": [
+                {"name": "id", "id": 1, "type": "long"},
+                {"name": "note", "id": 2, "type": "string", "optional": True},
+            ]
+        },
+    )
+    bad_values: list[bytes | None] = [b"not json", b'{"note": "no id"}', b'{"id": "abc"}', b"[1,2]", None]
+    values: list[bytes | None] = []
+    for i in range(300):
+        values.append(json.dumps({"id": i, "note": "ok"}).encode())
+        if i % 60 == 0:
+            values.append(bad_values[(i // 60) % len(bad_values)])
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    good = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow()
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert good.num_rows == 300
+    assert sorted(good.column("id").to_pylist()) == list(range(300))
+    assert len(dead) == 5
+    assert good.num_rows + len(dead) == len(produced.records)
+    produced_bad = {
+        (p, o): value
+        for (p, o), (_, value) in produced.records.items()
+        if value is None or b'"ok"' not in value
+    }
+    assert {(d["partition"], d["offset"]): d["value"] for d in dead} == produced_bad
+    errors = {d["value"]: d["error"] for d in dead}
+    assert errors[b'{"note": "no id"}'] == "required field id is missing or null"
+    assert "JSON" in errors[b"not json"]
+    assert errors[None] == "record has no value (tombstone)"
+    assert all(d["topic"] == topic and d["failed_at"] is not None for d in dead)
+
+
+AVRO_FIELDS = [
+    {"name": "event_id", "id": 1, "type": "string"},
+    {"name": "user_id", "id": 2, "type": "long"},
+    {"name": "session_id", "id": 3, "type": "string", "optional": True},
+    {
+        "name": "profile",
+        "id": 4,
+        "type": "struct",
+        "fields": [
+            {"name": "country", "id": 5, "type": "string"},
+            {"name": "language", "id": 6, "type": "string"},
+        ],
+    },
+]
+
+
+def _avro_bytes(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+def _avro_record(i: int) -> dict[str, Any]:
+    return {
+        "event_id": f"e{i}",
+        "user_id": i,
+        "session_id": None if i % 5 == 0 else f"s{i}",
+        "profile": {"country": "NO", "language": "nb"},
+    }
+
+
+def test_avro_inline_with_confluent_framing(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    topic = _topic(kafka, "avro-inline", partitions=2)
+    table = _table_name(topic)
+    spec = {
+        "source_topic": topic,
+        "source_format": "avro",
+        "schema_mode": "inline",
+        "schema": {"fields": AVRO_FIELDS},
+    }
+    pipeline.add(**spec)
+    writer = avro_schema(parse_config(pipeline.config).table(CLUSTER, table))
+    # WarpStream's inline mode: a Confluent-framed value whose schema id is ignored.
+    values = [bytes([0, 0, 0, 0, 42]) + _avro_bytes(writer, _avro_record(i)) for i in range(200)]
+    values.append(b"\x01garbage")
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert sorted(r["user_id"] for r in rows) == list(range(200))
+    assert {r["user_id"]: r["session_id"] for r in rows}[5] is None
+    assert rows[0]["profile"] == {"country": "NO", "language": "nb"}
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert [d["value"] for d in dead] == [b"\x01garbage"]
+
+
+def test_schema_evolves_while_ingesting_and_destructive_changes_are_refused(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    topic = _topic(kafka, "evolving", partitions=1)
+    table = _table_name(topic)
+    v1 = [
+        {"name": "id", "id": 1, "type": "int"},
+        {"name": "label", "id": 2, "type": "string"},
+        {"name": "ratio", "id": 3, "type": "float", "optional": True},
+    ]
+    pipeline.add(source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": v1})
+    first = produce(
+        kafka.bootstrap_servers,
+        topic,
+        (json.dumps({"id": i, "label": "a", "ratio": 0.5}).encode() for i in range(50)),
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, first.end_offsets(), ingest=ingest)
+
+    # Widen int → long and float → double, make `label` optional, add `comment`.
+    v2 = [
+        {"name": "id", "id": 1, "type": "long"},
+        {"name": "label", "id": 2, "type": "string", "optional": True},
+        {"name": "ratio", "id": 3, "type": "double", "optional": True},
+        {"name": "comment", "id": 4, "type": "string", "optional": True},
+    ]
+    pipeline.add(source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": v2})
+    big = 2**40
+    second = produce(
+        kafka.bootstrap_servers,
+        topic,
+        (json.dumps({"id": big + i, "comment": f"c{i}"}).encode() for i in range(50)),
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, second.end_offsets(), ingest=ingest, timeout=300)
+    loaded = catalog.load_table(f"{CLUSTER}.{table}")
+    assert [(f.name, str(f.field_type), f.required) for f in loaded.schema().fields][:4] == [
+        ("id", "long", True),
+        ("label", "string", False),
+        ("ratio", "double", False),
+        ("comment", "string", False),
+    ]
+    rows = loaded.scan().to_arrow().to_pylist()
+    assert len(rows) == 100
+    assert sorted(r["comment"] for r in rows if r["id"] >= big) == sorted(f"c{i}" for i in range(50))
+    assert all(r["comment"] is None and r["label"] == "a" for r in rows if r["id"] < big)
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow()
+    assert dead.num_rows == 0
+
+    # Dropping a column or narrowing a type is refused; nothing changes.
+    before = catalog.load_table(f"{CLUSTER}.{table}").metadata_location
+    for destructive in (v2[:3], [{**v2[0], "type": "int"}, *v2[1:]]):
+        config = json.loads(json.dumps(pipeline.config))
+        for entry in config["tables"]:
+            if entry["source_topic"] == topic:
+                entry["schema"] = {"fields": destructive}
+        response = admin.put("/management/v1/pipeline", json={"config": config, "dry_run": False})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["type"] == "BadRequestException"
+    assert catalog.load_table(f"{CLUSTER}.{table}").metadata_location == before
+
+
+def test_status_shows_lag_and_dead_letters(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client
+) -> None:
+    from click.testing import CliRunner
+
+    from ingest.cli import status_command
+
+    topic = _topic(kafka, "observed", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
+    )
+    produced = produce(
+        kafka.bootstrap_servers, topic, [*(json.dumps({"id": i}).encode() for i in range(40)), b"oops"]
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    deadline = time.monotonic() + 60
+    entry: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        result = CliRunner().invoke(status_command, ["--metrics-url", ingest.metrics_url, "--output", "json"])
+        assert result.exit_code == 0, result.output
+        status = json.loads(result.output)
+        entry = next((t for t in status["tables"] if t["table"] == f"{CLUSTER}.{table}"), {})
+        parts = entry.get("partitions", [])
+        if (
+            len(parts) == 2
+            and all(p.get("offset_lag") == 0 for p in parts)
+            and entry.get("dead_letters") == 1
+        ):
+            break
+        time.sleep(1)
+    assert entry.get("records") == 40, entry
+    assert entry.get("dead_letters") == 1, entry
+    assert sorted(p["committed_offset"] for p in entry["partitions"]) == sorted(
+        produced.end_offsets().values()
+    )
+    assert all(p["offset_lag"] == 0 and p["time_lag_seconds"] == 0 for p in entry["partitions"]), entry
+    table_view = CliRunner().invoke(
+        status_command, ["--metrics-url", ingest.metrics_url], env={"COLUMNS": "200"}
+    )
+    assert table_view.exit_code == 0
+    assert table in table_view.output
+
+
+def _positions(catalog: RestCatalog, table: str) -> list[tuple[int, int]]:
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan(selected_fields=("_kafka",)).to_arrow().to_pylist()
+    return [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows]
+
+
+def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    topic = _topic(kafka, "crashy", partitions=3)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
+    )
+    produced = Produced()
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        i = 0
+        while not stop.is_set():
+            produce(
+                kafka.bootstrap_servers,
+                topic,
+                (json.dumps({"id": i + j}).encode() for j in range(50)),
+                into=produced,
+            )
+            i += 50
+            time.sleep(0.05)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        # The crash tests' own ingest (the module's keeps running: two writers would be fenced anyway,
+        # but only this one is killed). `--cluster` keeps it to the same tables as the module's.
+        for round_ in range(3):
+            process = IngestProcess(server, tmp_path / "crash", args=["--commit-interval", "1"]).start()
+            # Wait for at least one commit in this round, then crash mid-flow.
+            before = sum(committed_offsets(admin, CLUSTER, table, topic).values())
+            deadline = time.monotonic() + 180
+            while sum(committed_offsets(admin, CLUSTER, table, topic).values()) <= before:
+                assert time.monotonic() < deadline, process.log_text()[-4000:]
+                assert process.process is not None
+                assert process.process.poll() is None, process.log_text()[-4000:]
+                time.sleep(0.5)
+            time.sleep(1.3)
+            process.kill()
+            if round_ == 1:
+                shutil.rmtree(process.state_dir, ignore_errors=True)  # the Spark checkpoint is gone
+    finally:
+        stop.set()
+        producer.join(60)
+    # The module's ingest (never killed) finishes the topic.
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), timeout=300)
+    positions = _positions(catalog, table)
+    assert len(positions) == len(set(positions)), "a record was committed twice"
+    assert sorted(positions) == sorted(produced.records), "a record was lost"
