@@ -1,0 +1,182 @@
+"""`floe maintain`: the maintenance worker on the command line (the lead registers `maintain_command`
+on `floe`)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from catalog.admin_client import DEFAULT_URL, ClientError, admin_credentials
+from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
+from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions, with_interval
+
+console = Console(stderr=True)
+DEFAULT_METRICS_PORT = 9465
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    seconds = parse_duration(value)
+    if seconds is None or seconds < 10:
+        raise click.BadParameter(f"expected a duration of at least 10s like 30s, 10m or 1h; got {value!r}")
+    return seconds
+
+
+def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--spark-conf")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def print_results(results: list[PassResult]) -> None:
+    table = Table(title="floe maintain")
+    for column in ("table", "actions", "data files", "avg file KiB", "snapshots", "seconds", "error"):
+        table.add_column(column)
+    for result in results:
+        before, after = result.before, result.after
+        files = f"{before.data_files} → {after.data_files}" if before and after else "-"
+        average = (
+            f"{before.average_data_file_bytes / 1024:.0f} → {after.average_data_file_bytes / 1024:.0f}"
+            if before and after
+            else "-"
+        )
+        snapshots = f"{before.snapshots} → {after.snapshots}" if before and after else "-"
+        actions = ", ".join(a.name + ("!" if a.error else "") for a in result.actions) or "-"
+        errors = [result.error or "", *(f"{a.name}: {a.error}" for a in result.actions if a.error)]
+        table.add_row(
+            f"{result.table.warehouse}/{result.table}",
+            actions,
+            files,
+            average,
+            snapshots,
+            f"{result.duration_seconds:.1f}",
+            "; ".join(e for e in errors if e)[:200],
+        )
+    console.print(table)
+    for result in results:
+        if result.failed:
+            console.print(result.summary(), highlight=False, soft_wrap=True)
+            for action in result.actions:
+                if action.error:
+                    console.print(f"  {action.name}: {action.error}", highlight=False, soft_wrap=True)
+
+
+@click.command("maintain")
+@click.option("--url", envvar="FLOE_URL", default=DEFAULT_URL, show_default=True, help="floe's catalog URL.")
+@click.option("--once", is_flag=True, help="One pass over every table (orphan removal included), then exit.")
+@click.option(
+    "--interval",
+    callback=_duration,
+    default=None,
+    help="Default time between two passes over a table (floe.yaml's maintenance.interval overrides it; "
+    f"default {DEFAULT_POLICY.interval // 60}m).",
+)
+@click.option("--warehouse", "warehouses", multiple=True, help="Only this warehouse (repeatable).")
+@click.option(
+    "--namespace", "namespaces", multiple=True, help="Only this namespace and those below it (repeatable)."
+)
+@click.option(
+    "--master", envvar="FLOE_SPARK_MASTER", default="local[2]", show_default=True, help="Spark master."
+)
+@click.option("--driver-memory", default="1g", show_default=True)
+@click.option("--spark-conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable).")
+@click.option("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, show_default=True, help="0: off.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True)
+@click.option("--log-level", default="info", show_default=True)
+def maintain_command(
+    url: str,
+    once: bool,
+    interval: int | None,
+    warehouses: tuple[str, ...],
+    namespaces: tuple[str, ...],
+    master: str,
+    driver_memory: str,
+    spark_conf: tuple[str, ...],
+    metrics_port: int,
+    metrics_host: str,
+    log_level: str,
+) -> None:
+    """Keep every table fast and tidy: compact small files, rewrite manifests and delete files, expire
+    snapshots, remove old metadata and orphan files, per floe.yaml's maintenance policies
+    (FLOE_CLIENT_ID/SECRET: an admin key, or a cluster's writer key for its own tables)."""
+    import os
+
+    from prometheus_client import start_http_server
+    from pyspark.sql import SparkSession
+
+    from ingest.spark import CatalogConnection, spark_session
+    from maintenance.metrics import REGISTRY
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    for noisy in ("py4j", "httpx", "pyiceberg"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        client_id, client_secret = admin_credentials()
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from exc
+    default_warehouse = os.environ.get("FLOE_WAREHOUSE_NAME", "default")
+    options = WorkerOptions(
+        url=url,
+        client_id=client_id,
+        client_secret=client_secret,
+        warehouses=warehouses,
+        namespaces=namespaces,
+        default_warehouse=default_warehouse,
+        defaults=with_interval(DEFAULT_POLICY, interval),
+    )
+    if metrics_port:
+        start_http_server(metrics_port, addr=metrics_host, registry=REGISTRY)
+        console.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics", highlight=False)
+    # In-process callers (tests) may already run a session: use it and leave it running.
+    existing = SparkSession.getActiveSession()
+    conf = {"spark.driver.memory": driver_memory, "spark.ui.showConsoleProgress": "false"}
+    spark = existing or spark_session(
+        "floe-maintain",
+        CatalogConnection(url, default_warehouse, client_id, client_secret),
+        master=master,
+        conf={**conf, **_spark_conf(spark_conf)},
+    )
+    worker = MaintenanceWorker(spark, options)
+    try:
+        if once:
+            results = worker.run_once()
+            print_results(results)
+            if any(result.failed for result in results):
+                raise SystemExit(1)
+            return
+        stop = threading.Event()
+
+        def _stop(signum: int, _frame: FrameType | None) -> None:
+            console.print(f"stopping maintenance (signal {signum})")
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        console.print(f"[bold]floe maintain[/bold]: Spark {spark.version} on {master}, catalog {url}")
+        worker.run_forever(stop)
+    finally:
+        worker.close()
+        if existing is None:
+            spark.stop()
+
+
+def main() -> None:
+    maintain_command()
+
+
+if __name__ == "__main__":
+    main()

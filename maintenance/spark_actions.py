@@ -1,0 +1,161 @@
+"""The maintenance actions, run by Spark against floe's REST catalog (every commit goes through floe).
+
+Iceberg's Spark procedures do the work (`rewrite_data_files`, `rewrite_position_delete_files`,
+`rewrite_manifests`, `expire_snapshots`); orphan removal uses the same action through its Java API,
+because the procedure refuses horizons under 24 hours. Iceberg retries a commit that loses a race
+(with ingestion, say) on the table's fresh metadata; `rewrite_data_files` with partial progress commits
+file group by file group, so a group that still fails costs only itself.
+
+The worker binds its own Spark catalog per floe URL and warehouse (`floe_<hash>`), so one Spark session
+can maintain several warehouses (and, in tests, several floe servers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ingest.spark import CatalogConnection
+from maintenance.planner import CompactionRun, ExpireRun, quote_identifier
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+# Orphan paths kept in a pass record (the count is always complete).
+ORPHAN_SAMPLE = 20
+MAX_ERROR_CHARS = 4_000
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short, readable error: the Java exception's message rather than its Python wrapper's."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
+    first = text.strip().split("\n\tat ", 1)[0].strip()
+    return first[:MAX_ERROR_CHARS]
+
+
+def sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_map(options: dict[str, str]) -> str:
+    return "map(" + ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in options.items()) + ")"
+
+
+def _row(row: Any) -> dict[str, Any]:
+    return {key: value for key, value in row.asDict().items() if isinstance(value, int | float | str | bool)}
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table as Spark names it: its catalog, namespace levels and name."""
+
+    catalog: str
+    namespace: tuple[str, ...]
+    name: str
+
+    @property
+    def sql(self) -> str:
+        return ".".join(quote_identifier(part) for part in (self.catalog, *self.namespace, self.name))
+
+    def __str__(self) -> str:
+        return ".".join((*self.namespace, self.name))
+
+
+class SparkActions:
+    """Maintenance actions on one Spark session."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self._catalogs: dict[tuple[str, str, str], str] = {}
+
+    def catalog(self, connection: CatalogConnection) -> str:
+        """The Spark catalog bound to `connection` (registered on first use)."""
+        key = (connection.uri.rstrip("/"), connection.warehouse, connection.client_id)
+        name = self._catalogs.get(key)
+        if name is None:
+            name = "floe_" + hashlib.sha1("|".join(key).encode()).hexdigest()[:10]
+            for setting, value in connection.spark_properties(name).items():
+                self.spark.conf.set(setting, value)
+            self._catalogs[key] = name
+        return name
+
+    def _call(self, procedure: str, table: TableRef, arguments: str = "") -> list[dict[str, Any]]:
+        extra = f", {arguments}" if arguments else ""
+        target = quote_identifier(table.catalog)
+        statement = f"CALL {target}.system.{procedure}(table => {sql_string(table.sql)}{extra})"
+        log.debug("%s", statement)
+        return [_row(row) for row in self.spark.sql(statement).collect()]
+
+    def rewrite_data_files(self, table: TableRef, run: CompactionRun) -> dict[str, Any]:
+        arguments = f"strategy => 'binpack', options => {sql_map(run.options)}"
+        if run.where:
+            arguments += f", where => {sql_string(run.where)}"
+        rows = self._call("rewrite_data_files", table, arguments)
+        return rows[0] if rows else {}
+
+    def rewrite_position_delete_files(self, table: TableRef) -> dict[str, Any]:
+        options = {"min-input-files": "2", "partial-progress.enabled": "true"}
+        rows = self._call("rewrite_position_delete_files", table, f"options => {sql_map(options)}")
+        return rows[0] if rows else {}
+
+    def rewrite_manifests(self, table: TableRef) -> dict[str, Any]:
+        rows = self._call("rewrite_manifests", table)
+        return rows[0] if rows else {}
+
+    def expire_snapshots(self, table: TableRef, run: ExpireRun) -> dict[str, Any]:
+        arguments = f"older_than => timestamp_millis({run.older_than_ms}L), retain_last => {run.retain_last}"
+        rows = self._call("expire_snapshots", table, arguments)
+        return rows[0] if rows else {}
+
+    def set_properties(self, table: TableRef, properties: dict[str, str]) -> dict[str, Any]:
+        pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(properties.items()))
+        self.spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ({pairs})")
+        return {"properties": ",".join(sorted(properties))}
+
+    def _jvm(self) -> Any:
+        """py4j's view of the driver JVM (PySpark's own attribute)."""
+        jvm: Any = self.spark._jvm
+        assert jvm is not None, "the Spark session has no JVM (stopped?)"
+        return jvm
+
+    def _java_table(self, table: TableRef) -> Any:
+        return self._jvm().org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, table.sql
+        )
+
+    def list_files(self, table: TableRef, prefix: str) -> list[str]:
+        """Every file below `prefix`, through the table's own FileIO (local, HDFS or S3)."""
+        listing = self._java_table(table).io().listPrefix(prefix).iterator()
+        found = []
+        while listing.hasNext():
+            found.append(str(listing.next().location()))
+        return found
+
+    def delete_files(self, table: TableRef, paths: list[str]) -> int:
+        io = self._java_table(table).io()
+        for path in paths:
+            io.deleteFile(path)
+        return len(paths)
+
+    def remove_orphan_files(self, table: TableRef, older_than_ms: int, location: str) -> dict[str, Any]:
+        """Delete files under the table's location that no snapshot or metadata file references and
+        that are older than `older_than_ms` (files of commits in flight are younger)."""
+        action = (
+            self._jvm()
+            .org.apache.iceberg.spark.actions.SparkActions.get(self.spark._jsparkSession)
+            .deleteOrphanFiles(self._java_table(table))
+            .olderThan(older_than_ms)
+        )
+        if not location.startswith("file:"):
+            # Object stores: list through the table's FileIO (Spark has no S3 file system here).
+            action = action.usePrefixListing(True)
+        result = action.execute()
+        removed = [str(path) for path in result.orphanFileLocations()]
+        return {"orphan_files_removed": len(removed), "removed": removed[:ORPHAN_SAMPLE]}
+
+
+__all__ = ["SparkActions", "TableRef", "describe_error", "sql_map", "sql_string"]

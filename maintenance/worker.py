@@ -1,0 +1,401 @@
+"""The maintenance worker: every table floe serves, kept fast and tidy while ingestion writes.
+
+A pass over one table reads its state (pyiceberg, metadata only), plans (`maintenance.planner`), runs
+the actions through Spark (`maintenance.spark_actions`; every commit goes through floe), then records
+what it did in floe (`POST /management/v1/maintenance/passes`) and in its Prometheus metrics. A failed
+action is recorded and the pass goes on with the next one; a failed table does not stop the others.
+
+Policies come from the applied floe.yaml (`GET /management/v1/pipeline`): a table's `maintenance:`
+block over the top-level one over the built-in defaults (`--interval` sets the default interval).
+Tables outside floe.yaml get the top-level block and defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import NoSuchTableError
+
+from catalog.pipelines import InvalidConfig, parse_config
+from catalog.pipelines.maintenance import DEFAULT_POLICY, MaintenanceConfig, MaintenancePolicy, resolve_policy
+from ingest.spark import CatalogConnection
+from maintenance import metrics
+from maintenance.control import ControlPlane, ControlPlaneError
+from maintenance.planner import (
+    ORPHAN_SCAN_INTERVAL_SECONDS,
+    needs_manifest_rewrite,
+    plan_expiry,
+    plan_table,
+    stale_metadata_files,
+)
+from maintenance.spark_actions import SparkActions, TableRef, describe_error
+from maintenance.table_state import TableState, TableStats, read_table_state
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+# How often a long-running worker looks for new tables and policy changes, at the latest.
+DISCOVERY_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    url: str
+    client_id: str
+    client_secret: str
+    # Warehouses to maintain; empty: the default one, the pipeline's and every cluster's.
+    warehouses: tuple[str, ...] = ()
+    # Only these namespaces (dotted, with the namespaces below them); empty: all.
+    namespaces: tuple[str, ...] = ()
+    default_warehouse: str = "default"
+    defaults: MaintenancePolicy = DEFAULT_POLICY
+
+
+@dataclass(frozen=True)
+class MaintainedTable:
+    warehouse: str
+    namespace: tuple[str, ...]
+    name: str
+    policy: MaintenancePolicy
+
+    @property
+    def key(self) -> tuple[str, tuple[str, ...], str]:
+        return self.warehouse, self.namespace, self.name
+
+    def __str__(self) -> str:
+        return ".".join((*self.namespace, self.name))
+
+
+@dataclass
+class ActionOutcome:
+    name: str
+    duration_seconds: float
+    result: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "name": self.name,
+            "duration_seconds": round(self.duration_seconds, 3),
+            "result": self.result,
+        }
+        if self.error is not None:
+            body["error"] = self.error
+        return body
+
+
+@dataclass
+class PassResult:
+    """One table's pass, as recorded."""
+
+    table: MaintainedTable
+    started_at: datetime
+    duration_seconds: float = 0.0
+    actions: list[ActionOutcome] = field(default_factory=list)
+    before: TableStats | None = None
+    after: TableStats | None = None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or any(a.error is not None for a in self.actions)
+
+    def to_json(self) -> dict[str, Any]:
+        """The body of `POST /management/v1/maintenance/passes`."""
+        return {
+            "warehouse": self.table.warehouse,
+            "namespace": list(self.table.namespace),
+            "table": self.table.name,
+            "started_at": self.started_at.isoformat(),
+            "duration_seconds": round(self.duration_seconds, 3),
+            "actions": [a.to_json() for a in self.actions],
+            "before": self.before.to_json() if self.before is not None else None,
+            "after": self.after.to_json() if self.after is not None else None,
+            "error": self.error,
+        }
+
+    def summary(self) -> str:
+        ran = ", ".join(a.name + (" (failed)" if a.error else "") for a in self.actions) or "nothing to do"
+        change = ""
+        if self.before is not None and self.after is not None:
+            change = (
+                f"; files {self.before.data_files}→{self.after.data_files}, "
+                f"snapshots {self.before.snapshots}→{self.after.snapshots}"
+            )
+        error = f"; error: {self.error}" if self.error else ""
+        return f"{self.table}: {ran}{change} in {self.duration_seconds:.1f} s{error}"
+
+
+class MaintenanceWorker:
+    """Maintains every table it can see, on one Spark session."""
+
+    def __init__(
+        self, spark: SparkSession, options: WorkerOptions, control: ControlPlane | None = None
+    ) -> None:
+        self.options = options
+        self.actions = SparkActions(spark)
+        self.control = control or ControlPlane(options.url, options.client_id, options.client_secret)
+        self._catalogs: dict[str, RestCatalog] = {}
+        self._next_due: dict[tuple[str, tuple[str, ...], str], float] = {}
+        self._last_orphan_scan: dict[tuple[str, tuple[str, ...], str], float] = {}
+
+    # -- what to maintain -------------------------------------------------------------------------
+
+    def _connection(self, warehouse: str) -> CatalogConnection:
+        o = self.options
+        return CatalogConnection(o.url, warehouse, o.client_id, o.client_secret)
+
+    def _catalog(self, warehouse: str) -> RestCatalog:
+        catalog = self._catalogs.get(warehouse)
+        if catalog is None:
+            catalog = RestCatalog(
+                f"floe-{warehouse}",
+                uri=self.options.url,
+                credential=f"{self.options.client_id}:{self.options.client_secret}",
+                warehouse=warehouse,
+            )
+            self._catalogs[warehouse] = catalog
+        return catalog
+
+    def _policies(
+        self,
+    ) -> tuple[
+        MaintenanceConfig | None, dict[tuple[str, tuple[str, ...], str], MaintenanceConfig], list[str]
+    ]:
+        """The top-level block, each pipeline table's own block, and the pipeline's warehouses."""
+        try:
+            pipeline = self.control.pipeline()
+        except ControlPlaneError as exc:
+            log.warning("cannot read the pipeline (default policies apply): %s", exc)
+            return None, {}, []
+        if pipeline is None:
+            return None, {}, []
+        try:
+            config = parse_config(pipeline["config"])
+        except InvalidConfig as exc:
+            log.warning("the applied pipeline does not parse (default policies apply): %s", exc)
+            return None, {}, []
+        blocks: dict[tuple[str, tuple[str, ...], str], MaintenanceConfig] = {}
+        warehouses = sorted({str(t["warehouse"]) for t in pipeline.get("tables", [])})
+        for entry in pipeline.get("tables", []):
+            # A pipeline table's namespace is its source cluster's name: one level.
+            namespace = (str(entry["namespace"]),)
+            try:
+                table = config.table(str(entry["namespace"]), str(entry["table"]))
+            except KeyError:
+                continue
+            if table.maintenance is None:
+                continue
+            for name in (str(entry["table"]), str(entry["dlq_table"])):
+                blocks[(str(entry["warehouse"]), namespace, name)] = table.maintenance
+        return config.maintenance, blocks, warehouses
+
+    def _warehouses(self, from_pipeline: list[str]) -> list[str]:
+        if self.options.warehouses:
+            return list(self.options.warehouses)
+        found = {self.options.default_warehouse, *from_pipeline}
+        try:
+            found.update(self.control.cluster_warehouses())
+        except ControlPlaneError as exc:
+            log.warning("cannot list the clusters' warehouses: %s", exc)
+        return sorted(found)
+
+    def _wanted(self, namespace: tuple[str, ...]) -> bool:
+        if not self.options.namespaces:
+            return True
+        dotted = ".".join(namespace)
+        return any(dotted == n or dotted.startswith(n + ".") for n in self.options.namespaces)
+
+    def _namespaces(self, catalog: RestCatalog, parent: tuple[str, ...] = ()) -> Iterable[tuple[str, ...]]:
+        for namespace in catalog.list_namespaces(parent):
+            yield tuple(namespace)
+            yield from self._namespaces(catalog, tuple(namespace))
+
+    def discover(self) -> list[MaintainedTable]:
+        """Every table to maintain, with its policy."""
+        top_level, blocks, pipeline_warehouses = self._policies()
+        tables: list[MaintainedTable] = []
+        for warehouse in self._warehouses(pipeline_warehouses):
+            try:
+                catalog = self._catalog(warehouse)
+                for namespace in self._namespaces(catalog):
+                    if not self._wanted(namespace):
+                        continue
+                    for ident in catalog.list_tables(namespace):
+                        name = ident[-1]
+                        policy = resolve_policy(
+                            top_level, blocks.get((warehouse, namespace, name)), self.options.defaults
+                        )
+                        tables.append(MaintainedTable(warehouse, namespace, name, policy))
+            except Exception as exc:
+                self._catalogs.pop(warehouse, None)
+                log.warning("cannot list the tables of warehouse %s: %s", warehouse, describe_error(exc))
+        return tables
+
+    # -- one table --------------------------------------------------------------------------------
+
+    def _run(
+        self, result: PassResult, name: str, action: Callable[[], dict[str, Any]], **context: Any
+    ) -> bool:
+        started = time.monotonic()
+        outcome = ActionOutcome(name, 0.0, dict(context))
+        try:
+            outcome.result.update(action())
+        except Exception as exc:
+            outcome.error = describe_error(exc)
+            log.warning("%s: %s failed: %s", result.table, name, outcome.error)
+        outcome.duration_seconds = time.monotonic() - started
+        result.actions.append(outcome)
+        metrics.observe_action(result.table.warehouse, str(result.table), name, outcome.error is None)
+        return outcome.error is None
+
+    def _load(self, table: MaintainedTable, *, with_files: bool = True) -> TableState:
+        loaded = self._catalog(table.warehouse).load_table((*table.namespace, table.name))
+        return read_table_state(loaded, table.policy.target_file_size_bytes, with_files=with_files)
+
+    def maintain(self, table: MaintainedTable, *, scan_orphans: bool = True) -> PassResult:
+        """One pass over `table`; never raises (failures are in the result)."""
+        result = PassResult(table, datetime.now(UTC))
+        started = time.monotonic()
+        try:
+            self._maintain(table, result, scan_orphans=scan_orphans)
+        except NoSuchTableError as exc:
+            result.error = f"the table is gone: {exc}"
+        except Exception as exc:
+            result.error = describe_error(exc)
+            log.warning("%s: maintenance failed: %s", table, result.error)
+        result.duration_seconds = time.monotonic() - started
+        return result
+
+    def _maintain(self, table: MaintainedTable, result: PassResult, *, scan_orphans: bool) -> None:
+        policy = table.policy
+        spark_catalog = self.actions.catalog(self._connection(table.warehouse))
+        ref = TableRef(spark_catalog, table.namespace, table.name)
+        state = self._load(table)
+        result.before = state.stats
+        plan = plan_table(
+            state, policy, int(time.time() * 1000), functions_catalog=spark_catalog, scan_orphans=scan_orphans
+        )
+        for run in plan.compactions:
+            context: dict[str, Any] = {
+                "kind": run.kind,
+                "partitions": len(run.partitions),
+                "small_files": run.small_files,
+            }
+            if run.where:
+                context["where"] = run.where
+            self._run(
+                result, "rewrite_data_files", partial(self.actions.rewrite_data_files, ref, run), **context
+            )
+        if plan.rewrite_position_deletes:
+            self._run(
+                result,
+                "rewrite_position_delete_files",
+                lambda: self.actions.rewrite_position_delete_files(ref),
+            )
+        if plan.set_properties:
+            self._run(result, "set_properties", lambda: self.actions.set_properties(ref, plan.set_properties))
+        # Compaction changed the manifests and snapshots: decide on the table as it is now.
+        current = self._load(table, with_files=False) if not plan.empty else state
+        if needs_manifest_rewrite(current.manifests):
+            self._run(result, "rewrite_manifests", lambda: self.actions.rewrite_manifests(ref))
+            current = self._load(table, with_files=False)
+        expire = plan_expiry(current, policy, int(time.time() * 1000))
+        if expire is not None:
+            self._run(
+                result,
+                "expire_snapshots",
+                lambda: self.actions.expire_snapshots(ref, expire),
+                retain_last=expire.retain_last,
+                older_than=datetime.fromtimestamp(expire.older_than_ms / 1000, UTC).isoformat(),
+            )
+            current = self._load(table, with_files=False)
+        self._run(result, "remove_old_metadata_files", lambda: self._remove_old_metadata(ref, current))
+        if plan.remove_orphans_older_than_ms is not None:
+            older_than = plan.remove_orphans_older_than_ms
+            self._run(
+                result,
+                "remove_orphan_files",
+                lambda: self.actions.remove_orphan_files(ref, older_than, current.location),
+                older_than=datetime.fromtimestamp(older_than / 1000, UTC).isoformat(),
+            )
+        result.after = self._load(table).stats
+
+    def _remove_old_metadata(self, ref: TableRef, state: TableState) -> dict[str, Any]:
+        folder = state.properties.get("write.metadata.path") or f"{state.location.rstrip('/')}/metadata"
+        listed = self.actions.list_files(ref, folder.rstrip("/") + "/")
+        stale = stale_metadata_files(listed, state)
+        return {"metadata_files_removed": self.actions.delete_files(ref, stale)}
+
+    # -- passes -----------------------------------------------------------------------------------
+
+    def _finish(self, result: PassResult) -> None:
+        table = result.table
+        ended = time.time()
+        if result.after is not None:
+            metrics.observe_table(table.warehouse, str(table), result.after)
+        metrics.observe_pass(table.warehouse, str(table), ended, result.duration_seconds, result.failed)
+        try:
+            self.control.record_pass(result.to_json())
+        except ControlPlaneError as exc:
+            log.warning("%s: %s", table, exc)
+        (log.warning if result.failed else log.info)("%s", result.summary())
+
+    def run_once(self, tables: list[MaintainedTable] | None = None) -> list[PassResult]:
+        """One pass over every table (orphan removal included)."""
+        results = []
+        for table in self.discover() if tables is None else tables:
+            result = self.maintain(table)
+            self._finish(result)
+            results.append(result)
+        return results
+
+    def run_forever(self, stop: threading.Event) -> None:
+        """Maintain each table every `interval` of its policy until `stop` is set."""
+        while not stop.is_set():
+            tables = self.discover()
+            now = time.monotonic()
+            due = [t for t in tables if self._next_due.get(t.key, 0.0) <= now]
+            due.sort(key=lambda t: self._next_due.get(t.key, 0.0))
+            for table in due:
+                if stop.is_set():
+                    break
+                started = time.monotonic()
+                last_scan = self._last_orphan_scan.get(table.key)
+                scan = last_scan is None or started - last_scan >= ORPHAN_SCAN_INTERVAL_SECONDS
+                result = self.maintain(table, scan_orphans=scan)
+                if scan:
+                    self._last_orphan_scan[table.key] = started
+                self._next_due[table.key] = started + table.policy.interval
+                self._finish(result)
+            known = {t.key for t in tables}
+            upcoming = [due_at for key, due_at in self._next_due.items() if key in known]
+            wait = min([*upcoming, time.monotonic() + DISCOVERY_SECONDS]) - time.monotonic()
+            stop.wait(max(1.0, wait))
+
+    def close(self) -> None:
+        self.control.close()
+
+
+def with_interval(policy: MaintenancePolicy, seconds: int | None) -> MaintenancePolicy:
+    """The defaults with `floe maintain --interval`."""
+    return policy if seconds is None else replace(policy, interval=seconds)
+
+
+__all__ = [
+    "ActionOutcome",
+    "MaintainedTable",
+    "MaintenanceWorker",
+    "PassResult",
+    "WorkerOptions",
+    "with_interval",
+]
