@@ -140,7 +140,7 @@ def test_external_token_sees_exactly_its_cluster(
         assert http.get("/v1/default/namespaces").json()["namespaces"] == [[clusters.a]]
         other = http.get(f"/v1/default/namespaces/{clusters.b}/tables/events")
         assert other.status_code == 404
-        assert other.json()["error"]["type"] == "NoSuchNamespaceException"
+        assert other.json()["error"]["type"] == "NoSuchTableException"
         assert http.get("/management/v1/keys").status_code == 403
 
     audit = admin.get("/management/v1/audit", params={"cluster": clusters.a, "limit": 1000}).json()

@@ -188,7 +188,13 @@ class TableService:
         if snapshots not in ("all", "refs"):
             raise BadRequest(f"Invalid snapshots mode: {snapshots!r} (expected 'all' or 'refs')")
         warehouse = await self.ctx.warehouse(prefix)
-        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        try:
+            # Namespaces a cluster key may not see answer as absent ones do (below).
+            authorize(principal, Action.READ, prefix, ident.namespace.key)
+        except NoSuchNamespace:
+            raise NoSuchTable(
+                f"Table does not exist: {ident} (namespace {ident.namespace} does not exist)"
+            ) from None
         if if_none_match:
             found = await self.ctx.store.get_tabular_location(warehouse.id, ident.namespace.key, ident.name)
             if (
@@ -197,7 +203,14 @@ class TableService:
                 and etag_matches(if_none_match, table_etag(found[1], snapshots))
             ):
                 return None
-        record = await self.ctx.tabular(warehouse, ident, "table")
+        try:
+            record = await self.ctx.tabular(warehouse, ident, "table")
+        except NoSuchNamespace:
+            # As the Java reference answers: Java clients load metadata tables (`db.t.snapshots`) by
+            # retrying a NoSuchTableException for `db.t.snapshots` as table `db.t`.
+            raise NoSuchTable(
+                f"Table does not exist: {ident} (namespace {ident.namespace} does not exist)"
+            ) from None
         metadata_json = record.metadata_json
         if snapshots == "refs":
             metadata_json = json.dumps(core.referenced_snapshots_only(json.loads(metadata_json)))
