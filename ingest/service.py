@@ -76,6 +76,9 @@ class IngestService:
         self._stop = threading.Event()
         self._state = options.state_dir or Path(tempfile.mkdtemp(prefix="floe-ingest-"))
         self._state.mkdir(parents=True, exist_ok=True)
+        # Checkpoints of earlier runs are scratch (offsets come from floe): a crashed run leaves them.
+        for stale in self._state.glob("checkpoint-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         self._lag = LagTracker()
         self._throughput = metrics.Throughput()
 

@@ -26,6 +26,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from catalog.dev.postgres import LocalPostgres
 from catalog.dev.server import CatalogProcess
 from ingest.kafka_broker import LocalKafka
+from ingest.schema_registry import LocalSchemaRegistry, SchemaRegistryClient, encode_confluent
 from tests.duckdb_client import attach_catalog, connect
 from tests.ingest_harness import (
     IngestProcess,
@@ -37,6 +38,8 @@ from tests.ingest_harness import (
 )
 
 CLUSTER = "ingest"
+# The crash test's tables: only the ingest processes it kills (`--cluster crash`) write them.
+CRASH_CLUSTER = "crash"
 
 
 @pytest.fixture(scope="module")
@@ -60,18 +63,19 @@ class Pipeline:
     def __init__(self, kafka: LocalKafka, admin: httpx.Client) -> None:
         host, port = kafka.bootstrap_servers.split(":")
         self.admin = admin
+        brokers = [{"hostname": host, "port": int(port)}]
         self.config: dict[str, Any] = {
             "source_clusters": [
-                {"name": CLUSTER, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]}
+                {"name": name, "bootstrap_brokers": brokers} for name in (CLUSTER, CRASH_CLUSTER)
             ],
             "tables": [],
         }
 
-    def add(self, **table: Any) -> dict[str, Any]:
+    def add(self, cluster: str = CLUSTER, **table: Any) -> dict[str, Any]:
         self.config["tables"] = [
             t for t in self.config["tables"] if t["source_topic"] != table["source_topic"]
         ]
-        self.config["tables"].append({"source_cluster_name": CLUSTER, **table})
+        self.config["tables"].append({"source_cluster_name": cluster, **table})
         return apply_pipeline(self.admin, self.config)
 
 
@@ -84,7 +88,8 @@ def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
 def ingest(
     server: CatalogProcess, pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[IngestProcess]:
-    with IngestProcess(server, tmp_path_factory.mktemp("ingest"), args=["--commit-interval", "1"]) as process:
+    args = ["--commit-interval", "1", "--cluster", CLUSTER]
+    with IngestProcess(server, tmp_path_factory.mktemp("ingest"), args=args) as process:
         yield process
 
 
@@ -222,6 +227,34 @@ def test_json_records_become_rows_exactly(
     )
 
 
+def test_spark_reads_the_ingested_table_through_floe(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client
+) -> None:
+    from ingest.spark import CatalogConnection, spark_session
+
+    topic = _topic(kafka, "spark-read", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": EVENT_FIELDS}
+    )
+    produced = produce(kafka.bootstrap_servers, topic, (json.dumps(_event(i)).encode() for i in range(100)))
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    connection = CatalogConnection(ingest.server.url, "default", *ingest.credential)
+    spark = spark_session(
+        "floe-test-read", connection, master="local[1]", conf={"spark.driver.memory": "512m"}
+    )
+    try:
+        frame = spark.table(f"floe.{CLUSTER}.{table}")
+        assert frame.count() == 100
+        row = frame.where("id = 42").select("name", "device.os", "_kafka.offset").collect()[0]
+        assert row["name"] == "user-42"
+        assert row["os"] == "linux"
+        summaries = spark.sql(f"SELECT summary FROM floe.{CLUSTER}.{table}.snapshots").collect()
+        assert all("floe.kafka.end-offsets" in s["summary"] for s in summaries)
+    finally:
+        spark.stop()
+
+
 def test_malformed_records_go_to_the_dead_letter_table(
     kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
 ) -> None:
@@ -323,6 +356,55 @@ def test_avro_inline_with_confluent_framing(
     assert rows[0]["profile"] == {"country": "NO", "language": "nb"}
     dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
     assert [d["value"] for d in dead] == [b"\x01garbage"]
+
+
+def test_avro_registry_mode_decodes_every_writer_schema(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    schema_registry: LocalSchemaRegistry,
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    topic = _topic(kafka, "avro-registry", partitions=2)
+    table = _table_name(topic)
+    fields = [*AVRO_FIELDS, {"name": "referrer", "id": 20, "type": "string", "optional": True}]
+    pipeline.add(
+        source_topic=topic,
+        source_format="avro",
+        schema_mode="registry",
+        schema_registry_url=schema_registry.url,
+        schema={"fields": fields},
+    )
+    full = avro_schema(parse_config(pipeline.config).table(CLUSTER, table))
+    # A producer's own schemas: v1 without `referrer`, v2 with it, under the producer's record name.
+    v2 = {**full, "name": "com.example.Visit"}
+    v1 = {**v2, "fields": [f for f in v2["fields"] if f["name"] != "referrer"]}
+    client = SchemaRegistryClient(schema_registry.url)
+    id1 = client.register(f"{topic}-value", json.dumps(v1))
+    id2 = client.register(f"{topic}-value", json.dumps(v2))
+    assert id1 != id2
+    values = [encode_confluent(id1, _avro_bytes(v1, _avro_record(i))) for i in range(100)]
+    values += [
+        encode_confluent(id2, _avro_bytes(v2, {**_avro_record(i), "referrer": f"r{i}"}))
+        for i in range(100, 200)
+    ]
+    values.append(encode_confluent(999_999, b"\x02"))  # a schema id the registry does not know
+    values.append(b"no framing")
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert sorted(r["user_id"] for r in rows) == list(range(200))
+    referrers = {r["user_id"]: r["referrer"] for r in rows}
+    assert referrers[3] is None
+    assert referrers[150] == "r150"
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert sorted(d["error"] for d in dead) == [
+        "value is not in the Confluent wire format (magic byte 0 + schema id)",
+        "value's schema id is not registered",
+    ]
 
 
 def test_schema_evolves_while_ingesting_and_destructive_changes_are_refused(
@@ -432,8 +514,8 @@ def test_status_shows_lag_and_dead_letters(
     assert table in table_view.output
 
 
-def _positions(catalog: RestCatalog, table: str) -> list[tuple[int, int]]:
-    rows = catalog.load_table(f"{CLUSTER}.{table}").scan(selected_fields=("_kafka",)).to_arrow().to_pylist()
+def _positions(catalog: RestCatalog, table: str, cluster: str = CLUSTER) -> list[tuple[int, int]]:
+    rows = catalog.load_table(f"{cluster}.{table}").scan(selected_fields=("_kafka",)).to_arrow().to_pylist()
     return [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows]
 
 
@@ -448,6 +530,7 @@ def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
     topic = _topic(kafka, "crashy", partitions=3)
     table = _table_name(topic)
     pipeline.add(
+        cluster=CRASH_CLUSTER,
         source_topic=topic,
         source_format="json",
         schema_mode="inline",
@@ -470,15 +553,14 @@ def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
 
     producer = threading.Thread(target=keep_producing, daemon=True)
     producer.start()
+    args = ["--commit-interval", "1", "--cluster", CRASH_CLUSTER]
     try:
-        # The crash tests' own ingest (the module's keeps running: two writers would be fenced anyway,
-        # but only this one is killed). `--cluster` keeps it to the same tables as the module's.
         for round_ in range(3):
-            process = IngestProcess(server, tmp_path / "crash", args=["--commit-interval", "1"]).start()
+            process = IngestProcess(server, tmp_path / "crash", args=args).start()
             # Wait for at least one commit in this round, then crash mid-flow.
-            before = sum(committed_offsets(admin, CLUSTER, table, topic).values())
+            before = sum(committed_offsets(admin, CRASH_CLUSTER, table, topic).values())
             deadline = time.monotonic() + 180
-            while sum(committed_offsets(admin, CLUSTER, table, topic).values()) <= before:
+            while sum(committed_offsets(admin, CRASH_CLUSTER, table, topic).values()) <= before:
                 assert time.monotonic() < deadline, process.log_text()[-4000:]
                 assert process.process is not None
                 assert process.process.poll() is None, process.log_text()[-4000:]
@@ -490,8 +572,11 @@ def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
     finally:
         stop.set()
         producer.join(60)
-    # The module's ingest (never killed) finishes the topic.
-    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), timeout=300)
-    positions = _positions(catalog, table)
+    # A last restart, left to finish the topic.
+    with IngestProcess(server, tmp_path / "crash", args=args) as process:
+        wait_until_committed(
+            admin, CRASH_CLUSTER, table, topic, produced.end_offsets(), timeout=300, ingest=process
+        )
+    positions = _positions(catalog, table, CRASH_CLUSTER)
     assert len(positions) == len(set(positions)), "a record was committed twice"
     assert sorted(positions) == sorted(produced.records), "a record was lost"
