@@ -143,7 +143,7 @@ def test_missing_tables_and_namespaces(rest_catalog: RestCatalog, namespace: str
     missing_ns = f"missing_{uuid.uuid4().hex[:8]}"
     # Loading a table of a missing namespace is a NoSuchTableException (as the Java reference answers,
     # which Java clients rely on to load metadata tables such as `db.t.snapshots`); the message says why.
-    with pytest.raises(NoSuchTableError, match="namespace .* does not exist"):
+    with pytest.raises(NoSuchTableError, match=r"namespace .* does not exist"):
         rest_catalog.load_table((missing_ns, "t"))
     response = http.get(f"/v1/default/namespaces/{missing_ns}/tables/t")
     assert response.status_code == 404
