@@ -150,6 +150,7 @@ class IngestService:
 
     def _starting_offsets(self, table: IngestTable) -> str:
         committed = self.catalog.kafka_offsets(table.warehouse, table.namespace, table.table, table.topic)
+        self._lag.seed(table, committed)
         if not committed:
             return "earliest"
         partitions = self._lag.partitions(table)
@@ -215,6 +216,7 @@ class LagTracker:
     def __init__(self) -> None:
         self._consumers: dict[str, Any] = {}
         self._committed: dict[tuple[str, int], tuple[int, float]] = {}  # (table, p) → (offset, max ts)
+        self._started: dict[str, float] = {}  # table → when this run began ingesting it
         self._lock = threading.Lock()
 
     def _consumer(self, table: IngestTable) -> Any:
@@ -239,6 +241,14 @@ class LagTracker:
             return []
         return sorted(topic.partitions)
 
+    def seed(self, table: IngestTable, committed: Mapping[int, int]) -> None:
+        """What the table had committed before this run (its records' times are unknown here)."""
+        with self._lock:
+            for partition, offset in committed.items():
+                previous = self._committed.get((table.name, partition), (0, 0.0))
+                self._committed[(table.name, partition)] = (max(offset, previous[0]), previous[1])
+            self._started.setdefault(table.name, time.time())
+
     def committed(self, table: IngestTable, result: BatchResult) -> None:
         with self._lock:
             for partition, offset in result.end_offsets.items():
@@ -261,9 +271,10 @@ class LagTracker:
                     lag = max(0, high - offset)
                     labels = (table.name, table.topic, str(partition))
                     metrics.OFFSET_LAG.labels(*labels).set(lag)
-                    metrics.TIME_LAG.labels(*labels).set(
-                        max(0.0, time.time() - newest) if lag and newest else 0
-                    )
+                    # Before this run's first commit the newest committed record's time is unknown:
+                    # count from when ingestion of the table began (a lower bound).
+                    since = newest or self._started.get(table.name, time.time())
+                    metrics.TIME_LAG.labels(*labels).set(max(0.0, time.time() - since) if lag else 0.0)
             except Exception as exc:  # lag is best effort; ingestion goes on
                 log.debug("lag of %s: %s", table.name, exc)
 

@@ -82,7 +82,7 @@ def ingest_tables(
                 commit_interval=float(table.commit_interval_seconds or DEFAULT_COMMIT_INTERVAL),
                 avro_schema=avro,
                 registry_url=table.registry_url if table.schema_mode == "registry" else None,
-                confluent_framing=True,
+                confluent_framing=table.avro_framing == "confluent",
                 fingerprint=hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
             )
         )

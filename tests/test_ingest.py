@@ -337,13 +337,9 @@ def test_avro_inline_with_confluent_framing(
 
     topic = _topic(kafka, "avro-inline", partitions=2)
     table = _table_name(topic)
-    spec = {
-        "source_topic": topic,
-        "source_format": "avro",
-        "schema_mode": "inline",
-        "schema": {"fields": AVRO_FIELDS},
-    }
-    pipeline.add(**spec)
+    pipeline.add(
+        source_topic=topic, source_format="avro", schema_mode="inline", schema={"fields": AVRO_FIELDS}
+    )
     writer = avro_schema(parse_config(pipeline.config).table(CLUSTER, table))
     # WarpStream's inline mode: a Confluent-framed value whose schema id is ignored.
     values = [bytes([0, 0, 0, 0, 42]) + _avro_bytes(writer, _avro_record(i)) for i in range(200)]
@@ -356,6 +352,29 @@ def test_avro_inline_with_confluent_framing(
     assert rows[0]["profile"] == {"country": "NO", "language": "nb"}
     dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
     assert [d["value"] for d in dead] == [b"\x01garbage"]
+
+
+def test_avro_raw_binary_values(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    topic = _topic(kafka, "avro-raw", partitions=1)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="avro",
+        avro_framing="raw",
+        schema_mode="inline",
+        schema={"fields": AVRO_FIELDS},
+    )
+    writer = avro_schema(parse_config(pipeline.config).table(CLUSTER, table))
+    values = [_avro_bytes(writer, _avro_record(i)) for i in range(100)]
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert sorted(r["event_id"] for r in rows) == sorted(f"e{i}" for i in range(100))
+    assert catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().num_rows == 0
 
 
 def test_avro_registry_mode_decodes_every_writer_schema(

@@ -1173,3 +1173,21 @@ def test_config_error_is_an_exception_with_path_and_message() -> None:
     assert str(error) == "tables[0].source_topic (line 3): bad"
     assert error.to_json() == {"path": "tables[0].source_topic", "message": "bad", "line": 3}
     assert isinstance(PipelineConfig(), PipelineConfig)
+
+
+def test_avro_framing_is_confluent_unless_raw_is_asked_for() -> None:
+    assert parse_config(minimal(source_format="avro")).tables[0].avro_framing == "confluent"
+    raw = parse_config(minimal(source_format="avro", avro_framing="raw"))
+    assert raw.tables[0].avro_framing == "raw"
+    assert parse_config(raw.to_json()) == raw
+    assert errors_of(minimal(source_format="avro", avro_framing="base64")) == {
+        "tables[0].avro_framing": "expected one of confluent, raw; got 'base64'"
+    }
+    assert (
+        "only used with source_format: avro"
+        in errors_of(minimal(avro_framing="raw"))["tables[0].avro_framing"]
+    )
+    registry = minimal(
+        source_format="avro", avro_framing="raw", schema_mode="registry", schema_registry_url="http://r:8081"
+    )
+    assert "Confluent framing" in errors_of(registry)["tables[0].avro_framing"]

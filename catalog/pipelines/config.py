@@ -60,6 +60,7 @@ from catalog.pipelines.maintenance import MaintenanceConfig, parse_maintenance
 
 SourceFormat = Literal["json", "avro"]
 SchemaMode = Literal["inline", "registry"]
+AvroFraming = Literal["confluent", "raw"]
 
 # -- errors ----------------------------------------------------------------------------------------
 
@@ -331,6 +332,7 @@ class TableConfig:
     partitioning: tuple[PartitionFieldConfig, ...] = ()
     schema_registry_url: str | None = None
     commit_interval_seconds: int | None = None
+    avro_framing: AvroFraming = "confluent"
     # The registry this table's records are decoded with: its own URL, else the top-level one.
     registry_url: str | None = None
     path: str = field(default="", compare=False)
@@ -369,6 +371,8 @@ class TableConfig:
             body["schema_registry_url"] = self.schema_registry_url
         if self.commit_interval_seconds is not None:
             body["commit_interval_seconds"] = self.commit_interval_seconds
+        if self.source_format == "avro" and self.avro_framing != "confluent":
+            body["avro_framing"] = self.avro_framing
         if self.maintenance is not None:
             body["maintenance"] = self.maintenance.to_json()
         return body
@@ -718,6 +722,7 @@ TABLE_KEYS = (
     "partitioning_scheme",
     "schema_registry_url",
     "commit_interval_seconds",
+    "avro_framing",
     "maintenance",
 )
 FIELD_KEYS = ("name", "id", "type", "optional", "doc", "fields")
@@ -725,6 +730,9 @@ REGISTRY_KEYS = ("url", "basic_auth_username_env", "basic_auth_password_env")
 GLUE_KEYS = ("region", "catalog_id", "endpoint")
 SOURCE_FORMATS = ("json", "avro", "protobuf")
 SCHEMA_MODES = ("inline", "registry")
+# How Avro values are framed: `confluent` (magic byte + 4-byte schema id first; in inline mode the
+# prefix is stripped and the id ignored, as WarpStream does) or `raw` (plain Avro binary).
+AVRO_FRAMINGS = ("confluent", "raw")
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _TRANSFORM = re.compile(r"^\s*([A-Za-z_]+)\s*\(\s*(?:(-?\d+)\s*,\s*)?([^(),]+?)\s*\)\s*$")
@@ -992,6 +1000,17 @@ def _table(
     commit_interval = reader.integer(
         values, "commit_interval_seconds", path, minimum=1, maximum=MAX_COMMIT_INTERVAL_SECONDS
     )
+    avro_framing = (
+        reader.choice(values, "avro_framing", path, AVRO_FRAMINGS)
+        if "avro_framing" in values
+        else "confluent"
+    )
+    if "avro_framing" in values and source_format != "avro":
+        reader.error(f"{path}.avro_framing", "avro_framing is only used with source_format: avro")
+    if avro_framing == "raw" and schema_mode == "registry":
+        reader.error(
+            f"{path}.avro_framing", "schema_mode registry needs the Confluent framing (the schema id)"
+        )
     fields, schema_valid = _schema(reader, values, path)
     scheme, partitioning = _partitioning(reader, values, path, fields, schema_valid)
     maintenance = _maintenance(reader, values, path)
@@ -1009,6 +1028,7 @@ def _table(
         partitioning=partitioning,
         schema_registry_url=table_registry,
         commit_interval_seconds=commit_interval,
+        avro_framing=cast(AvroFraming, avro_framing or "confluent"),
         registry_url=registry_url if schema_mode == "registry" else None,
         path=path,
         maintenance=maintenance,
