@@ -401,7 +401,7 @@ def openapi(output: str) -> None:
             fh.write(text)
 
 
-# -- ingestion (ingest/cli.py) and local development components -----------------------------------
+# -- ingestion (ingest/cli.py), maintenance (maintenance/cli.py), local development components ----
 
 
 @main.group()
@@ -413,10 +413,12 @@ def _register_ingestion_commands() -> None:
     from ingest.cli import ingest_command, status_command, up_command
     from ingest.kafka_broker import kafka_command
     from ingest.schema_registry import registry_command
+    from maintenance.cli import maintain_command
 
     main.add_command(ingest_command)
     main.add_command(status_command)
     main.add_command(up_command)
+    main.add_command(maintain_command)
     dev.add_command(kafka_command)
     dev.add_command(registry_command)
 
