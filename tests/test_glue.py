@@ -335,3 +335,45 @@ def test_a_starting_server_publishes_tables_committed_without_glue(
     # The same database, now with Glue configured: the startup check publishes what is missing.
     with CatalogProcess(fresh_database_url, env=env):
         wait_for_location(glue, namespace, "events", table.metadata_location)
+
+
+def test_floe_yaml_glue_section_turns_publishing_on(fresh_database_url: str, aws_endpoint: str) -> None:
+    """No FLOE_GLUE_* variables: `floe apply` of a floe.yaml with `glue:` publishes its tables."""
+    env = {
+        k: v
+        for k, v in server_env(aws_endpoint, new_bucket(aws_endpoint), aws_endpoint).items()
+        if not k.startswith("FLOE_GLUE_")
+    }
+    with CatalogProcess(fresh_database_url, env=env) as server:
+        cluster = unique("yaml")
+        config: dict[str, Any] = {
+            "source_clusters": [
+                {"name": cluster, "bootstrap_brokers": [{"hostname": "127.0.0.1", "port": 9}]}
+            ],
+            "tables": [
+                {
+                    "source_cluster_name": cluster,
+                    "source_topic": "clicks",
+                    "source_format": "json",
+                    "schema": {"fields": [{"name": "id", "id": 1, "type": "long"}]},
+                }
+            ],
+        }
+        headers = {"Authorization": f"Bearer {server.token()}"}
+        with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
+            response = http.put("/management/v1/pipeline", json={"config": config, "dry_run": False})
+            assert response.status_code == 200, response.text
+            glue = glue_client(aws_endpoint)
+            time.sleep(1)
+            assert glue_table(glue, cluster, "clicks") is None  # no target yet: nothing published
+            config["glue"] = {"region": REGION, "endpoint": aws_endpoint}
+            response = http.put("/management/v1/pipeline", json={"config": config, "dry_run": False})
+            assert response.status_code == 200, response.text
+        table = rest_catalog(server).load_table(f"{cluster}.clicks")
+        wait_for_location(glue, cluster, "clicks", table.metadata_location)
+        wait_for_location(
+            glue,
+            cluster,
+            "clicks_dlq",
+            rest_catalog(server).load_table(f"{cluster}.clicks_dlq").metadata_location,
+        )

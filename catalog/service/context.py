@@ -17,7 +17,7 @@ import anyio.to_thread
 from catalog.errors import AlreadyExists, NoSuchNamespace, NoSuchTable, NoSuchView, NoSuchWarehouse
 from catalog.identifiers import Namespace, TableIdent
 from catalog.security.vending import CredentialVendor
-from catalog.service.glue import GluePublisher, GlueTargetProvider, settings_target_provider
+from catalog.service.glue import ConfiguredGlueTarget, GluePublisher, GlueTargetProvider
 from catalog.settings import Settings
 from catalog.storage import Storage
 from catalog.store import NamespaceRecord, SqlCatalogStore, TabularKind, TabularRecord, WarehouseRecord
@@ -43,8 +43,8 @@ class CatalogContext:
     settings: Settings
     # One per process: it caches vended storage credentials and STS clients.
     vendor: CredentialVendor = field(default_factory=CredentialVendor)
-    # Where tables of S3 warehouses are published in AWS Glue (unset: FLOE_GLUE_*); a provider
-    # answering None turns publishing off.
+    # Where tables of S3 warehouses are published in AWS Glue (unset: FLOE_GLUE_*, else floe.yaml's
+    # `glue:`); a provider answering None turns publishing off.
     glue_target: GlueTargetProvider | None = None
     glue: GluePublisher = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
@@ -55,7 +55,7 @@ class CatalogContext:
     def __post_init__(self) -> None:
         self.glue = GluePublisher(
             self.store,
-            self.glue_target or settings_target_provider(self.settings),
+            self.glue_target or ConfiguredGlueTarget(self.settings, self.store),
             retry_max_seconds=self.settings.glue_retry_max_seconds,
         )
 

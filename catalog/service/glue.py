@@ -148,6 +148,36 @@ def settings_target_provider(settings: Settings) -> GlueTargetProvider:
     return provide
 
 
+class ConfiguredGlueTarget:
+    """FLOE_GLUE_* when set, else the `glue:` section of the applied floe.yaml, read again at most every
+    `cache_seconds` (so a `floe apply` that adds it turns publishing on in every catalog process)."""
+
+    def __init__(self, settings: Settings, store: SqlCatalogStore, cache_seconds: float = 10.0) -> None:
+        self.fixed = GlueTarget.from_settings(settings)
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._cached: tuple[float, GlueTarget | None] | None = None
+
+    def invalidate(self) -> None:
+        self._cached = None
+
+    async def __call__(self) -> GlueTarget | None:
+        if self.fixed is not None:
+            return self.fixed
+        now = time.monotonic()
+        if self._cached is not None and now - self._cached[0] < self.cache_seconds:
+            return self._cached[1]
+        revision = await self.store.latest_pipeline_revision()
+        glue = revision.config.get("glue") if revision is not None else None
+        target = (
+            GlueTarget(glue.get("region"), glue.get("catalog_id"), glue.get("endpoint"))
+            if isinstance(glue, dict)
+            else None
+        )
+        self._cached = (now, target)
+        return target
+
+
 def publishes_to_glue(warehouse_location: str) -> bool:
     """Only tables in S3 can be read through Glue by AWS engines."""
     return warehouse_location.startswith(S3_SCHEMES)

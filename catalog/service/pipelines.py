@@ -30,6 +30,7 @@ from catalog.pipelines import (
 )
 from catalog.pipelines.evolution import table_targets
 from catalog.service.context import CatalogContext
+from catalog.service.glue import ConfiguredGlueTarget
 from catalog.service.tables import TableChange, TableService, parse_change
 from catalog.store import WarehouseRecord
 from catalog.store.pipelines import PipelineRevisionRecord
@@ -116,6 +117,7 @@ class PipelineService:
             raise InvalidConfig(errors)
         normalized = config.to_json()
         revision = previous.revision if previous is not None else None
+        previous_glue = previous.config.get("glue") if previous is not None else None
         unchanged = (
             previous is not None
             and previous.config == normalized
@@ -142,6 +144,11 @@ class PipelineService:
             plan=plan.to_json(),
             applied_by=principal.subject,
         )
+        provider = self.ctx.glue.target_provider
+        if isinstance(provider, ConfiguredGlueTarget) and normalized.get("glue") != previous_glue:
+            # floe.yaml's `glue:` changed: publish every table to the new target now.
+            provider.invalidate()
+            await self.ctx.glue.sweep()
         log.info(
             "pipeline revision %d applied by %s: %d tables created or evolved",
             stored.revision,
