@@ -7,8 +7,9 @@
   pass does not rewrite the files ingestion is about to add to. Each run names its partitions in a
   `where` predicate on the source columns (ranges for time transforms, equality for identity, Iceberg's
   `system.bucket`/`system.truncate` functions otherwise).
-- Position delete files: `rewrite_position_delete_files` when a partition has several (dangling deletes,
-  whose data files are gone, go with them); compaction also applies deletes and drops dangling ones.
+- Delete files: compaction applies them (`delete-file-threshold`); `rewrite_position_delete_files`
+  then drops the position deletes left pointing at no live row, and merges partition-scoped ones when
+  a partition has several.
 - Manifests: `rewrite_manifests` when there are many small ones (decided after compaction, which
   changes them).
 - Snapshots: `expire_snapshots` older than `snapshot_retention`, keeping `min_snapshots_to_keep`.
@@ -129,9 +130,14 @@ def plan_table(
     functions (bucket, truncate) predicates may call."""
     plan = TablePlan()
     plan.compactions = plan_compaction(state, policy, now_ms, functions_catalog=functions_catalog)
-    plan.rewrite_position_deletes = any(
+    # Compaction applies the deletes of the partitions it rewrites; rewriting the position delete files
+    # afterwards drops those that now point at no live row. File-scoped deletes (Iceberg's default
+    # granularity) cover one data file each, so merging them gains nothing; partition-scoped ones merge.
+    compacted_deletes = any(p.position_delete_files for run in plan.compactions for p in run.partitions)
+    mergeable = state.properties.get("write.delete.granularity") == "partition" and any(
         p.position_delete_files >= POSITION_DELETE_FILES_TO_REWRITE for p in state.partitions
     )
+    plan.rewrite_position_deletes = compacted_deletes or mergeable
     plan.expire = plan_expiry(state, policy, now_ms)
     plan.set_properties = {k: v for k, v in METADATA_PROPERTIES.items() if k not in state.properties}
     if scan_orphans and state.current_snapshot_id is not None:
@@ -193,6 +199,11 @@ def compaction_options(state: TableState, policy: MaintenancePolicy) -> dict[str
     if any(p.delete_files for p in state.partitions):
         options["delete-file-threshold"] = "1"
         options["remove-dangling-deletes"] = "true"
+        # The rewritten files take the new snapshot's sequence number, so the position deletes they
+        # absorbed fall behind them and count as dangling (with the starting snapshot's number they
+        # would still apply and stay). A delete committed meanwhile makes the group's commit fail
+        # validation instead: retried on the next pass, never lost.
+        options["use-starting-sequence-number"] = "false"
     return options
 
 

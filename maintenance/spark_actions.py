@@ -98,7 +98,8 @@ class SparkActions:
         return rows[0] if rows else {}
 
     def rewrite_position_delete_files(self, table: TableRef) -> dict[str, Any]:
-        options = {"min-input-files": "2", "partial-progress.enabled": "true"}
+        # Delete files are small: rewriting all of them is cheap and drops every dangling one.
+        options = {"rewrite-all": "true", "partial-progress.enabled": "true"}
         rows = self._call("rewrite_position_delete_files", table, f"options => {sql_map(options)}")
         return rows[0] if rows else {}
 

@@ -317,6 +317,27 @@ def test_expiry_and_orphans_and_properties_in_the_plan() -> None:
     )
 
 
+def test_delete_files_are_applied_then_dropped() -> None:
+    policy = MaintenancePolicy(cold_after=900)
+    with_deletes = partition(19_000, 3, 10, delete_files=10)
+    plan = plan_table(state_of([with_deletes]), policy, NOW_MS, functions_catalog="c")
+    assert [run.kind for run in plan.compactions] == ["hot"]
+    options = plan.compactions[0].options
+    assert options["delete-file-threshold"] == "1"
+    assert options["use-starting-sequence-number"] == "false"
+    assert plan.rewrite_position_deletes
+    # A few file-scoped deletes in a hot partition: left for later.
+    few = plan_table(
+        state_of([partition(19_000, 3, 10, delete_files=2)]), policy, NOW_MS, functions_catalog="c"
+    )
+    assert (few.compactions, few.rewrite_position_deletes) == ([], False)
+    # Partition-scoped deletes merge.
+    scoped = state_of(
+        [partition(19_000, 3, 10, delete_files=2)], properties={"write.delete.granularity": "partition"}
+    )
+    assert plan_table(scoped, policy, NOW_MS, functions_catalog="c").rewrite_position_deletes
+
+
 def test_manifest_rewrite_and_stale_metadata_files() -> None:
     small = [ManifestState(f"m{i}.avro", 0, 8_000, 0) for i in range(12)]
     assert needs_manifest_rewrite(small)
@@ -474,14 +495,12 @@ def referenced_files(table: Table) -> set[Path]:
     return found
 
 
-def data_file_count(table: Table) -> int:
+def data_file_count(table: Table, content: ManifestContent = ManifestContent.DATA) -> int:
     snap = table.current_snapshot()
     if snap is None:
         return 0
     return sum(
-        len(m.fetch_manifest_entry(table.io))
-        for m in snap.manifests(table.io)
-        if m.content == ManifestContent.DATA
+        len(m.fetch_manifest_entry(table.io)) for m in snap.manifests(table.io) if m.content == content
     )
 
 
@@ -513,8 +532,10 @@ def backdate(folder: Path, seconds: float) -> None:
 def test_one_pass_compacts_expires_and_removes_orphans(
     spark: SparkSession, maintained_server: CatalogProcess, tmp_path: Path
 ) -> None:
+    from ingest.spark import CatalogConnection
     from maintenance.cli import maintain_command
     from maintenance.metrics import REGISTRY
+    from maintenance.spark_actions import SparkActions
 
     server = maintained_server
     cluster = "c1"
@@ -538,6 +559,21 @@ def test_one_pass_compacts_expires_and_removes_orphans(
         )
         for i in range(12):
             other.append(pa.table({"id": pa.array([i], pa.int64())}))
+        # A table with position delete files (Spark's merge-on-read DELETE): one per data file, ten in
+        # its (hot) partition, enough to compact it.
+        deletes = catalog.create_table(
+            ("other", "deletes"),
+            Schema(NestedField(1, "id", LongType(), required=False)),
+            properties={"write.delete.mode": "merge-on-read"},
+        )
+        for i in range(20):
+            deletes.append(pa.table({"id": pa.array([i], pa.int64())}))
+        spark_catalog = SparkActions(spark).catalog(
+            CatalogConnection(server.url, "default", server.admin_client_id, server.admin_client_secret)
+        )
+        spark.sql(f"DELETE FROM `{spark_catalog}`.`other`.`deletes` WHERE id % 2 = 0")
+        deletes = catalog.load_table(("other", "deletes"))
+        assert data_file_count(deletes, ManifestContent.DELETES) == 10
 
         events = catalog.load_table((cluster, "events"))
         assert data_file_count(events) == 200
@@ -596,10 +632,23 @@ def test_one_pass_compacts_expires_and_removes_orphans(
         assert len(other.metadata.snapshots) >= 12
         assert sorted(other.scan().to_arrow()["id"].to_pylist()) == list(range(12))
 
+        # The deletes are applied by compaction and the delete files dropped; the rows stay the same.
+        deletes = catalog.load_table(("other", "deletes"))
+        assert data_file_count(deletes, ManifestContent.DELETES) == 0, str(
+            http.get(PASSES, params={"table": "deletes"}).json()["passes"][0]["actions"]
+        )
+        assert data_file_count(deletes) == 1
+        assert sorted(deletes.scan().to_arrow()["id"].to_pylist()) == list(range(1, 20, 2))
+
         # Every table's pass is recorded in floe.
         passes = http.get(PASSES, params={"limit": 100}).json()["passes"]
         by_table = {(tuple(p["namespace"]), p["table"]): p for p in passes}
-        assert set(by_table) == {((cluster,), "events"), ((cluster,), "events_dlq"), (("other",), "events")}
+        assert set(by_table) == {
+            ((cluster,), "events"),
+            ((cluster,), "events_dlq"),
+            (("other",), "events"),
+            (("other",), "deletes"),
+        }
         record = by_table[((cluster,), "events")]
         assert record["error"] is None
         actions = {a["name"]: a for a in record["actions"]}
