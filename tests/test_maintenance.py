@@ -669,3 +669,27 @@ def test_one_pass_compacts_expires_and_removes_orphans(
     assert (REGISTRY.get_sample_value("floe_maintenance_last_pass_timestamp_seconds", labels) or 0) > (
         pass_started_ms / 1000
     )
+
+
+# -- the benchmark, tiny ---------------------------------------------------------------------------
+
+
+def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
+    """`python -m benchmarks.maintenance` at a tiny size, on the module's Spark session, so its code does
+    not rot; no timing is asserted."""
+    import json
+
+    from benchmarks.maintenance.report import render_markdown, write_results
+    from benchmarks.maintenance.run import parse_args, run
+
+    args = parse_args(["--files", "20", "--rows-per-file", "10", "--repetitions", "2"])
+    doc = run(args, spark)
+    table = doc["table"]
+    assert (table["before"]["data_files"], table["after"]["data_files"]) == (20, 4)
+    assert {q["key"] for q in doc["queries"]} == {"count", "aggregate", "filter", "one_day"}
+    assert all(q["before_median_ms"] > 0 and q["after_median_ms"] > 0 for q in doc["queries"])
+    assert doc["maintenance"]["peak_rss_mb"]["spark_jvm"] > 0
+    assert "rewrite_data_files" in doc["maintenance"]["actions"]
+    json_path, md_path = write_results(doc, tmp_path)
+    assert json.loads(json_path.read_text())["table"]["after"]["data_files"] == 4
+    assert md_path.read_text() == render_markdown(doc)

@@ -1,0 +1,374 @@
+"""The maintenance benchmark: DuckDB on a table of many small files, before and after `floe maintain`.
+
+One floe server (SQLite, its own home), one table written the way ingestion writes it (one small
+Parquet file per commit), representative DuckDB queries measured warm (median of several runs), then
+one maintenance pass by the worker on a Spark session (its time, and the peak memory of the Spark JVM
+plus this Python process, sampled), then the same queries on the same table. The answers must be
+identical; the ratio of the medians is the result (target: compacted at least 5 times faster, reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.transforms import DayTransform
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
+
+from benchmarks.catalog.procstat import tree_pids
+from benchmarks.catalog.report import machine_info
+from benchmarks.maintenance.report import render_markdown, write_results
+from catalog.dev.server import CatalogProcess
+from catalog.pipelines.maintenance import DEFAULT_POLICY
+from tests.duckdb_client import attach_catalog, connect
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NAMESPACE = "bench"
+TABLE = "events"
+DAYS = 4
+CATEGORIES = ("click", "view", "cart", "purchase", "search")
+RATIO_TARGET = 5.0
+START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+
+SCHEMA = Schema(
+    NestedField(1, "event_id", LongType(), required=False),
+    NestedField(2, "user_id", LongType(), required=False),
+    NestedField(3, "category", StringType(), required=False),
+    NestedField(4, "amount", DoubleType(), required=False),
+    NestedField(5, "event_time", TimestamptzType(), required=False),
+)
+SPEC = PartitionSpec(PartitionField(5, 1000, DayTransform(), "event_time_day"))
+
+
+@dataclass(frozen=True)
+class Query:
+    key: str
+    title: str
+    sql: str
+
+
+def queries(ref: str) -> list[Query]:
+    low, high = (START + dt.timedelta(days=d) for d in (1, 2))
+    bounds = f"TIMESTAMPTZ '{low.isoformat()}' AND event_time < TIMESTAMPTZ '{high.isoformat()}'"
+    return [
+        Query("count", "count(*) over the table", f"SELECT count(*) FROM {ref}"),
+        Query(
+            "aggregate",
+            "sum and average per category",
+            f"SELECT category, count(*), round(sum(amount), 2), round(avg(amount), 4) FROM {ref} "
+            "GROUP BY category ORDER BY category",
+        ),
+        Query(
+            "filter",
+            "rows of one user",
+            f"SELECT count(*), round(sum(amount), 2) FROM {ref} WHERE user_id = 42",
+        ),
+        Query(
+            "one_day",
+            "one day (partition pruning)",
+            f"SELECT count(*), max(amount) FROM {ref} WHERE event_time >= {bounds}",
+        ),
+    ]
+
+
+@dataclass
+class QueryTiming:
+    median_ms: float
+    samples_ms: list[float]
+    answer: list[tuple[Any, ...]]
+
+
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a live process (0 once it is gone), from /proc."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_BYTES
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def process_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@dataclass
+class MemorySampler:
+    """Peak RSS of this process and of its Java children (the Spark driver JVM), sampled."""
+
+    interval_s: float = 0.2
+    peak_total_bytes: int = 0
+    peak_java_bytes: int = 0
+    peak_python_bytes: int = 0
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _sample(self) -> None:
+        python = rss_bytes(os.getpid())
+        java = sum(rss_bytes(pid) for pid in tree_pids([os.getpid()]) if process_name(pid) == "java")
+        self.peak_python_bytes = max(self.peak_python_bytes, python)
+        self.peak_java_bytes = max(self.peak_java_bytes, java)
+        self.peak_total_bytes = max(self.peak_total_bytes, python + java)
+        self.samples += 1
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[MemorySampler]:
+        def loop() -> None:
+            while not self._stop.is_set():
+                self._sample()
+                self._stop.wait(self.interval_s)
+
+        thread = threading.Thread(target=loop, name="memory-sampler", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join()
+            self._sample()
+
+
+def rows_for(file_index: int, rows: int) -> pa.Table:
+    day = file_index % DAYS
+    base = file_index * rows
+    at = [START + dt.timedelta(days=day, seconds=(base + i) % 86_400) for i in range(rows)]
+    return pa.table(
+        {
+            "event_id": pa.array(range(base, base + rows), pa.int64()),
+            "user_id": pa.array([(base + i) % 1000 for i in range(rows)], pa.int64()),
+            "category": pa.array([CATEGORIES[(base + i) % len(CATEGORIES)] for i in range(rows)]),
+            "amount": pa.array([((base + i) % 997) / 10 for i in range(rows)], pa.float64()),
+            "event_time": pa.array(at, pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def seed(catalog: RestCatalog, files: int, rows: int) -> Table:
+    """One commit per small file, as ingestion writes them."""
+    catalog.create_namespace(NAMESPACE)
+    table: Table = catalog.create_table((NAMESPACE, TABLE), SCHEMA, partition_spec=SPEC)
+    started = time.perf_counter()
+    for index in range(files):
+        table.append(rows_for(index, rows))
+        if (index + 1) % 100 == 0:
+            print(f"  {index + 1} files written ({time.perf_counter() - started:.0f} s)", flush=True)
+    return table
+
+
+def measure(server: CatalogProcess, extensions: Path, repetitions: int) -> dict[str, QueryTiming]:
+    """Each query once unmeasured (warm), then `repetitions` times; the median."""
+    connection = connect(extensions)
+    try:
+        attach_catalog(
+            connection,
+            endpoint=server.url,
+            warehouse="default",
+            client_id=server.admin_client_id,
+            client_secret=server.admin_client_secret,
+        )
+        results: dict[str, QueryTiming] = {}
+        for query in queries(f"floe.{NAMESPACE}.{TABLE}"):
+            answer = connection.execute(query.sql).fetchall()
+            samples = []
+            for _ in range(repetitions):
+                started = time.perf_counter()
+                again = connection.execute(query.sql).fetchall()
+                samples.append((time.perf_counter() - started) * 1000)
+                if again != answer:
+                    raise AssertionError(f"{query.key}: the answer changed between runs")
+            results[query.key] = QueryTiming(round(statistics.median(samples), 2), samples, answer)
+        return results
+    finally:
+        connection.close()
+
+
+def file_stats(table: Table) -> dict[str, int]:
+    snapshot = table.current_snapshot()
+    files = data_bytes = manifests = 0
+    if snapshot is not None:
+        for manifest in snapshot.manifests(table.io):
+            manifests += 1
+            for entry in manifest.fetch_manifest_entry(table.io):
+                files += 1
+                data_bytes += entry.data_file.file_size_in_bytes
+    return {
+        "data_files": files,
+        "data_bytes": data_bytes,
+        "manifests": manifests,
+        "snapshots": len(table.metadata.snapshots),
+    }
+
+
+def maintain(server: CatalogProcess, master: str, spark: SparkSession | None = None) -> dict[str, Any]:
+    """One `floe maintain` pass over the benchmark's namespace: Spark start, pass time, peak memory.
+    A given `spark` session is used (and left running) instead of starting one."""
+    from ingest.spark import CatalogConnection, spark_session
+    from maintenance.worker import MaintenanceWorker, WorkerOptions
+
+    client_id, secret = server.admin_client_id, server.admin_client_secret
+    sampler = MemorySampler()
+    with sampler.running():
+        started = time.perf_counter()
+        session = spark or spark_session(
+            "floe-maintain-benchmark",
+            CatalogConnection(server.url, "default", client_id, secret),
+            master=master,
+            conf={"spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"},
+        )
+        spark_start_s = time.perf_counter() - started
+        try:
+            # The data is of past days: partitions ingestion no longer writes, cold at once.
+            options = WorkerOptions(
+                server.url,
+                client_id,
+                secret,
+                namespaces=(NAMESPACE,),
+                defaults=replace(DEFAULT_POLICY, cold_after=0),
+            )
+            worker = MaintenanceWorker(session, options)
+            pass_started = time.perf_counter()
+            results = worker.run_once()
+            pass_s = time.perf_counter() - pass_started
+            worker.close()
+        finally:
+            if spark is None:
+                session.stop()
+    (result,) = results
+    if result.failed:
+        raise RuntimeError(f"the maintenance pass failed: {result.summary()}")
+    return {
+        "spark_start_s": round(spark_start_s, 1),
+        "pass_s": round(pass_s, 1),
+        "actions": {a.name: round(a.duration_seconds, 1) for a in result.actions},
+        "peak_rss_mb": {
+            "spark_jvm_plus_python": round(sampler.peak_total_bytes / 2**20),
+            "spark_jvm": round(sampler.peak_java_bytes / 2**20),
+            "python": round(sampler.peak_python_bytes / 2**20),
+        },
+        "memory_samples": sampler.samples,
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.maintenance", description=__doc__)
+    parser.add_argument("--files", type=int, default=1000, help="small files (one commit each)")
+    parser.add_argument("--rows-per-file", type=int, default=100)
+    parser.add_argument("--repetitions", type=int, default=7, help="measured runs per query (median)")
+    parser.add_argument("--master", default="local[2]", help="Spark master of the maintenance pass")
+    parser.add_argument("--output", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--name", default="maintenance", help="results file name (without extension)")
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str, Any]:
+    settings = {
+        "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "files": args.files,
+        "rows_per_file": args.rows_per_file,
+        "repetitions": args.repetitions,
+        "master": args.master,
+    }
+    machine = machine_info()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="floe-maintenance-bench-") as work:
+        home = Path(work) / "home"
+        with CatalogProcess(f"sqlite+aiosqlite:///{home / 'floe.db'}", home=home) as server:
+            catalog = server.catalog()
+            print(f"writing {args.files} small files ...", flush=True)
+            seed_started = time.perf_counter()
+            table = seed(catalog, args.files, args.rows_per_file)
+            seed_s = time.perf_counter() - seed_started
+            before_stats = file_stats(catalog.load_table((NAMESPACE, TABLE)))
+            extensions = Path(work) / "duckdb-extensions"
+            print("measuring DuckDB on the small files ...", flush=True)
+            before = measure(server, extensions, args.repetitions)
+            print("maintaining ...", flush=True)
+            maintenance = maintain(server, args.master, spark)
+            table = catalog.load_table((NAMESPACE, TABLE))
+            after_stats = file_stats(table)
+            print("measuring DuckDB on the compacted table ...", flush=True)
+            after = measure(server, extensions, args.repetitions)
+    rows: list[dict[str, Any]] = []
+    for query in queries("t"):
+        b, a = before[query.key], after[query.key]
+        if a.answer != b.answer:
+            raise AssertionError(f"{query.key}: answers differ before and after maintenance")
+        rows.append(
+            {
+                "key": query.key,
+                "title": query.title,
+                "before_median_ms": b.median_ms,
+                "after_median_ms": a.median_ms,
+                "speedup": round(b.median_ms / a.median_ms, 2) if a.median_ms else None,
+                "before_samples_ms": [round(s, 2) for s in b.samples_ms],
+                "after_samples_ms": [round(s, 2) for s in a.samples_ms],
+            }
+        )
+    speedups = [r["speedup"] for r in rows if r["speedup"] is not None]
+    return {
+        "benchmark": "maintenance",
+        "settings": settings | {"total_seconds": round(time.perf_counter() - started, 1)},
+        "machine": machine | {"load_average_after": [round(x, 2) for x in os.getloadavg()]},
+        "versions": _versions(),
+        "table": {"seed_seconds": round(seed_s, 1), "before": before_stats, "after": after_stats},
+        "queries": rows,
+        "maintenance": maintenance,
+        "targets": {
+            "speedup": RATIO_TARGET,
+            "min_speedup": min(speedups) if speedups else None,
+            "median_speedup": round(statistics.median(speedups), 2) if speedups else None,
+            "met": bool(speedups) and min(speedups) >= RATIO_TARGET,
+        },
+    }
+
+
+def _versions() -> dict[str, Any]:
+    from importlib import metadata
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    from ingest.spark import ICEBERG_VERSION, SPARK_VERSION
+
+    return {
+        "python": sys.version.split()[0],
+        "floe": version("floe"),
+        "duckdb": version("duckdb"),
+        "pyiceberg": version("pyiceberg"),
+        "pyspark": version("pyspark") or SPARK_VERSION,
+        "iceberg_spark_runtime": ICEBERG_VERSION,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    doc = run(args)
+    json_path, md_path = write_results(doc, args.output, args.name)
+    print(render_markdown(doc))
+    print(f"wrote {json_path} and {md_path}")
+    return 0
