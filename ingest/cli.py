@@ -229,6 +229,40 @@ def read_status(metrics_url: str) -> dict[str, Any]:
     return {"tables": sorted(tables.values(), key=lambda t: t["table"])}
 
 
+def read_maintenance(url: str, client_id: str, client_secret: str, limit: int = 200) -> list[dict[str, Any]]:
+    """The newest maintenance pass of each table (from floe's management API)."""
+    from catalog.admin_client import ManagementClient
+
+    client = ManagementClient(url, client_id, client_secret)
+    try:
+        passes = client.call("GET", "/maintenance/passes", params={"limit": limit})["passes"]
+    finally:
+        client.close()
+    newest: dict[str, dict[str, Any]] = {}
+    for entry in passes:
+        name = ".".join([*entry["namespace"], entry["table"]])
+        newest.setdefault(name, {**entry, "table": name})
+    return sorted(newest.values(), key=lambda e: e["table"])
+
+
+def _maintenance_grid(passes: list[dict[str, Any]]) -> Table:
+    grid = Table(title="floe maintenance (last pass per table)")
+    for column in ("table", "started", "took (s)", "data files", "snapshots", "actions", "error"):
+        grid.add_column(column, justify="left" if column in ("table", "actions", "error") else "right")
+    for entry in passes:
+        before, after = entry.get("before") or {}, entry.get("after") or {}
+        grid.add_row(
+            entry["table"],
+            str(entry["started_at"])[:19],
+            f"{entry['duration_seconds']:.1f}",
+            f"{before.get('data_files', '?')} → {after.get('data_files', '?')}",
+            f"{before.get('snapshots', '?')} → {after.get('snapshots', '?')}",
+            ", ".join(a["name"] for a in entry["actions"]),
+            entry.get("error") or "",
+        )
+    return grid
+
+
 @click.command("status")
 @click.option(
     "--metrics-url",
@@ -237,12 +271,20 @@ def read_status(metrics_url: str) -> dict[str, Any]:
     show_default=True,
     help="The ingestion service's Prometheus endpoint.",
 )
+@click.option(
+    "--url", envvar="FLOE_URL", default=DEFAULT_URL, show_default=True, help="floe's catalog (maintenance)."
+)
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def status_command(metrics_url: str, output: str) -> None:
-    """Ingestion lag, throughput, dead letters and last commit per table and partition."""
+def status_command(metrics_url: str, url: str, output: str) -> None:
+    """Ingestion lag, throughput, dead letters and last commit per table and partition, and each table's
+    last maintenance pass (with FLOE_CLIENT_ID/SECRET or admin.json for the catalog)."""
     status = read_status(metrics_url)
+    try:
+        status["maintenance"] = read_maintenance(url, *admin_credentials())
+    except ClientError as exc:
+        status["maintenance_error"] = str(exc)
     if output == "json":
-        click.echo(json.dumps(status, indent=2))
+        click.echo(json.dumps(status, indent=2, default=str))
         return
     grid = Table(title="floe ingestion")
     columns = ("table", "partition", "offset lag", "lag (s)", "committed", "records/s", "MiB/s")
@@ -265,7 +307,12 @@ def status_command(metrics_url: str, output: str) -> None:
                 str(entry.get("dead_letters", 0)) if i == 0 else "",
                 age if i == 0 else "",
             )
-    Console().print(grid)
+    out = Console()
+    out.print(grid)
+    if status.get("maintenance"):
+        out.print(_maintenance_grid(status["maintenance"]))
+    elif "maintenance_error" in status:
+        out.print(f"maintenance passes unavailable: {status['maintenance_error']}")
 
 
 def port_answers(host: str, port: int) -> bool:

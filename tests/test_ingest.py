@@ -691,3 +691,16 @@ def test_compaction_while_ingesting_keeps_every_record_exactly_once(
     rewritten = sum(int(a["result"].get("rewritten_data_files_count", 0)) for a in compactions)
     added = sum(int(a["result"].get("added_data_files_count", 0)) for a in compactions)
     assert rewritten > added >= 1, compactions
+
+    # floe status shows the pass beside the ingestion metrics.
+    from click.testing import CliRunner
+
+    from ingest.cli import status_command
+
+    env = {"FLOE_URL": server.url, "FLOE_CLIENT_ID": server.admin_client_id}
+    env["FLOE_CLIENT_SECRET"] = server.admin_client_secret
+    result = CliRunner().invoke(status_command, ["--metrics-url", ingest.metrics_url, "-o", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    maintained = {entry["table"]: entry for entry in json.loads(result.output).get("maintenance", [])}
+    assert f"{COMPACT_CLUSTER}.{table}" in maintained, result.output
+    assert "rewrite_data_files" in [a["name"] for a in maintained[f"{COMPACT_CLUSTER}.{table}"]["actions"]]
