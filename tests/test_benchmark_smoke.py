@@ -3,6 +3,9 @@
 It seeds a small data set through the benchmark's own code, drives every workload briefly with the
 benchmark's load generator and renders the results; no timings are asserted (the Java reference
 server is not started here: `python -m benchmarks.catalog` does that).
+
+The ingestion benchmark's throughput phase runs for each system on a few thousand records, with its
+real broker, catalog and Spark ingester.
 """
 
 from __future__ import annotations
@@ -11,9 +14,14 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
+
 from benchmarks.catalog.report import FLOE, WorkloadResult, render_markdown, results_document, write_results
 from benchmarks.catalog.run import Server, measure_server
 from benchmarks.catalog.workloads import Dataset, discover, seed, workloads
+from benchmarks.ingest import run as ingest_benchmark
+from benchmarks.ingest.ingesters import FLOE as INGEST_FLOE
+from benchmarks.ingest.ingesters import PLAIN as INGEST_PLAIN
 from catalog.dev.server import CatalogProcess
 
 SECONDS_PER_WORKLOAD = 0.2
@@ -58,3 +66,50 @@ def test_floe_side_of_the_benchmark_runs(catalog_server: CatalogProcess, tmp_pat
     assert json.loads(json_path.read_text())["workloads"][0]["results"][FLOE]["requests"] > 0
     assert "loadTable (full response)" in md_path.read_text()
     assert render_markdown(doc) == md_path.read_text()
+
+
+INGEST_RECORDS = 8_000
+INGEST_RECORDS_PER_BATCH = 2_000
+
+
+@pytest.mark.parametrize("system", [INGEST_FLOE, INGEST_PLAIN])
+def test_ingest_benchmark_throughput_phase_runs(system: str, tmp_path: Path) -> None:
+    """The ingestion benchmark's throughput phase for one system on a few thousand records, with its
+    real broker, catalog and Spark ingester (no timings asserted; `python -m benchmarks.ingest` runs
+    both systems, freshness and the diagnosis)."""
+    code = ingest_benchmark.main(
+        [
+            "--records",
+            str(INGEST_RECORDS),
+            "--records-per-batch",
+            str(INGEST_RECORDS_PER_BATCH),
+            "--rounds",
+            "1",
+            "--only",
+            system,
+            "--skip-freshness",
+            "--diagnosis-rounds",
+            "0",
+            "--output",
+            str(tmp_path),
+            "--name",
+            "ingest-smoke",
+        ]
+    )
+    assert code == 0
+    doc = json.loads((tmp_path / "ingest-smoke.json").read_text())
+    [run] = doc["throughput"]
+    assert run["system"] == system
+    assert run["records"] == INGEST_RECORDS
+    # maxOffsetsPerTrigger / --max-records-per-batch cap every batch: at least four commits.
+    assert run["commits"] >= INGEST_RECORDS // INGEST_RECORDS_PER_BATCH
+    assert run["window_records"] > 0
+    assert run["records_per_s"] > 0
+    assert run["cpu_cores"]["ingester"] > 0
+    if system == INGEST_FLOE:
+        assert run["notes"]["floe_ingest_batch_seconds"]["count"] >= run["commits"]
+    else:
+        assert run["notes"]["spark_progress"]["batches"] >= run["commits"]
+    assert doc["throughput_summary"][system]["mib_per_s"] > 0
+    markdown = (tmp_path / "ingest-smoke.md").read_text()
+    assert "Throughput into committed Iceberg tables" in markdown

@@ -1,0 +1,1 @@
+"""Ingestion benchmark: `floe ingest` vs a plain Spark Structured Streaming Kafka → Iceberg job."""
