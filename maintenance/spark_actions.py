@@ -12,10 +12,13 @@ can maintain several warehouses (and, in tests, several floe servers).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ingest.spark import CatalogConnection
 from maintenance.planner import CompactionRun, ExpireRun, quote_identifier
@@ -137,9 +140,17 @@ class SparkActions:
         return found
 
     def delete_files(self, table: TableRef, paths: list[str]) -> int:
-        io = self._java_table(table).io()
-        for path in paths:
-            io.deleteFile(path)
+        """Delete `paths`: local files directly (a py4j round trip per file costs ~10 ms), others
+        through the table's FileIO."""
+        local = [path for path in paths if path.startswith("file:")]
+        for path in local:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(urlsplit(path).path)
+        remote = [path for path in paths if not path.startswith("file:")]
+        if remote:
+            io = self._java_table(table).io()
+            for path in remote:
+                io.deleteFile(path)
         return len(paths)
 
     def remove_orphan_files(self, table: TableRef, older_than_ms: int, location: str) -> dict[str, Any]:
