@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ from maintenance.planner import (
     stale_metadata_files,
 )
 from maintenance.table_state import ManifestState, PartitionState, TableState
+from maintenance.worker import MaintenanceWorker, WorkerOptions
 from tests.duckdb_client import attach_catalog, connect, quote
 
 if TYPE_CHECKING:
@@ -669,6 +671,38 @@ def test_one_pass_compacts_expires_and_removes_orphans(
     assert (REGISTRY.get_sample_value("floe_maintenance_last_pass_timestamp_seconds", labels) or 0) > (
         pass_started_ms / 1000
     )
+
+    # The long-running worker: a pass over every table right away, the next one an interval later.
+    worker = MaintenanceWorker(
+        spark, WorkerOptions(server.url, server.admin_client_id, server.admin_client_secret)
+    )
+    stop = threading.Event()
+    loop = threading.Thread(target=worker.run_forever, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        deadline = time.monotonic() + 300
+        recorded: list[dict[str, Any]] = []
+        while time.monotonic() < deadline and len(recorded) < 2 * len(by_table):
+            time.sleep(1)
+            recorded = worker.control.passes(limit=100)
+        assert len(recorded) == 2 * len(by_table)
+        newest = recorded[: len(by_table)]
+        assert {(tuple(p["namespace"]), p["table"]) for p in newest} == set(by_table)
+        assert all(p["error"] is None for p in newest)
+        # Compacted and expired already: only the metadata properties are in place now.
+        again = {
+            a["name"]
+            for a in next(p for p in newest if p["table"] == "events" and p["namespace"] == [cluster])[
+                "actions"
+            ]
+        }
+        assert "rewrite_data_files" not in again
+        assert "set_properties" not in again
+    finally:
+        stop.set()
+        loop.join(timeout=120)
+        worker.close()
+    assert not loop.is_alive()
 
 
 # -- the benchmark, tiny ---------------------------------------------------------------------------
