@@ -177,7 +177,10 @@ class BatchWriter:
         dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
         is_good = F.col(ERROR_COLUMN).isNull()
         keep = F.when(is_good, F.col("offset") >= main_from).otherwise(F.col("offset") >= dlq_from)
-        batch = decoded.where(keep).persist(StorageLevel.MEMORY_AND_DISK)
+        # Persist the decoded rows with the keep flag computed (filtering before persisting made Spark
+        # evaluate the decode expressions again inside the filter).
+        cached = decoded.withColumn("_keep", keep).persist(StorageLevel.MEMORY_AND_DISK)
+        batch = cached.where(F.col("_keep"))
         try:
             stats = (
                 batch.groupBy("partition")
@@ -228,6 +231,6 @@ class BatchWriter:
             result.end_offsets = end
             return result
         finally:
-            batch.unpersist()
+            cached.unpersist()
             if t.registry_url:
                 raw.unpersist()
