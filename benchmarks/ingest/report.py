@@ -58,6 +58,7 @@ def versions(postgres_bin: Path | None) -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
         "floe": _package_version("floe"),
+        "floe commit": git_commit(),
         "pyspark": _package_version("pyspark"),
         "iceberg-spark-runtime": ICEBERG_VERSION,
         "spark kafka-clients": kafka_clients,
@@ -70,6 +71,18 @@ def versions(postgres_bin: Path | None) -> dict[str, Any]:
         "postgresql": _first_line([str(postgres_bin / "postgres"), "--version"]) if postgres_bin else None,
         "java": _first_line(["java", "-version"]),
     }
+
+
+def git_commit() -> str | None:
+    """The checkout's commit, and whether the measured code (ingest/, benchmarks/ingest/) was edited."""
+    root = Path(__file__).resolve().parents[2]
+    commit = _first_line(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
+    if commit is None:
+        return None
+    changed = _first_line(
+        ["git", "-C", str(root), "status", "--porcelain", "--", "ingest", "benchmarks/ingest"]
+    )
+    return f"{commit} (with local changes)" if changed else commit
 
 
 def _mean(values: list[float]) -> float | None:

@@ -352,7 +352,7 @@ def wait_for_quiet(env: Environment, seconds: float) -> dict[str, float]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ingest", description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000, help="backlog records (1 KiB JSON)")
+    parser.add_argument("--records", type=int, default=2_000_000, help="backlog records (1 KiB JSON)")
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds, alternating who goes first")
     parser.add_argument("--records-per-batch", type=int, default=SparkSettings.records_per_batch)
     parser.add_argument("--commit-interval", type=float, default=SparkSettings.commit_interval_s)
