@@ -177,8 +177,9 @@ class BatchWriter:
         dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
         is_good = F.col(ERROR_COLUMN).isNull()
         keep = F.when(is_good, F.col("offset") >= main_from).otherwise(F.col("offset") >= dlq_from)
-        # Persist the decoded rows with the keep flag computed (filtering before persisting made Spark
-        # evaluate the decode expressions again inside the filter).
+        # Persist the decoded rows with the keep flag computed, then filter the cached rows: a filter
+        # on the decoded rows before the persist made Spark parse each value ~10 times (one from_json
+        # per field read in the filter and projections; measured by benchmarks/ingest's diagnosis).
         cached = decoded.withColumn("_keep", keep).persist(StorageLevel.MEMORY_AND_DISK)
         batch = cached.where(F.col("_keep"))
         try:

@@ -144,9 +144,6 @@ def spark_session(
         "spark.sql.shuffle.partitions": "4",
         # Decoding must turn a bad value into a dead letter, not fail the batch (ANSI casts throw).
         "spark.sql.ansi.enabled": "false",
-        # Spark rewrites `from_json(v).field` into one from_json per field read (schema pruning): floe
-        # reads every field and `_error`, so the value was parsed ~10 times per record. Parse once.
-        "spark.sql.optimizer.enableJsonExpressionOptimization": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
