@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
-import httpx
-
-from catalog.admin_client import error_message
+from catalog.admin_client import ApiKeySession, error_message
 
 
 class CatalogUnavailable(Exception):
@@ -16,61 +12,23 @@ class CatalogUnavailable(Exception):
 
 
 class CatalogClient:
-    """A thread-safe client of floe's management API with an API key (OAuth2 client credentials).
-
-    Tokens are fetched on first use and renewed before they expire or when the server answers 401.
-    """
+    """A thread-safe client of floe's management API with an API key (see `ApiKeySession`)."""
 
     def __init__(self, url: str, client_id: str, client_secret: str, timeout: float = 30) -> None:
-        self.url = url.rstrip("/")
-        self.client_id = client_id
-        self._secret = client_secret
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
-        self._token: str | None = None
-        self._expires_at = 0.0
-        self._lock = threading.Lock()
-
-    def _authorization(self, *, renew: bool = False) -> str:
-        with self._lock:
-            if renew or self._token is None or time.monotonic() > self._expires_at - 60:
-                try:
-                    response = self._http.post(
-                        "/v1/oauth/tokens",
-                        data={
-                            "grant_type": "client_credentials",
-                            "client_id": self.client_id,
-                            "client_secret": self._secret,
-                        },
-                    )
-                except httpx.HTTPError as exc:
-                    raise CatalogUnavailable(f"Cannot reach floe at {self.url}: {exc}") from exc
-                if response.status_code != 200:
-                    status, message = response.status_code, error_message(response)
-                    raise CatalogUnavailable(f"floe refused the ingestion credentials ({status}): {message}")
-                body = response.json()
-                self._token = str(body["access_token"])
-                self._expires_at = time.monotonic() + float(body.get("expires_in", 3600))
-            return f"Bearer {self._token}"
+        self._session = ApiKeySession(
+            url, client_id, client_secret, error=CatalogUnavailable, purpose="the ingestion", timeout=timeout
+        )
+        self.url = self._session.url
 
     def get(self, path: str, **params: str) -> Any:
         """GET a management API path; None when it answers 404."""
-        for renew in (False, True):
-            try:
-                response = self._http.get(
-                    path, params=params, headers={"Authorization": self._authorization(renew=renew)}
-                )
-            except httpx.HTTPError as exc:
-                raise CatalogUnavailable(f"Cannot reach floe at {self.url}: {exc}") from exc
-            if response.status_code == 401 and not renew:
-                continue
-            if response.status_code == 404:
-                return None
-            if response.status_code >= 400:
-                raise CatalogUnavailable(
-                    f"GET {path} failed ({response.status_code}): {error_message(response)}"
-                )
-            return response.json()
-        raise AssertionError("unreachable")
+        response = self._session.request("GET", path, params=params)
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            status, message = response.status_code, error_message(response)
+            raise CatalogUnavailable(f"GET {path} failed ({status}): {message}")
+        return response.json()
 
     def pipeline(self) -> dict[str, Any] | None:
         """The applied floe.yaml revision (None before the first `floe apply`)."""
@@ -92,4 +50,4 @@ class CatalogClient:
         return {}
 
     def close(self) -> None:
-        self._http.close()
+        self._session.close()
