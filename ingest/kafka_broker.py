@@ -9,10 +9,8 @@ tests and the benchmarks. Needs Java 17+ (`$JAVA_HOME/bin/java`, else `java` on 
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -33,6 +31,7 @@ from rich.console import Console
 from catalog.dev.postgres import free_port
 from catalog.dev.processes import stop_process
 from ingest.artifacts import Artifact, cache_dir, fetch
+from ingest.java import find_java, java_version_text
 
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.13"
@@ -109,42 +108,13 @@ def kafka_classpath() -> list[Path]:
         return list(pool.map(fetch, KAFKA_CLASSPATH))
 
 
-@functools.cache
-def _java_version_text(java: str) -> str:
-    result = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
-    return result.stderr + result.stdout
-
-
-def _java_major_version(java: str) -> int:
-    text = _java_version_text(java)
-    # `openjdk version "17.0.15"`, `java version "1.8.0_392"`, `openjdk version "25"`.
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
-    if match is None:
-        raise RuntimeError(f"Cannot tell the Java version of {java}: {text[:500]}")
-    major = int(match.group(1))
-    return int(match.group(2) or 0) if major == 1 else major
-
-
 def java_executable() -> str:
     """`$JAVA_HOME/bin/java`, else `java` on PATH; Kafka 4 needs Java 17 or newer."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        java: str | None = str(Path(java_home).expanduser() / "bin" / "java")
-        where = f"JAVA_HOME ({java_home})"
-    else:
-        java = shutil.which("java")
-        where = "PATH"
-    if java is None or not Path(java).is_file():
-        raise RuntimeError(
-            f"No java found in {where}: the Kafka broker needs Java {MINIMUM_JAVA}+ "
-            "(install a JDK, e.g. Debian's openjdk-17-jre-headless, or set JAVA_HOME)"
-        )
-    major = _java_major_version(java)
-    if major < MINIMUM_JAVA:
-        raise RuntimeError(
-            f"{java} is Java {major}; Kafka {KAFKA_VERSION} needs Java {MINIMUM_JAVA}+ (set JAVA_HOME to one)"
-        )
-    return java
+    return find_java(
+        f"Kafka {KAFKA_VERSION}",
+        "install a JDK, e.g. Debian's openjdk-17-jre-headless, or set JAVA_HOME",
+        MINIMUM_JAVA,
+    )
 
 
 def class_archive_path(java: str, classpath: str) -> Path:
@@ -153,7 +123,7 @@ def class_archive_path(java: str, classpath: str) -> Path:
     The JVM maps the archive instead of loading and verifying thousands of classes (~1 s less per start).
     It is only valid for one JVM build and classpath, hence the key; the JVM ignores a stale one.
     """
-    key = hashlib.sha256("\0".join([java, _java_version_text(java), classpath]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([java, java_version_text(java), classpath]).encode()).hexdigest()[:16]
     return cache_dir() / "kafka" / f"kafka-{KAFKA_VERSION}-{key}.jsa"
 
 

@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -53,6 +51,7 @@ from rich.console import Console
 from catalog.dev.postgres import free_port
 from catalog.dev.processes import stop_process, wait_until_answering
 from ingest.artifacts import Artifact, cache_dir, fetch
+from ingest.java import find_java
 
 APICURIO_VERSION = "2.4.2.Final"
 QUARKUS_VERSION = "2.16.4.Final"
@@ -677,38 +676,11 @@ def build_registry(java: str | None = None, *, timeout: float = 1800) -> Path:
     return runner
 
 
-@functools.cache
-def _java_version_text(java: str) -> str:
-    result = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
-    return result.stderr + result.stdout
-
-
 def java_executable() -> str:
-    """`$JAVA_HOME/bin/java`, else `java` on PATH; Java 17 or newer."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        java: str | None = str(Path(java_home).expanduser() / "bin" / "java")
-        where = f"JAVA_HOME ({java_home})"
-    else:
-        java = shutil.which("java")
-        where = "PATH"
-    if java is None or not Path(java).is_file():
-        raise RuntimeError(
-            f"No java found in {where}: the schema registry needs a Java {MINIMUM_JAVA}+ JDK "
-            "(e.g. Debian's openjdk-17-jdk-headless), or set JAVA_HOME"
-        )
-    text = _java_version_text(java)
-    # `openjdk version "17.0.15"`, `java version "1.8.0_392"`, `openjdk version "25"`.
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
-    if match is None:
-        raise RuntimeError(f"Cannot tell the Java version of {java}: {text[:500]}")
-    major = int(match.group(1))
-    major = int(match.group(2) or 0) if major == 1 else major
-    if major < MINIMUM_JAVA:
-        raise RuntimeError(
-            f"{java} is Java {major}; the schema registry needs Java {MINIMUM_JAVA}+ (set JAVA_HOME to one)"
-        )
-    return java
+    """`$JAVA_HOME/bin/java`, else `java` on PATH; Java 17 or newer (a JDK for the one-time build)."""
+    return find_java(
+        "the schema registry", "a JDK, e.g. Debian's openjdk-17-jdk-headless, or set JAVA_HOME", MINIMUM_JAVA
+    )
 
 
 def _port_is_free(port: int) -> bool:

@@ -1,0 +1,47 @@
+"""Finding a Java runtime for floe's JVM components (the Kafka broker, the schema registry)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+
+@functools.cache
+def java_version_text(java: str) -> str:
+    """What `java -version` prints (once per executable and process)."""
+    result = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
+    return result.stderr + result.stdout
+
+
+def java_major_version(java: str) -> int:
+    text = java_version_text(java)
+    # `openjdk version "17.0.15"`, `java version "1.8.0_392"`, `openjdk version "25"`.
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if match is None:
+        raise RuntimeError(f"Cannot tell the Java version of {java}: {text[:500]}")
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def find_java(needed_by: str, install_hint: str, minimum: int = 17) -> str:
+    """`$JAVA_HOME/bin/java`, else `java` on PATH, checked to be Java `minimum` or newer; the errors
+    say what `needed_by` needs and how to get it."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        java: str | None = str(Path(java_home).expanduser() / "bin" / "java")
+        where = f"JAVA_HOME ({java_home})"
+    else:
+        java = shutil.which("java")
+        where = "PATH"
+    if java is None or not Path(java).is_file():
+        raise RuntimeError(f"No java found in {where}: {needed_by} needs Java {minimum}+ ({install_hint})")
+    major = java_major_version(java)
+    if major < minimum:
+        raise RuntimeError(
+            f"{java} is Java {major}; {needed_by} needs Java {minimum}+ (set JAVA_HOME to one)"
+        )
+    return java
