@@ -9,45 +9,25 @@ against its `.sha1` file and cached in `~/.cache/floe/jars/`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from catalog.dev.postgres import free_port
 from catalog.dev.processes import stop_process, wait_until_answering
+from ingest.artifacts import Artifact, fetch_all
 
-MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 ICEBERG_VERSION = "1.11.0"
 JETTY_VERSION = "12.1.8"
 HADOOP_VERSION = "3.4.3"
 MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 
 
-@dataclass(frozen=True)
-class Artifact:
-    group: str
-    name: str
-    version: str
-    classifier: str = ""
-
-    @property
-    def file_name(self) -> str:
-        suffix = f"-{self.classifier}" if self.classifier else ""
-        return f"{self.name}-{self.version}{suffix}.jar"
-
-    @property
-    def url(self) -> str:
-        return f"{MAVEN_CENTRAL}/{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.file_name}"
-
-
 def _iceberg(name: str, classifier: str = "") -> Artifact:
-    return Artifact("org.apache.iceberg", name, ICEBERG_VERSION, classifier)
+    return Artifact("org.apache.iceberg", name, ICEBERG_VERSION, classifier=classifier)
 
 
 def _jetty(group: str, name: str) -> Artifact:
@@ -104,37 +84,8 @@ ARTIFACTS: tuple[Artifact, ...] = (
 )
 
 
-def jar_cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "floe" / "jars"
-
-
-def _download(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=120) as response:
-        data: bytes = response.read()
-        return data
-
-
-def fetch_artifact(artifact: Artifact, cache: Path) -> Path:
-    """The artifact's jar from the cache, downloaded and SHA-1-verified first when missing."""
-    target = cache / artifact.file_name
-    if target.exists():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    expected = _download(artifact.url + ".sha1").decode().split()[0].strip().lower()
-    data = _download(artifact.url)
-    actual = hashlib.sha1(data).hexdigest()
-    if actual != expected:
-        raise RuntimeError(f"SHA-1 mismatch for {artifact.url}: expected {expected}, got {actual}")
-    # Write then rename so an interrupted download never leaves a truncated jar in the cache.
-    partial = target.with_suffix(".jar.part")
-    partial.write_bytes(data)
-    partial.replace(target)
-    return target
-
-
 def classpath(cache: Path | None = None) -> list[Path]:
-    cache = cache or jar_cache_dir()
-    return [fetch_artifact(artifact, cache) for artifact in ARTIFACTS]
+    return fetch_all(ARTIFACTS, cache)
 
 
 def artifact_versions() -> dict[str, str]:
