@@ -34,7 +34,8 @@ def _credentials() -> tuple[str, str]:
         raise click.ClickException(str(exc)) from exc
 
 
-def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
+def parse_spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`--spark-conf KEY=VALUE` options as Spark settings."""
     conf: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -181,7 +182,7 @@ def ingest_command(
         max_records_per_batch=max_records_per_batch,
         poll_interval=poll_interval,
         driver_memory=driver_memory,
-        spark_conf=_spark_conf(spark_conf),
+        spark_conf=parse_spark_conf(spark_conf),
         state_dir=state_dir,
     )
 

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from catalog.admin_client import DEFAULT_URL, ClientError, admin_credentials
 from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
+from ingest.cli import parse_spark_conf
 from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions, with_interval
 
 console = Console(stderr=True)
@@ -28,16 +29,6 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     if seconds is None or seconds < 10:
         raise click.BadParameter(f"expected a duration of at least 10s like 30s, 10m or 1h; got {value!r}")
     return seconds
-
-
-def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--spark-conf")
-        conf[key.strip()] = value.strip()
-    return conf
 
 
 def print_results(results: list[PassResult]) -> None:
@@ -148,7 +139,7 @@ def maintain_command(
         "floe-maintain",
         CatalogConnection(url, default_warehouse, client_id, client_secret),
         master=master,
-        conf={**conf, **_spark_conf(spark_conf)},
+        conf={**conf, **parse_spark_conf(spark_conf)},
     )
     worker = MaintenanceWorker(spark, options)
     try:

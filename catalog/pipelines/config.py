@@ -57,6 +57,7 @@ from catalog.pipelines.columns import (
     MAX_USER_FIELD_ID,
 )
 from catalog.pipelines.maintenance import MaintenanceConfig, parse_maintenance
+from catalog.pipelines.yaml_values import describe_value
 
 SourceFormat = Literal["json", "avro"]
 SchemaMode = Literal["inline", "registry"]
@@ -551,22 +552,6 @@ def _key_path(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, int | float):
-        return f"a number ({value})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"a {type(value).__name__} ({value})"
-
-
 _MISSING = object()
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -585,7 +570,9 @@ class _Reader:
     ) -> dict[str, Any] | None:
         """`value` as a mapping with only `allowed` keys (others are errors) and every `required` one."""
         if not isinstance(value, dict):
-            self.error(path, f"expected a mapping with keys {', '.join(allowed)}; got {_describe(value)}")
+            self.error(
+                path, f"expected a mapping with keys {', '.join(allowed)}; got {describe_value(value)}"
+            )
             return None
         for key in value:
             if not isinstance(key, str) or key not in allowed:
@@ -606,7 +593,7 @@ class _Reader:
             hint = (
                 " (quote it: YAML read it as another type)" if isinstance(value, bool | int | float) else ""
             )
-            self.error(where, f"expected a string; got {_describe(value)}{hint}")
+            self.error(where, f"expected a string; got {describe_value(value)}{hint}")
             return None
         if not allow_empty and not value.strip():
             self.error(where, "must not be empty")
@@ -640,7 +627,7 @@ class _Reader:
             return None
         where = _key_path(path, key)
         if not isinstance(value, int) or isinstance(value, bool):
-            self.error(where, f"expected an integer; got {_describe(value)}")
+            self.error(where, f"expected an integer; got {describe_value(value)}")
             return None
         if not minimum <= value <= maximum:
             self.error(where, f"must be between {minimum} and {maximum}; got {value}")
@@ -652,7 +639,7 @@ class _Reader:
         if value is _MISSING:
             return default
         if not isinstance(value, bool):
-            self.error(_key_path(path, key), f"expected true or false; got {_describe(value)}")
+            self.error(_key_path(path, key), f"expected true or false; got {describe_value(value)}")
             return default
         return value
 
@@ -662,7 +649,7 @@ class _Reader:
             return []
         where = _key_path(path, key)
         if not isinstance(value, list):
-            self.error(where, f"expected a list; got {_describe(value)}")
+            self.error(where, f"expected a list; got {describe_value(value)}")
             return []
         if non_empty and not value:
             self.error(where, "must not be empty")
@@ -914,7 +901,9 @@ def _glue(reader: _Reader, top: dict[str, Any]) -> GlueConfig | None:
         # An unquoted account id is read as a number by YAML.
         text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
         if not isinstance(text, str) or not re.fullmatch(r"\d{12}", text):
-            reader.error("glue.catalog_id", f"expected a 12-digit AWS account id; got {_describe(value)}")
+            reader.error(
+                "glue.catalog_id", f"expected a 12-digit AWS account id; got {describe_value(value)}"
+            )
         else:
             catalog_id = text
     endpoint = reader.url(raw, "endpoint", "glue")
@@ -1187,14 +1176,14 @@ def _partitioning(
     if not isinstance(raw, list):
         reader.error(
             where,
-            f"expected unpartitioned, hour, day or a list of partition transforms; got {_describe(raw)}",
+            f"expected unpartitioned, hour, day or a list of partition transforms; got {describe_value(raw)}",
         )
         return "unpartitioned", ()
     parsed: list[PartitionFieldConfig] = []
     for index, item in enumerate(raw):
         item_path = f"{where}[{index}]"
         if not isinstance(item, str):
-            reader.error(item_path, f"expected a transform like hour(event_time); got {_describe(item)}")
+            reader.error(item_path, f"expected a transform like hour(event_time); got {describe_value(item)}")
             continue
         transform = _transform(reader, item, item_path)
         if transform is None:

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from catalog.pipelines.yaml_values import describe_value
+
 MAINTENANCE_KEYS = (
     "target_file_size_mb",
     "snapshot_retention",
@@ -144,18 +146,6 @@ def resolve_policy(
     return policy
 
 
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, int | float):
-        return f"a number ({value})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    return "a list" if isinstance(value, list) else "a mapping" if isinstance(value, dict) else repr(value)
-
-
 def _limit_message(key: str, value: int) -> str | None:
     minimum, maximum, why = _LIMITS[key]
     if minimum <= value <= maximum:
@@ -174,7 +164,7 @@ def parse_maintenance(raw: Any, path: str) -> tuple[MaintenanceConfig | None, li
         return MaintenanceConfig(), problems
     if not isinstance(raw, dict):
         problems.append(
-            (path, f"expected a mapping with keys {', '.join(MAINTENANCE_KEYS)}; got {_describe(raw)}")
+            (path, f"expected a mapping with keys {', '.join(MAINTENANCE_KEYS)}; got {describe_value(raw)}")
         )
         return None, problems
     values: dict[str, int] = {}
@@ -204,10 +194,10 @@ def parse_maintenance(raw: Any, path: str) -> tuple[MaintenanceConfig | None, li
 def _duration(value: Any) -> int | str:
     """Seconds, or what is wrong."""
     if isinstance(value, bool) or not isinstance(value, str | int):
-        return f"expected a duration like 30m, 1h or 7d; got {_describe(value)}"
+        return f"expected a duration like 30m, 1h or 7d; got {describe_value(value)}"
     if isinstance(value, int):
         hint = f"add a unit: {value}s, {value}m …"
-        return f"expected a duration like 30m, 1h or 7d; got {_describe(value)} ({hint})"
+        return f"expected a duration like 30m, 1h or 7d; got {describe_value(value)} ({hint})"
     seconds = parse_duration(value)
     if seconds is None:
         return f"invalid duration {value!r}: a number and a unit (s, m, h, d, w), like 30m, 1h30m or 7d"
@@ -216,7 +206,7 @@ def _duration(value: Any) -> int | str:
 
 def _integer(value: Any) -> int | str:
     if isinstance(value, bool) or not isinstance(value, int):
-        return f"expected an integer; got {_describe(value)}"
+        return f"expected an integer; got {describe_value(value)}"
     return value
 
 
