@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -102,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         while not stop.is_set() and query.isActive:
             record_progress()
             stop.wait(1.0)
+        # Asked to stop right after a batch's Iceberg commit: its progress is reported only when the
+        # batch ends (offsets committed), so let a running trigger finish before the last record.
+        deadline = time.monotonic() + 15
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.1)
         record_progress()
     error = query.exception()
     query.stop()
