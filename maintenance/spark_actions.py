@@ -4,7 +4,8 @@ Iceberg's Spark procedures do the work (`rewrite_data_files`, `rewrite_position_
 `rewrite_manifests`, `expire_snapshots`); orphan removal uses the same action through its Java API,
 because the procedure refuses horizons under 24 hours. Iceberg retries a commit that loses a race
 (with ingestion, say) on the table's fresh metadata; `rewrite_data_files` with partial progress commits
-file group by file group, so a group that still fails costs only itself.
+file group by file group, so a group that still fails costs only itself. A race Iceberg gives up on
+(`is_commit_conflict`) is retried by the worker, which runs the whole action again.
 
 The worker binds its own Spark catalog per floe URL and warehouse (`floe_<hash>`), so one Spark session
 can maintain several warehouses (and, in tests, several floe servers).
@@ -39,6 +40,22 @@ def describe_error(exc: BaseException) -> str:
     text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
     first = text.strip().split("\n\tat ", 1)[0].strip()
     return first[:MAX_ERROR_CHARS]
+
+
+# Iceberg's exceptions for a commit that lost a race it could not resolve by itself: the action,
+# re-planned on the table as it is now, usually goes through.
+CONFLICT_EXCEPTIONS = (
+    "org.apache.iceberg.exceptions.CommitFailedException",
+    "org.apache.iceberg.exceptions.ValidationException",
+)
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """Whether `exc` is a commit that lost a race with another writer (ingestion, say).
+
+    `RewriteManifests` is the usual case: an append drops manifests that list only deleted files, and
+    a manifest rewrite planned before that append then fails validation instead of retrying."""
+    return describe_error(exc).startswith(CONFLICT_EXCEPTIONS)
 
 
 def sql_string(text: str) -> str:
@@ -175,4 +192,4 @@ class SparkActions:
         return {"orphan_files_removed": len(removed), "removed": removed[:ORPHAN_SAMPLE]}
 
 
-__all__ = ["SparkActions", "TableRef", "describe_error", "sql_map", "sql_string"]
+__all__ = ["SparkActions", "TableRef", "describe_error", "is_commit_conflict", "sql_map", "sql_string"]

@@ -36,7 +36,7 @@ from maintenance.planner import (
     plan_table,
     stale_metadata_files,
 )
-from maintenance.spark_actions import SparkActions, TableRef, describe_error
+from maintenance.spark_actions import SparkActions, TableRef, describe_error, is_commit_conflict
 from maintenance.table_state import TableState, TableStats, read_table_state
 
 if TYPE_CHECKING:
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # How often a long-running worker looks for new tables and policy changes, at the latest.
 DISCOVERY_SECONDS = 60.0
+# Runs of an action that keeps losing commit races before the pass records it as failed.
+CONFLICT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -243,16 +245,30 @@ class MaintenanceWorker:
 
     # -- one table --------------------------------------------------------------------------------
 
-    def _run(
+    def run_action(
         self, result: PassResult, name: str, action: Callable[[], dict[str, Any]], **context: Any
     ) -> bool:
+        """Run one action into `result`: again (up to `CONFLICT_ATTEMPTS` runs) when it loses a commit
+        race, recorded as failed when it fails otherwise. True when it succeeded."""
         started = time.monotonic()
         outcome = ActionOutcome(name, 0.0, dict(context))
-        try:
-            outcome.result.update(action())
-        except Exception as exc:
-            outcome.error = describe_error(exc)
-            log.warning("%s: %s failed: %s", result.table, name, outcome.error)
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                outcome.result.update(action())
+            except Exception as exc:
+                outcome.error = describe_error(exc)
+                if attempt < CONFLICT_ATTEMPTS and is_commit_conflict(exc):
+                    # Lost a race with another commit (ingestion): plan again on the table as it is now.
+                    log.info(
+                        "%s: %s lost a commit race, running it again: %s", result.table, name, outcome.error
+                    )
+                    continue
+                log.warning("%s: %s failed: %s", result.table, name, outcome.error)
+            else:
+                outcome.error = None
+            if attempt > 1:
+                outcome.result["attempts"] = attempt
+            break
         outcome.duration_seconds = time.monotonic() - started
         result.actions.append(outcome)
         metrics.observe_action(result.table.warehouse, str(result.table), name, outcome.error is None)
@@ -293,25 +309,27 @@ class MaintenanceWorker:
             }
             if run.where:
                 context["where"] = run.where
-            self._run(
+            self.run_action(
                 result, "rewrite_data_files", partial(self.actions.rewrite_data_files, ref, run), **context
             )
         if plan.rewrite_position_deletes:
-            self._run(
+            self.run_action(
                 result,
                 "rewrite_position_delete_files",
                 lambda: self.actions.rewrite_position_delete_files(ref),
             )
         if plan.set_properties:
-            self._run(result, "set_properties", lambda: self.actions.set_properties(ref, plan.set_properties))
+            self.run_action(
+                result, "set_properties", lambda: self.actions.set_properties(ref, plan.set_properties)
+            )
         # Compaction changed the manifests and snapshots: decide on the table as it is now.
         current = self._load(table, with_files=False) if not plan.empty else state
         if needs_manifest_rewrite(current.manifests):
-            self._run(result, "rewrite_manifests", lambda: self.actions.rewrite_manifests(ref))
+            self.run_action(result, "rewrite_manifests", lambda: self.actions.rewrite_manifests(ref))
             current = self._load(table, with_files=False)
         expire = plan_expiry(current, policy, int(time.time() * 1000))
         if expire is not None:
-            self._run(
+            self.run_action(
                 result,
                 "expire_snapshots",
                 lambda: self.actions.expire_snapshots(ref, expire),
@@ -319,10 +337,10 @@ class MaintenanceWorker:
                 older_than=datetime.fromtimestamp(expire.older_than_ms / 1000, UTC).isoformat(),
             )
             current = self._load(table, with_files=False)
-        self._run(result, "remove_old_metadata_files", lambda: self._remove_old_metadata(ref, current))
+        self.run_action(result, "remove_old_metadata_files", lambda: self._remove_old_metadata(ref, current))
         if plan.remove_orphans_older_than_ms is not None:
             older_than = plan.remove_orphans_older_than_ms
-            self._run(
+            self.run_action(
                 result,
                 "remove_orphan_files",
                 lambda: self.actions.remove_orphan_files(ref, older_than, current.location),

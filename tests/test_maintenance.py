@@ -727,3 +727,81 @@ def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
     json_path, md_path = write_results(doc, tmp_path)
     assert json.loads(json_path.read_text())["table"]["after"]["data_files"] == 4
     assert md_path.read_text() == render_markdown(doc)
+
+
+def test_an_action_that_loses_a_commit_race_runs_again(
+    spark: SparkSession, maintained_server: CatalogProcess
+) -> None:
+    """The race CI once hit with ingestion: a manifest rewrite planned on a snapshot with a manifest
+    that lists only deleted files, then an append (which drops such manifests), then the rewrite's
+    commit, which Iceberg refuses without retrying. The worker runs the action again on the table as
+    it is now."""
+    from ingest.spark import CatalogConnection
+    from maintenance.spark_actions import TableRef, describe_error, is_commit_conflict
+    from maintenance.worker import MaintainedTable, PassResult
+
+    server = maintained_server
+    worker = MaintenanceWorker(
+        spark, WorkerOptions(server.url, server.admin_client_id, server.admin_client_secret)
+    )
+    spark_catalog = worker.actions.catalog(
+        CatalogConnection(server.url, "default", server.admin_client_id, server.admin_client_secret)
+    )
+    name = f"`{spark_catalog}`.`race`.`events`"
+    spark.sql(f"CREATE NAMESPACE `{spark_catalog}`.`race`")
+    spark.sql(f"CREATE TABLE {name} (id BIGINT) USING iceberg")
+    spark.sql(f"INSERT INTO {name} VALUES (1), (2)")
+    spark.sql(f"INSERT INTO {name} VALUES (3)")
+    # A metadata-only delete of the first file: its manifest now lists one deleted file.
+    spark.sql(f"DELETE FROM {name} WHERE id IN (1, 2)")
+    jvm: Any = spark._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    manifests = table.currentSnapshot().dataManifests(table.io())
+    deleted_only = [
+        m for m in manifests if not m.hasAddedFiles() and not m.hasExistingFiles() and m.hasDeletedFiles()
+    ]
+    assert len(deleted_only) == 1
+    # Ingestion appends: Iceberg leaves manifests of only deleted files out of the new snapshot.
+    spark.sql(f"INSERT INTO {name} VALUES (4)")
+
+    attempts: list[str] = []
+
+    def rewrite_manifests() -> dict[str, Any]:
+        if not attempts:
+            attempts.append("stale")
+            table.refresh()
+            stale = table.rewriteManifests()
+            stale.deleteManifest(deleted_only[0])
+            stale.commit()  # planned before the append: Iceberg refuses it
+        attempts.append("fresh")
+        return worker.actions.rewrite_manifests(TableRef(spark_catalog, ("race",), "events"))
+
+    result = PassResult(
+        MaintainedTable("default", ("race",), "events", DEFAULT_POLICY), dt.datetime.now(dt.UTC)
+    )
+    assert worker.run_action(result, "rewrite_manifests", rewrite_manifests)
+    assert attempts == ["stale", "fresh"]
+    [outcome] = result.actions
+    assert outcome.error is None, outcome
+    assert outcome.result["attempts"] == 2, outcome
+    assert int(outcome.result["rewritten_manifests_count"]) >= 2
+    assert sorted(r.id for r in spark.sql(f"SELECT id FROM {name}").collect()) == [3, 4]
+
+    # What Iceberg raised is a conflict; an error that is not one is recorded at once.
+    stale = table.rewriteManifests()
+    stale.deleteManifest(deleted_only[0])
+    with pytest.raises(Exception, match="could not be found in the latest snapshot") as raised:
+        stale.commit()
+    assert is_commit_conflict(raised.value), describe_error(raised.value)
+
+    calls: list[int] = []
+
+    def missing_table() -> dict[str, Any]:
+        calls.append(1)
+        return worker.actions.rewrite_manifests(TableRef(spark_catalog, ("race",), "missing"))
+
+    assert not worker.run_action(result, "rewrite_manifests", missing_table)
+    assert len(calls) == 1
+    assert result.actions[-1].error
+    assert "attempts" not in result.actions[-1].result
+    worker.close()
