@@ -27,11 +27,22 @@ console = Console(stderr=True)
 DEFAULT_METRICS_PORT = 9464
 
 
-def _credentials() -> tuple[str, str]:
+def cli_credentials() -> tuple[str, str]:
+    """The admin credentials (`admin_credentials`), or a command-line error saying what is missing."""
     try:
         return admin_credentials()
     except ClientError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def configure_logging(level: str, *, quiet: tuple[str, ...] = ("py4j", "httpx")) -> None:
+    """Service logs on stderr with time, level and logger; the `quiet` loggers (py4j's and httpx's
+    line per call) only from WARNING up."""
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    for noisy in quiet:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def parse_spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -164,12 +175,8 @@ def ingest_command(
     an admin key, or a writer key of the --cluster it ingests)."""
     if commit_interval is not None and commit_interval <= 0:
         raise click.BadParameter("must be positive", param_hint="--commit-interval")
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    client_id, client_secret = _credentials()
+    configure_logging(log_level)
+    client_id, client_secret = cli_credentials()
     run_ingest(
         url,
         client_id,
@@ -390,9 +397,7 @@ def up_command(
     from catalog.pipelines import InvalidConfig, parse_config
     from catalog.pipelines.config import read_yaml
 
-    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("py4j", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging("info")
     home = floe_home()
     home.mkdir(parents=True, exist_ok=True)
     if config_file is None:

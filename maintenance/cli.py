@@ -3,9 +3,7 @@ on `floe`)."""
 
 from __future__ import annotations
 
-import logging
 import signal
-import sys
 import threading
 from types import FrameType
 
@@ -13,9 +11,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from catalog.admin_client import DEFAULT_URL, ClientError, admin_credentials
+from catalog.admin_client import DEFAULT_URL
 from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
-from ingest.cli import parse_spark_conf
+from ingest.cli import cli_credentials, configure_logging, parse_spark_conf
 from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions, with_interval
 
 console = Console(stderr=True)
@@ -110,15 +108,8 @@ def maintain_command(
     from ingest.spark import CatalogConnection, spark_session
     from maintenance.metrics import REGISTRY
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    for noisy in ("py4j", "httpx", "pyiceberg"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    try:
-        client_id, client_secret = admin_credentials()
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from exc
+    configure_logging(log_level, quiet=("py4j", "httpx", "pyiceberg"))
+    client_id, client_secret = cli_credentials()
     default_warehouse = os.environ.get("FLOE_WAREHOUSE_NAME", "default")
     options = WorkerOptions(
         url=url,
