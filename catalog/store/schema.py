@@ -70,6 +70,9 @@ table_metrics = Table(
     Index("ix_table_metrics_tabular", "tabular_id"),
 )
 
+# `key` is sha256(caller + Idempotency-Key): one caller never sees, replays or blocks another's keys.
+# A pending row is held by `owner` (a process and claim) while `lease_until` lies ahead: the owner renews
+# the lease as its request runs, so a crashed owner's row can be reclaimed seconds later.
 idempotency_keys = Table(
     "idempotency_keys",
     metadata,
@@ -79,6 +82,8 @@ idempotency_keys = Table(
     Column("status_code", Integer, nullable=True),
     Column("response_body", Text, nullable=True),
     Column("content_type", String(128), nullable=True),
+    Column("owner", String(64), nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("ix_idempotency_created", "created_at"),
 )

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy import Select, and_, bindparam, delete, event, func, insert, select, text, update
+from sqlalchemy import Select, and_, bindparam, delete, event, func, insert, or_, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -601,13 +601,25 @@ class SqlCatalogStore(SecurityStoreMixin, PipelineStoreMixin, MaintenanceStoreMi
 
     # -- idempotency keys -------------------------------------------------------------------------
 
-    async def claim_idempotency_key(self, key: str, fingerprint: str) -> tuple[str, Any] | None:
-        """Claim `key` for a new request: None when claimed, else (state, row) of the earlier request."""
+    async def claim_idempotency_key(
+        self, key: str, fingerprint: str, owner: str, lease: timedelta
+    ) -> tuple[str, Any] | None:
+        """Claim `key` for a new request: None when claimed, else (state, row) of the earlier request.
+
+        A pending key whose lease ran out (its owner crashed or hung) is taken over by one caller with
+        the same fingerprint: the conditional update lets exactly one of several waiters win.
+        """
+        now = datetime.now(UTC)
         try:
             async with self._writing() as conn:
                 await conn.execute(
                     insert(idempotency_keys).values(
-                        key=key, fingerprint=fingerprint, state="pending", created_at=datetime.now(UTC)
+                        key=key,
+                        fingerprint=fingerprint,
+                        state="pending",
+                        owner=owner,
+                        lease_until=now + lease,
+                        created_at=now,
                     )
                 )
             return None
@@ -616,21 +628,64 @@ class SqlCatalogStore(SecurityStoreMixin, PipelineStoreMixin, MaintenanceStoreMi
                 row = (
                     await conn.execute(select(idempotency_keys).where(idempotency_keys.c.key == key))
                 ).first()
-            if row is None:  # released between our insert and read: try once more
-                return ("pending", None)
+        if row is None:  # released between our insert and read: try once more
+            return ("pending", None)
+        expired = row.lease_until is None or _aware(row.lease_until) < now
+        if row.state != "pending" or row.fingerprint != fingerprint or not expired:
             return (row.state, row)
+        async with self._writing() as conn:
+            taken = await conn.execute(
+                update(idempotency_keys)
+                .where(
+                    idempotency_keys.c.key == key,
+                    idempotency_keys.c.state == "pending",
+                    idempotency_keys.c.owner == row.owner,
+                    or_(idempotency_keys.c.lease_until.is_(None), idempotency_keys.c.lease_until < now),
+                )
+                .values(owner=owner, lease_until=now + lease)
+            )
+        return None if taken.rowcount == 1 else ("pending", row)
 
-    async def finish_idempotency_key(self, key: str, status_code: int, body: str, content_type: str) -> None:
+    async def renew_idempotency_lease(self, key: str, owner: str, lease: timedelta) -> bool:
+        """Extend the owner's lease on its pending key; False when the key is no longer the owner's."""
+        async with self._writing() as conn:
+            result = await conn.execute(
+                update(idempotency_keys)
+                .where(
+                    idempotency_keys.c.key == key,
+                    idempotency_keys.c.owner == owner,
+                    idempotency_keys.c.state == "pending",
+                )
+                .values(lease_until=datetime.now(UTC) + lease)
+            )
+        return bool(result.rowcount == 1)
+
+    async def finish_idempotency_key(
+        self, key: str, owner: str, state: str, status_code: int, body: str | None, content_type: str
+    ) -> None:
+        """Store the final response (`done`), or only its status (`withheld`: the body held a secret)."""
         async with self._writing() as conn:
             await conn.execute(
                 update(idempotency_keys)
-                .where(idempotency_keys.c.key == key)
-                .values(state="done", status_code=status_code, response_body=body, content_type=content_type)
+                .where(idempotency_keys.c.key == key, idempotency_keys.c.owner == owner)
+                .values(
+                    state=state,
+                    status_code=status_code,
+                    response_body=body,
+                    content_type=content_type,
+                    lease_until=None,
+                )
             )
 
-    async def release_idempotency_key(self, key: str) -> None:
+    async def release_idempotency_key(self, key: str, owner: str) -> None:
         async with self._writing() as conn:
-            await conn.execute(delete(idempotency_keys).where(idempotency_keys.c.key == key))
+            await conn.execute(
+                delete(idempotency_keys).where(
+                    idempotency_keys.c.key == key,
+                    idempotency_keys.c.owner == owner,
+                    idempotency_keys.c.state == "pending",
+                )
+            )
 
     async def expire_idempotency_keys(self, older_than: timedelta) -> int:
         async with self._writing() as conn:
@@ -638,6 +693,11 @@ class SqlCatalogStore(SecurityStoreMixin, PipelineStoreMixin, MaintenanceStoreMi
                 delete(idempotency_keys).where(idempotency_keys.c.created_at < datetime.now(UTC) - older_than)
             )
         return int(result.rowcount or 0)
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands timestamps back without a zone; floe stores them in UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def create_store(url: str, *, pool_size: int = 10) -> SqlCatalogStore:
