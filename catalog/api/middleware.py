@@ -28,6 +28,7 @@ IDEMPOTENCY_HEADER = b"idempotency-key"
 IDEMPOTENCY_WAIT_SECONDS = 30.0
 # A pending key's lease: renewed every quarter of it while its request runs, so a crashed owner's key
 # is taken over within this long, and a live owner would have to stall for 3/4 of it to lose it.
+# Leases are compared with each server's own clock: servers sharing a database keep theirs in sync (NTP).
 IDEMPOTENCY_LEASE_SECONDS = 5.0
 LEASE = timedelta(seconds=IDEMPOTENCY_LEASE_SECONDS)
 TOKEN_PATH = "/v1/oauth/tokens"
