@@ -93,6 +93,23 @@ def _describe_validation_error(exc: PydanticValidationError) -> str:
     return f"{first.get('msg', 'invalid value')} at {where}" if where else str(first.get("msg"))
 
 
+def _describe_without_input(exc: BaseException) -> str:
+    """What is wrong, without the input: pydantic quotes the input (a registered file's content) in
+    `str(exc)`, and pyiceberg wraps its errors with that text."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, PydanticValidationError):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, PydanticValidationError):
+        first = cause.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))[:200]
+        # Messages with context (tags, literals, validator texts) interpolate input values.
+        what = first["type"].replace("_", " ") if first.get("ctx") else first.get("msg", "invalid value")
+        return f"{what} at {where}" if where else str(what)
+    if isinstance(exc, IcebergValidationError):
+        return "not valid Iceberg table metadata"
+    return type(exc).__name__
+
+
 def parse_requirements(raw: Any) -> tuple[Requirement, ...]:
     """Parse the `requirements` array of a commit request; unknown types are a 400."""
     if raw is None:
@@ -127,6 +144,9 @@ def parse_table_updates(raw: Any) -> tuple[TableUpdate, ...]:
         return tuple(_UPDATES.validate_python(raw))
     except PydanticValidationError as exc:
         raise BadRequest(f"Invalid update: {_describe_validation_error(exc)}") from exc
+    except IcebergValidationError as exc:
+        # pyiceberg's transform parser raises its own error (`bucket[-1]`) from inside validation.
+        raise BadRequest(f"Invalid update: {exc}") from exc
     except (AttributeError, TypeError) as exc:
         # pyiceberg's own validators assume the right JSON shapes (e.g. `updates` being an object).
         raise BadRequest(f"Invalid update: {exc}") from exc
@@ -285,9 +305,31 @@ def apply_table_updates(
                 legacy_spec = [field.model_dump() for field in new.spec().fields]
                 new = new.model_copy(update={"schema_": new.schema(), "partition_spec": legacy_spec})
             new = TableMetadataUtil.parse_obj(new.model_dump(by_alias=True))
+        _check_added_specs_and_orders(base, new)
         return new
     except (ValueError, IcebergValidationError) as exc:
         raise BadRequest(f"Cannot apply update: {exc}") from exc
+    except StopIteration as exc:
+        # pyiceberg looks the default spec, schema or sort order up with `next()`: here it is missing
+        # (a create transaction that adds spec 5 and sets spec 0 as default).
+        raise BadRequest(
+            "Cannot apply update: the default schema, partition spec or sort order does not exist"
+        ) from exc
+
+
+def _check_added_specs_and_orders(base: TableMetadata | None, new: TableMetadata) -> None:
+    """Partition specs and sort orders the commit added must fit the current schema, as Java binds
+    them: every source column exists and every transform is known and applies to its type (pyiceberg
+    checks only the default spec)."""
+    schema = new.schema()
+    old_specs = {spec.spec_id for spec in base.partition_specs} if base is not None else set()
+    old_orders = {order.order_id for order in base.sort_orders} if base is not None else set()
+    for spec in new.partition_specs:
+        if spec.spec_id not in old_specs:
+            spec.check_compatible(schema)
+    for order in new.sort_orders:
+        if order.order_id not in old_orders:
+            order.check_compatible(schema)
 
 
 def commit_table(
@@ -315,7 +357,9 @@ def create_table_metadata(
         parsed_schema = _SCHEMA.validate_python(schema)
         spec = _SPEC.validate_python(partition_spec) if partition_spec else UNPARTITIONED_PARTITION_SPEC
         order = _SORT_ORDER.validate_python(write_order) if write_order else UNSORTED_SORT_ORDER
-        return new_table_metadata(parsed_schema, spec, order, location, dict(properties), uuid.uuid4())
+        metadata = new_table_metadata(parsed_schema, spec, order, location, dict(properties), uuid.uuid4())
+        _check_added_specs_and_orders(None, metadata)
+        return metadata
     except PydanticValidationError as exc:
         raise BadRequest(f"Invalid table definition: {_describe_validation_error(exc)}") from exc
     except (ValueError, IcebergValidationError) as exc:
@@ -326,8 +370,10 @@ def parse_table_metadata(text: str | bytes) -> TableMetadata:
     """Parse a metadata file's JSON (`register`, stored metadata)."""
     try:
         return TableMetadataUtil.parse_raw(text if isinstance(text, str) else text.decode())
+    except UnicodeDecodeError:
+        raise BadRequest("Invalid table metadata: not UTF-8 text") from None
     except (ValueError, IcebergValidationError) as exc:
-        raise BadRequest(f"Invalid table metadata: {exc}") from exc
+        raise BadRequest(f"Invalid table metadata: {_describe_without_input(exc)}") from None
 
 
 _VERSION_PREFIX = re.compile(r"^(\d+)-")

@@ -81,6 +81,15 @@ class Settings:
     warehouse_location: str
     warehouse_properties: dict[str, str] = field(default_factory=dict)
     max_body_bytes: int = 16 * 1024 * 1024
+    # Connection limits of `floe serve` (catalog/http_limits.py): the request head's size and field
+    # count, the time to send it, idle keep-alive time, and open connections per worker process.
+    max_header_bytes: int = 32 * 1024
+    max_headers: int = 100
+    header_timeout_seconds: float = 10.0
+    # Longer than clients and load balancers keep idle connections (60 s on AWS ALB): a server closing
+    # first races with a request sent on the closing socket, which non-idempotent commits cannot retry.
+    keep_alive_seconds: int = 75
+    max_connections: int = 1000
     commit_retries: int = 8
     idempotency_lifetime_seconds: int = 1800
     migrate_on_start: bool = True
@@ -107,6 +116,12 @@ class Settings:
     glue_catalog_id: str | None = None
     glue_endpoint: str | None = None
     glue_retry_max_seconds: float = 30.0
+    # Storage calls (catalog/storage.py StorageRunner): worker threads in all, per tenant, and the
+    # deadline of one call; the largest metadata file `register` reads.
+    storage_threads: int = 32
+    storage_threads_per_tenant: int = 8
+    storage_timeout_seconds: float = 60.0
+    max_metadata_file_bytes: int = 64 * 1024 * 1024
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -134,6 +149,11 @@ class Settings:
             warehouse_location=_normalize_location(location),
             warehouse_properties=props,
             max_body_bytes=int(env.get("FLOE_MAX_BODY_BYTES", str(16 * 1024 * 1024))),
+            max_header_bytes=int(env.get("FLOE_MAX_HEADER_BYTES", str(32 * 1024))),
+            max_headers=int(env.get("FLOE_MAX_HEADERS", "100")),
+            header_timeout_seconds=float(env.get("FLOE_HEADER_TIMEOUT_SECONDS", "10")),
+            keep_alive_seconds=int(env.get("FLOE_KEEP_ALIVE_SECONDS", "75")),
+            max_connections=int(env.get("FLOE_MAX_CONNECTIONS", "1000")),
             commit_retries=int(env.get("FLOE_COMMIT_RETRIES", "8")),
             migrate_on_start=env.get("FLOE_MIGRATE_ON_START", "true").lower() != "false",
             token_lifetime_seconds=int(env.get("FLOE_TOKEN_LIFETIME_SECONDS", "3600")),
@@ -153,6 +173,10 @@ class Settings:
             glue_catalog_id=env.get("FLOE_GLUE_CATALOG_ID") or None,
             glue_endpoint=_glue_endpoint(env.get("FLOE_GLUE_ENDPOINT")),
             glue_retry_max_seconds=float(env.get("FLOE_GLUE_RETRY_MAX_SECONDS", "30")),
+            storage_threads=int(env.get("FLOE_STORAGE_THREADS", "32")),
+            storage_threads_per_tenant=int(env.get("FLOE_STORAGE_THREADS_PER_TENANT", "8")),
+            storage_timeout_seconds=float(env.get("FLOE_STORAGE_TIMEOUT_SECONDS", "60")),
+            max_metadata_file_bytes=int(env.get("FLOE_MAX_METADATA_FILE_BYTES", str(64 * 1024 * 1024))),
         )
 
     def prepare_home(self) -> None:

@@ -1,70 +1,131 @@
 """Object storage for metadata files: local paths and S3 (AWS or any S3-compatible endpoint).
 
-All calls are blocking (pyiceberg's pyarrow FileIO); the service runs them in a worker thread.
+Every path is confined: a `Storage` refuses to touch anything outside its `root` (the warehouse, or
+the caller's cluster folder in it), whatever the caller computed. Calls are blocking (pyiceberg's
+pyarrow FileIO) with network timeouts on S3; the service runs them through `StorageRunner`, a bounded
+pool that one tenant cannot exhaust, with an overall deadline per call.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 
+from catalog.errors import BadRequest, CatalogError, Forbidden, ServiceUnavailable
+from catalog.locations import is_within, normalize_location
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Network timeouts of every S3 call (seconds), unless the warehouse's settings say otherwise.
+S3_CONNECT_TIMEOUT_SECONDS = "10"
+S3_REQUEST_TIMEOUT_SECONDS = "30"
 
 # Warehouse settings that engines may see (endpoint, region, addressing); secrets are kept server-side.
 CLIENT_VISIBLE_PROPERTIES = ("s3.endpoint", "s3.region", "client.region", "s3.path-style-access")
 
 
+class MetadataFileError(BadRequest):
+    """A file to register could not be read as metadata; says nothing of what the file holds, or of
+    whether it exists (a missing file and a directory answer alike)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Storage:
-    """File access for one warehouse, configured from its storage properties."""
+    """File access for one warehouse, confined to `root` (canonical; the warehouse when empty)."""
 
     location: str
     properties: Mapping[str, str] = field(default_factory=dict)
+    root: str = ""
 
     def _io(self) -> FileIO:
         props = dict(self.properties)
         # pyiceberg's name for path-style addressing is the inverse of the Java client's.
         if props.get("s3.path-style-access", "").lower() == "true":
             props.setdefault("s3.force-virtual-addressing", "false")
+        props.setdefault("s3.connect-timeout", S3_CONNECT_TIMEOUT_SECONDS)
+        props.setdefault("s3.request-timeout", S3_REQUEST_TIMEOUT_SECONDS)
         return load_file_io(props, self.location)
+
+    def _root(self) -> str:
+        return self.root or normalize_location(self.location, "warehouse location")
+
+    def confined(self, location: str) -> str:
+        """`location` in canonical form; `Forbidden` outside this storage's root (a second line of
+        defence: the service confines every location before it gets here)."""
+        canonical = normalize_location(location)
+        if not is_within(canonical, self._root()):
+            raise Forbidden(f"Location {canonical} is outside {self._root()}")
+        return canonical
 
     def write(self, location: str, content: bytes) -> None:
         """Write a new file; metadata files are never overwritten."""
-        with self._io().new_output(location).create(overwrite=False) as out:
+        with self._io().new_output(self.confined(location)).create(overwrite=False) as out:
             out.write(content)
 
     def prepare_table_location(self, location: str) -> None:
         """Create a local table's `metadata/` directory before its first commit: DuckDB writes the
         manifests of a create-and-insert transaction (CTAS) there first, and does not create it."""
-        if location.startswith("file:"):
-            Path(unquote(urlparse(location).path), "metadata").mkdir(parents=True, exist_ok=True)
-        elif "://" not in location:
-            Path(location, "metadata").mkdir(parents=True, exist_ok=True)
+        canonical = self.confined(location)
+        if canonical.startswith("file:///"):
+            Path(canonical[len("file://") :], "metadata").mkdir(parents=True, exist_ok=True)
 
     def read(self, location: str) -> bytes:
-        with self._io().new_input(location).open() as stream:
+        with self._io().new_input(self.confined(location)).open() as stream:
             return stream.read()
 
+    def read_metadata_file(self, location: str, max_bytes: int) -> bytes:
+        """A metadata file to register, at most `max_bytes`; every failure is one `MetadataFileError`."""
+        canonical = self.confined(location)
+        try:
+            source = self._io().new_input(canonical)
+            if len(source) > max_bytes:
+                raise MetadataFileError(f"Cannot register {canonical}: larger than {max_bytes} bytes")
+            with source.open() as stream:
+                return stream.read(max_bytes + 1)[:max_bytes]
+        except MetadataFileError:
+            raise
+        except Exception as exc:
+            log.info("register: cannot read %s: %s", canonical, type(exc).__name__)
+            raise MetadataFileError(f"Cannot register {canonical}: not a readable metadata file") from None
+
     def exists(self, location: str) -> bool:
-        return self._io().new_input(location).exists()
+        return self._io().new_input(self.confined(location)).exists()
 
     def delete(self, location: str) -> None:
         try:
-            self._io().delete(location)
+            self._io().delete(self.confined(location))
         except (FileNotFoundError, OSError) as exc:
             log.info("delete of %s failed: %s", location, exc)
 
     def delete_many(self, locations: Iterable[str]) -> int:
+        """Delete files (those outside the root are skipped); returns how many were deleted."""
         io = self._io()
-        deleted = 0
+        root = self._root()
+        targets: set[str] = set()
+        for location in locations:
+            try:
+                canonical = normalize_location(location)
+            except BadRequest:
+                log.warning("not deleting %r: not a valid location", location)
+                continue
+            if is_within(canonical, root):
+                targets.add(canonical)
+            else:
+                log.warning("not deleting %s: outside %s", canonical, root)
 
         def remove(path: str) -> bool:
             try:
@@ -74,36 +135,143 @@ class Storage:
                 return False
 
         with ThreadPoolExecutor(max_workers=8) as pool:
-            deleted = sum(pool.map(remove, set(locations)))
-        return deleted
+            return sum(pool.map(remove, targets))
 
-    def purge_table(self, metadata: TableMetadata, metadata_location: str | None) -> int:
-        """Delete every file a table owns: data and delete files, manifests, manifest lists,
-        statistics and all metadata files; returns how many were deleted."""
+    def purge_table(
+        self, metadata: TableMetadata, metadata_location: str | None, owned: Iterable[str]
+    ) -> int:
+        """Delete the files a table owns: data and delete files, manifests, manifest lists, statistics
+        and metadata files, but only those under one of the `owned` folders (canonical: the table's
+        location and its data/metadata paths, each inside its cluster's folder). Files outside them
+        are neither read nor deleted, whatever the metadata says; a file that cannot be read is
+        logged and skipped. Returns how many files were deleted."""
         io = self._io()
+        folders = [f for f in owned if is_within(f, self._root())]
+        if not folders:
+            log.warning(
+                "purge of %s deletes nothing: its location is outside %s", metadata.location, self._root()
+            )
+            return 0
+
+        def owned_file(path: str | None) -> str | None:
+            if not path:
+                return None
+            try:
+                canonical = normalize_location(path)
+            except BadRequest:
+                return None
+            return canonical if any(is_within(canonical, f) for f in folders) else None
+
         files: set[str] = set()
         manifests: dict[str, ManifestFile] = {}
         for snapshot in metadata.snapshots:
-            if snapshot.manifest_list:
-                files.add(snapshot.manifest_list)
-                try:
-                    for manifest in snapshot.manifests(io):
-                        manifests[manifest.manifest_path] = manifest
-                except (FileNotFoundError, OSError) as exc:
-                    log.warning("cannot read manifest list %s: %s", snapshot.manifest_list, exc)
+            manifest_list = owned_file(snapshot.manifest_list)
+            if manifest_list is None:
+                continue
+            files.add(manifest_list)
+            try:
+                for manifest in snapshot.manifests(io):
+                    manifests[manifest.manifest_path] = manifest
+            except Exception as exc:
+                log.warning("purge: cannot read manifest list %s: %s", manifest_list, type(exc).__name__)
         for path, manifest in manifests.items():
-            files.add(path)
+            manifest_path = owned_file(path)
+            if manifest_path is None:
+                continue
+            files.add(manifest_path)
             try:
                 for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-                    files.add(entry.data_file.file_path)
-            except (FileNotFoundError, OSError) as exc:
-                log.warning("cannot read manifest %s: %s", path, exc)
-        files.update(s.statistics_path for s in metadata.statistics)
-        files.update(s.statistics_path for s in metadata.partition_statistics)
-        files.update(entry.metadata_file for entry in metadata.metadata_log)
-        if metadata_location:
-            files.add(metadata_location)
+                    data_file = owned_file(entry.data_file.file_path)
+                    if data_file is not None:
+                        files.add(data_file)
+            except Exception as exc:
+                log.warning("purge: cannot read manifest %s: %s", manifest_path, type(exc).__name__)
+        candidates = [s.statistics_path for s in metadata.statistics]
+        candidates += [s.statistics_path for s in metadata.partition_statistics]
+        candidates += [entry.metadata_file for entry in metadata.metadata_log]
+        candidates.append(metadata_location or "")
+        files.update(f for f in map(owned_file, candidates) if f is not None)
         return self.delete_many(files)
+
+
+class StorageRunner:
+    """Runs blocking storage calls in worker threads: at most `total` at once, at most `per_tenant`
+    for one tenant (a cluster, or an administrator), each with an overall deadline.
+
+    A tenant's slot is given back only when its thread really ends, so calls that outlived their
+    deadline still count against their tenant: a tenant whose storage hangs blocks only itself.
+    """
+
+    def __init__(self, total: int, per_tenant: int, timeout_seconds: float) -> None:
+        self.total = total
+        self.per_tenant = per_tenant
+        self.timeout_seconds = timeout_seconds
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._running: dict[str, int] = {}
+        self._waiters: dict[str, deque[asyncio.Future[None]]] = {}
+
+    def _release(self, tenant: str) -> None:
+        self._running[tenant] -= 1
+        if not self._running[tenant]:
+            del self._running[tenant]
+        self._wake(tenant)
+
+    def _wake(self, tenant: str) -> None:
+        waiters = self._waiters.get(tenant)
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._waiters.pop(tenant, None)
+
+    async def _acquire(self, tenant: str) -> None:
+        while self._running.get(tenant, 0) >= self.per_tenant:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(tenant, deque()).append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake(tenant)  # woken, then cancelled: pass the free slot on
+                raise
+        self._running[tenant] = self._running.get(tenant, 0) + 1
+
+    async def run(self, tenant: str, func: Callable[..., T], *args: Any) -> T:
+        """`func(*args)` in a worker thread; `ServiceUnavailable` (503) past the deadline."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.total)
+        loop = asyncio.get_running_loop()
+        started = False
+
+        def call() -> T:
+            nonlocal started
+            started = True
+            try:
+                return func(*args)
+            finally:
+                # The loop may be gone (shutdown): then nobody is waiting any more.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._release, tenant)
+
+        try:
+            with anyio.fail_after(self.timeout_seconds):
+                await self._acquire(tenant)
+                try:
+                    return await anyio.to_thread.run_sync(call, limiter=self._limiter, abandon_on_cancel=True)
+                finally:
+                    if not started:
+                        self._release(tenant)
+        except TimeoutError:
+            raise ServiceUnavailable(
+                f"Storage did not answer within {self.timeout_seconds:g} s; try again later"
+            ) from None
+        except CatalogError:
+            raise
+        except (OSError, ValueError) as exc:
+            # Storage failures (missing bucket, refused connection) are the storage's state, not a
+            # server fault; the text of pyarrow's errors names only the path and the reason.
+            raise ServiceUnavailable(f"Storage request failed: {type(exc).__name__}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -439,9 +439,14 @@ def test_locations_outside_the_callers_scope_get_none(vending: Vending, aws: Aws
     v = vending
     outside = f"{v.warehouse_location}/elsewhere/t"
     with v.client(v.writer) as writer:
-        created = writer.post(v.tables(), json=_create_body("moved", location=outside), headers=DELEGATION)
+        # A cluster key cannot place a table outside its cluster folder at all (test_confinement.py)...
+        refused = writer.post(v.tables(), json=_create_body("moved", location=outside), headers=DELEGATION)
+        assert refused.status_code == 403, refused.text
+        _assert_no_secrets(refused.json())
+        # ...a global administrator can (inside the warehouse), and the cluster's keys get no
+        # credentials for it.
+        created = v.admin.post(v.tables(), json=_create_body("moved", location=outside))
         assert created.status_code == 200, created.text
-        _assert_no_secrets(created.json())
         loaded = writer.get(f"{v.tables()}/moved", headers=DELEGATION)
         assert loaded.status_code == 200
         _assert_no_secrets(loaded.json())
@@ -551,6 +556,9 @@ def test_vendor_caches_per_table_mode_and_settings_until_near_expiry(aws: Aws) -
         ("s3://lake/wh/kafka_a/t*", r"\* \? or \$"),
         ("s3://lake/wh/kafka_a/${aws:username}", r"\* \? or \$"),
         ("s3://other/wh/kafka_a/t", "outside"),
+        ("s3://lake/wh/kafka_a/../kafka_b/t", "outside"),
+        ("s3a://lake/wh/kafka_a/../kafka_b/t", "outside"),
+        ("s3://lake/wh/kafka_a/%2e%2e/kafka_b/t", "percent-escapes"),
     ],
 )
 def test_scope_refuses_locations_outside_the_cluster_folder(location: str, reason: str) -> None:

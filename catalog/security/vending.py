@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from catalog.errors import BadRequest, Forbidden, ServiceUnavailable
+from catalog.locations import is_within, normalize_location
 
 log = logging.getLogger(__name__)
 
@@ -67,17 +68,22 @@ def can_vend(properties: Mapping[str, str], location: str) -> bool:
     return location.startswith(("s3://", "s3a://")) and bool(properties.get(ROLE_ARN))
 
 
-def check_scope(location: str, allowed_prefix: str) -> None:
+def check_scope(location: str, allowed_prefix: str) -> str:
     """Refuse to vend for a table location outside `allowed_prefix` (the warehouse, or the caller's
     cluster folder in it): a table's location is chosen by whoever created it, and credentials for
-    it must not reach other tables' files."""
-    location, allowed = location.rstrip("/"), allowed_prefix.rstrip("/")
+    it must not reach other tables' files. Both are compared in canonical form (`..`, `s3a://`,
+    duplicate slashes resolved, as everywhere in floe); returns the canonical location."""
     if any(c in location for c in _POLICY_WILDCARDS):
         raise Forbidden(f"Cannot vend storage credentials for {location}: the location contains * ? or $")
-    if location != allowed and not location.startswith(allowed + "/"):
-        raise Forbidden(f"Cannot vend storage credentials for {location}: it is outside {allowed}")
-    if not urlparse(location).path.strip("/"):
-        raise Forbidden(f"Cannot vend storage credentials for {location}: it is a whole bucket")
+    try:
+        canonical, allowed = normalize_location(location), normalize_location(allowed_prefix)
+    except BadRequest as exc:
+        raise Forbidden(f"Cannot vend storage credentials for {location}: {exc.message}") from None
+    if not is_within(canonical, allowed):
+        raise Forbidden(f"Cannot vend storage credentials for {canonical}: it is outside {allowed}")
+    if not urlparse(canonical).path.strip("/"):
+        raise Forbidden(f"Cannot vend storage credentials for {canonical}: it is a whole bucket")
+    return canonical
 
 
 def session_policy(location: str, *, read_only: bool) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 import uuid
 import weakref
@@ -14,27 +13,27 @@ from typing import Any
 
 import anyio.to_thread
 
+from catalog.auth import Principal
 from catalog.errors import AlreadyExists, NoSuchNamespace, NoSuchTable, NoSuchView, NoSuchWarehouse
 from catalog.identifiers import Namespace, TableIdent
+from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
 from catalog.security.vending import CredentialVendor
 from catalog.service.glue import ConfiguredGlueTarget, GluePublisher, GlueTargetProvider
 from catalog.settings import Settings
-from catalog.storage import Storage
+from catalog.storage import Storage, StorageRunner
 from catalog.store import NamespaceRecord, SqlCatalogStore, TabularKind, TabularRecord, WarehouseRecord
 
 WAREHOUSE_CACHE_SECONDS = 2.0
-_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
-
-
-def path_segment(name: str) -> str:
-    """A storage-safe folder name for a namespace level or table name."""
-    cleaned = _UNSAFE_PATH_CHARS.sub("_", name).strip(".") or "_"
-    return cleaned[:100]
 
 
 async def run_blocking(func: Any, *args: Any) -> Any:
-    """Run blocking storage I/O in a worker thread."""
+    """Run blocking work that is not storage I/O (STS calls) in a worker thread."""
     return await anyio.to_thread.run_sync(func, *args)
+
+
+def tenant_of(warehouse: WarehouseRecord, principal: Principal) -> str:
+    """Whose share of the storage pool a call uses: the caller's cluster, else the caller."""
+    return f"{warehouse.id}/{principal.cluster}" if principal.cluster else f"key/{principal.subject}"
 
 
 @dataclass
@@ -47,12 +46,18 @@ class CatalogContext:
     # `glue:`); a provider answering None turns publishing off.
     glue_target: GlueTargetProvider | None = None
     glue: GluePublisher = field(init=False)
+    storage_runner: StorageRunner = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
     _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
         default_factory=weakref.WeakValueDictionary
     )
 
     def __post_init__(self) -> None:
+        self.storage_runner = StorageRunner(
+            self.settings.storage_threads,
+            self.settings.storage_threads_per_tenant,
+            self.settings.storage_timeout_seconds,
+        )
         self.glue = GluePublisher(
             self.store,
             self.glue_target or ConfiguredGlueTarget(self.settings, self.store),
@@ -119,11 +124,29 @@ class CatalogContext:
         return record
 
     @staticmethod
-    def storage(warehouse: WarehouseRecord) -> Storage:
-        return Storage(warehouse.location, warehouse.properties)
+    def storage_root(warehouse: WarehouseRecord, principal: Principal) -> str:
+        """The folder `principal` may place, read and delete files in (canonical)."""
+        return tenant_root(warehouse.location, principal.cluster)
+
+    @staticmethod
+    def table_root(warehouse: WarehouseRecord, namespace: Namespace) -> str:
+        """The folder of the cluster (top-level namespace) that `namespace` belongs to: the most a
+        table of it may own, whoever created it."""
+        return namespace_root(warehouse.location, namespace.levels[0])
+
+    def storage(self, warehouse: WarehouseRecord, root: str) -> Storage:
+        """File access to `warehouse`, confined to canonical `root`."""
+        return Storage(warehouse.location, warehouse.properties, root)
+
+    async def run_storage(
+        self, warehouse: WarehouseRecord, principal: Principal, func: Any, *args: Any
+    ) -> Any:
+        """Run a blocking storage call in the caller's share of the bounded storage pool."""
+        return await self.storage_runner.run(tenant_of(warehouse, principal), func, *args)
 
     @staticmethod
     def default_location(warehouse: WarehouseRecord, namespace: Namespace, name: str) -> str:
         """`<warehouse>/<ns>/<…>/<name>-<id>`: the id keeps a re-created table's files apart."""
         folders = "/".join(path_segment(level) for level in namespace.levels)
-        return f"{warehouse.location.rstrip('/')}/{folders}/{path_segment(name)}-{uuid.uuid4().hex[:12]}"
+        base = normalize_location(warehouse.location, "warehouse location")
+        return f"{base}/{folders}/{path_segment(name)}-{uuid.uuid4().hex[:12]}"

@@ -29,10 +29,11 @@ from catalog.errors import (
 )
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import check_kafka_progress, kafka_progress
+from catalog.locations import confine, confine_properties, confine_table_metadata, path_properties
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
-from catalog.service.context import CatalogContext, path_segment, run_blocking
-from catalog.storage import Storage, StorageCredential, client_properties
+from catalog.service.context import CatalogContext, run_blocking
+from catalog.storage import StorageCredential, client_properties
 from catalog.store import PendingCommit, WarehouseRecord
 
 log = logging.getLogger(__name__)
@@ -156,11 +157,8 @@ class TableService:
         or `Forbidden` when `strict` (an explicit credentials request)."""
         if not can_vend(warehouse.properties, warehouse.location):
             return None
-        scope = warehouse.location.rstrip("/")
-        if principal.cluster is not None:
-            scope = f"{scope}/{path_segment(principal.cluster)}"
         try:
-            check_scope(location, scope)
+            location = check_scope(location, self.ctx.storage_root(warehouse, principal))
         except CatalogError as exc:
             if strict:
                 raise
@@ -276,12 +274,16 @@ class TableService:
         location = body.get("location") or self.ctx.default_location(warehouse, namespace, name)
         if not isinstance(location, str):
             raise BadRequest("Invalid create table request: 'location' must be a string")
+        # Every place the table's files go stays inside the caller's folder (checked before any I/O).
+        root = self.ctx.storage_root(warehouse, principal)
+        location = confine(location, root, "location")
+        properties = confine_properties(properties, root)
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
         await self.ctx.ensure_name_free(ns.id, ident, "table")
         metadata = core.create_table_metadata(
             schema=body["schema"],
-            location=location.rstrip("/"),
+            location=location,
             partition_spec=body.get("partition-spec"),
             write_order=body.get("write-order"),
             properties=properties,
@@ -291,18 +293,22 @@ class TableService:
         if wants_vended_credentials(access_delegation):
             # Vended before anything is written: an STS failure leaves no table behind.
             credential = await self.vend(principal, warehouse, metadata.location)
+        storage = self.ctx.storage(warehouse, root)
         if body.get("stage-create"):
-            await run_blocking(self.ctx.storage(warehouse).prepare_table_location, metadata.location)
+            await self.ctx.run_storage(
+                warehouse, principal, storage.prepare_table_location, metadata.location
+            )
             return LoadedTable(None, metadata_json, self.table_config(warehouse)).with_credentials(credential)
         metadata_location = core.new_metadata_location(metadata, None)
-        storage = self.ctx.storage(warehouse)
-        await run_blocking(storage.write, metadata_location, metadata_json.encode())
+        await self.ctx.run_storage(
+            warehouse, principal, storage.write, metadata_location, metadata_json.encode()
+        )
         try:
             await self.ctx.store.swap(
                 [PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "table")]
             )
         except AlreadyExists:
-            await run_blocking(storage.delete, metadata_location)
+            await self.ctx.run_storage(warehouse, principal, storage.delete, metadata_location)
             raise
         self.ctx.glue.notify(warehouse, namespace, name)
         loaded = LoadedTable(metadata_location, metadata_json, self.table_config(warehouse))
@@ -317,13 +323,15 @@ class TableService:
         if not isinstance(name, str) or not name or not isinstance(location, str) or not location:
             raise BadRequest("Invalid register request: 'name' and 'metadata-location' are required")
         overwrite = bool(body.get("overwrite", False))
+        # Only metadata inside the caller's own folder, describing a table inside it: registering is
+        # otherwise a way to read (and hand out) any file the server can reach.
+        root = self.ctx.storage_root(warehouse, principal)
+        location = confine(location, root, "metadata-location")
         ns = await self.ctx.namespace(warehouse, namespace)
-        storage = self.ctx.storage(warehouse)
-        try:
-            raw = await run_blocking(storage.read, location)
-        except (FileNotFoundError, OSError) as exc:
-            raise BadRequest(f"Cannot read metadata file {location}: {exc}") from exc
-        metadata = core.parse_table_metadata(raw)
+        storage = self.ctx.storage(warehouse, root)
+        limit = self.ctx.settings.max_metadata_file_bytes
+        raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
+        metadata = confine_table_metadata(core.parse_table_metadata(raw), None, root)
         metadata_json = metadata.model_dump_json()
         ident = TableIdent(namespace, name)
         existing = await self.ctx.store.get_tabular(warehouse.id, namespace.key, name)
@@ -360,23 +368,30 @@ class TableService:
         warehouse = await self.ctx.warehouse(prefix)
         for change in changes:
             authorize(principal, Action.WRITE, prefix, change.ident.namespace.key)
-        storage = self.ctx.storage(warehouse)
+        root = self.ctx.storage_root(warehouse, principal)
+        storage = self.ctx.storage(warehouse, root)
         attempts = self.ctx.settings.commit_retries + 1
         # One commit per table at a time in this process: concurrent commits to a table can only land
         # one by one (compare-and-swap), so racing them here just burned retries (and failed commits
         # after the last one). Other workers and servers still race; the swap decides between them.
         async with self.ctx.commit_locks(warehouse.id, idents):
             for attempt in range(attempts):
-                pending, results = await self._prepare(warehouse, changes)
+                pending, results = await self._prepare(warehouse, changes, root)
                 written = [p.metadata_location for p, changed in pending if changed]
                 try:
                     for p, changed in pending:
                         if changed:
-                            await run_blocking(storage.write, p.metadata_location, p.metadata_json.encode())
+                            await self.ctx.run_storage(
+                                warehouse,
+                                principal,
+                                storage.write,
+                                p.metadata_location,
+                                p.metadata_json.encode(),
+                            )
                     to_swap = [p for p, changed in pending if changed]
                     swapped = not to_swap or await self.ctx.store.swap(to_swap)
                 except AlreadyExists:
-                    await run_blocking(storage.delete_many, written)
+                    await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
                     raise CommitFailed("Requirement failed: table already exists") from None
                 except DBAPIError as exc:
                     # The database may or may not have applied the swap: never delete the new files.
@@ -388,7 +403,7 @@ class TableService:
                     for ident in idents:
                         self.ctx.glue.notify(warehouse, ident.namespace, ident.name)
                     return results
-                await run_blocking(storage.delete_many, written)
+                await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
                 COMMIT_RETRIES.inc()
                 log.info(
                     "commit to %s lost a race (attempt %d), retrying on the new base", idents, attempt + 1
@@ -402,8 +417,10 @@ class TableService:
         )
 
     async def _prepare(
-        self, warehouse: WarehouseRecord, changes: list[TableChange]
+        self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
     ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable]]:
+        """The new metadata of every change on its table's current state, each confined to `root`
+        (the caller's folder), as compare-and-swap commits."""
         pending: list[tuple[PendingCommit, bool]] = []
         results: list[LoadedTable] = []
         config = self.table_config(warehouse)
@@ -430,6 +447,7 @@ class TableService:
                     change.updates,
                     self.ctx.default_location(warehouse, ident.namespace, ident.name),
                 )
+                metadata = confine_table_metadata(metadata, None, root)
                 metadata_json = metadata.model_dump_json()
                 location = core.new_metadata_location(metadata, None)
                 progress = kafka_progress(change.updates)
@@ -445,7 +463,9 @@ class TableService:
                 continue
             base = core.parse_table_metadata(record.metadata_json)
             metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
-            if not change.updates:
+            if change.updates:
+                metadata = confine_table_metadata(metadata, base, root)
+            else:
                 pending.append(
                     (
                         PendingCommit(
@@ -486,11 +506,37 @@ class TableService:
         self.ctx.glue.notify(warehouse, ident.namespace, ident.name)
         metadata_location, metadata_json = dropped
         if purge:
-            metadata = core.parse_table_metadata(metadata_json)
-            storage: Storage = self.ctx.storage(warehouse)
-            deleted = await run_blocking(storage.purge_table, metadata, metadata_location)
-            log.info("purged %s: %d files deleted", ident, deleted)
+            # The table is gone: nothing about its files may turn that into an error now.
+            try:
+                await self._purge(warehouse, principal, ident, metadata_location, metadata_json)
+            except Exception:
+                log.exception("purge of %s failed after it was dropped; its files are left", ident)
         return LoadedTable(metadata_location, metadata_json, {})
+
+    async def _purge(
+        self,
+        warehouse: WarehouseRecord,
+        principal: Principal,
+        ident: TableIdent,
+        metadata_location: str | None,
+        metadata_json: str,
+    ) -> None:
+        """Delete a dropped table's files: only under the table's own locations (its location, data
+        and metadata paths), and only those inside its cluster's folder (for a table of a global
+        administrator's namespace, that namespace's folder)."""
+        metadata = core.parse_table_metadata(metadata_json)
+        root = self.ctx.table_root(warehouse, ident.namespace)
+        owned = []
+        for what, path in [("location", metadata.location), *path_properties(metadata.properties)]:
+            try:
+                owned.append(confine(path, root, what))
+            except CatalogError as exc:
+                log.warning("purge of %s skips %s: %s", ident, path, exc.message)
+        storage = self.ctx.storage(warehouse, root)
+        deleted = await self.ctx.run_storage(
+            warehouse, principal, storage.purge_table, metadata, metadata_location, owned
+        )
+        log.info("purged %s: %d files deleted", ident, deleted)
 
     async def unregister(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
         """Remove the table from the catalog and keep every file (so it can be registered again)."""

@@ -8,8 +8,9 @@ from catalog import view_commit as core
 from catalog.auth import Action, Principal, authorize
 from catalog.errors import AlreadyExists, BadRequest, CommitFailed, NoSuchView
 from catalog.identifiers import Namespace, TableIdent
+from catalog.locations import confine, confine_metadata, confine_properties
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
-from catalog.service.context import CatalogContext, run_blocking
+from catalog.service.context import CatalogContext
 from catalog.service.tables import LoadedTable
 from catalog.storage import client_properties
 from catalog.store import PendingCommit, WarehouseRecord
@@ -58,23 +59,26 @@ class ViewService:
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
         await self.ctx.ensure_name_free(ns.id, ident, "view")
+        root = self.ctx.storage_root(warehouse, principal)
         location = body.get("location") or self.ctx.default_location(warehouse, namespace, name)
         metadata = core.create_view_metadata(
-            location=str(location).rstrip("/"),
+            location=confine(location, root, "location"),
             schema=body.get("schema"),
             view_version=body.get("view-version"),
-            properties=properties,
+            properties=confine_properties(properties, root),
         )
         metadata_json = metadata.model_dump_json()
         metadata_location = core.new_view_metadata_location(metadata, None)
-        storage = self.ctx.storage(warehouse)
-        await run_blocking(storage.write, metadata_location, metadata_json.encode())
+        storage = self.ctx.storage(warehouse, root)
+        await self.ctx.run_storage(
+            warehouse, principal, storage.write, metadata_location, metadata_json.encode()
+        )
         try:
             await self.ctx.store.swap(
                 [PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "view")]
             )
         except AlreadyExists:
-            await run_blocking(storage.delete, metadata_location)
+            await self.ctx.run_storage(warehouse, principal, storage.delete, metadata_location)
             raise
         return self._loaded(warehouse, metadata_location, metadata_json)
 
@@ -84,17 +88,19 @@ class ViewService:
             raise BadRequest("Invalid commit request: body must be a JSON object")
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.WRITE, prefix, ident.namespace.key)
-        storage = self.ctx.storage(warehouse)
+        root = self.ctx.storage_root(warehouse, principal)
+        storage = self.ctx.storage(warehouse, root)
         for _ in range(self.ctx.settings.commit_retries + 1):
             record = await self.ctx.tabular(warehouse, ident, "view")
             base = core.parse_view_metadata(record.metadata_json)
             metadata = core.commit_view(base, body.get("requirements"), body.get("updates"))
+            metadata = confine_metadata(metadata, root)
             metadata_json = metadata.model_dump_json()
             location = core.new_view_metadata_location(metadata, record.metadata_location)
-            await run_blocking(storage.write, location, metadata_json.encode())
+            await self.ctx.run_storage(warehouse, principal, storage.write, location, metadata_json.encode())
             if await self.ctx.store.swap([PendingCommit(record.id, record.version, location, metadata_json)]):
                 return self._loaded(warehouse, location, metadata_json)
-            await run_blocking(storage.delete, location)
+            await self.ctx.run_storage(warehouse, principal, storage.delete, location)
             COMMIT_RETRIES.inc()
         COMMIT_CONFLICTS.inc()
         raise CommitFailed(f"Commit failed: view {ident} kept changing")
@@ -122,11 +128,12 @@ class ViewService:
         name, location = body.get("name"), body.get("metadata-location")
         if not isinstance(name, str) or not name or not isinstance(location, str) or not location:
             raise BadRequest("Invalid register view request: 'name' and 'metadata-location' are required")
+        root = self.ctx.storage_root(warehouse, principal)
+        location = confine(location, root, "metadata-location")
         ns = await self.ctx.namespace(warehouse, namespace)
-        try:
-            raw = await run_blocking(self.ctx.storage(warehouse).read, location)
-        except (FileNotFoundError, OSError) as exc:
-            raise BadRequest(f"Cannot read view metadata file {location}: {exc}") from exc
-        metadata_json = core.parse_view_metadata(raw).model_dump_json()
+        storage = self.ctx.storage(warehouse, root)
+        limit = self.ctx.settings.max_metadata_file_bytes
+        raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
+        metadata_json = confine_metadata(core.parse_view_metadata(raw), root).model_dump_json()
         await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "view")])
         return self._loaded(warehouse, location, metadata_json)
