@@ -1,7 +1,7 @@
 """floe's OpenAPI document: the committed copy is current, and it conforms to the Iceberg REST spec.
 
-The reference is the Apache Iceberg REST catalog specification, kept beside the checkout as test data
-(`/work/shared/reference`). Every operation of the spec is either served by floe with the same method,
+The reference is the Apache Iceberg REST catalog specification, vendored with its source and version in
+`openapi/iceberg-rest-catalog-open-api.yaml` (see `openapi/README.md`). Every operation of the spec is either served by floe with the same method,
 path, operationId and path parameters, or listed in `NOT_SERVED` with the reason; every difference in
 body shapes or error responses is listed below with its reason too, so a new gap fails the suite.
 """
@@ -25,9 +25,7 @@ from catalog.api.app import build_litestar
 from catalog.api.openapi import OPENAPI_PATH, render_openapi
 from catalog.settings import Settings
 
-SPEC_PATH = (
-    Path(__file__).resolve().parents[2] / "shared" / "reference" / "iceberg-rest-catalog-open-api.yaml"
-)
+SPEC_PATH = Path(__file__).resolve().parents[1] / "openapi" / "iceberg-rest-catalog-open-api.yaml"
 
 # Spec operations floe does not serve, with the reason. Remove an entry when its route arrives.
 NOT_SERVED: dict[str, str] = {
