@@ -21,7 +21,6 @@ from catalog.settings import Settings
 from catalog.store import create_store
 
 console = Console(stderr=True)
-KEEP_ALIVE_SECONDS = 75
 
 
 @click.group()
@@ -45,6 +44,7 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
     """Run the Iceberg REST catalog server."""
     import uvicorn
 
+    from catalog.http_limits import LimitedHttpToolsProtocol
     from catalog.observability import configure_logging
 
     settings = Settings.from_env()
@@ -67,10 +67,12 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
         "log_config": None,
         "access_log": False,
         "proxy_headers": False,
-        # Idle keep-alive connections stay open longer than clients and load balancers keep theirs
-        # (60 s on AWS ALB): a server closing first races with a request sent on the closing socket,
-        # which non-idempotent commits cannot retry.
-        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+        # See Settings.keep_alive_seconds for why idle connections stay open this long.
+        "timeout_keep_alive": settings.keep_alive_seconds,
+        # httptools with header size, field count, header timeout and connection limits.
+        "http": LimitedHttpToolsProtocol,
+        # Room to queue connection bursts, within the per-process connection cap.
+        "backlog": min(2048, settings.max_connections),
     }
     if workers > 1 and reuseport_supported():
         from uvicorn.supervisors import Multiprocess

@@ -13,6 +13,8 @@ from urllib.parse import unquote_plus
 from catalog.errors import BadRequest
 
 SEPARATOR = "\x1f"
+# PostgreSQL text cannot hold NUL, and no client means one in a name: refused on every backend alike.
+NUL = "\x00"
 _MALFORMED_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
@@ -46,6 +48,8 @@ class Namespace:
                 raise BadRequest(f"Invalid namespace {list(levels)!r}: levels must be non-empty strings")
             if SEPARATOR in level:
                 raise BadRequest(f"Invalid namespace {list(levels)!r}: levels must not contain 0x1F")
+            if NUL in level:
+                raise BadRequest(f"Invalid namespace {list(levels)!r}: levels must not contain NUL")
         return cls(tuple(levels))
 
 
@@ -53,6 +57,10 @@ class Namespace:
 class TableIdent:
     namespace: Namespace
     name: str
+
+    def __post_init__(self) -> None:
+        if isinstance(self.name, str) and NUL in self.name:
+            raise BadRequest(f"Invalid name {self.name!r}: must not contain NUL")
 
     def __str__(self) -> str:
         return f"{self.namespace}.{self.name}"
@@ -66,9 +74,12 @@ def decode_segment(raw: str) -> str:
     try:
         # `+` is a space: the Java client encodes path segments with `URLEncoder` (and a literal `+`
         # as `%2B`), and the reference server decodes them with `URLDecoder`.
-        return unquote_plus(raw, encoding="utf-8", errors="strict")
+        decoded = unquote_plus(raw, encoding="utf-8", errors="strict")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"Invalid percent-encoding in path segment {raw!r}") from exc
+    if NUL in decoded:
+        raise BadRequest(f"Invalid path segment {raw!r}: must not contain NUL (%00)")
+    return decoded
 
 
 def parse_namespace(raw: str) -> Namespace:

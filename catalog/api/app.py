@@ -32,6 +32,7 @@ from catalog.api.middleware import RawPathApp, idempotency_middleware, request_c
 from catalog.api.namespaces import NamespaceController
 from catalog.api.oauth import get_token
 from catalog.api.pipelines import PipelineController
+from catalog.api.requests import FloeRequest
 from catalog.api.tables import TableController, TableOperationsController
 from catalog.api.views import ViewController, ViewOperationsController
 from catalog.migrations import upgrade_database
@@ -121,6 +122,7 @@ def build_litestar(settings: Settings) -> Litestar:
         lifespan=[lifespan],
         openapi_config=openapi_config(),
         request_max_body_size=settings.max_body_bytes,
+        request_class=FloeRequest,
         logging_config=None,
         debug=False,
     )

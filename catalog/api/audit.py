@@ -40,7 +40,8 @@ def _target(path_params: dict[str, Any]) -> str:
                 value = decode_segment(raw.replace("%1F", SEPARATOR).replace("%1f", SEPARATOR))
             except Exception:
                 value = raw
-            parts.append(f"{name}={value.replace(SEPARATOR, '.')}")
+            # PostgreSQL text cannot hold NUL: a refused request with one in its path is still recorded.
+            parts.append(f"{name}={value.replace(SEPARATOR, '.').replace(chr(0), '%00')}")
     return " ".join(parts)
 
 

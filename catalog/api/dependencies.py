@@ -51,7 +51,11 @@ def provide_context(state: State, principal: Principal) -> CatalogContext:
     return ctx
 
 
+# The Java client's pageSize is an int; larger values overflow the databases' LIMIT.
+MAX_PAGE_SIZE = 2**31 - 1
+
+
 def page_size_value(raw: int | None) -> int | None:
-    if raw is not None and raw < 1:
-        raise BadRequest(f"Invalid pageSize: {raw} (must be a positive integer)")
+    if raw is not None and not 1 <= raw <= MAX_PAGE_SIZE:
+        raise BadRequest(f"Invalid pageSize: {raw} (must be an integer from 1 to {MAX_PAGE_SIZE})")
     return raw

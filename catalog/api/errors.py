@@ -67,7 +67,31 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes
     return error_response(status, _HTTP_TYPES.get(status, "RESTException"), message, exc.headers)
 
 
+# PostgreSQL data exceptions caused by a value the client sent (the API validates what it knows of;
+# this keeps any value it missed a 400): NUL in text, and integers beyond the column's range.
+_CLIENT_DATA_SQLSTATES = {
+    "22021": "strings must not contain NUL characters",
+    "22P05": "strings must not contain NUL characters",
+    "22003": "a number is out of range",
+}
+
+
+def _client_data_error(exc: BaseException) -> str | None:
+    """What is wrong with the request when `exc` is one of `_CLIENT_DATA_SQLSTATES` (asyncpg errors
+    come bare from the read pool and wrapped by SQLAlchemy elsewhere)."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return None
+        if (message := _CLIENT_DATA_SQLSTATES.get(str(getattr(seen, "sqlstate", "")))) is not None:
+            return message
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return None
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    if (problem := _client_data_error(exc)) is not None:
+        return error_response(400, "BadRequestException", f"Malformed request: {problem}")
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return error_response(500, "ServiceFailureException", f"Internal server error: {type(exc).__name__}")
 

@@ -84,6 +84,11 @@ class RotateSigningKeyResponse(msgspec.Struct):
     kid: str
 
 
+# Beyond a century an expiry means "never" and only risks overflowing dates.
+MAX_KEY_LIFETIME_SECONDS = 100 * 366 * 86400
+# Audit ids are 64-bit database integers.
+MAX_AUDIT_ID = 2**63 - 1
+
 CLUSTER_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -187,12 +192,16 @@ class ManagementController(Controller):
         except ValueError as exc:
             raise BadRequest(f"Invalid role {data.role!r}: expected reader, writer or admin") from exc
         _may_manage_cluster(principal, data.cluster)
+        if "\x00" in data.description:  # PostgreSQL text cannot hold it: refused on every backend
+            raise BadRequest("Invalid description: must not contain NUL")
         if data.cluster is None and role is not Role.ADMIN:
             raise BadRequest("A key without a cluster must be a global admin key (role admin)")
         expires_at = data.expires_at
         if data.expires_in_seconds is not None:
             if data.expires_in_seconds <= 0:
                 raise BadRequest("expires_in_seconds must be positive")
+            if data.expires_in_seconds > MAX_KEY_LIFETIME_SECONDS:
+                raise BadRequest(f"expires_in_seconds must be at most {MAX_KEY_LIFETIME_SECONDS} (a century)")
             expires_at = datetime.now(UTC) + timedelta(seconds=data.expires_in_seconds)
         if expires_at is not None and expires_at.tzinfo is None:
             expires_at = expires_at.replace(tzinfo=UTC)
@@ -253,7 +262,7 @@ class ManagementController(Controller):
         context: CatalogContext,
         cluster: str | None = None,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
-        before: int | None = None,
+        before: Annotated[int | None, Parameter(ge=1, le=MAX_AUDIT_ID)] = None,
     ) -> ListAuditResponse:
         """Mutations and token requests, newest first (`before` pages further back)."""
         if not principal.is_admin:

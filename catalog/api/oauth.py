@@ -77,6 +77,8 @@ async def get_token(
     authorization = request.headers.get("authorization")
     try:
         token_request = parse_token_request(form, authorization)
+        if "\x00" in (token_request.client_id or ""):  # no client has one, and PostgreSQL cannot look it up
+            raise OAuthFailure(400, "invalid_request", "Malformed client_id: it contains a NUL character")
         source = request.client.host if request.client else "unknown"
         token, scope = await auth.issue_token(token_request, source)
     except OAuthFailure as exc:

@@ -90,6 +90,8 @@ _COMMIT_UNKNOWN = (
     "Internal Server Error - CommitStateUnknownException, the database failed during the commit, which "
     "may or may not have been applied. The client must not clean up the files it wrote."
 )
+_NO_CLUSTER = "Not Found - NotFoundException, the cluster does not exist"
+_NO_KEY = "Not Found - NotFoundException, the API key does not exist"
 _WAREHOUSE_SUFFIX = "; NoSuchWarehouseException when `prefix` names no warehouse"
 
 # Operation-specific error responses: operationId -> {status: description}.
@@ -136,6 +138,28 @@ OPERATION_ERRORS: dict[str, dict[str, str]] = {
         "409": "Conflict - AlreadyExistsException, the destination name is taken",
     },
     "registerView": {"404": _NO_NAMESPACE, "409": _EXISTS},
+    # The management API.
+    "createCluster": {
+        "404": "Not Found - NoSuchWarehouseException, the `warehouse` does not exist",
+        "409": "Conflict - AlreadyExistsException, a cluster with this name already exists",
+    },
+    "getCluster": {"404": _NO_CLUSTER},
+    "deleteCluster": {
+        "404": _NO_CLUSTER,
+        "409": "Conflict - NamespaceNotEmptyException, the cluster's namespace still holds tables",
+    },
+    "createKey": {"404": _NO_CLUSTER},
+    "revokeKey": {"404": _NO_KEY},
+    "rotateKey": {"404": _NO_KEY},
+    "getKafkaOffsets": {
+        "404": "Not Found - NoSuchWarehouseException, NoSuchNamespaceException or NoSuchTableException"
+    },
+    "recordMaintenancePass": {"404": "Not Found - NoSuchWarehouseException, the `warehouse` does not exist"},
+    "getPipeline": {"404": "Not Found - NotFoundException, no pipeline configuration was applied yet"},
+    "applyPipeline": {
+        "409": "Conflict - CommitFailedException, another apply or commit changed the tables or the "
+        "revision meanwhile: re-run the apply"
+    },
 }
 
 IDEMPOTENCY_KEY: dict[str, Any] = {
