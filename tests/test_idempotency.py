@@ -92,7 +92,7 @@ def test_commit_retry_is_applied_once(http: httpx.Client, namespace: str) -> Non
     key = new_key()
     updates = [
         set_prop("written-by", "retry-test"),
-        snapshot_update(1, 1, parent=None),
+        snapshot_update(1, 1, parent=None, location=created["metadata"]["location"]),
         {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1},
     ]
     requirements = [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": None}]
@@ -160,12 +160,12 @@ def test_concurrent_duplicates_apply_once(http: httpx.Client, namespace: str, ki
     threads = 8
     key = new_key()
     if kind == "commit":
-        create_table(http, [namespace], "t")
+        created = create_table(http, [namespace], "t")
         url = table_path([namespace], "t")
         body: dict[str, object] = {
             "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": None}],
             "updates": [
-                snapshot_update(1, 1, parent=None),
+                snapshot_update(1, 1, parent=None, location=created["metadata"]["location"]),
                 {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1},
             ],
         }
@@ -235,7 +235,8 @@ def test_server_error_is_not_finalized(
     http: httpx.Client, catalog_server: CatalogProcess, namespace: str
 ) -> None:
     """A 5xx is not stored: the retry with the same key runs again and can succeed."""
-    blocker = catalog_server.home / f"blocker-{uuid.uuid4().hex[:8]}"
+    # Inside the warehouse (locations outside it are refused before any I/O: test_confinement.py).
+    blocker = catalog_server.warehouse_path.resolve() / f"blocker-{uuid.uuid4().hex[:8]}"
     blocker.write_text("a file where the table's folder should go")
     key = new_key()
     body = {"name": "t", "schema": SCHEMA, "location": f"{blocker.as_uri()}/t"}

@@ -1,9 +1,10 @@
 """floe's OpenAPI document: the committed copy is current, and it conforms to the Iceberg REST spec.
 
-The reference is the Apache Iceberg REST catalog specification, vendored with its source and version in
-`openapi/iceberg-rest-catalog-open-api.yaml` (see `openapi/README.md`). Every operation of the spec is either served by floe with the same method,
-path, operationId and path parameters, or listed in `NOT_SERVED` with the reason; every difference in
-body shapes or error responses is listed below with its reason too, so a new gap fails the suite.
+The reference is the Apache Iceberg REST catalog specification, vendored with its source and version
+in `openapi/iceberg-rest-catalog-open-api.yaml` (see `openapi/README.md`). Every operation of the spec
+is either served by floe with the same method, path, operationId and path parameters, or listed in
+`NOT_SERVED` with the reason; every difference in body shapes or error responses is listed below with
+its reason too, so a new gap fails the suite.
 """
 
 from __future__ import annotations

@@ -100,13 +100,16 @@ def commit(
     )
 
 
-def snapshot_update(snapshot_id: int, sequence_number: int, parent: int | None) -> dict[str, Any]:
-    """An `add-snapshot` update; the manifest list is never read by the catalog."""
+def snapshot_update(
+    snapshot_id: int, sequence_number: int, parent: int | None, *, location: str
+) -> dict[str, Any]:
+    """An `add-snapshot` update of the table at `location`; the manifest list is never read by the
+    catalog, but must lie inside the caller's folder (tests/test_confinement.py)."""
     snapshot: dict[str, Any] = {
         "snapshot-id": snapshot_id,
         "sequence-number": sequence_number,
         "timestamp-ms": int(time.time() * 1000),
-        "manifest-list": f"file:///nonexistent/snap-{snapshot_id}.avro",
+        "manifest-list": f"{location}/metadata/snap-{snapshot_id}.avro",
         "summary": {"operation": "append"},
         "schema-id": 0,
     }
@@ -125,7 +128,9 @@ def append_snapshot(http: httpx.Client, levels: tuple[str, ...], name: str, snap
         name,
         [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": parent}],
         [
-            snapshot_update(snapshot_id, metadata["last-sequence-number"] + 1, parent),
+            snapshot_update(
+                snapshot_id, metadata["last-sequence-number"] + 1, parent, location=metadata["location"]
+            ),
             {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snapshot_id},
         ],
     )
@@ -517,7 +522,10 @@ def test_unknown_update_changes_nothing(http: httpx.Client, namespace: str) -> N
         [{"action": "add-snapshot"}],
         [{"no-action": True}],
         [{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 404}],
-        [snapshot_update(5, 0, parent=None), snapshot_update(5, 1, parent=None)],
+        [
+            snapshot_update(5, 0, parent=None, location=before["metadata"]["location"]),
+            snapshot_update(5, 1, parent=None, location=before["metadata"]["location"]),
+        ],
     ]
     for updates in bad_updates:
         response = commit(http, levels, "t", [], updates)
