@@ -29,7 +29,13 @@ from catalog.errors import (
 )
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import check_kafka_progress, kafka_progress
-from catalog.locations import confine, confine_properties, confine_table_metadata, path_properties
+from catalog.locations import (
+    confine,
+    confine_properties,
+    confine_table_metadata,
+    is_within,
+    path_properties,
+)
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
 from catalog.service.context import CatalogContext, run_blocking
@@ -277,6 +283,7 @@ class TableService:
         # Every place the table's files go stays inside the caller's folder (checked before any I/O).
         root = self.ctx.storage_root(warehouse, principal)
         location = confine(location, root, "location")
+        self._note_placement(principal, warehouse, namespace, location)
         properties = confine_properties(properties, root)
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
@@ -332,6 +339,7 @@ class TableService:
         limit = self.ctx.settings.max_metadata_file_bytes
         raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
         metadata = confine_table_metadata(core.parse_table_metadata(raw), None, root)
+        self._note_placement(principal, warehouse, namespace, metadata.location)
         metadata_json = metadata.model_dump_json()
         ident = TableIdent(namespace, name)
         existing = await self.ctx.store.get_tabular(warehouse.id, namespace.key, name)
@@ -345,6 +353,15 @@ class TableService:
             await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "table")])
         self.ctx.glue.notify(warehouse, namespace, name)
         return LoadedTable(location, metadata_json, self.table_config(warehouse))
+
+    def _note_placement(
+        self, principal: Principal, warehouse: WarehouseRecord, namespace: Namespace, location: str
+    ) -> None:
+        """Log a global administrator's use of its exception: a table outside its cluster's folder
+        (the request itself is in the audit log)."""
+        home = self.ctx.table_root(warehouse, namespace)
+        if not is_within(location, home):
+            log.warning("%s placed table %s at %s, outside %s", principal.subject, namespace, location, home)
 
     # -- commits ----------------------------------------------------------------------------------
 
