@@ -92,6 +92,10 @@ _COMMIT_UNKNOWN = (
 )
 _NO_CLUSTER = "Not Found - NotFoundException, the cluster does not exist"
 _NO_KEY = "Not Found - NotFoundException, the API key does not exist"
+_SECRET_NOT_REPLAYED = (
+    "Conflict - SecretNotReplayedException, a retry (same Idempotency-Key) of a request that succeeded: "
+    "its secret was shown once and is never stored"
+)
 _WAREHOUSE_SUFFIX = "; NoSuchWarehouseException when `prefix` names no warehouse"
 
 # Operation-specific error responses: operationId -> {status: description}.
@@ -148,9 +152,9 @@ OPERATION_ERRORS: dict[str, dict[str, str]] = {
         "404": _NO_CLUSTER,
         "409": "Conflict - NamespaceNotEmptyException, the cluster's namespace still holds tables",
     },
-    "createKey": {"404": _NO_CLUSTER},
+    "createKey": {"404": _NO_CLUSTER, "409": _SECRET_NOT_REPLAYED},
     "revokeKey": {"404": _NO_KEY},
-    "rotateKey": {"404": _NO_KEY},
+    "rotateKey": {"404": _NO_KEY, "409": _SECRET_NOT_REPLAYED},
     "getKafkaOffsets": {
         "404": "Not Found - NoSuchWarehouseException, NoSuchNamespaceException or NoSuchTableException"
     },
@@ -169,9 +173,12 @@ IDEMPOTENCY_KEY: dict[str, Any] = {
     "schema": {"type": "string", "minLength": 1, "maxLength": 64},
     "description": (
         "Optional client-provided key (a UUIDv7 per the spec) that makes retries safe. A retry with the "
-        "same key gets the stored final response (2xx and 4xx) without running the operation again; 5xx "
-        "responses are not stored, so the client may retry them. A retry that arrives while the first "
-        "request runs waits for its outcome. Keys live for `idempotency-key-lifetime` from `/v1/config`."
+        "same key by the same caller gets the stored final response (2xx and 4xx) without running the "
+        "operation again; keys of different callers never meet. 5xx responses are not stored, so the "
+        "client may retry them. A response that carried a secret (a key's `client_secret`, vended "
+        "storage credentials) is never stored: its retry answers 409 SecretNotReplayedException. A retry "
+        "that arrives while the first request runs waits for its outcome. Keys live for "
+        "`idempotency-key-lifetime` from `/v1/config`."
     ),
 }
 IDEMPOTENCY_REUSED = _error_response(
