@@ -24,6 +24,9 @@ from benchmarks.ingest.ingesters import FLOE as INGEST_FLOE
 from benchmarks.ingest.ingesters import PLAIN as INGEST_PLAIN
 from catalog.dev.server import CatalogProcess
 
+# The catalog and ingest benchmarks (Kafka and Spark on the ingest side): `pytest -m "not e2e"` skips them.
+pytestmark = pytest.mark.e2e
+
 SECONDS_PER_WORKLOAD = 0.2
 
 

@@ -34,6 +34,9 @@ from catalog.dev.server import CatalogProcess
 from catalog.settings import DEFAULT_WAREHOUSE_NAME
 from tests.duckdb_client import attach_catalog, connect, quote
 
+# DuckDB engine runs against a real floe: `pytest -m "not e2e"` skips them.
+pytestmark = pytest.mark.e2e
+
 DuckRows = list[tuple[Any, ...]]
 
 

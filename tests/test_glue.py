@@ -29,6 +29,9 @@ from catalog.settings import Settings
 from catalog.store import create_store
 from tests.duckdb_client import connect
 
+# Glue on moto end to end, read back by pyiceberg's GlueCatalog and DuckDB: `pytest -m "not e2e"` skips them.
+pytestmark = pytest.mark.e2e
+
 REGION = "us-east-1"
 KEYS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 AWS_ENV = {

@@ -40,6 +40,9 @@ from tests.ingest_harness import (
     wait_until_committed,
 )
 
+# A Kafka broker, the schema registry and Spark (`floe ingest`): `pytest -m "not e2e"` skips them.
+pytestmark = pytest.mark.e2e
+
 CLUSTER = "ingest"
 # The crash test's tables: only the ingest processes it kills (`--cluster crash`) write them.
 CRASH_CLUSTER = "crash"

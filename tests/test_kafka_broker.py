@@ -18,6 +18,9 @@ from confluent_kafka.admin import AdminClient
 from catalog.dev.postgres import free_port
 from ingest.kafka_broker import LocalKafka
 
+# A real Kafka broker (JVM): `pytest -m "not e2e"` skips them.
+pytestmark = pytest.mark.e2e
+
 Record = tuple[int, bytes, bytes]  # (partition, key, value)
 
 

@@ -531,6 +531,7 @@ def backdate(folder: Path, seconds: float) -> None:
             os.utime(path, (moment, moment))
 
 
+@pytest.mark.e2e
 def test_one_pass_compacts_expires_and_removes_orphans(
     spark: SparkSession, maintained_server: CatalogProcess, tmp_path: Path
 ) -> None:
@@ -708,6 +709,7 @@ def test_one_pass_compacts_expires_and_removes_orphans(
 # -- the benchmark, tiny ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
     """`python -m benchmarks.maintenance` at a tiny size, on the module's Spark session, so its code does
     not rot; no timing is asserted."""
@@ -729,6 +731,7 @@ def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
     assert md_path.read_text() == render_markdown(doc)
 
 
+@pytest.mark.e2e
 def test_an_action_that_loses_a_commit_race_runs_again(
     spark: SparkSession, maintained_server: CatalogProcess
 ) -> None:

@@ -18,6 +18,9 @@ from ingest.cli import port_answers
 from tests.duckdb_client import attach_catalog, connect
 from tests.ingest_harness import produce
 
+# `floe up` (catalog, Kafka broker and Spark ingestion) queried with DuckDB: `pytest -m "not e2e"` skips it.
+pytestmark = pytest.mark.e2e
+
 
 def _wait_for(log: Path, text: str, process: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout

@@ -47,6 +47,7 @@ def client(schema_registry: LocalSchemaRegistry) -> Iterator[SchemaRegistryClien
         yield registry_client
 
 
+@pytest.mark.e2e
 def test_url_is_the_confluent_compatible_api(schema_registry: LocalSchemaRegistry) -> None:
     assert schema_registry.url == f"http://127.0.0.1:{schema_registry.port}{CCOMPAT_PATH}"
     assert schema_registry.url.endswith("/apis/ccompat/v7")
@@ -54,6 +55,7 @@ def test_url_is_the_confluent_compatible_api(schema_registry: LocalSchemaRegistr
     assert isinstance(httpx.get(f"{schema_registry.url}/subjects", timeout=30).json(), list)
 
 
+@pytest.mark.e2e
 def test_two_versions_registered_and_read_back_by_id(
     schema_registry: LocalSchemaRegistry, client: SchemaRegistryClient
 ) -> None:
@@ -83,12 +85,14 @@ def test_two_versions_registered_and_read_back_by_id(
     assert httpx.get(f"{schema_registry.url}/subjects/{subject}/versions", timeout=30).json() == [1, 2]
 
 
+@pytest.mark.e2e
 def test_registering_the_same_schema_again_gives_the_same_id(client: SchemaRegistryClient) -> None:
     subject = _subject()
     schema_id = client.register(subject, json.dumps(ORDER_V1))
     assert client.register(subject, json.dumps(ORDER_V1)) == schema_id
 
 
+@pytest.mark.e2e
 def test_schemas_are_cached_by_id(schema_registry: LocalSchemaRegistry, client: SchemaRegistryClient) -> None:
     schema_id = client.register(_subject(), json.dumps(ORDER_V1))
     requests: list[str] = []
@@ -99,6 +103,7 @@ def test_schemas_are_cached_by_id(schema_registry: LocalSchemaRegistry, client: 
     assert requests == [f"{schema_registry.url}/schemas/ids/{schema_id}"]
 
 
+@pytest.mark.e2e
 def test_unknown_schema_id_is_a_lookup_error(client: SchemaRegistryClient) -> None:
     with pytest.raises(SchemaNotFoundError, match=r"HTTP 404 \(error 40403\)") as caught:
         client.schema(987_654_321)
@@ -107,6 +112,7 @@ def test_unknown_schema_id_is_a_lookup_error(client: SchemaRegistryClient) -> No
     assert caught.value.error_code == 40403
 
 
+@pytest.mark.e2e
 def test_invalid_schema_is_rejected_with_the_registry_message(client: SchemaRegistryClient) -> None:
     with pytest.raises(SchemaRegistryError, match=r"HTTP 422 \(error 42201\)") as caught:
         client.register(_subject(), "this is not a schema")
@@ -114,6 +120,7 @@ def test_invalid_schema_is_rejected_with_the_registry_message(client: SchemaRegi
     assert not isinstance(caught.value, LookupError)
 
 
+@pytest.mark.e2e
 def test_wrong_base_url_says_so(schema_registry: LocalSchemaRegistry) -> None:
     with (
         SchemaRegistryClient(schema_registry.base_url) as wrong,
@@ -128,6 +135,7 @@ def test_unreachable_registry_is_a_clear_error() -> None:
         unreachable.register("orders-value", json.dumps(ORDER_V1))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -153,6 +161,7 @@ def _avro_bytes(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.e2e
 def test_fastavro_record_round_trips_in_confluent_wire_format(
     schema_registry: LocalSchemaRegistry, client: SchemaRegistryClient
 ) -> None:

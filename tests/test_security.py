@@ -387,6 +387,7 @@ def test_cluster_admins_manage_their_own_keys(
         assert_iceberg_error(writer.get("/management/v1/keys"), 403, "ForbiddenException")
 
 
+@pytest.mark.e2e
 def test_duckdb_reads_its_cluster_and_only_that(
     catalog_server: CatalogProcess, two_clusters: TwoClusters, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -387,6 +387,7 @@ def test_pyiceberg_writes_and_reads_with_vended_credentials_only(vending: Vendin
         reader.create_table(f"{v.cluster}.mine", schema=data.schema)
 
 
+@pytest.mark.e2e
 def test_duckdb_reads_and_writes_with_vended_credentials_only(
     vending: Vending, aws: Aws, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
