@@ -29,13 +29,14 @@ def build_request(
     host: str,
     headers: dict[str, str] | None = None,
     body: bytes | None = None,
+    content_type: str = "application/json",
 ) -> bytes:
     """An HTTP/1.1 keep-alive request; no Accept-Encoding, so servers answer uncompressed."""
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", "Accept: application/json"]
     for name, value in (headers or {}).items():
         lines.append(f"{name}: {value}")
     if body is not None:
-        lines.append("Content-Type: application/json")
+        lines.append(f"Content-Type: {content_type}")
         lines.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
 
@@ -187,7 +188,8 @@ class LoadResult:
         return self.loadgen_cpu_s / self.wall_s if self.wall_s else 0.0
 
 
-async def _open(host: str, port: int) -> _ResponseReader:
+async def open_connection(host: str, port: int) -> _ResponseReader:
+    """A keep-alive connection: `send(request)` answers the response's status once it is complete."""
     loop = asyncio.get_running_loop()
     _, protocol = await loop.create_connection(_ResponseReader, host, port)
     return protocol
@@ -225,7 +227,7 @@ async def run_closed_loop(
                     if reader is not None and reader.transport is not None:
                         reader.transport.close()
                     try:
-                        reader = await _open(host, port)
+                        reader = await open_connection(host, port)
                     except OSError:
                         if now >= measure_from:
                             result.connection_errors += 1

@@ -9,21 +9,41 @@ their claims name the cluster and role; floe cannot revoke them, they are valid 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import hmac
 import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from catalog.auth import Principal, Role
 from catalog.errors import AlreadyExists, NotAuthorized, NotFound
 from catalog.security.oidc import ClaimMapping, OidcVerifier, unverified_issuer
-from catalog.security.secrets import DUMMY_HASH, hash_secret, new_client_id, new_client_secret, verify_secret
+from catalog.security.secrets import (
+    DUMMY_HASH,
+    FAST,
+    hash_password,
+    hash_secret,
+    is_slow,
+    is_upgradable,
+    new_client_id,
+    new_client_secret,
+    predates_versions,
+    secret_digest,
+    secret_version,
+    upgraded_hash,
+    verify_secret,
+)
 from catalog.security.tokens import AccessToken, TokenSigner
 from catalog.settings import Settings
 from catalog.store import SqlCatalogStore
@@ -36,6 +56,15 @@ TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 KEY_STATE_CACHE_SECONDS = 2.0
+# The schema's client_id column is 64 characters: a longer one cannot name a key.
+MAX_CLIENT_ID_LENGTH = 64
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+# Token claim: the fingerprint of the key's secret hash when the token was issued (see `secret_version`).
+SECRET_VERSION_CLAIM = "sv"
+# scrypt checks at once per process (operator-chosen and legacy secrets only; each takes tens of ms).
+SLOW_HASH_THREADS = 2
+
+_T = TypeVar("_T")
 
 
 class OAuthFailure(Exception):
@@ -83,6 +112,31 @@ def parse_token_request(form: dict[str, str], authorization: str | None) -> Toke
     )
 
 
+@dataclass
+class _Held:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+class _KeyedLocks:
+    """An asyncio lock per name, kept only while someone holds or awaits it (names come from requests)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
+
+    @asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[None]:
+        held = self._held.setdefault(name, _Held())
+        held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            held.users -= 1
+            if held.users == 0:
+                del self._held[name]
+
+
 class AuthService:
     """Issues tokens for API keys and turns bearer tokens into principals."""
 
@@ -90,7 +144,13 @@ class AuthService:
         self.store = store
         self.settings = settings
         self.signer = TokenSigner(store, timedelta(seconds=settings.token_lifetime_seconds))
-        self._key_state: dict[str, tuple[float, ApiKeyRecord | None]] = {}
+        # client id -> (monotonic and wall-clock time of the read, the key then)
+        self._key_state: dict[str, tuple[float, float, ApiKeyRecord | None]] = {}
+        # client id -> (slow hash, digest of the secret verified against it), so an operator's secret
+        # costs scrypt once per process, not on every token request.
+        self._slow_verified: dict[str, tuple[str, bytes]] = {}
+        self._slow_pool = ThreadPoolExecutor(SLOW_HASH_THREADS, thread_name_prefix="floe-scrypt")
+        self._client_locks = _KeyedLocks()
         self._cluster_state: dict[str, tuple[float, ClusterRecord | None]] = {}
         self.oidc: OidcVerifier | None = None
         if settings.oidc_issuer:
@@ -135,48 +195,137 @@ class AuthService:
 
     @staticmethod
     def _claims_for(key: ApiKeyRecord) -> dict[str, str | None]:
-        return {"sub": key.client_id, "cluster": key.cluster, "warehouse": key.warehouse, "role": key.role}
+        return {
+            "sub": key.client_id,
+            "cluster": key.cluster,
+            "warehouse": key.warehouse,
+            "role": key.role,
+            SECRET_VERSION_CLAIM: secret_version(key.secret_hash),
+        }
+
+    @staticmethod
+    def _too_many(settings: Settings) -> OAuthFailure:
+        return OAuthFailure(
+            429,
+            "invalid_client",
+            "Too many failed attempts; try again later",
+            retry_after=settings.auth_failure_window_seconds,
+        )
 
     async def _check_client(self, request: TokenRequest, source: str) -> ApiKeyRecord:
-        if not request.client_id or request.client_secret is None:
+        """The key of valid client credentials, or `OAuthFailure`.
+
+        Failures are limited per client id and per source address. The client limit is strict: over it,
+        nothing is checked, so one client id gets at most `auth_failure_limit` guesses per window (per
+        process: an in-process lock makes count, check and record one step). The source limit only turns
+        failures into 429: valid credentials always pass it, so junk from one address (a proxy many
+        clients share) cannot lock everyone behind it out.
+        """
+        client_id, secret = request.client_id, request.client_secret
+        if not client_id or secret is None:
             raise OAuthFailure(400, "invalid_request", "client_id and client_secret are required")
-        by_client, by_source = f"client:{request.client_id}", f"source:{source}"
-        limits = [by_client, by_source]
-        window = timedelta(seconds=self.settings.auth_failure_window_seconds)
-        failures = await self.store.auth_failure_counts(limits, window)
-        if (
-            failures.get(by_client, 0) >= self.settings.auth_failure_limit
-            or failures.get(by_source, 0) >= self.settings.auth_source_failure_limit
-        ):
-            raise OAuthFailure(
-                429,
-                "invalid_client",
-                "Too many failed attempts; try again later",
-                retry_after=self.settings.auth_failure_window_seconds,
-            )
-        key = await self.store.get_api_key(request.client_id)
-        # Same work for an unknown client as for a wrong secret: timing tells nothing.
-        valid = verify_secret(request.client_secret, key.secret_hash if key else DUMMY_HASH)
-        if key is None or not valid or not key.usable(datetime.now(UTC)):
-            await self.store.record_auth_failure(limits, window)
-            reason = "revoked or expired" if key is not None and valid else "unknown client or wrong secret"
-            log.info("token refused for client %s from %s: %s", request.client_id, source, reason)
+        settings = self.settings
+        window = timedelta(seconds=settings.auth_failure_window_seconds)
+        by_source = f"source:{source}"
+        if len(client_id) > MAX_CLIENT_ID_LENGTH or "\x00" in client_id:
+            # No key has such an id (and PostgreSQL text cannot hold NUL): a failure of the source only.
+            failures = await self.store.auth_failure_counts([by_source], window)
+            if failures.get(by_source, 0) >= settings.auth_source_failure_limit:
+                raise self._too_many(settings)
+            await self.store.record_auth_failure([by_source], window)
             raise OAuthFailure(401, "invalid_client", "Client authentication failed")
-        await self.store.touch_api_key(key.client_id)
+        by_client = f"client:{client_id}"
+        async with self._client_locks.hold(client_id):
+            key, failures = await self.store.token_request_state(client_id, [by_client, by_source], window)
+            if failures.get(by_client, 0) >= settings.auth_failure_limit:
+                raise self._too_many(settings)
+            valid = await self._verify(key, secret)
+            if key is None or not valid or not key.usable(datetime.now(UTC)):
+                source_over = failures.get(by_source, 0) >= settings.auth_source_failure_limit
+                # A source over its limit stays there until its window ends: no need to count more.
+                await self.store.record_auth_failure(
+                    [by_client] if source_over else [by_client, by_source], window
+                )
+                reason = (
+                    "revoked or expired" if key is not None and valid else "unknown client or wrong secret"
+                )
+                log.info("token refused for client %s from %s: %s", client_id, source, reason)
+                if source_over:
+                    raise self._too_many(settings)
+                raise OAuthFailure(401, "invalid_client", "Client authentication failed")
+        if is_upgradable(key.secret_hash) and not self._is_operator_key(key.client_id):
+            key = await self._upgrade(key, secret)
+        now = datetime.now(UTC)
+        if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+            await self.store.touch_api_key(key.client_id)  # at most once a minute: a write costs
         return key
+
+    async def _verify(self, key: ApiKeyRecord | None, secret: str) -> bool:
+        """Check the secret; scrypt hashes in a small thread pool (never on the event loop), and an
+        operator's secret only once per process while its hash stays the same."""
+        if key is None:
+            # Same work as a wrong secret of a key with a generated secret: timing does not tell them apart.
+            verify_secret(secret, DUMMY_HASH)
+            return False
+        stored = key.secret_hash
+        if not is_slow(stored):
+            return verify_secret(secret, stored)
+        digest = secret_digest(secret)
+        cached = self._slow_verified.get(key.client_id)
+        if cached is not None and cached[0] == stored and hmac.compare_digest(cached[1], digest):
+            return True
+        valid = await self._off_loop(verify_secret, secret, stored)
+        if valid:
+            self._slow_verified[key.client_id] = (stored, digest)
+        return valid
+
+    async def _off_loop(self, function: Callable[..., _T], *args: Any) -> _T:
+        """Run scrypt in floe's own small pool: a flood of slow checks cannot take the shared one."""
+        return await asyncio.get_running_loop().run_in_executor(self._slow_pool, function, *args)
+
+    def _is_operator_key(self, client_id: str) -> bool:
+        """The key of FLOE_ADMIN_CLIENT_ID/SECRET: a chosen secret, which keeps its slow hash."""
+        return bool(self.settings.admin_client_secret) and client_id == self.settings.admin_client_id
+
+    async def _upgrade(self, key: ApiKeyRecord, secret: str) -> ApiKeyRecord:
+        """Store a verified secret of an older floe (scrypt) in the fast form: same secret, cheap checks."""
+        new_hash = upgraded_hash(secret)
+        if not await self.store.replace_api_key_secret_hash(key.client_id, key.secret_hash, new_hash):
+            current = await self.store.get_api_key(key.client_id)
+            if current is None or current.secret_hash != new_hash:
+                # Rotated meanwhile: the secret just checked is no longer the key's.
+                raise OAuthFailure(401, "invalid_client", "Client authentication failed")
+            key = current
+        self._key_state.pop(key.client_id, None)
+        self._slow_verified.pop(key.client_id, None)
+        log.info("API key %s: secret hash upgraded to %s", key.client_id, FAST)
+        return replace(key, secret_hash=new_hash)
 
     # -- bearer tokens ----------------------------------------------------------------------------
 
-    async def _usable_key(self, client_id: str) -> ApiKeyRecord | None:
-        """The key's current state, cached for a moment: revocation takes effect within seconds."""
+    async def _usable_key(self, client_id: str, *, read_after: float | None = None) -> ApiKeyRecord | None:
+        """The key's current state, cached for a moment: revocation and rotation take effect within
+        seconds. `read_after` (wall-clock seconds): a cached state read before then is read again."""
         now = time.monotonic()
         cached = self._key_state.get(client_id)
-        if cached is not None and now - cached[0] < KEY_STATE_CACHE_SECONDS:
-            key = cached[1]
+        if (
+            cached is not None
+            and now - cached[0] < KEY_STATE_CACHE_SECONDS
+            and (read_after is None or cached[1] >= read_after)
+        ):
+            key = cached[2]
         else:
             key = await self.store.get_api_key(client_id)
-            self._key_state[client_id] = (now, key)
+            self._key_state[client_id] = (now, time.time(), key)
         return key if key is not None and key.usable(datetime.now(UTC)) else None
+
+    @staticmethod
+    def _current_secret(claims: dict[str, Any], key: ApiKeyRecord) -> bool:
+        """Whether the token was issued for the key's current secret (rotation ends the others)."""
+        version = claims.get(SECRET_VERSION_CLAIM)
+        if version is None:  # issued by an older floe: good while the secret is still the one it knew
+            return predates_versions(key.secret_hash)
+        return bool(version == secret_version(key.secret_hash))
 
     async def authenticate_token(self, token: str) -> Principal:
         """The principal of a floe token or, when configured, of a token of the external issuer."""
@@ -213,9 +362,16 @@ class AuthService:
 
     async def _authenticate_floe_token(self, token: str) -> Principal:
         claims = await self.signer.verify(token)
-        key = await self._usable_key(str(claims["sub"]))
+        subject = str(claims["sub"])
+        key = await self._usable_key(subject)
+        if key is not None and not self._current_secret(claims, key):
+            # The token may be newer than the cached state (another process just upgraded the hash):
+            # read the key again if the state predates the token.
+            key = await self._usable_key(subject, read_after=float(claims["iat"]))
         if key is None:
             raise NotAuthorized("Token's API key is revoked or expired")
+        if not self._current_secret(claims, key):
+            raise NotAuthorized("Token's API key secret was rotated: get a new token")
         return Principal(
             subject=key.client_id,
             role=Role(key.role),
@@ -246,10 +402,14 @@ class AuthService:
         client_secret: str | None = None,
     ) -> tuple[ApiKeyRecord, str]:
         """A new key and its secret (the only time the secret is available)."""
-        secret = client_secret or new_client_secret()
+        if client_secret:  # chosen by a person: a slow, salted hash
+            secret, secret_hash = client_secret, await self._off_loop(hash_password, client_secret)
+        else:
+            secret = new_client_secret()
+            secret_hash = hash_secret(secret)
         record = await self.store.create_api_key(
             client_id=client_id or new_client_id(),
-            secret_hash=hash_secret(secret),
+            secret_hash=secret_hash,
             cluster=cluster,
             role=role.value,
             description=description,
@@ -278,15 +438,18 @@ class AuthService:
         if existing.role != Role.ADMIN.value or existing.cluster is not None:
             log.warning("FLOE_ADMIN_CLIENT_ID %s names a key that is not a global admin key", client_id)
             return
-        if not verify_secret(secret, existing.secret_hash):
-            await self.store.set_api_key_secret(client_id, hash_secret(secret))
+        if not await self._off_loop(verify_secret, secret, existing.secret_hash):
+            await self.store.set_api_key_secret(client_id, await self._off_loop(hash_password, secret))
             log.warning("admin key %s: secret reset from FLOE_ADMIN_CLIENT_SECRET", client_id)
 
     async def rotate_secret(self, client_id: str) -> str:
         secret = new_client_secret()
         if not await self.store.set_api_key_secret(client_id, hash_secret(secret)):
             raise NotFound(f"API key does not exist or is revoked: {client_id}")
+        # Tokens of the old secret carry its version: they stop here at once, elsewhere within
+        # KEY_STATE_CACHE_SECONDS, as after revocation.
         self._key_state.pop(client_id, None)
+        self._slow_verified.pop(client_id, None)
         return secret
 
     async def bootstrap_admin(self) -> None:

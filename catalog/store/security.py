@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -290,6 +290,35 @@ class SecurityStoreMixin:
             ).first()
         return _key(row) if row else None
 
+    async def token_request_state(
+        self, client_id: str, failure_keys: Sequence[str], window: timedelta
+    ) -> tuple[ApiKeyRecord | None, dict[str, int]]:
+        """The key (None when unknown) and the failures per key within the window (as
+        `auth_failure_counts`), in one query: every engine asks for tokens often, each read costs."""
+        columns = []
+        for i, name in enumerate(failure_keys):
+            row = auth_failures.c.key == name
+            columns.append(
+                select(auth_failures.c.failures).where(row).scalar_subquery().label(f"failures_{i}")
+            )
+            columns.append(
+                select(auth_failures.c.window_start).where(row).scalar_subquery().label(f"since_{i}")
+            )
+        # One row even for an unknown client id: the counts come with it.
+        one = select(literal(1).label("one")).subquery()
+        query = select(*_KEY_COLUMNS, *columns).select_from(
+            one.outerjoin(_KEY_FROM, api_keys.c.client_id == client_id)
+        )
+        async with self._reading() as conn:
+            result = (await conn.execute(query)).one()
+        cutoff = datetime.now(UTC) - window
+        counts = {}
+        for i, name in enumerate(failure_keys):
+            failures, since = result._mapping[f"failures_{i}"], result._mapping[f"since_{i}"]
+            if failures is not None and since is not None and _aware(since) > cutoff:
+                counts[name] = int(failures)
+        return (_key(result) if result.id is not None else None), counts
+
     async def list_api_keys(self, cluster: str | None = None) -> list[ApiKeyRecord]:
         query = (
             select(*_KEY_COLUMNS).select_from(_KEY_FROM).order_by(api_keys.c.created_at, api_keys.c.client_id)
@@ -315,6 +344,16 @@ class SecurityStoreMixin:
                 update(api_keys)
                 .where(api_keys.c.client_id == client_id, api_keys.c.revoked_at.is_(None))
                 .values(secret_hash=secret_hash)
+            )
+        return bool(result.rowcount)
+
+    async def replace_api_key_secret_hash(self, client_id: str, old_hash: str, new_hash: str) -> bool:
+        """Store another form of the same secret, unless the hash changed meanwhile (a rotation wins)."""
+        async with self._writing() as conn:
+            result = await conn.execute(
+                update(api_keys)
+                .where(api_keys.c.client_id == client_id, api_keys.c.secret_hash == old_hash)
+                .values(secret_hash=new_hash)
             )
         return bool(result.rowcount)
 

@@ -1,0 +1,338 @@
+"""`python -m benchmarks.catalog.token_endpoint`: what a token request costs floe, and what token requests
+cost everyone else's requests.
+
+One `floe serve` on a throwaway PostgreSQL, with a cluster, a writer key of it (a secret floe generated,
+what engines use) and the admin key (an operator-chosen `FLOE_ADMIN_CLIENT_SECRET`).
+
+1. **CPU per token request**: `--sequential` client-credentials requests one after another, per key; for
+   each, the CPU time of floe's process tree (all threads, from `/proc/<pid>/task/<tid>/schedstat`, in
+   nanoseconds) before and after it, 10 ms after its answer so work the server does after answering
+   (the audit entry) counts too. PostgreSQL's CPU is reported beside it.
+2. **Other requests meanwhile**: `--other-clients` clients send listTables (`--tables` tables) in a
+   closed loop; after `--baseline` seconds alone, `--tokens` token requests (the writer key) at
+   `--token-clients` concurrency run beside them (the reported case: 200 at 32). listTables latency
+   alone vs while the token requests run.
+
+Targets (reported, not asserted): a token request at most 2 ms of floe CPU at p50; listTables p50 while
+token requests run within 2x of alone. Results: `benchmarks/results/catalog-token.json` and `.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import math
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+from benchmarks.catalog.loadgen import build_request, new_event_loop, open_connection
+from benchmarks.catalog.procstat import cpu_ns, postmaster_pid, tree_pids
+from benchmarks.catalog.workloads import LIST_TABLE_SCHEMA, Target, discover
+from catalog.dev.postgres import LocalPostgres
+from catalog.dev.server import CatalogProcess
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+TOKEN_PATH = "/v1/oauth/tokens"
+TARGET_CPU_P50_MS = 2.0
+TARGET_SLOWDOWN = 2.0
+_SETTLE_S = 0.01
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile, rounded to microseconds."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1], 3)
+
+
+def token_request(target: Target, client_id: str, client_secret: str) -> bytes:
+    form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": client_secret}
+    return build_request(
+        "POST",
+        TOKEN_PATH,
+        target.host_header,
+        body=urlencode(form).encode(),
+        content_type="application/x-www-form-urlencoded",
+    )
+
+
+async def _cpu_per_request(
+    target: Target, request: bytes, count: int, pids: dict[str, list[int]]
+) -> dict[str, Any]:
+    """Send `count` requests one at a time; CPU of each process group per request."""
+    connection = await open_connection(target.host, target.port)
+    per_group: dict[str, list[float]] = {name: [] for name in pids}
+    latencies: list[float] = []
+    statuses: Counter[int] = Counter()
+    try:
+        for _ in range(count):
+            before = {name: cpu_ns(group) for name, group in pids.items()}
+            sent = time.perf_counter_ns()
+            statuses[await connection.send(request)] += 1
+            latencies.append((time.perf_counter_ns() - sent) / 1e6)
+            await asyncio.sleep(_SETTLE_S)
+            for name, group in pids.items():
+                per_group[name].append((cpu_ns(group) - before[name]) / 1e6)
+    finally:
+        if connection.transport is not None:
+            connection.transport.close()
+    result: dict[str, Any] = {
+        "requests": count,
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "latency_p50_ms": _percentile(latencies, 50),
+    }
+    for name, values in per_group.items():
+        result[f"{name}_cpu_p50_ms"] = _percentile(values, 50)
+        result[f"{name}_cpu_p90_ms"] = _percentile(values, 90)
+        result[f"{name}_cpu_mean_ms"] = round(sum(values) / len(values), 3) if values else None
+    return result
+
+
+async def _contended(
+    target: Target,
+    token: bytes,
+    other: bytes,
+    *,
+    tokens: int,
+    token_clients: int,
+    other_clients: int,
+    baseline_s: float,
+) -> dict[str, Any]:
+    """listTables latency alone, then while `tokens` token requests run at `token_clients` concurrency."""
+    stop = asyncio.Event()
+    samples: list[tuple[int, float, int]] = []  # (sent ns, latency ms, status)
+
+    async def other_client() -> None:
+        connection = await open_connection(target.host, target.port)
+        try:
+            while not stop.is_set():
+                sent = time.perf_counter_ns()
+                status = await connection.send(other)
+                samples.append((sent, (time.perf_counter_ns() - sent) / 1e6, status))
+        finally:
+            if connection.transport is not None:
+                connection.transport.close()
+
+    remaining = tokens
+    token_latencies: list[float] = []
+    token_statuses: Counter[int] = Counter()
+
+    async def token_client() -> None:
+        nonlocal remaining
+        connection = await open_connection(target.host, target.port)
+        try:
+            while remaining > 0:
+                remaining -= 1
+                sent = time.perf_counter_ns()
+                token_statuses[await connection.send(token)] += 1
+                token_latencies.append((time.perf_counter_ns() - sent) / 1e6)
+        finally:
+            if connection.transport is not None:
+                connection.transport.close()
+
+    others = [asyncio.create_task(other_client()) for _ in range(other_clients)]
+    await asyncio.sleep(1.0)  # warm-up, not measured
+    baseline_from = time.perf_counter_ns()
+    await asyncio.sleep(baseline_s)
+    started = time.perf_counter_ns()
+    await asyncio.gather(*(token_client() for _ in range(token_clients)))
+    ended = time.perf_counter_ns()
+    stop.set()
+    await asyncio.gather(*others)
+    alone = [ms for sent, ms, _ in samples if baseline_from <= sent < started]
+    during = [ms for sent, ms, _ in samples if started <= sent < ended]
+    statuses = Counter(status for _, _, status in samples)
+
+    def summary(values: list[float]) -> dict[str, Any]:
+        return {
+            "requests": len(values),
+            "p50_ms": _percentile(values, 50),
+            "p99_ms": _percentile(values, 99),
+            "max_ms": _percentile(values, 100),
+        }
+
+    return {
+        "token_requests": tokens,
+        "token_clients": token_clients,
+        "token_phase_s": round((ended - started) / 1e9, 3),
+        "token_statuses": {str(k): v for k, v in sorted(token_statuses.items())},
+        "token_latency_p50_ms": _percentile(token_latencies, 50),
+        "token_latency_p99_ms": _percentile(token_latencies, 99),
+        "other_clients": other_clients,
+        "other_statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "other_alone": summary(alone),
+        "other_during_tokens": summary(during),
+    }
+
+
+def _seed(target: Target, namespace: str, tables: int) -> None:
+    with target.http() as http:
+        for i in range(tables):
+            body = {"name": f"t_{i:04d}", "schema": LIST_TABLE_SCHEMA}
+            http.post(target.tables_path(namespace), json=body).raise_for_status()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.catalog.token_endpoint", description=__doc__)
+    parser.add_argument(
+        "--sequential", type=int, default=200, help="token requests measured one at a time, per key"
+    )
+    parser.add_argument("--tokens", type=int, default=200, help="token requests in the concurrent phase")
+    parser.add_argument("--token-clients", type=int, default=32)
+    parser.add_argument("--other-clients", type=int, default=4)
+    parser.add_argument("--baseline", type=float, default=3.0, help="seconds of listTables alone")
+    parser.add_argument("--tables", type=int, default=100, help="tables in the listed namespace")
+    parser.add_argument("--workers", type=int, default=1, help="floe serve worker processes")
+    parser.add_argument("--label", default="", help="a note stored with the results (e.g. the commit)")
+    parser.add_argument("--output", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args(argv)
+
+    with (
+        LocalPostgres() as pg,
+        CatalogProcess(pg.create_database("floe_token_bench"), workers=args.workers) as floe,
+    ):
+        admin = floe.token()
+        with httpx.Client(
+            base_url=floe.url, timeout=30, headers={"Authorization": f"Bearer {admin}"}
+        ) as http:
+            http.post("/management/v1/clusters", json={"name": "bench"}).raise_for_status()
+            created = http.post("/management/v1/keys", json={"cluster": "bench", "role": "writer"})
+            key = created.raise_for_status().json()
+        target = discover("floe", floe.url, admin)
+        _seed(target, "bench", args.tables)
+        assert floe.process is not None
+        postmaster = postmaster_pid(pg.data)
+        groups = {
+            "floe": tree_pids([floe.process.pid]),
+            "postgres": tree_pids([postmaster]) if postmaster else [],
+        }
+        writer = token_request(target, key["client_id"], key["client_secret"])
+        operator = token_request(target, floe.admin_client_id, floe.admin_client_secret)
+        other = build_request("GET", target.tables_path("bench"), target.host_header, target.headers)
+
+        loop = new_event_loop()
+        try:
+            # A few unmeasured requests first (connections, caches, the first verification of each key).
+            loop.run_until_complete(_cpu_per_request(target, writer, 5, groups))
+            loop.run_until_complete(_cpu_per_request(target, operator, 5, groups))
+            sequential = {
+                "generated_secret": loop.run_until_complete(
+                    _cpu_per_request(target, writer, args.sequential, groups)
+                ),
+                "operator_secret": loop.run_until_complete(
+                    _cpu_per_request(target, operator, args.sequential, groups)
+                ),
+            }
+            contended = loop.run_until_complete(
+                _contended(
+                    target,
+                    writer,
+                    other,
+                    tokens=args.tokens,
+                    token_clients=args.token_clients,
+                    other_clients=args.other_clients,
+                    baseline_s=args.baseline,
+                )
+            )
+        finally:
+            loop.close()
+
+    cpu_p50 = sequential["generated_secret"]["floe_cpu_p50_ms"]
+    alone, during = contended["other_alone"]["p50_ms"], contended["other_during_tokens"]["p50_ms"]
+    slowdown = round(during / alone, 2) if alone and during else None
+    document = {
+        "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "label": args.label,
+        "workers": args.workers,
+        "cpus": os.cpu_count(),
+        "tables": args.tables,
+        "sequential": sequential,
+        "contended": contended,
+        "other_p50_slowdown": slowdown,
+        "target_cpu_p50_ms": TARGET_CPU_P50_MS,
+        "target_slowdown": TARGET_SLOWDOWN,
+        "cpu_target_met": cpu_p50 is not None and cpu_p50 <= TARGET_CPU_P50_MS,
+        "latency_target_met": slowdown is not None and slowdown <= TARGET_SLOWDOWN,
+    }
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "catalog-token.json").write_text(json.dumps(document, indent=2) + "\n")
+    (args.output / "catalog-token.md").write_text(render(document))
+    print(render(document))
+    return 0
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def render(document: dict[str, Any]) -> str:
+    seq, con = document["sequential"], document["contended"]
+    rows = [
+        _row(
+            label,
+            *(_ms(r[f"floe_cpu_{stat}_ms"]) for stat in ("p50", "p90", "mean")),
+            _ms(r["postgres_cpu_p50_ms"]),
+            _ms(r["latency_p50_ms"]),
+            r["statuses"],
+        )
+        for label, r in (
+            ("key with a generated secret", seq["generated_secret"]),
+            ("admin key, operator-chosen secret", seq["operator_secret"]),
+        )
+    ]
+    alone, during = con["other_alone"], con["other_during_tokens"]
+    other_rows = [
+        _row(label, r["requests"], _ms(r["p50_ms"]), _ms(r["p99_ms"]), _ms(r["max_ms"]))
+        for label, r in (("alone", alone), ("while token requests run", during))
+    ]
+    verdict = {True: "met", False: "missed"}
+    label = f" ({document['label']})" if document["label"] else ""
+    return "\n".join(
+        [
+            "# The token endpoint: CPU per token request, and other requests while tokens are issued",
+            "",
+            "Generated by `python -m benchmarks.catalog.token_endpoint` on "
+            f"{document['generated_at']}{label}: `floe serve --workers {document['workers']}` on a local "
+            f"PostgreSQL, {document['cpus']} CPUs.",
+            "",
+            f"## CPU per token request ({seq['generated_secret']['requests']} sequential requests per key)",
+            "",
+            "| key | floe CPU p50 ms | p90 ms | mean ms | PostgreSQL CPU p50 ms | latency p50 ms "
+            "| statuses |",
+            "|---|---:|---:|---:|---:|---:|---|",
+            *rows,
+            "",
+            f"Target: ≤ {document['target_cpu_p50_ms']} ms of floe CPU at p50 (generated secret): "
+            f"{verdict[document['cpu_target_met']]}.",
+            "",
+            f"## listTables ({document['tables']} tables, {con['other_clients']} clients) while "
+            f"{con['token_requests']} token requests run at concurrency {con['token_clients']}",
+            "",
+            "| listTables | requests | p50 ms | p99 ms | max ms |",
+            "|---|---:|---:|---:|---:|",
+            *other_rows,
+            "",
+            f"The token requests took {con['token_phase_s']} s (latency p50 "
+            f"{_ms(con['token_latency_p50_ms'])} ms, p99 {_ms(con['token_latency_p99_ms'])} ms; statuses "
+            f"{con['token_statuses']}). listTables p50 slowdown: {document['other_p50_slowdown']}x "
+            f"(target ≤ {document['target_slowdown']}x: {verdict[document['latency_target_met']]}).",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
