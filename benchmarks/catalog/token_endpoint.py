@@ -4,17 +4,20 @@ cost everyone else's requests.
 One `floe serve` on a throwaway PostgreSQL, with a cluster, a writer key of it (a secret floe generated,
 what engines use) and the admin key (an operator-chosen `FLOE_ADMIN_CLIENT_SECRET`).
 
-1. **CPU per token request**: `--sequential` client-credentials requests one after another, per key; for
+1. **CPU per token request**: `--sequential` client-credentials requests one after another, per key (and
+   as a floor, requests refused before any credential is looked at: unsupported grant_type); for
    each, the CPU time of floe's process tree (all threads, from `/proc/<pid>/task/<tid>/schedstat`, in
    nanoseconds) before and after it, 10 ms after its answer so work the server does after answering
    (the audit entry) counts too. PostgreSQL's CPU is reported beside it.
 2. **Other requests meanwhile**: `--other-clients` clients send listTables (`--tables` tables) in a
-   closed loop; after `--baseline` seconds alone, `--tokens` token requests (the writer key) at
-   `--token-clients` concurrency run beside them (the reported case: 200 at 32). listTables latency
-   alone vs while the token requests run.
+   closed loop; after `--baseline` seconds alone, token requests (the writer key) run beside them, twice:
+   a burst of `--tokens` at `--token-clients` concurrency (the issue's case: 200 at 32, as fast as the
+   server answers) and a paced run of `--paced-rate` per second for `--paced-seconds` (an engine that
+   asks for a token before most operations). listTables latency alone vs while the token requests run.
 
 Targets (reported, not asserted): a token request at most 2 ms of floe CPU at p50; listTables p50 while
-token requests run within 2x of alone. Results: `benchmarks/results/catalog-token.json` and `.md`.
+paced token requests run within 1.5x of alone (a burst saturates a core however cheap each token is).
+Results: `benchmarks/results/catalog-token.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from catalog.dev.server import CatalogProcess
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 TOKEN_PATH = "/v1/oauth/tokens"
 TARGET_CPU_P50_MS = 2.0
-TARGET_SLOWDOWN = 2.0
+TARGET_SLOWDOWN = 1.5
 _SETTLE_S = 0.01
 
 
@@ -106,8 +109,10 @@ async def _contended(
     token_clients: int,
     other_clients: int,
     baseline_s: float,
+    rate: float | None = None,
 ) -> dict[str, Any]:
-    """listTables latency alone, then while `tokens` token requests run at `token_clients` concurrency."""
+    """listTables latency alone, then while `tokens` token requests run on `token_clients` connections:
+    as fast as answered, or started `rate` per second."""
     stop = asyncio.Event()
     samples: list[tuple[int, float, int]] = []  # (sent ns, latency ms, status)
 
@@ -122,16 +127,18 @@ async def _contended(
             if connection.transport is not None:
                 connection.transport.close()
 
-    remaining = tokens
+    next_index = 0
     token_latencies: list[float] = []
     token_statuses: Counter[int] = Counter()
 
-    async def token_client() -> None:
-        nonlocal remaining
+    async def token_client(started: float) -> None:
+        nonlocal next_index
         connection = await open_connection(target.host, target.port)
         try:
-            while remaining > 0:
-                remaining -= 1
+            while next_index < tokens:
+                index, next_index = next_index, next_index + 1
+                if rate:
+                    await asyncio.sleep(max(0.0, started + index / rate - time.perf_counter()))
                 sent = time.perf_counter_ns()
                 token_statuses[await connection.send(token)] += 1
                 token_latencies.append((time.perf_counter_ns() - sent) / 1e6)
@@ -144,7 +151,7 @@ async def _contended(
     baseline_from = time.perf_counter_ns()
     await asyncio.sleep(baseline_s)
     started = time.perf_counter_ns()
-    await asyncio.gather(*(token_client() for _ in range(token_clients)))
+    await asyncio.gather(*(token_client(started / 1e9) for _ in range(token_clients)))
     ended = time.perf_counter_ns()
     stop.set()
     await asyncio.gather(*others)
@@ -160,9 +167,11 @@ async def _contended(
             "max_ms": _percentile(values, 100),
         }
 
+    alone_p50, during_p50 = _percentile(alone, 50), _percentile(during, 50)
     return {
         "token_requests": tokens,
         "token_clients": token_clients,
+        "token_rate_per_s": rate,
         "token_phase_s": round((ended - started) / 1e9, 3),
         "token_statuses": {str(k): v for k, v in sorted(token_statuses.items())},
         "token_latency_p50_ms": _percentile(token_latencies, 50),
@@ -171,6 +180,7 @@ async def _contended(
         "other_statuses": {str(k): v for k, v in sorted(statuses.items())},
         "other_alone": summary(alone),
         "other_during_tokens": summary(during),
+        "other_p50_slowdown": round(during_p50 / alone_p50, 2) if alone_p50 and during_p50 else None,
     }
 
 
@@ -186,8 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sequential", type=int, default=200, help="token requests measured one at a time, per key"
     )
-    parser.add_argument("--tokens", type=int, default=200, help="token requests in the concurrent phase")
-    parser.add_argument("--token-clients", type=int, default=32)
+    parser.add_argument("--tokens", type=int, default=200, help="token requests in the burst")
+    parser.add_argument("--token-clients", type=int, default=32, help="connections of the burst")
+    parser.add_argument("--paced-rate", type=float, default=25.0, help="token requests per second, paced")
+    parser.add_argument("--paced-seconds", type=float, default=4.0)
     parser.add_argument("--other-clients", type=int, default=4)
     parser.add_argument("--baseline", type=float, default=3.0, help="seconds of listTables alone")
     parser.add_argument("--tables", type=int, default=100, help="tables in the listed namespace")
@@ -217,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
         }
         writer = token_request(target, key["client_id"], key["client_secret"])
         operator = token_request(target, floe.admin_client_id, floe.admin_client_secret)
+        # What the endpoint costs before any credential is looked at: the floor of a token request.
+        refused = build_request(
+            "POST",
+            TOKEN_PATH,
+            target.host_header,
+            body=b"grant_type=password",
+            content_type="application/x-www-form-urlencoded",
+        )
         other = build_request("GET", target.tables_path("bench"), target.host_header, target.headers)
 
         loop = new_event_loop()
@@ -231,24 +251,34 @@ def main(argv: list[str] | None = None) -> int:
                 "operator_secret": loop.run_until_complete(
                     _cpu_per_request(target, operator, args.sequential, groups)
                 ),
+                "unsupported_grant": loop.run_until_complete(
+                    _cpu_per_request(target, refused, args.sequential, groups)
+                ),
             }
-            contended = loop.run_until_complete(
-                _contended(
-                    target,
-                    writer,
-                    other,
-                    tokens=args.tokens,
-                    token_clients=args.token_clients,
-                    other_clients=args.other_clients,
-                    baseline_s=args.baseline,
-                )
-            )
+            common = {"other_clients": args.other_clients, "baseline_s": args.baseline}
+            contended = {
+                "burst": loop.run_until_complete(
+                    _contended(
+                        target, writer, other, tokens=args.tokens, token_clients=args.token_clients, **common
+                    )
+                ),
+                "paced": loop.run_until_complete(
+                    _contended(
+                        target,
+                        writer,
+                        other,
+                        tokens=round(args.paced_rate * args.paced_seconds),
+                        token_clients=8,
+                        rate=args.paced_rate,
+                        **common,
+                    )
+                ),
+            }
         finally:
             loop.close()
 
     cpu_p50 = sequential["generated_secret"]["floe_cpu_p50_ms"]
-    alone, during = contended["other_alone"]["p50_ms"], contended["other_during_tokens"]["p50_ms"]
-    slowdown = round(during / alone, 2) if alone and during else None
+    slowdown = contended["paced"]["other_p50_slowdown"]
     document = {
         "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "label": args.label,
@@ -257,7 +287,6 @@ def main(argv: list[str] | None = None) -> int:
         "tables": args.tables,
         "sequential": sequential,
         "contended": contended,
-        "other_p50_slowdown": slowdown,
         "target_cpu_p50_ms": TARGET_CPU_P50_MS,
         "target_slowdown": TARGET_SLOWDOWN,
         "cpu_target_met": cpu_p50 is not None and cpu_p50 <= TARGET_CPU_P50_MS,
@@ -291,13 +320,33 @@ def render(document: dict[str, Any]) -> str:
         for label, r in (
             ("key with a generated secret", seq["generated_secret"]),
             ("admin key, operator-chosen secret", seq["operator_secret"]),
+            ("floor: unsupported grant_type (400, no credentials checked)", seq["unsupported_grant"]),
         )
     ]
-    alone, during = con["other_alone"], con["other_during_tokens"]
-    other_rows = [
-        _row(label, r["requests"], _ms(r["p50_ms"]), _ms(r["p99_ms"]), _ms(r["max_ms"]))
-        for label, r in (("alone", alone), ("while token requests run", during))
-    ]
+    other_rows = []
+    for phase, title in (("burst", "burst"), ("paced", "paced")):
+        run = con[phase]
+        how = (
+            f"{run['token_requests']} at {run['token_rate_per_s']:g}/s"
+            if run["token_rate_per_s"]
+            else f"{run['token_requests']} at concurrency {run['token_clients']}"
+        )
+        for label, r in (
+            ("alone", run["other_alone"]),
+            (f"during {title}: {how}", run["other_during_tokens"]),
+        ):
+            other_rows.append(
+                _row(label, r["requests"], _ms(r["p50_ms"]), _ms(r["p99_ms"]), _ms(r["max_ms"]))
+            )
+        other_rows.append(
+            _row(
+                f"token requests of the {title}",
+                sum(run["token_statuses"].values()),
+                _ms(run["token_latency_p50_ms"]),
+                _ms(run["token_latency_p99_ms"]),
+                f"{run['token_phase_s']} s in all, statuses {run['token_statuses']}",
+            )
+        )
     verdict = {True: "met", False: "missed"}
     label = f" ({document['label']})" if document["label"] else ""
     return "\n".join(
@@ -318,17 +367,16 @@ def render(document: dict[str, Any]) -> str:
             f"Target: ≤ {document['target_cpu_p50_ms']} ms of floe CPU at p50 (generated secret): "
             f"{verdict[document['cpu_target_met']]}.",
             "",
-            f"## listTables ({document['tables']} tables, {con['other_clients']} clients) while "
-            f"{con['token_requests']} token requests run at concurrency {con['token_clients']}",
+            f"## listTables ({document['tables']} tables, {con['burst']['other_clients']} clients) "
+            "while token requests run",
             "",
             "| listTables | requests | p50 ms | p99 ms | max ms |",
             "|---|---:|---:|---:|---:|",
             *other_rows,
             "",
-            f"The token requests took {con['token_phase_s']} s (latency p50 "
-            f"{_ms(con['token_latency_p50_ms'])} ms, p99 {_ms(con['token_latency_p99_ms'])} ms; statuses "
-            f"{con['token_statuses']}). listTables p50 slowdown: {document['other_p50_slowdown']}x "
-            f"(target ≤ {document['target_slowdown']}x: {verdict[document['latency_target_met']]}).",
+            f"listTables p50 slowdown: burst {con['burst']['other_p50_slowdown']}x, paced "
+            f"{con['paced']['other_p50_slowdown']}x (target for paced ≤ {document['target_slowdown']}x: "
+            f"{verdict[document['latency_target_met']]}).",
             "",
         ]
     )
