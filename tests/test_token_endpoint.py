@@ -25,6 +25,7 @@ from sqlalchemy.pool import NullPool
 
 from catalog.dev.postgres import LocalPostgres
 from catalog.dev.server import CatalogProcess
+from catalog.security import secrets as forms
 from catalog.store.schema import api_keys, signing_keys
 
 TOKEN_PATH = "/v1/oauth/tokens"
@@ -294,3 +295,28 @@ def test_rotation_ends_old_tokens_on_every_worker(postgres: LocalPostgres) -> No
                 break
             assert time.monotonic() < deadline, f"the old secret's token kept working: {answers}"
             time.sleep(0.2)
+
+
+def test_secret_hash_forms() -> None:
+    """Every stored form verifies its secret and only its secret; malformed hashes never verify."""
+    secret = forms.new_client_secret()
+    legacy = legacy_scrypt_hash(secret)
+    for stored in (
+        forms.hash_secret(secret),
+        forms.upgraded_hash(secret),
+        forms.hash_password(secret, n=2**10),
+        legacy,
+    ):
+        assert forms.verify_secret(secret, stored), stored
+        assert not forms.verify_secret(secret + "x", stored), stored
+        assert forms.is_slow(stored) == stored.startswith("scrypt$")
+    assert forms.is_upgradable(legacy)
+    assert not forms.is_upgradable(forms.hash_password(secret, n=2**10))
+    assert forms.predates_versions(legacy)
+    assert forms.predates_versions(forms.upgraded_hash(secret))
+    assert not forms.predates_versions(forms.hash_secret(secret))
+    assert not forms.predates_versions(forms.hash_password(secret, n=2**10))
+    assert forms.secret_version(forms.hash_secret(secret)) != forms.secret_version(forms.hash_secret("other"))
+    for malformed in ("", "hmac-sha256$", "hmac-sha256$!!", "scrypt$x$8$1$a$b", "md5$abc", "scrypt$1$2"):
+        assert not forms.verify_secret(secret, malformed)
+    assert not forms.verify_secret("\udcff", forms.hash_secret(secret))

@@ -366,8 +366,8 @@ class AuthService:
         key = await self._usable_key(subject)
         if key is not None and not self._current_secret(claims, key):
             # The token may be newer than the cached state (another process just upgraded the hash):
-            # read the key again if the state predates the token.
-            key = await self._usable_key(subject, read_after=float(claims["iat"]))
+            # read the key again if the state may predate the token (`iat` is in whole seconds).
+            key = await self._usable_key(subject, read_after=float(claims["iat"]) + 1)
         if key is None:
             raise NotAuthorized("Token's API key is revoked or expired")
         if not self._current_secret(claims, key):
