@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from ingest.catalog_client import CatalogClient
-    from ingest.schema_registry import SchemaRegistryClient
+    from ingest.registry_client import RegistryClient, RegistryConnection
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class IngestTable:
     consumer_config: Mapping[str, str]  # the same connection for confluent-kafka (partitions, lag)
     commit_interval: float
     avro_schema: Mapping[str, Any] | None = None
-    registry_url: str | None = None  # registry mode
+    registry: RegistryConnection | None = None  # registry mode: where the writer schemas are
     confluent_framing: bool = True
     fingerprint: str = ""  # changes when the table's ingestion settings change (restart its query)
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -113,7 +113,7 @@ class BatchWriter:
         self,
         table: IngestTable,
         catalog: CatalogClient,
-        registry: SchemaRegistryClient | None = None,
+        registry: RegistryClient | None = None,
         on_commit: Callable[[IngestTable, BatchResult], None] | None = None,
         spark_catalog: str = "floe",
     ) -> None:
@@ -138,7 +138,7 @@ class BatchWriter:
             if t.avro_schema is None:
                 raise ValueError(f"{t.name}: Avro table without an Avro schema")
             writers: dict[int, str] | None = None
-            if t.registry_url:
+            if t.registry is not None:
                 if self.registry is None:
                     raise ValueError(f"{t.name}: registry mode without a schema registry client")
                 ids = [
@@ -158,7 +158,7 @@ class BatchWriter:
                 raw,
                 t.schema,
                 t.avro_schema,
-                confluent_framing=t.confluent_framing or bool(t.registry_url),
+                confluent_framing=t.confluent_framing or t.registry is not None,
                 writer_schemas=writers,
             )
         raise ValueError(f"{t.name}: unsupported source format {t.source_format}")
@@ -170,7 +170,7 @@ class BatchWriter:
         t = self.table
         main_committed = self.catalog.kafka_offsets(t.warehouse, t.namespace, t.table, t.topic)
         dlq_committed = self.catalog.kafka_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
-        if t.registry_url:
+        if t.registry is not None:
             raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
         decoded = self._decode(raw)
         main_from = _offset_lookup(main_committed)
@@ -233,5 +233,5 @@ class BatchWriter:
             return result
         finally:
             cached.unpersist()
-            if t.registry_url:
+            if t.registry is not None:
                 raw.unpersist()

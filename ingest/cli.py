@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import httpx
@@ -19,9 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from catalog.admin_client import DEFAULT_URL, ClientError, admin_credentials
-
-if TYPE_CHECKING:
-    from ingest.schema_registry import SchemaRegistryClient
 
 console = Console(stderr=True)
 DEFAULT_METRICS_PORT = 9464
@@ -90,15 +87,6 @@ def run_ingest(
     spark = spark_session(
         "floe-ingest", CatalogConnection(url, warehouse, client_id, client_secret), master=master, conf=conf
     )
-    registries: dict[str, SchemaRegistryClient] = {}
-
-    def registry_for(registry_url: str) -> SchemaRegistryClient:
-        from ingest.schema_registry import SchemaRegistryClient
-
-        if registry_url not in registries:
-            registries[registry_url] = SchemaRegistryClient(registry_url)
-        return registries[registry_url]
-
     service = IngestService(
         spark,
         catalog,
@@ -111,7 +99,6 @@ def run_ingest(
             clusters=frozenset(clusters),
             state_dir=state_dir,
         ),
-        registry_for=registry_for,
     )
 
     def _stop(signum: int, _frame: FrameType | None) -> None:

@@ -1,4 +1,4 @@
-"""A real Schema Registry for floe's registry mode, and the small client ingestion uses.
+"""A real Schema Registry for floe's registry mode (its client is `ingest.registry_client`).
 
 The registry is Apicurio Registry, run from Maven Central artifacts only and kept in memory (its
 embedded in-memory H2 store: nothing to install, nothing persisted). floe talks to it through its
@@ -33,19 +33,15 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
-from urllib.parse import quote
 
 import click
-import httpx
 from rich.console import Console
 
 from catalog.dev.postgres import free_port
@@ -808,163 +804,6 @@ class LocalSchemaRegistry:
         self.stop()
         if self.owns_log_dir:
             shutil.rmtree(self.log_dir, ignore_errors=True)
-
-
-# -- the client ingestion uses ------------------------------------------------------------------------
-
-SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
-_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-# Confluent's error code for "schema not found" (HTTP 404).
-_SCHEMA_NOT_FOUND = 40403
-
-
-class SchemaRegistryError(RuntimeError):
-    """A request to the schema registry failed: unreachable, or an HTTP error (its status and error code)."""
-
-    def __init__(
-        self, message: str, *, status_code: int | None = None, error_code: int | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.error_code = error_code
-
-
-class SchemaNotFoundError(SchemaRegistryError, LookupError):
-    """The registry has no schema with that id."""
-
-
-@dataclass(frozen=True, slots=True)
-class RegisteredSchema:
-    id: int
-    schema_type: str
-    schema_str: str
-
-
-class SchemaRegistryClient:
-    """A Confluent Schema Registry API client (Confluent, Apicurio's ccompat, Redpanda...) over httpx.
-
-    `url` is the API's base URL (`http://registry:8081`, `http://host/apis/ccompat/v7`). Schemas are
-    immutable per id, so `schema()` caches them for the client's lifetime.
-    """
-
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"Schema registry URL must start with http:// or https://, got {url!r}")
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(timeout=timeout, headers={"Accept": f"{_CONTENT_TYPE}, application/json"})
-        self._schemas: dict[int, RegisteredSchema] = {}
-
-    def register(self, subject: str, schema_str: str, schema_type: str = "AVRO") -> int:
-        """Register `schema_str` under `subject` (a new version unless already there); its schema id."""
-        if not subject:
-            raise ValueError("Subject must not be empty")
-        if schema_type not in SCHEMA_TYPES:
-            raise ValueError(f"Schema type must be one of {', '.join(SCHEMA_TYPES)}, got {schema_type!r}")
-        body: dict[str, str] = {"schema": schema_str}
-        if schema_type != "AVRO":
-            body["schemaType"] = schema_type  # Omitted for Avro, as older registries expect.
-        answer = self._request("POST", f"/subjects/{quote(subject, safe='')}/versions", body)
-        schema_id = answer.get("id") if isinstance(answer, dict) else None
-        if not isinstance(schema_id, int):
-            raise SchemaRegistryError(
-                f"Schema registry {self.url} answered a registration without an id: {answer}"
-            )
-        self._schemas.setdefault(schema_id, RegisteredSchema(schema_id, schema_type, schema_str))
-        return schema_id
-
-    def schema(self, schema_id: int) -> RegisteredSchema:
-        """The schema with this id; SchemaNotFoundError (a LookupError) when the registry has none."""
-        if isinstance(schema_id, bool) or not isinstance(schema_id, int) or schema_id < 0:
-            raise ValueError(f"Schema id must be a non-negative integer, got {schema_id!r}")
-        cached = self._schemas.get(schema_id)
-        if cached is not None:
-            return cached
-        answer = self._request("GET", f"/schemas/ids/{schema_id}")
-        if not isinstance(answer, dict) or not isinstance(answer.get("schema"), str):
-            raise SchemaRegistryError(
-                f"Schema registry {self.url} answered schema id {schema_id} with {answer}"
-            )
-        schema_str: str = answer["schema"]
-        # Confluent leaves `schemaType` out for Avro.
-        schema_type = str(answer.get("schemaType") or "AVRO")
-        registered = RegisteredSchema(schema_id, schema_type, schema_str)
-        self._schemas[schema_id] = registered
-        return registered
-
-    def _request(self, method: str, path: str, body: dict[str, str] | None = None) -> object:
-        url = self.url + path
-        try:
-            response = self._http.request(
-                method, url, json=body, headers={"Content-Type": _CONTENT_TYPE} if body is not None else None
-            )
-        except httpx.HTTPError as exc:
-            raise SchemaRegistryError(f"Schema registry {method} {url} failed: {exc}") from exc
-        try:
-            answer: object = response.json()
-        except ValueError:
-            answer = None
-        if response.is_success:
-            return answer
-        error_code = answer.get("error_code") if isinstance(answer, dict) else None
-        message = answer.get("message") if isinstance(answer, dict) else response.text[:500]
-        error = (
-            f"Schema registry {method} {url}: HTTP {response.status_code}"
-            + (f" (error {error_code})" if error_code is not None else "")
-            + f": {message}"
-        )
-        if error_code == _SCHEMA_NOT_FOUND:
-            raise SchemaNotFoundError(error, status_code=response.status_code, error_code=error_code)
-        # A 404 without one of Confluent's 404xx codes: the path itself is unknown, not the schema.
-        if response.status_code == 404 and error_code in (None, 404):
-            error += " (is the URL the registry's Confluent-compatible API base?)"
-        raise SchemaRegistryError(
-            error,
-            status_code=response.status_code,
-            error_code=error_code if isinstance(error_code, int) else None,
-        )
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> SchemaRegistryClient:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-# -- Confluent wire format: magic byte 0, big-endian int32 schema id, then the serialized payload ---------
-
-MAGIC_BYTE = 0
-_HEADER = struct.Struct(">Bi")
-HEADER_SIZE = _HEADER.size
-
-
-def encode_confluent(schema_id: int, payload: bytes) -> bytes:
-    """`payload` framed as Confluent serializers write it, for the schema `schema_id`."""
-    if isinstance(schema_id, bool) or not isinstance(schema_id, int) or not 0 <= schema_id <= 0x7FFFFFFF:
-        raise ValueError(f"Schema id must be an integer from 0 to 2^31-1, got {schema_id!r}")
-    return _HEADER.pack(MAGIC_BYTE, schema_id) + bytes(payload)
-
-
-def decode_confluent_header(value: bytes | bytearray | memoryview | None) -> tuple[int, bytes]:
-    """(schema id, payload) of a Confluent-framed message value; ValueError when it is not one."""
-    if value is None:
-        raise ValueError("Not Confluent wire format: the value is null")
-    data = bytes(value)
-    if len(data) < HEADER_SIZE:
-        raise ValueError(
-            f"Not Confluent wire format: {len(data)} bytes, the header alone is {HEADER_SIZE} "
-            "(magic byte 0 and a 4-byte schema id)"
-        )
-    magic, schema_id = _HEADER.unpack_from(data)
-    if magic != MAGIC_BYTE:
-        raise ValueError(f"Not Confluent wire format: magic byte is {magic:#04x}, expected {MAGIC_BYTE:#04x}")
-    if schema_id < 0:
-        raise ValueError(f"Not Confluent wire format: negative schema id {schema_id}")
-    return schema_id, data[HEADER_SIZE:]
 
 
 # -- `floe dev schema-registry` ---------------------------------------------------------------------------

@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 from ingest import metrics
 from ingest.batches import BatchResult, BatchWriter, IngestTable
 from ingest.catalog_client import CatalogClient, CatalogUnavailable
+from ingest.registry_client import RegistryClient, RegistryConnection
 from ingest.spark import CatalogConnection, register_warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
-
-    from ingest.schema_registry import SchemaRegistryClient
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,11 @@ class _Running:
 
 
 class IngestService:
-    """Supervises the streaming queries of every table in the applied pipeline."""
+    """Supervises the streaming queries of every table in the applied pipeline.
+
+    Registry-mode tables get their schema-registry client from `registry_for` (by default one
+    `RegistryClient` per registry connection, kept for the service's lifetime so its schema cache is).
+    """
 
     def __init__(
         self,
@@ -63,14 +66,15 @@ class IngestService:
         connection: CatalogConnection,
         tables_of: Callable[[Mapping[str, Any]], list[IngestTable]],
         options: IngestOptions,
-        registry_for: Callable[[str], SchemaRegistryClient] | None = None,
+        registry_for: Callable[[RegistryConnection], RegistryClient] | None = None,
     ) -> None:
         self.spark = spark
         self.catalog = catalog
         self.connection = connection
         self.tables_of = tables_of
         self.options = options
-        self.registry_for = registry_for
+        self.registry_for = registry_for or self._registry_client
+        self._registries: dict[RegistryConnection, RegistryClient] = {}
         self.running: dict[str, _Running] = {}
         self._failures: dict[str, tuple[int, float]] = {}  # table → (consecutive failures, retry at)
         self._stop = threading.Event()
@@ -101,6 +105,8 @@ class IngestService:
             for name in list(self.running):
                 self._stop_query(name)
             self._lag.close()
+            for registry in self._registries.values():
+                registry.close()
 
     def running_tables(self) -> list[IngestTable]:
         return [r.table for r in self.running.values()]
@@ -158,6 +164,12 @@ class IngestService:
         return json.dumps({table.topic: offsets})
 
     def _start_query(self, table: IngestTable) -> None:
+        registry = None
+        if table.registry is not None:
+            registry = self.registry_for(table.registry)
+            # Unreachable, or refusing floe's credentials: one clear error now (the table is retried with
+            # backoff), rather than a failed batch inside the streaming query.
+            registry.check()
         interval = self.options.commit_interval or table.commit_interval
         checkpoint = Path(tempfile.mkdtemp(prefix="checkpoint-", dir=self._state))
         reader = (
@@ -170,7 +182,6 @@ class IngestService:
             .option("failOnDataLoss", "false")
             .option("maxOffsetsPerTrigger", str(self.options.max_records_per_batch))
         )
-        registry = self.registry_for(table.registry_url) if table.registry_url and self.registry_for else None
         spark_catalog = register_warehouse(self.spark, self.connection, table.warehouse)
         writer = BatchWriter(
             table, self.catalog, registry, on_commit=self._committed, spark_catalog=spark_catalog
@@ -185,6 +196,12 @@ class IngestService:
         )
         self.running[table.name] = _Running(table, query, checkpoint)
         log.info("%s: ingesting topic %s every %gs", table.name, table.topic, interval)
+
+    def _registry_client(self, connection: RegistryConnection) -> RegistryClient:
+        client = self._registries.get(connection)
+        if client is None:
+            client = self._registries[connection] = RegistryClient(connection)
+        return client
 
     def _stop_query(self, name: str) -> None:
         running = self.running.pop(name, None)

@@ -12,12 +12,15 @@ from typing import Any
 from catalog.pipelines import (
     CredentialError,
     PipelineConfig,
+    TableConfig,
     avro_schema,
     data_schema,
     parse_config,
     resolve_credentials,
+    resolve_registry_auth,
 )
 from ingest.batches import IngestTable
+from ingest.registry_client import BasicAuth, RegistryConnection
 
 log = logging.getLogger(__name__)
 DEFAULT_COMMIT_INTERVAL = 2.0
@@ -30,8 +33,9 @@ def ingest_tables(
 ) -> list[IngestTable]:
     """Every table of the applied pipeline, ready to ingest.
 
-    A table whose source cluster's credentials cannot be resolved (a missing environment variable) is
-    left out with an error in the log, so one misconfigured cluster does not stop the others.
+    A table whose source cluster's or schema registry's credentials cannot be resolved (a missing
+    environment variable) is left out with an error in the log, so one misconfigured cluster does not
+    stop the others.
     """
     environ = os.environ if environ is None else environ
     config: PipelineConfig = parse_config(pipeline["config"])
@@ -48,6 +52,7 @@ def ingest_tables(
         try:
             spark_options = resolve_credentials(cluster, environ, "spark")
             consumer = resolve_credentials(cluster, environ, "librdkafka")
+            registry = registry_connection(config, table, environ)
         except CredentialError as exc:
             log.error("%s.%s: %s", table.namespace, table.table_name, exc)
             continue
@@ -65,6 +70,11 @@ def ingest_tables(
                 k: v for k, v in spark_options.items() if "jaas" not in k and "keystore.key" not in k
             },
             "registry": table.registry_url,
+            "registry_auth": (
+                [registry.basic_auth.username_env, registry.basic_auth.password_env]
+                if registry is not None and registry.basic_auth is not None
+                else None
+            ),
             "warehouse": warehouse,
         }
         tables.append(
@@ -81,9 +91,36 @@ def ingest_tables(
                 consumer_config=consumer,
                 commit_interval=float(table.commit_interval_seconds or DEFAULT_COMMIT_INTERVAL),
                 avro_schema=avro,
-                registry_url=table.registry_url if table.schema_mode == "registry" else None,
+                registry=registry,
                 confluent_framing=table.avro_framing == "confluent",
                 fingerprint=hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
             )
         )
     return tables
+
+
+def registry_connection(
+    config: PipelineConfig, table: TableConfig, environ: Mapping[str, str]
+) -> RegistryConnection | None:
+    """The schema registry a registry-mode table decodes with (None for inline mode).
+
+    floe.yaml gives credentials only for the top-level `schema_registry`: a table reading from that
+    registry (by default, or naming its URL again) uses them; a table naming another registry in its own
+    `schema_registry_url` reaches it without. CredentialError when a variable they name is not set.
+    """
+    if table.schema_mode != "registry" or table.registry_url is None:
+        return None
+    setting = (
+        f"{table.path or 'table'}.schema_registry_url" if table.schema_registry_url else "schema_registry.url"
+    )
+    top = config.schema_registry
+    auth: BasicAuth | None = None
+    if top is not None and top.url == table.registry_url:
+        credentials = resolve_registry_auth(top, environ)
+        if credentials is not None:
+            assert top.basic_auth_username_env is not None
+            assert top.basic_auth_password_env is not None
+            auth = BasicAuth(
+                credentials[0], credentials[1], top.basic_auth_username_env, top.basic_auth_password_env
+            )
+    return RegistryConnection(table.registry_url, auth, setting)
