@@ -153,7 +153,7 @@ class RegistryClient:
         known_code = code if code != ConfluentRegistryError.UNKNOWN else None
         message = (
             f"{where}: HTTP {status}"
-            + (f" (error {known_code})" if known_code is not None else "")
+            + (f" (error {known_code})" if known_code not in (None, status) else "")
             + f": {exc.error_message}"
         )
         if known_code == _SCHEMA_NOT_FOUND:

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -32,11 +32,13 @@ class IngestProcess:
         *,
         credential: tuple[str, str] | None = None,
         args: Iterable[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.server = server
         self.home = home
         self.credential = credential or (server.admin_client_id, server.admin_client_secret)
         self.args = list(args)
+        self.env = dict(env or {})  # on top of this process's environment
         self.metrics_port = free_port()
         self.state_dir = home / "state"
         self.log_path = home / "ingest.log"
@@ -54,6 +56,7 @@ class IngestProcess:
             "FLOE_CLIENT_ID": self.credential[0],
             "FLOE_CLIENT_SECRET": self.credential[1],
             "FLOE_SPARK_MASTER": "local[2]",
+            **self.env,
         }
         command = [
             sys.executable,

@@ -29,7 +29,8 @@ from pyiceberg.catalog.rest import RestCatalog
 from catalog.dev.postgres import LocalPostgres
 from catalog.dev.server import CatalogProcess
 from ingest.kafka_broker import LocalKafka
-from ingest.schema_registry import LocalSchemaRegistry, SchemaRegistryClient, encode_confluent
+from ingest.registry_client import BasicAuth, RegistryClient, RegistryConnection, encode_confluent
+from ingest.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
 from tests.duckdb_client import attach_catalog, connect
 from tests.ingest_harness import (
     IngestProcess,
@@ -39,6 +40,7 @@ from tests.ingest_harness import (
     produce,
     wait_until_committed,
 )
+from tests.registry_fixtures import REGISTRY_PASSWORD, REGISTRY_USER, BasicAuthProxy
 
 # A Kafka broker, the schema registry and Spark (`floe ingest`): `pytest -m "not e2e"` skips them.
 pytestmark = pytest.mark.e2e
@@ -48,6 +50,11 @@ CLUSTER = "ingest"
 CRASH_CLUSTER = "crash"
 # The compaction test's tables: the module's ingest writes them while `floe maintain` compacts them.
 COMPACT_CLUSTER = "compact"
+# The registry-authentication test's refused tables: only its ingest process (wrong password) reads them.
+REFUSED_CLUSTER = "refused"
+# The variables floe.yaml's schema_registry.basic_auth_*_env name in the registry-authentication test.
+REGISTRY_USER_ENV = "FLOE_TEST_REGISTRY_USER"
+REGISTRY_PASSWORD_ENV = "FLOE_TEST_REGISTRY_PASSWORD"
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +82,7 @@ class Pipeline:
         self.config: dict[str, Any] = {
             "source_clusters": [
                 {"name": name, "bootstrap_brokers": brokers}
-                for name in (CLUSTER, CRASH_CLUSTER, COMPACT_CLUSTER)
+                for name in (CLUSTER, CRASH_CLUSTER, COMPACT_CLUSTER, REFUSED_CLUSTER)
             ],
             "tables": [],
         }
@@ -98,7 +105,10 @@ def ingest(
     server: CatalogProcess, pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[IngestProcess]:
     args = ["--commit-interval", "1", "--cluster", CLUSTER, "--cluster", COMPACT_CLUSTER]
-    with IngestProcess(server, tmp_path_factory.mktemp("ingest"), args=args) as process:
+    registry_credentials = {REGISTRY_USER_ENV: REGISTRY_USER, REGISTRY_PASSWORD_ENV: REGISTRY_PASSWORD}
+    with IngestProcess(
+        server, tmp_path_factory.mktemp("ingest"), args=args, env=registry_credentials
+    ) as process:
         yield process
 
 
@@ -410,7 +420,7 @@ def test_avro_registry_mode_decodes_every_writer_schema(
     # A producer's own schemas: v1 without `referrer`, v2 with it, under the producer's record name.
     v2 = {**full, "name": "com.example.Visit"}
     v1 = {**v2, "fields": [f for f in v2["fields"] if f["name"] != "referrer"]}
-    client = SchemaRegistryClient(schema_registry.url)
+    client = RegistryClient(schema_registry.url)
     id1 = client.register(f"{topic}-value", json.dumps(v1))
     id2 = client.register(f"{topic}-value", json.dumps(v2))
     assert id1 != id2
@@ -433,6 +443,79 @@ def test_avro_registry_mode_decodes_every_writer_schema(
         "value is not in the Confluent wire format (magic byte 0 + schema id)",
         "value's schema id is not registered",
     ]
+
+
+def test_avro_registry_mode_through_a_registry_that_requires_basic_auth(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    authenticated_registry: BasicAuthProxy,
+    tmp_path: Path,
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    # floe.yaml's top-level registry, with the variables holding its credentials; the module's ingest
+    # process has them set right.
+    pipeline.config["schema_registry"] = {
+        "url": authenticated_registry.url,
+        "basic_auth_username_env": REGISTRY_USER_ENV,
+        "basic_auth_password_env": REGISTRY_PASSWORD_ENV,
+    }
+    topic = _topic(kafka, "avro-registry-auth", partitions=2)
+    table = _table_name(topic)
+    registry_table: dict[str, Any] = {
+        "source_format": "avro",
+        "schema_mode": "registry",
+        "schema": {"fields": AVRO_FIELDS},
+    }
+    pipeline.add(source_topic=topic, **registry_table)
+    writer = {**avro_schema(parse_config(pipeline.config).table(CLUSTER, table)), "name": "com.example.Visit"}
+    credentials = BasicAuth(REGISTRY_USER, REGISTRY_PASSWORD, REGISTRY_USER_ENV, REGISTRY_PASSWORD_ENV)
+    with RegistryClient(RegistryConnection(authenticated_registry.url, credentials)) as client:
+        schema_id = client.register(f"{topic}-value", json.dumps(writer))
+    values = [encode_confluent(schema_id, _avro_bytes(writer, _avro_record(i))) for i in range(100)]
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert sorted(r["user_id"] for r in rows) == list(range(100))
+    assert catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().num_rows == 0
+    # The writer schema was read through the proxy, with the credentials.
+    assert ("GET", f"{CCOMPAT_PATH}/schemas/ids/{schema_id}", True) in authenticated_registry.requests
+    assert not [r for r in authenticated_registry.requests if not r[2]]
+
+    # The same registry, a wrong password: one clear error naming the settings, nothing committed.
+    refused_topic = _topic(kafka, "avro-registry-refused", partitions=1)
+    refused_table = _table_name(refused_topic)
+    pipeline.add(REFUSED_CLUSTER, source_topic=refused_topic, **registry_table)
+    produce(kafka.bootstrap_servers, refused_topic, values[:10])
+    wrong = {REGISTRY_USER_ENV: REGISTRY_USER, REGISTRY_PASSWORD_ENV: "not the password"}
+    args = ["--commit-interval", "1", "--cluster", REFUSED_CLUSTER]
+    with IngestProcess(server, tmp_path / "refused", args=args, env=wrong) as refused:
+        deadline = time.monotonic() + 240
+        while "cannot start ingestion" not in refused.log_text():
+            assert time.monotonic() < deadline, refused.log_text()[-4000:]
+            assert refused.process is not None
+            assert refused.process.poll() is None, refused.log_text()[-4000:]
+            time.sleep(0.5)
+        time.sleep(3)  # time for a batch to commit, were one started
+        log = refused.log_text()
+    errors = [line for line in log.splitlines() if "cannot start ingestion" in line]
+    assert errors[0].endswith(
+        f"{REFUSED_CLUSTER}.{refused_table}: cannot start ingestion: "
+        f"Schema registry {authenticated_registry.url} (schema_registry.url): GET /schemas/types: "
+        "HTTP 401: Unauthorized (the registry refused the "
+        f"credentials of user '{REGISTRY_USER}', from the environment variables {REGISTRY_USER_ENV} and "
+        f"{REGISTRY_PASSWORD_ENV} that floe.yaml's schema_registry.basic_auth_username_env and "
+        "schema_registry.basic_auth_password_env name)"
+    ), errors
+    assert "not the password" not in log
+    assert "ingestion query stopped" not in log  # no streaming query ran and failed
+    assert committed_offsets(admin, REFUSED_CLUSTER, refused_table, refused_topic) == {}
+    assert catalog.load_table(f"{REFUSED_CLUSTER}.{refused_table}").current_snapshot() is None
+    assert catalog.load_table(f"{REFUSED_CLUSTER}.{refused_table}_dlq").current_snapshot() is None
 
 
 def test_schema_evolves_while_ingesting_and_destructive_changes_are_refused(
