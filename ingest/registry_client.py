@@ -23,8 +23,11 @@ from typing import Any
 import httpx
 
 with warnings.catch_warnings():
-    # Authlib (imported by confluent-kafka's registry client) warns on every import that it prefers
-    # httpx2 over httpx; floe depends on httpx, and the warning would open every `floe ingest` log.
+    # Authlib (imported by confluent-kafka's registry client) warns on import that it prefers httpx2 over
+    # httpx; floe depends on httpx, and the warning would open every `floe ingest` log. Its module
+    # `deprecate` installs an "always" filter on import, so import it first and put "ignore" in front.
+    import authlib.deprecate  # noqa: F401
+
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
     from confluent_kafka.schema_registry.error import SchemaRegistryError as ConfluentRegistryError

@@ -26,7 +26,7 @@ from ingest.registry_client import (
     encode_confluent,
 )
 from ingest.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
-from ingest.tables import registry_connection
+from ingest.tables import ingest_tables, registry_connection
 from tests.registry_fixtures import REGISTRY_PASSWORD, REGISTRY_USER, BasicAuthProxy
 
 ORDER_V1: dict[str, Any] = {
@@ -236,6 +236,29 @@ def test_a_table_reads_from_its_registry_with_the_credentials_floe_yaml_names() 
     )
     with pytest.raises(CredentialError, match=r"SR_PASSWORD .* schema_registry\.basic_auth_password_env"):
         registry_connection(config, config.tables[0], {"SR_USER": "alice"})
+
+
+def test_ingestion_takes_each_tables_registry_and_leaves_out_a_table_without_its_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    raw = _pipeline(basic_auth_username_env="SR_USER", basic_auth_password_env="SR_PASSWORD")
+    tables = ingest_tables({"config": raw}, environ={"SR_USER": "alice", "SR_PASSWORD": "s3cret"})
+    auth = BasicAuth("alice", "s3cret", "SR_USER", "SR_PASSWORD")
+    assert [(t.topic, t.registry) for t in tables] == [
+        ("default-registry", RegistryConnection("http://registry:8081/apis/ccompat/v7", auth)),
+        (
+            "same-registry",
+            RegistryConnection("http://registry:8081/apis/ccompat/v7", auth, "tables[1].schema_registry_url"),
+        ),
+        ("other-registry", RegistryConnection("http://other:8081", None, "tables[2].schema_registry_url")),
+        ("inline", None),
+    ]
+    # The password variable is not set: the tables that need it are left out, with the reason logged.
+    assert [t.topic for t in ingest_tables({"config": raw}, environ={"SR_USER": "alice"})] == [
+        "other-registry",
+        "inline",
+    ]
+    assert "SR_PASSWORD (or TABLEFLOW_SR_PASSWORD) is not set" in caplog.text
 
 
 def test_unreachable_registry_is_a_clear_error() -> None:
