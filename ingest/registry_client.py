@@ -26,7 +26,7 @@ with warnings.catch_warnings():
     # Authlib (imported by confluent-kafka's registry client) warns on import that it prefers httpx2 over
     # httpx; floe depends on httpx, and the warning would open every `floe ingest` log. Its module
     # `deprecate` installs an "always" filter on import, so import it first and put "ignore" in front.
-    import authlib.deprecate  # noqa: F401
+    import authlib.deprecate  # type: ignore[import-untyped]  # noqa: F401
 
     warnings.simplefilter("ignore", DeprecationWarning)
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
