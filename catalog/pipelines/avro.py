@@ -18,7 +18,8 @@ from typing import Any
 
 from pyiceberg.types import DecimalType, FixedType
 
-from catalog.pipelines.config import FieldConfig, TableConfig, primitive_type
+from catalog.pipelines.schema_fields import FieldConfig, primitive_type
+from catalog.pipelines.table_config import TableConfig
 
 _SIMPLE: dict[str, Any] = {
     "boolean": "boolean",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
-from catalog.pipelines.config import SchemaRegistryConfig, SourceCluster
+from catalog.pipelines.sources import SchemaRegistryConfig, SourceCluster
 
 WARPSTREAM_PREFIX = "TABLEFLOW_"
 ClientForm = Literal["spark", "librdkafka"]

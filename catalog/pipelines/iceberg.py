@@ -13,7 +13,7 @@ from catalog.pipelines.columns import (
     KAFKA_STRUCT,
     dlq_schema,
 )
-from catalog.pipelines.config import TableConfig
+from catalog.pipelines.table_config import TableConfig
 
 # Written on every table at creation: Parquet with zstd, and no shuffle before writing (ingestion
 # writes each micro-batch as it comes; compaction reorganizes files later).

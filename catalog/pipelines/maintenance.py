@@ -15,17 +15,20 @@ a table's own block overrides them key by key; keys set nowhere take `DEFAULT_PO
       - source_topic: clicks
         maintenance: {snapshot_retention: 7d}
 
-Durations are a number and a unit, combinable: `90s`, `10m`, `1h30m`, `7d`, `2w`. Parsing reports every
-problem as `(YAML path, message)`; `catalog.pipelines.config` turns them into `ConfigError`s.
+Durations are a number and a unit, combinable: `90s`, `10m`, `1h30m`, `7d`, `2w`. A block is a pydantic
+model of the floe.yaml it is part of: its problems are that document's `ConfigError`s.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, BeforeValidator, field_serializer
+
+from catalog.pipelines.validation import ConfigModel, problem
 from catalog.pipelines.yaml_values import describe_value
 
 MAINTENANCE_KEYS = (
@@ -42,19 +45,6 @@ DURATION_KEYS = frozenset({"snapshot_retention", "orphan_file_age", "interval", 
 _UNITS = {"w": 7 * 86_400, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 _DURATION = re.compile(r"^(?:\d+[wdhms])+$")
 _DURATION_PART = re.compile(r"(\d+)([wdhms])")
-
-# (minimum, maximum, why the minimum) per key; durations in seconds.
-_LIMITS: dict[str, tuple[int, int, str]] = {
-    "target_file_size_mb": (1, 16_384, ""),
-    "snapshot_retention": (0, 3_650 * 86_400, ""),
-    "min_snapshots_to_keep": (1, 1_000_000, "a table always keeps its current snapshot"),
-    # Files of a commit still in flight are unreferenced until it lands: a short horizon would delete
-    # them under a slow writer.
-    "orphan_file_age": (3_600, 3_650 * 86_400, "younger files may belong to commits still in flight"),
-    "interval": (10, 30 * 86_400, ""),
-    "cold_after": (0, 30 * 86_400, ""),
-    "hot_partition_max_files": (2, 1_000_000, "compaction needs at least two files"),
-}
 
 
 def parse_duration(text: str) -> int | None:
@@ -76,6 +66,37 @@ def format_duration(seconds: int) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return "".join(parts)
+
+
+def _seconds(value: Any) -> int:
+    """A duration's seconds (a bare number is refused: it has no unit)."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise problem(f"expected a duration like 30m, 1h or 7d; got {describe_value(value)}")
+    if isinstance(value, int):
+        hint = f"add a unit: {value}s, {value}m …"
+        raise problem(f"expected a duration like 30m, 1h or 7d; got {describe_value(value)} ({hint})")
+    seconds = parse_duration(value)
+    if seconds is None:
+        raise problem(f"invalid duration {value!r}: a number and a unit (s, m, h, d, w), like 30m, 1h30m or 7d")
+    return seconds
+
+
+def _between(minimum: int, maximum: int, why: str = "", *, duration: bool = False) -> AfterValidator:
+    """A limit whose message shows durations as durations and says why the minimum is what it is."""
+    show: Callable[[int], str] = format_duration if duration else str
+
+    def check(value: int) -> int:
+        if not minimum <= value <= maximum:
+            reason = f" ({why})" if why and value < minimum else ""
+            raise problem(f"must be between {show(minimum)} and {show(maximum)}{reason}; got {show(value)}")
+        return value
+
+    return AfterValidator(check)
+
+
+_YEARS_10 = 3_650 * 86_400
+_DAYS_30 = 30 * 86_400
+Seconds = Annotated[int, BeforeValidator(_seconds)]
 
 
 @dataclass(frozen=True)
@@ -106,31 +127,36 @@ class MaintenancePolicy:
 DEFAULT_POLICY = MaintenancePolicy()
 
 
-@dataclass(frozen=True)
-class MaintenanceConfig:
+class MaintenanceConfig(ConfigModel):
     """One `maintenance:` block as written: None for every key it leaves to the level above."""
 
-    target_file_size_mb: int | None = None
-    snapshot_retention: int | None = None
-    min_snapshots_to_keep: int | None = None
-    orphan_file_age: int | None = None
-    interval: int | None = None
-    cold_after: int | None = None
-    hot_partition_max_files: int | None = None
+    target_file_size_mb: Annotated[int, _between(1, 16_384)] | None = None
+    snapshot_retention: Annotated[Seconds, _between(0, _YEARS_10, duration=True)] | None = None
+    min_snapshots_to_keep: (
+        Annotated[int, _between(1, 1_000_000, "a table always keeps its current snapshot")] | None
+    ) = None
+    # Files of a commit still in flight are unreferenced until it lands: a short horizon would delete
+    # them under a slow writer.
+    orphan_file_age: (
+        Annotated[
+            Seconds,
+            _between(3_600, _YEARS_10, "younger files may belong to commits still in flight", duration=True),
+        ]
+        | None
+    ) = None
+    interval: Annotated[Seconds, _between(10, _DAYS_30, duration=True)] | None = None
+    cold_after: Annotated[Seconds, _between(0, _DAYS_30, duration=True)] | None = None
+    hot_partition_max_files: (
+        Annotated[int, _between(2, 1_000_000, "compaction needs at least two files")] | None
+    ) = None
 
-    def to_json(self) -> dict[str, Any]:
-        """The keys this block sets (durations in canonical form); `parse_maintenance` reads it back."""
-        body: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None:
-                body[f.name] = format_duration(value) if f.name in DURATION_KEYS else value
-        return body
+    @field_serializer(*DURATION_KEYS, when_used="json")
+    def _duration_text(self, seconds: int | None) -> str | None:
+        return None if seconds is None else format_duration(seconds)
 
     def apply_to(self, policy: MaintenancePolicy) -> MaintenancePolicy:
         """`policy` with this block's keys overriding it."""
-        changes = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
-        return replace(policy, **changes)
+        return replace(policy, **self.model_dump(exclude_none=True))
 
 
 def resolve_policy(
@@ -146,70 +172,6 @@ def resolve_policy(
     return policy
 
 
-def _limit_message(key: str, value: int) -> str | None:
-    minimum, maximum, why = _LIMITS[key]
-    if minimum <= value <= maximum:
-        return None
-    show = format_duration if key in DURATION_KEYS else str
-    reason = f" ({why})" if why and value < minimum else ""
-    return f"must be between {show(minimum)} and {show(maximum)}{reason}; got {show(value)}"
-
-
-def parse_maintenance(raw: Any, path: str) -> tuple[MaintenanceConfig | None, list[tuple[str, str]]]:
-    """A `maintenance:` block (at YAML path `path`) and its problems as `(path, message)` pairs.
-
-    An empty block (`maintenance:` or `{}`) sets nothing; any problem makes the block None."""
-    problems: list[tuple[str, str]] = []
-    if raw is None:
-        return MaintenanceConfig(), problems
-    if not isinstance(raw, dict):
-        problems.append(
-            (path, f"expected a mapping with keys {', '.join(MAINTENANCE_KEYS)}; got {describe_value(raw)}")
-        )
-        return None, problems
-    values: dict[str, int] = {}
-    for key, value in raw.items():
-        where = f"{path}.{key}"
-        if key not in MAINTENANCE_KEYS:
-            hint = difflib.get_close_matches(str(key), MAINTENANCE_KEYS, n=1)
-            suggestion = (
-                f"; did you mean {hint[0]!r}?" if hint else f" (expected: {', '.join(MAINTENANCE_KEYS)})"
-            )
-            problems.append((where, f"unknown key {str(key)!r}{suggestion}"))
-            continue
-        parsed = _duration(value) if key in DURATION_KEYS else _integer(value)
-        if isinstance(parsed, str):
-            problems.append((where, parsed))
-            continue
-        message = _limit_message(key, parsed)
-        if message is not None:
-            problems.append((where, message))
-            continue
-        values[key] = parsed
-    if problems:
-        return None, problems
-    return MaintenanceConfig(**values), problems
-
-
-def _duration(value: Any) -> int | str:
-    """Seconds, or what is wrong."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        return f"expected a duration like 30m, 1h or 7d; got {describe_value(value)}"
-    if isinstance(value, int):
-        hint = f"add a unit: {value}s, {value}m …"
-        return f"expected a duration like 30m, 1h or 7d; got {describe_value(value)} ({hint})"
-    seconds = parse_duration(value)
-    if seconds is None:
-        return f"invalid duration {value!r}: a number and a unit (s, m, h, d, w), like 30m, 1h30m or 7d"
-    return seconds
-
-
-def _integer(value: Any) -> int | str:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"expected an integer; got {describe_value(value)}"
-    return value
-
-
 __all__ = [
     "DEFAULT_POLICY",
     "MAINTENANCE_KEYS",
@@ -217,6 +179,5 @@ __all__ = [
     "MaintenancePolicy",
     "format_duration",
     "parse_duration",
-    "parse_maintenance",
     "resolve_policy",
 ]

@@ -1,0 +1,225 @@
+"""A table's partitioning in floe.yaml: WarpStream's schemes (`unpartitioned`, `hour`, `day` of the Kafka
+timestamp) or a list of Iceberg transforms (`hour(event_time)`, `bucket(16, user_id)` …), each checked
+against the table's schema."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    Transform,
+    TruncateTransform,
+    YearTransform,
+)
+from pyiceberg.types import IcebergType
+
+from catalog.pipelines.columns import KAFKA_COLUMN, KAFKA_STRUCT, KAFKA_TIMESTAMP_PATH
+from catalog.pipelines.schema_fields import NESTED_TYPES, FieldConfig
+from catalog.pipelines.validation import Loc, problem, problems
+from catalog.pipelines.yaml_values import describe_value
+
+TRANSFORMS = ("identity", "year", "month", "day", "hour", "bucket", "truncate")
+SCHEMES = ("unpartitioned", "hour", "day")
+_TRANSFORM = re.compile(r"^\s*([A-Za-z_]+)\s*\(\s*(?:(-?\d+)\s*,\s*)?([^(),]+?)\s*\)\s*$")
+_EXAMPLES = "hour(event_time), day(x), month(x), year(x), bucket(16, user_id), truncate(4, name), identity(x)"
+
+
+@dataclass(frozen=True)
+class PartitionFieldConfig:
+    """One partition transform: `hour(event_time)`, `bucket(16, user_id)`, `identity(service)` …"""
+
+    transform: str
+    source: str
+    argument: int | None = None
+
+    def __str__(self) -> str:
+        if self.argument is not None:
+            return f"{self.transform}({self.argument}, {self.source})"
+        return f"{self.transform}({self.source})"
+
+    def iceberg_transform(self) -> Transform[Any, Any]:
+        if self.transform == "bucket":
+            assert self.argument is not None
+            return BucketTransform(self.argument)
+        if self.transform == "truncate":
+            assert self.argument is not None
+            return TruncateTransform(self.argument)
+        return _SIMPLE_TRANSFORMS[self.transform]
+
+    @property
+    def name(self) -> str:
+        """The partition field's name, as Java's PartitionSpec.Builder names it (dots become `_`)."""
+        base = self.source.replace(".", "_")
+        suffix = {"identity": "", "bucket": "_bucket", "truncate": "_trunc"}.get(
+            self.transform, f"_{self.transform}"
+        )
+        return base + suffix
+
+
+_SIMPLE_TRANSFORMS: dict[str, Transform[Any, Any]] = {
+    "identity": IdentityTransform(),
+    "year": YearTransform(),
+    "month": MonthTransform(),
+    "day": DayTransform(),
+    "hour": HourTransform(),
+}
+_TIME_TRANSFORMS = frozenset({"year", "month", "day", "hour"})
+_TRANSFORM_TYPES = {
+    "identity": "a primitive column",
+    "year": "a date, timestamp or timestamptz column",
+    "month": "a date, timestamp or timestamptz column",
+    "day": "a date, timestamp or timestamptz column",
+    "hour": "a timestamp or timestamptz column",
+    "bucket": (
+        "an int, long, decimal, date, time, timestamp, timestamptz, string, uuid, fixed or binary column"
+    ),
+    "truncate": "an int, long, decimal, string or binary column",
+}
+
+
+def partition_fields(scheme: str | tuple[str, ...]) -> tuple[PartitionFieldConfig, ...]:
+    """The transforms of a (validated) `partitioning_scheme`."""
+    if isinstance(scheme, str):
+        return () if scheme == "unpartitioned" else (PartitionFieldConfig(scheme, KAFKA_TIMESTAMP_PATH),)
+    parsed = (parse_transform(item) for item in scheme)
+    return tuple(p for p in parsed if isinstance(p, PartitionFieldConfig))
+
+
+def parse_transform(text: str) -> PartitionFieldConfig | str:
+    """`bucket(16, id)` as a transform, or what is wrong with it."""
+    match = _TRANSFORM.match(text)
+    if match is None:
+        return f"invalid partition transform {text!r}: expected one of {_EXAMPLES}"
+    name, argument, source = match.group(1).lower(), match.group(2), match.group(3).strip()
+    if name not in TRANSFORMS:
+        return f"unknown partition transform {match.group(1)!r} (expected one of {', '.join(TRANSFORMS)})"
+    if name in ("bucket", "truncate"):
+        if argument is None:
+            return f"{name} needs a width: {name}({16 if name == 'bucket' else 4}, {source})"
+        if int(argument) < 1 or int(argument) > 2**31 - 1:
+            return f"{name} width must be a positive integer; got {argument}"
+        return PartitionFieldConfig(name, source, int(argument))
+    if argument is not None:
+        return f"{name} takes only a column: {name}({source})"
+    return PartitionFieldConfig(name, source)
+
+
+def check_partitioning(raw: Any, fields: tuple[FieldConfig, ...] | None) -> str | tuple[str, ...]:
+    """A `partitioning_scheme` in its normalized form, or pydantic errors at its items. `fields` is
+    None when the schema is invalid: columns it does not have may be the ones that did not parse."""
+    if isinstance(raw, str):
+        if raw not in SCHEMES:
+            hint = " (a list of transforms, like [hour(event_time)])" if "(" in raw else ""
+            raise problem(
+                f"expected one of {', '.join(SCHEMES)} or a list of partition transforms{hint}; got {raw!r}"
+            )
+        return raw
+    if not isinstance(raw, list | tuple):
+        raise problem(
+            f"expected unpartitioned, hour, day or a list of partition transforms; got {describe_value(raw)}"
+        )
+    found: list[tuple[Loc, str]] = []
+    parsed: list[PartitionFieldConfig] = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, str):
+            found.append(((index,), f"expected a transform like hour(event_time); got {describe_value(item)}"))
+            continue
+        transform = parse_transform(item)
+        why = transform if isinstance(transform, str) else _source_problem(transform, fields)
+        if why is None and isinstance(transform, PartitionFieldConfig):
+            why = _clash(transform, parsed, fields or ())
+        if why is not None:
+            if why:  # "" : a column the invalid schema may have had
+                found.append(((index,), why))
+            continue
+        assert isinstance(transform, PartitionFieldConfig)
+        parsed.append(transform)
+    if found:
+        raise problems(found)
+    return tuple(str(p) for p in parsed) if len(parsed) == len(raw) else tuple(raw)
+
+
+def _source_problem(transform: PartitionFieldConfig, fields: tuple[FieldConfig, ...] | None) -> str | None:
+    found = resolve_column(fields or (), transform.source)
+    if isinstance(found, str):
+        return found if fields is not None or not found.startswith("no column") else ""
+    if not transform.iceberg_transform().can_transform(found):
+        return (
+            f"{transform.transform}() needs {_TRANSFORM_TYPES[transform.transform]}; "
+            f"{transform.source} is {found}"
+        )
+    return None
+
+
+def resolve_column(fields: Sequence[FieldConfig], source: str) -> IcebergType | str:
+    """The type of column `source` (dotted through structs, `_kafka.timestamp` included), or why it
+    cannot be used as a partition source."""
+    if source == KAFKA_COLUMN or source.startswith(KAFKA_COLUMN + "."):
+        rest = source[len(KAFKA_COLUMN) + 1 :]
+        if not rest:
+            return f"{KAFKA_COLUMN} is a struct; name one of its fields, like {KAFKA_TIMESTAMP_PATH}"
+        for nested in KAFKA_STRUCT.fields:
+            if nested.name == rest:
+                return nested.field_type
+        names = ", ".join(f"{KAFKA_COLUMN}.{f.name}" for f in KAFKA_STRUCT.fields)
+        return f"no column {source!r} (the Kafka columns are {names})"
+    return _resolve(fields, source, source)
+
+
+def _resolve(fields: Sequence[FieldConfig], remaining: str, source: str) -> IcebergType | str:
+    for candidate in fields:
+        if candidate.name == remaining:
+            if candidate.type in NESTED_TYPES:
+                return f"{source} is a {candidate.type}; partition by a primitive column"
+            return candidate.iceberg_type()
+    for candidate in fields:
+        if remaining.startswith(candidate.name + "."):
+            rest = remaining[len(candidate.name) + 1 :]
+            if candidate.type == "struct":
+                return _resolve(candidate.fields, rest, source)
+            if candidate.type in ("list", "map"):
+                return (
+                    f"{source} is inside a {candidate.type}; only top-level and struct fields can partition"
+                )
+    return f"no column {source!r} in the schema"
+
+
+def _clash(
+    transform: PartitionFieldConfig, earlier: list[PartitionFieldConfig], fields: Sequence[FieldConfig]
+) -> str | None:
+    for other in earlier:
+        if other.source == transform.source and other.transform == transform.transform:
+            return f"{transform} repeats {other}"
+        if (
+            other.source == transform.source
+            and other.transform in _TIME_TRANSFORMS
+            and transform.transform in _TIME_TRANSFORMS
+        ):
+            return f"{transform} is redundant with {other}: use one time transform per column"
+        if other.name == transform.name:
+            return f"{transform} and {other} would both be named {transform.name!r}"
+    for candidate in fields:
+        if candidate.name == transform.name and not (
+            transform.transform == "identity" and transform.source == candidate.name
+        ):
+            return f"the partition field of {transform} would be named {transform.name!r}, like a column"
+    return None
+
+
+__all__ = [
+    "SCHEMES",
+    "TRANSFORMS",
+    "PartitionFieldConfig",
+    "check_partitioning",
+    "parse_transform",
+    "partition_fields",
+    "resolve_column",
+]

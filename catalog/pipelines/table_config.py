@@ -1,0 +1,169 @@
+"""One floe.yaml table: a Kafka topic and the Iceberg table it becomes (`<cluster>.<topic, sanitized>`,
+plus `<table>_dlq` for records that do not decode)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+
+from catalog.pipelines.columns import DLQ_SUFFIX
+from catalog.pipelines.maintenance import MaintenanceConfig
+from catalog.pipelines.partitioning import PartitionFieldConfig, check_partitioning, partition_fields
+from catalog.pipelines.schema_fields import FieldConfig, TableSchema
+from catalog.pipelines.validation import (
+    ConfigModel,
+    HttpUrl,
+    Loc,
+    Text,
+    choice,
+    choose,
+    context_of,
+    none_as_empty,
+    problem,
+    problems,
+)
+
+SourceFormat = Literal["json", "avro"]
+SchemaMode = Literal["inline", "registry"]
+# How Avro values are framed: `confluent` (magic byte + 4-byte schema id first; in inline mode the
+# prefix is stripped and the id ignored, as WarpStream does) or `raw` (plain Avro binary).
+AvroFraming = Literal["confluent", "raw"]
+SOURCE_FORMATS = ("json", "avro", "protobuf")
+SCHEMA_MODES = ("inline", "registry")
+AVRO_FRAMINGS = ("confluent", "raw")
+TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+MAX_COMMIT_INTERVAL_SECONDS = 86_400
+_UNSAFE_TABLE_CHARS = re.compile(r"[^A-Za-z0-9_]")
+
+
+def table_name_for_topic(topic: str) -> str:
+    """The Iceberg table name of a topic: characters outside `[A-Za-z0-9_]` become `_`."""
+    return _UNSAFE_TABLE_CHARS.sub("_", topic)
+
+
+def _source_format(value: Any) -> str:
+    name = choose(value, SOURCE_FORMATS)
+    if name == "protobuf":
+        raise problem("protobuf is not supported yet: use json or avro")
+    return name
+
+
+class TableConfig(ConfigModel):
+    """One topic and the Iceberg table it becomes: `<cluster>.<topic, sanitized>` (plus `<table>_dlq`)."""
+
+    source_cluster_name: Text
+    source_topic: Text
+    source_format: Annotated[SourceFormat, BeforeValidator(_source_format)]
+    schema_mode: Annotated[SchemaMode, choice(SCHEMA_MODES)] = "inline"
+    table_schema: TableSchema = Field(alias="schema")
+    partitioning_scheme: str | tuple[str, ...] = "unpartitioned"
+    schema_registry_url: HttpUrl | None = None
+    commit_interval_seconds: Annotated[int, Field(ge=1, le=MAX_COMMIT_INTERVAL_SECONDS)] | None = None
+    avro_framing: Annotated[AvroFraming, choice(AVRO_FRAMINGS)] = Field(
+        default="confluent", exclude_if=lambda framing: framing == "confluent"
+    )
+    maintenance: MaintenanceConfig | None = None
+    # The registry this table's records are decoded with: its own URL, else the top-level one.
+    _registry_url: str | None = PrivateAttr(default=None)
+
+    @property
+    def fields(self) -> tuple[FieldConfig, ...]:
+        return self.table_schema.fields
+
+    @property
+    def partitioning(self) -> tuple[PartitionFieldConfig, ...]:
+        return partition_fields(self.partitioning_scheme)
+
+    @property
+    def registry_url(self) -> str | None:
+        return self._registry_url
+
+    @property
+    def namespace(self) -> str:
+        return self.source_cluster_name
+
+    @property
+    def table_name(self) -> str:
+        return table_name_for_topic(self.source_topic)
+
+    @property
+    def dlq_table_name(self) -> str:
+        return self.table_name + DLQ_SUFFIX
+
+    def walk_fields(self) -> Iterator[FieldConfig]:
+        for f in self.fields:
+            yield from f.walk()
+
+    @field_validator("source_cluster_name")
+    @classmethod
+    def _known_cluster(cls, name: str, info: ValidationInfo) -> str:
+        context = context_of(info)
+        if context is not None and name not in context.clusters:
+            known = ", ".join(sorted(context.clusters)) or "none are defined"
+            raise problem(f"unknown source cluster {name!r} (source_clusters: {known})")
+        return name
+
+    @field_validator("source_topic")
+    @classmethod
+    def _topic_name(cls, topic: str) -> str:
+        if not TOPIC_NAME.match(topic) or topic in (".", ".."):
+            raise problem(
+                f"invalid Kafka topic name {topic!r}: letters, digits, '.', '_' and '-' (at most 249)"
+            )
+        return topic
+
+    @field_validator("partitioning_scheme", mode="before")
+    @classmethod
+    def _partitioning(cls, value: Any, info: ValidationInfo) -> Any:
+        schema = info.data.get("table_schema")
+        return check_partitioning(value, schema.fields if isinstance(schema, TableSchema) else None)
+
+    @field_validator("maintenance", mode="before")
+    @classmethod
+    def _empty_maintenance(cls, value: Any) -> Any:
+        return none_as_empty(value)
+
+    @model_validator(mode="after")
+    def _source_rules(self, info: ValidationInfo) -> TableConfig:
+        """Registry mode needs a registry (and the Confluent framing); Avro framing needs Avro."""
+        context = context_of(info)
+        found: list[tuple[Loc, str]] = []
+        given = self.model_fields_set
+        top_level = context.registry_url if context is not None else None
+        registry_url = self.schema_registry_url or top_level
+        if self.schema_mode == "registry" and registry_url is None:
+            found.append(
+                (
+                    ("schema_mode",),
+                    "schema_mode registry needs a schema registry: set schema_registry.url at the top level "
+                    "or schema_registry_url on the table",
+                )
+            )
+        if self.schema_mode == "inline" and "schema_registry_url" in given:
+            found.append((("schema_registry_url",), "schema_registry_url is only used with schema_mode: registry"))
+        if "avro_framing" in given and self.source_format != "avro":
+            found.append((("avro_framing",), "avro_framing is only used with source_format: avro"))
+        if self.avro_framing == "raw" and self.schema_mode == "registry":
+            found.append(
+                (("avro_framing",), "schema_mode registry needs the Confluent framing (the schema id)")
+            )
+        if found:
+            raise problems(found)
+        self._registry_url = registry_url if self.schema_mode == "registry" else None
+        return self
+
+
+__all__ = [
+    "AVRO_FRAMINGS",
+    "MAX_COMMIT_INTERVAL_SECONDS",
+    "SCHEMA_MODES",
+    "SOURCE_FORMATS",
+    "AvroFraming",
+    "SchemaMode",
+    "SourceFormat",
+    "TableConfig",
+    "table_name_for_topic",
+]
