@@ -29,7 +29,13 @@ from pydantic import (
 from catalog.pipelines.errors import ConfigError, InvalidConfig
 from catalog.pipelines.maintenance import MaintenanceConfig
 from catalog.pipelines.partitioning import PartitionFieldConfig, resolve_column
-from catalog.pipelines.schema_fields import NESTED_TYPES, PRIMITIVE_TYPES, TYPE_NAMES, FieldConfig, primitive_type
+from catalog.pipelines.schema_fields import (
+    NESTED_TYPES,
+    PRIMITIVE_TYPES,
+    TYPE_NAMES,
+    FieldConfig,
+    primitive_type,
+)
 from catalog.pipelines.sources import (
     Broker,
     BucketDestination,
@@ -155,7 +161,9 @@ class PipelineConfig(ConfigModel):
         return self
 
     @model_serializer(mode="wrap")
-    def _in_key_order(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+    def _in_key_order(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
         body: dict[str, Any] = handler(self)
         return {key: body[key] for key in _KEY_ORDER if key in body}
 

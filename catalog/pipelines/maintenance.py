@@ -77,7 +77,9 @@ def _seconds(value: Any) -> int:
         raise problem(f"expected a duration like 30m, 1h or 7d; got {describe_value(value)} ({hint})")
     seconds = parse_duration(value)
     if seconds is None:
-        raise problem(f"invalid duration {value!r}: a number and a unit (s, m, h, d, w), like 30m, 1h30m or 7d")
+        raise problem(
+            f"invalid duration {value!r}: a number and a unit (s, m, h, d, w), like 30m, 1h30m or 7d"
+        )
     return seconds
 
 

@@ -130,7 +130,9 @@ def check_partitioning(raw: Any, fields: tuple[FieldConfig, ...] | None) -> str 
     parsed: list[PartitionFieldConfig] = []
     for index, item in enumerate(raw):
         if not isinstance(item, str):
-            found.append(((index,), f"expected a transform like hour(event_time); got {describe_value(item)}"))
+            found.append(
+                ((index,), f"expected a transform like hour(event_time); got {describe_value(item)}")
+            )
             continue
         transform = parse_transform(item)
         why = transform if isinstance(transform, str) else _source_problem(transform, fields)

@@ -65,7 +65,11 @@ PRIMITIVE_TYPES: dict[str, PrimitiveType] = {
 NESTED_TYPES = ("struct", "list", "map")
 TYPE_NAMES = (*PRIMITIVE_TYPES, "decimal(P,S)", "fixed[N]", *NESTED_TYPES)
 # pyiceberg parses more (timestamp_ns, unknown …) than floe's ingestion writes.
-_SUPPORTED = (*(type(t) for t in PRIMITIVE_TYPES.values()), DecimalType, FixedType)
+_SUPPORTED: tuple[type[PrimitiveType], ...] = (
+    *(type(t) for t in PRIMITIVE_TYPES.values()),
+    DecimalType,
+    FixedType,
+)
 _AROUND_PUNCTUATION = re.compile(r"\s*([(),\[\]])\s*")
 _DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 _FIXED = re.compile(r"^fixed\[(\d+)\]$")
@@ -196,7 +200,9 @@ class FieldConfig(ConfigModel):
         given = "fields" in self.model_fields_set
         if self.type not in NESTED_TYPES:
             if given:
-                found.append((("fields",), f"only struct, list and map have fields; {self.name} is a {self.type}"))
+                found.append(
+                    (("fields",), f"only struct, list and map have fields; {self.name} is a {self.type}")
+                )
         elif not given:
             found.append((("fields",), f"a {self.type} needs fields"))
         elif not self.fields:
@@ -204,7 +210,11 @@ class FieldConfig(ConfigModel):
         names = [child.name for child in self.fields]
         if given and self.type == "list" and names != ["element"]:
             found.append(
-                (("fields",), "a list has exactly one field, named element: fields: [{name: element, id: .., type: ..}]")
+                (
+                    ("fields",),
+                    "a list has exactly one field, named element: "
+                    "fields: [{name: element, id: .., type: ..}]",
+                )
             )
         if given and self.type == "map":
             if sorted(names) != ["key", "value"]:

@@ -14,8 +14,8 @@ from catalog.pipelines.validation import (
     ConfigModel,
     EnvName,
     HttpUrl,
-    NonEmpty,
     Loc,
+    NonEmpty,
     Text,
     choice,
     context_of,
@@ -75,9 +75,13 @@ class Credentials(ConfigModel):
             missing = "sasl_password_env" if self.sasl_username_env is not None else "sasl_username_env"
             found.append(((missing,), "SASL needs both sasl_username_env and sasl_password_env"))
         if self.sasl_mechanism is not None and self.sasl_username_env is None:
-            found.append((("sasl_mechanism",), "sasl_mechanism needs sasl_username_env and sasl_password_env"))
+            found.append(
+                (("sasl_mechanism",), "sasl_mechanism needs sasl_username_env and sasl_password_env")
+            )
         if (self.mtls_client_cert_env is None) != (self.mtls_client_key_env is None):
-            missing = "mtls_client_key_env" if self.mtls_client_cert_env is not None else "mtls_client_cert_env"
+            missing = (
+                "mtls_client_key_env" if self.mtls_client_cert_env is not None else "mtls_client_cert_env"
+            )
             found.append(((missing,), "mTLS needs both mtls_client_cert_env and mtls_client_key_env"))
         if not self.use_tls:
             for key in ("mtls_client_cert_env", "mtls_client_key_env", "mtls_server_ca_cert_env"):
@@ -133,10 +137,17 @@ class SchemaRegistryConfig(ConfigModel):
     def _pair(self) -> SchemaRegistryConfig:
         if (self.basic_auth_username_env is None) != (self.basic_auth_password_env is None):
             missing = (
-                "basic_auth_password_env" if self.basic_auth_username_env is not None else "basic_auth_username_env"
+                "basic_auth_password_env"
+                if self.basic_auth_username_env is not None
+                else "basic_auth_username_env"
             )
             raise problems(
-                [((missing,), "basic authentication needs both basic_auth_username_env and basic_auth_password_env")]
+                [
+                    (
+                        (missing,),
+                        "basic authentication needs both basic_auth_username_env and basic_auth_password_env",
+                    )
+                ]
             )
         return self
 

@@ -143,7 +143,9 @@ class TableConfig(ConfigModel):
                 )
             )
         if self.schema_mode == "inline" and "schema_registry_url" in given:
-            found.append((("schema_registry_url",), "schema_registry_url is only used with schema_mode: registry"))
+            found.append(
+                (("schema_registry_url",), "schema_registry_url is only used with schema_mode: registry")
+            )
         if "avro_framing" in given and self.source_format != "avro":
             found.append((("avro_framing",), "avro_framing is only used with source_format: avro"))
         if self.avro_framing == "raw" and self.schema_mode == "registry":

@@ -248,7 +248,8 @@ def _message(error: ErrorDetails, root: type[BaseModel]) -> str:
         suggestion = f"; did you mean {hint[0]!r}?" if hint else f" (expected: {', '.join(allowed)})"
         return f"unknown key {key!r}{suggestion}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"expected a mapping with keys {', '.join(_keys(_model_at(root, loc)))}; got {describe_value(value)}"
+        keys = ", ".join(_keys(_model_at(root, loc)))
+        return f"expected a mapping with keys {keys}; got {describe_value(value)}"
     if kind == "string_type":
         return expected_string(value)
     if kind in ("int_type", "int_parsing", "int_from_float"):
@@ -327,7 +328,6 @@ def _constraints(info: FieldInfo | None) -> list[Any]:
     for argument in get_args(info.annotation):  # `Annotated[int, Field(ge=..)] | None`
         found += [c for a in get_args(argument)[1:] for c in getattr(a, "metadata", [a])]
     return found
-
 
 
 __all__ = [
