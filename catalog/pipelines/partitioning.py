@@ -112,9 +112,11 @@ def parse_transform(text: str) -> PartitionFieldConfig | str:
     return PartitionFieldConfig(name, source)
 
 
-def check_partitioning(raw: Any, fields: tuple[FieldConfig, ...] | None) -> str | tuple[str, ...]:
-    """A `partitioning_scheme` in its normalized form, or pydantic errors at its items. `fields` is
-    None when the schema is invalid: columns it does not have may be the ones that did not parse."""
+def check_partitioning(
+    raw: Any, fields: tuple[FieldConfig, ...], *, complete: bool = True
+) -> str | tuple[str, ...]:
+    """A `partitioning_scheme` in its normalized form, or pydantic errors at its items. `complete` is
+    False when the schema is invalid: columns `fields` lacks may be the ones that did not parse."""
     if isinstance(raw, str):
         if raw not in SCHEMES:
             hint = " (a list of transforms, like [hour(event_time)])" if "(" in raw else ""
@@ -135,9 +137,9 @@ def check_partitioning(raw: Any, fields: tuple[FieldConfig, ...] | None) -> str 
             )
             continue
         transform = parse_transform(item)
-        why = transform if isinstance(transform, str) else _source_problem(transform, fields)
+        why = transform if isinstance(transform, str) else _source_problem(transform, fields, complete)
         if why is None and isinstance(transform, PartitionFieldConfig):
-            why = _clash(transform, parsed, fields or ())
+            why = _clash(transform, parsed, fields)
         if why is not None:
             if why:  # "" : a column the invalid schema may have had
                 found.append(((index,), why))
@@ -149,10 +151,12 @@ def check_partitioning(raw: Any, fields: tuple[FieldConfig, ...] | None) -> str 
     return tuple(str(p) for p in parsed) if len(parsed) == len(raw) else tuple(raw)
 
 
-def _source_problem(transform: PartitionFieldConfig, fields: tuple[FieldConfig, ...] | None) -> str | None:
-    found = resolve_column(fields or (), transform.source)
+def _source_problem(
+    transform: PartitionFieldConfig, fields: tuple[FieldConfig, ...], complete: bool
+) -> str | None:
+    found = resolve_column(fields, transform.source)
     if isinstance(found, str):
-        return found if fields is not None or not found.startswith("no column") else ""
+        return found if complete or not found.startswith("no column") else ""
     if not transform.iceberg_transform().can_transform(found):
         return (
             f"{transform.transform}() needs {_TRANSFORM_TYPES[transform.transform]}; "

@@ -119,7 +119,20 @@ class TableConfig(ConfigModel):
     @classmethod
     def _partitioning(cls, value: Any, info: ValidationInfo) -> Any:
         schema = info.data.get("table_schema")
-        return check_partitioning(value, schema.fields if isinstance(schema, TableSchema) else None)
+        if isinstance(schema, TableSchema):
+            return check_partitioning(value, schema.fields)
+        # An invalid schema: check against the top-level fields that did parse.
+        context = context_of(info)
+        parsed: list[FieldConfig] = []
+        if context is not None:
+            base = f"{context.path}.schema.fields"
+            index = 0
+            while f"{base}[{index}]" in context.order:
+                found = context.parsed.get(f"{base}[{index}]")
+                if isinstance(found, FieldConfig):
+                    parsed.append(found)
+                index += 1
+        return check_partitioning(value, tuple(parsed), complete=False)
 
     @field_validator("maintenance", mode="before")
     @classmethod

@@ -64,6 +64,7 @@ class ParseContext:
     registry_url: str | None = None  # the top-level schema_registry.url, once valid
     field_ids: dict[int, str] = field(default_factory=dict)  # ids of the schema being read → path
     field_names: dict[str, dict[str, str]] = field(default_factory=dict)  # parent path → name → path
+    parsed: dict[str, BaseModel] = field(default_factory=dict)  # path → the valid block there
 
     @classmethod
     def of(cls, data: Any) -> ParseContext:
@@ -125,6 +126,8 @@ class ConfigModel(BaseModel):
                 context.stack.pop()
         if isinstance(model, ConfigModel) and not model._path:
             model._path = path
+        if context is not None and path:
+            context.parsed[path] = model
         return model
 
     def to_json(self) -> dict[str, Any]:
