@@ -6,7 +6,7 @@
 #   docker build -t floe:local .
 #   docker run --rm -p 8181:8181 floe:local serve --host 0.0.0.0      # catalog on SQLite in /var/lib/floe
 #
-# Spark's connector jars (Iceberg, Kafka, Avro, S3; pinned with SHA-1 in ingest/spark.py) are downloaded
+# Spark's connector jars (Iceberg, Kafka, Avro, S3; pinned with SHA-1 in runtime/spark.py) are downloaded
 # from Maven Central at build time into /var/cache/floe/jars, so ingestion and maintenance start offline.
 # `--build-arg PREFETCH_JARS=false` builds a smaller image instead: the jars are then downloaded on first
 # run into FLOE_CACHE_DIR (mount a volume there to keep them; compose.yml does).
@@ -38,11 +38,13 @@ COPY pyproject.toml README.md ./
 COPY catalog ./catalog
 COPY ingest ./ingest
 COPY maintenance ./maintenance
+COPY runtime ./runtime
+COPY devtools ./devtools
 RUN pip install . && rm -rf /opt/floe
 
 USER floe
 WORKDIR /var/lib/floe
-RUN if [ "$PREFETCH_JARS" = "true" ]; then python -c "from ingest.spark import spark_jars; spark_jars()"; fi
+RUN if [ "$PREFETCH_JARS" = "true" ]; then python -c "from runtime.spark import spark_jars; spark_jars()"; fi
 
 EXPOSE 8181
 ENTRYPOINT ["floe"]

@@ -24,7 +24,7 @@ from ingest import metrics
 from ingest.batches import BatchResult, BatchWriter, IngestTable
 from ingest.catalog_client import CatalogClient, CatalogUnavailable
 from ingest.registry_client import RegistryClient, RegistryConnection
-from ingest.spark import CatalogConnection, register_warehouse
+from runtime.spark import CatalogConnection, register_warehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

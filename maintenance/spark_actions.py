@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ingest.spark import CatalogConnection
 from maintenance.planner import CompactionRun, ExpireRun, quote_identifier
+from runtime.spark import CatalogConnection
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

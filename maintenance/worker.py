@@ -26,7 +26,6 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from catalog.pipelines import InvalidConfig, parse_config
 from catalog.pipelines.maintenance import DEFAULT_POLICY, MaintenanceConfig, MaintenancePolicy, resolve_policy
-from ingest.spark import CatalogConnection
 from maintenance import metrics
 from maintenance.control import ControlPlane, ControlPlaneError
 from maintenance.planner import (
@@ -38,6 +37,7 @@ from maintenance.planner import (
 )
 from maintenance.spark_actions import SparkActions, TableRef, describe_error, is_commit_conflict
 from maintenance.table_state import TableState, TableStats, read_table_state
+from runtime.spark import CatalogConnection
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
 
 pytest_plugins = ["tests.kafka_fixtures", "tests.registry_fixtures"]
 

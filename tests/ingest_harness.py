@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 from confluent_kafka import KafkaError, Message, Producer
 
-from catalog.dev.postgres import free_port
-from catalog.dev.processes import stop_process
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.ports import free_port
+from devtools.processes import stop_process
 
 
 class IngestProcess:

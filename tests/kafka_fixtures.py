@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ingest.kafka_broker import LocalKafka
+from devtools.kafka_broker import LocalKafka
 
 
 @pytest.fixture(scope="session")

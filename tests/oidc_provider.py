@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from catalog.dev.postgres import free_port
-from catalog.dev.processes import stop_process, wait_until_answering
+from devtools.ports import free_port
+from devtools.processes import stop_process, wait_until_answering
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 MAIN_CLASS = "no.nav.security.mock.oauth2.StandaloneMockOAuth2ServerKt"

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from ingest.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
+from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
 
 # The credentials `authenticated_registry` accepts (test_ingest.py hands them to `floe ingest` by name).
 REGISTRY_USER = "floe-ingest"

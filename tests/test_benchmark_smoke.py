@@ -22,7 +22,7 @@ from benchmarks.catalog.workloads import Dataset, discover, seed, workloads
 from benchmarks.ingest import run as ingest_benchmark
 from benchmarks.ingest.ingesters import FLOE as INGEST_FLOE
 from benchmarks.ingest.ingesters import PLAIN as INGEST_PLAIN
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 
 # The catalog and ingest benchmarks (Kafka and Spark on the ingest side): `pytest -m "not e2e"` skips them.
 pytestmark = pytest.mark.e2e

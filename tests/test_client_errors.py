@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 from tests.test_rest_api import PREFIX, assert_error, create_table, load_table
 
 SCHEMA = {

@@ -193,9 +193,9 @@ def test_dockerfile_runs_floe_as_a_non_root_user() -> None:
     assert users[-1] not in ("root", "0")
     assert "openjdk-17-jre-headless" in dockerfile
     # The build-time jar download names real code.
-    from ingest.spark import spark_jars
+    from runtime.spark import spark_jars
 
-    assert "from ingest.spark import spark_jars; spark_jars()" in dockerfile
+    assert "from runtime.spark import spark_jars; spark_jars()" in dockerfile
     assert callable(spark_jars)
     # The build context (.dockerignore is an allowlist) holds every package pyproject.toml installs.
     allowed = {

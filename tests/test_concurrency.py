@@ -19,7 +19,7 @@ from collections import Counter
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 
 WRITERS = 16
 APPENDS_PER_WRITER = 25

@@ -26,12 +26,13 @@ from moto.server import ThreadedMotoServer
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.table.metadata import TableMetadataUtil
 
-from catalog.dev.postgres import LocalPostgres, free_port
-from catalog.dev.server import CatalogProcess
 from catalog.errors import BadRequest, Forbidden, ServiceUnavailable
 from catalog.locations import is_within, normalize_location, path_segment
 from catalog.security.vending import check_scope
 from catalog.storage import Storage, StorageRunner
+from devtools.catalog_server import CatalogProcess
+from devtools.ports import free_port
+from devtools.postgres import LocalPostgres
 
 S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 SCHEMA = {

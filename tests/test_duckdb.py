@@ -30,8 +30,8 @@ from pyiceberg.types import (
     TimestampType,
 )
 
-from catalog.dev.server import CatalogProcess
 from catalog.settings import DEFAULT_WAREHOUSE_NAME
+from devtools.catalog_server import CatalogProcess
 from tests.duckdb_client import attach_catalog, connect, quote
 
 # DuckDB engine runs against a real floe: `pytest -m "not e2e"` skips them.

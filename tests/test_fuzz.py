@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from schemathesis.generation import GenerationMode
 
 from catalog.api.openapi import OPENAPI_PATH
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 
 # Examples per operation, generation mode and target: ~45 operations x 4 x this, about a minute a backend.
 EXAMPLES = 12

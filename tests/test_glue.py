@@ -23,10 +23,10 @@ from pyiceberg.catalog.glue import GlueCatalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.types import StringType
 
-from catalog.dev.postgres import free_port
-from catalog.dev.server import CatalogProcess
 from catalog.settings import Settings
 from catalog.store import create_store
+from devtools.catalog_server import CatalogProcess
+from devtools.ports import free_port
 from tests.duckdb_client import connect
 
 # Glue on moto end to end, read back by pyiceberg's GlueCatalog and DuckDB: `pytest -m "not e2e"` skips them.

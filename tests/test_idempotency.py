@@ -27,9 +27,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from catalog.api.middleware import IDEMPOTENCY_LEASE_SECONDS, _carries_secret, idempotency_identity
-from catalog.dev.server import CatalogProcess
 from catalog.migrations import alembic_config, upgrade_database
 from catalog.store.schema import idempotency_keys
+from devtools.catalog_server import CatalogProcess
 from tests.test_rest_api import (
     PREFIX,
     SCHEMA,

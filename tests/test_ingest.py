@@ -26,11 +26,11 @@ import httpx
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
-from ingest.kafka_broker import LocalKafka
+from devtools.catalog_server import CatalogProcess
+from devtools.kafka_broker import LocalKafka
+from devtools.postgres import LocalPostgres
+from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
 from ingest.registry_client import BasicAuth, RegistryClient, RegistryConnection, encode_confluent
-from ingest.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
 from tests.duckdb_client import attach_catalog, connect
 from tests.ingest_harness import (
     IngestProcess,
@@ -249,7 +249,7 @@ def test_json_records_become_rows_exactly(
 def test_spark_reads_the_ingested_table_through_floe(
     kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client
 ) -> None:
-    from ingest.spark import CatalogConnection, spark_session
+    from runtime.spark import CatalogConnection, spark_session
 
     topic = _topic(kafka, "spark-read", partitions=2)
     table = _table_name(topic)
@@ -585,7 +585,7 @@ def test_status_shows_lag_and_dead_letters(
 ) -> None:
     from click.testing import CliRunner
 
-    from ingest.cli import status_command
+    from catalog.cli.status import status_command
 
     topic = _topic(kafka, "observed", partitions=2)
     table = _table_name(topic)
@@ -783,7 +783,7 @@ def test_compaction_while_ingesting_keeps_every_record_exactly_once(
     # floe status shows the pass beside the ingestion metrics.
     from click.testing import CliRunner
 
-    from ingest.cli import status_command
+    from catalog.cli.status import status_command
 
     env = {"FLOE_URL": server.url, "FLOE_CLIENT_ID": server.admin_client_id}
     env["FLOE_CLIENT_SECRET"] = server.admin_client_secret

@@ -32,7 +32,6 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.transforms import BucketTransform, DayTransform, HourTransform, IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
-from catalog.dev.server import CatalogProcess
 from catalog.pipelines import InvalidConfig, load_yaml, parse_config
 from catalog.pipelines.maintenance import (
     DEFAULT_POLICY,
@@ -41,6 +40,7 @@ from catalog.pipelines.maintenance import (
     parse_duration,
     resolve_policy,
 )
+from devtools.catalog_server import CatalogProcess
 from maintenance.planner import (
     MIN_INPUT_FILES,
     needs_manifest_rewrite,
@@ -439,7 +439,7 @@ def test_cluster_keys_record_and_read_their_own_passes(
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     """One Spark session (local[2]) for the module; the worker binds its own catalogs on it."""
-    from ingest.spark import CatalogConnection, spark_session
+    from runtime.spark import CatalogConnection, spark_session
 
     session = spark_session(
         "floe-maintain-tests",
@@ -535,10 +535,10 @@ def backdate(folder: Path, seconds: float) -> None:
 def test_one_pass_compacts_expires_and_removes_orphans(
     spark: SparkSession, maintained_server: CatalogProcess, tmp_path: Path
 ) -> None:
-    from ingest.spark import CatalogConnection
-    from maintenance.cli import maintain_command
+    from catalog.cli.maintain import maintain_command
     from maintenance.metrics import REGISTRY
     from maintenance.spark_actions import SparkActions
+    from runtime.spark import CatalogConnection
 
     server = maintained_server
     cluster = "c1"
@@ -739,9 +739,9 @@ def test_an_action_that_loses_a_commit_race_runs_again(
     that lists only deleted files, then an append (which drops such manifests), then the rewrite's
     commit, which Iceberg refuses without retrying. The worker runs the action again on the table as
     it is now."""
-    from ingest.spark import CatalogConnection
     from maintenance.spark_actions import TableRef, describe_error, is_commit_conflict
     from maintenance.worker import MaintainedTable, PassResult
+    from runtime.spark import CatalogConnection
 
     server = maintained_server
     worker = MaintenanceWorker(

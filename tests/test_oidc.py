@@ -21,8 +21,8 @@ from joserfc.jwk import ECKey, OctKey, RSAKey
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchNamespaceError, NoSuchTableError
 
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
 from tests.oidc_provider import ISSUER_ID, MockOAuth2Server
 
 AUDIENCE = "floe-catalog"

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pyarrow as pa
 
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
 
 
 def _floe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -25,8 +25,8 @@ import yaml
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
-from catalog.dev.server import CatalogProcess
 from catalog.pipelines import KAFKA_FIELD_ID, KAFKA_TIMESTAMP_ID, dlq_schema
+from devtools.catalog_server import CatalogProcess
 from tests.test_pipeline_config import SEED_YAML
 
 PIPELINE = "/management/v1/pipeline"

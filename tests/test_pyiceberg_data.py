@@ -30,7 +30,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 
 PEOPLE = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
 

@@ -24,7 +24,7 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.table import Table
 
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 
 PEOPLE = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
 

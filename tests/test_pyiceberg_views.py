@@ -21,7 +21,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.view import View
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewRepresentation, ViewVersion
 
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 
 VIEW_SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from catalog.dev.postgres import free_port
-from ingest.cli import port_answers
+from catalog.cli.up import port_answers
+from devtools.ports import free_port
 from tests.duckdb_client import attach_catalog, connect
 from tests.ingest_harness import produce
 

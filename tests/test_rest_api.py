@@ -17,8 +17,8 @@ from urllib.parse import quote, urlparse
 import httpx
 import pytest
 
-from catalog.dev.server import CatalogProcess
 from catalog.store import create_store
+from devtools.catalog_server import CatalogProcess
 
 PREFIX = "/v1/default"
 SCHEMA: dict[str, Any] = {

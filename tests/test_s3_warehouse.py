@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 from moto.server import ThreadedMotoServer
 
-from catalog.dev.postgres import free_port
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.ports import free_port
 
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -13,8 +13,9 @@ import fastavro
 import httpx
 import pytest
 
-from catalog.dev.postgres import free_port
 from catalog.pipelines import CredentialError, parse_config
+from devtools.ports import free_port
+from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
 from ingest.registry_client import (
     BasicAuth,
     RegisteredSchema,
@@ -25,7 +26,6 @@ from ingest.registry_client import (
     decode_confluent_header,
     encode_confluent,
 )
-from ingest.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
 from ingest.tables import ingest_tables, registry_connection
 from tests.registry_fixtures import REGISTRY_PASSWORD, REGISTRY_USER, BasicAuthProxy
 

@@ -23,7 +23,7 @@ from joserfc.jwk import ECKey, OctKey
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchNamespaceError, NoSuchTableError
 
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 from tests.duckdb_client import attach_catalog, connect
 
 TOKEN_PATH = "/v1/oauth/tokens"

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
 
 LIMITS = {
     "FLOE_MAX_HEADER_BYTES": "16384",

@@ -23,10 +23,10 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
 from catalog.security import secrets as forms
 from catalog.store.schema import api_keys, signing_keys
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
 
 TOKEN_PATH = "/v1/oauth/tokens"
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"

@@ -33,10 +33,10 @@ from moto.server import ThreadedMotoServer
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError
 
-from catalog.dev.postgres import free_port
-from catalog.dev.server import CatalogProcess
 from catalog.errors import Forbidden, ServiceUnavailable
 from catalog.security.vending import CredentialVendor, check_scope, session_policy
+from devtools.catalog_server import CatalogProcess
+from devtools.ports import free_port
 from tests.duckdb_client import attach_catalog, connect
 
 REGION = "us-east-1"

@@ -19,8 +19,8 @@ from typing import Any
 
 from benchmarks.catalog.loadgen import LoadResult
 from benchmarks.catalog.workloads import Dataset, discover, measure, seed, workloads
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 TARGET_P50_DELTA_MS = 1.0

@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from catalog.dev.postgres import free_port
-from catalog.dev.processes import stop_process, wait_until_answering
-from ingest.artifacts import Artifact, fetch_all
+from devtools.ports import free_port
+from devtools.processes import stop_process, wait_until_answering
+from runtime.artifacts import Artifact, fetch_all
 
 ICEBERG_VERSION = "1.11.0"
 JETTY_VERSION = "12.1.8"

@@ -36,8 +36,8 @@ from benchmarks.catalog.workloads import (
     seed,
     workloads,
 )
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 

@@ -39,8 +39,8 @@ import httpx
 from benchmarks.catalog.loadgen import build_request, new_event_loop, open_connection
 from benchmarks.catalog.procstat import cpu_ns, postmaster_pid, tree_pids
 from benchmarks.catalog.workloads import LIST_TABLE_SCHEMA, Target, discover
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 TOKEN_PATH = "/v1/oauth/tokens"

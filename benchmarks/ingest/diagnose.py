@@ -116,8 +116,8 @@ def run_diagnosis(
 
     from ingest.batches import BatchWriter
     from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, decode_json, user_fields
-    from ingest.spark import CatalogConnection, spark_session
     from ingest.tables import ingest_tables
+    from runtime.spark import CatalogConnection, spark_session
 
     sizes = {"large": large, "small": small}
     # floe_batch_writer consumes fresh consecutive slices (its offsets fence); the others reuse slice 0.

@@ -16,10 +16,10 @@ from pyiceberg.catalog.rest import RestCatalog
 from benchmarks.catalog.procstat import postmaster_pid
 from benchmarks.ingest.ingesters import Ingester
 from benchmarks.ingest.sampling import CpuSampler
-from catalog.dev.postgres import LocalPostgres
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.kafka_broker import LocalKafka
+from devtools.postgres import LocalPostgres
 from ingest.catalog_client import CatalogClient
-from ingest.kafka_broker import LocalKafka
 
 
 @dataclass

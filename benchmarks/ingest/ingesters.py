@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from catalog.dev.postgres import free_port
-from catalog.dev.processes import stop_process
-from catalog.dev.server import CatalogProcess
+from devtools.catalog_server import CatalogProcess
+from devtools.ports import free_port
+from devtools.processes import stop_process
 
 FLOE = "floe"
 PLAIN = "plain"

@@ -2,7 +2,7 @@
 
 `python -m benchmarks.ingest.plain_job --bootstrap … --topic … --table floe.bench.plain_x --checkpoint …`
 with FLOE_URL, FLOE_CLIENT_ID and FLOE_CLIENT_SECRET in the environment. The SparkSession comes from
-`ingest.spark.spark_session`, so the jars, the catalog `floe` (floe's REST API) and the session settings
+`runtime.spark.spark_session`, so the jars, the catalog `floe` (floe's REST API) and the session settings
 are the ones `floe ingest` runs with. The table is created as guides create it (`CREATE TABLE … USING
 iceberg PARTITIONED BY (hours(ts))`, default properties); the query reads Kafka, casts the value to a
 string, parses it with `from_json`, keeps the fields and the Kafka timestamp, and appends to the table
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from pyspark.sql.functions import col, from_json
 
-    from ingest.spark import CatalogConnection, spark_session
+    from runtime.spark import CatalogConnection, spark_session
 
     connection = CatalogConnection(
         os.environ["FLOE_URL"],

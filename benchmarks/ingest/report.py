@@ -51,8 +51,8 @@ def machine_info() -> dict[str, Any]:
 def versions(postgres_bin: Path | None) -> dict[str, Any]:
     from confluent_kafka import libversion
 
-    from ingest.kafka_broker import KAFKA_VERSION
-    from ingest.spark import ICEBERG_VERSION, SPARK_JARS
+    from devtools.kafka_broker import KAFKA_VERSION
+    from runtime.spark import ICEBERG_VERSION, SPARK_JARS
 
     kafka_clients = next((a.version for a in SPARK_JARS if a.name == "kafka-clients"), None)
     return {

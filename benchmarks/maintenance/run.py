@@ -34,8 +34,8 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType, Times
 from benchmarks.catalog.procstat import tree_pids
 from benchmarks.catalog.report import machine_info
 from benchmarks.maintenance.report import render_markdown, write_results
-from catalog.dev.server import CatalogProcess
 from catalog.pipelines.maintenance import DEFAULT_POLICY
+from devtools.catalog_server import CatalogProcess
 from tests.duckdb_client import attach_catalog, connect
 
 if TYPE_CHECKING:
@@ -226,8 +226,8 @@ def file_stats(table: Table) -> dict[str, int]:
 def maintain(server: CatalogProcess, master: str, spark: SparkSession | None = None) -> dict[str, Any]:
     """One `floe maintain` pass over the benchmark's namespace: Spark start, pass time, peak memory.
     A given `spark` session is used (and left running) instead of starting one."""
-    from ingest.spark import CatalogConnection, spark_session
     from maintenance.worker import MaintenanceWorker, WorkerOptions
+    from runtime.spark import CatalogConnection, spark_session
 
     client_id, secret = server.admin_client_id, server.admin_client_secret
     sampler = MemorySampler()
@@ -355,7 +355,7 @@ def _versions() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             return None
 
-    from ingest.spark import ICEBERG_VERSION, SPARK_VERSION
+    from runtime.spark import ICEBERG_VERSION, SPARK_VERSION
 
     return {
         "python": sys.version.split()[0],

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from devtools.ports import free_port
+
 SERVICE_USER = "floe-postgres"
 
 
@@ -33,13 +35,6 @@ def postgres_bin_dir() -> Path:
             "No PostgreSQL found: install Debian's 'postgresql' package or 'pip install pgserver'"
         ) from exc
     return Path(pgserver.__file__).parent / "pginstall" / "bin"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _ensure_service_user() -> None:

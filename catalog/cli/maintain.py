@@ -1,22 +1,22 @@
-"""`floe maintain`: the maintenance worker on the command line (the lead registers `maintain_command`
-on `floe`)."""
+"""`floe maintain`: the maintenance worker (compaction, expiry, orphan removal) on the command line."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from types import FrameType
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from catalog.admin_client import DEFAULT_URL
+from catalog.cli.output import console
+from catalog.cli.remote import cli_credentials
+from catalog.cli.services import configure_logging, parse_spark_conf
 from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
-from ingest.cli import cli_credentials, configure_logging, parse_spark_conf
 from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions, with_interval
 
-console = Console(stderr=True)
 DEFAULT_METRICS_PORT = 9465
 
 
@@ -30,6 +30,7 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
 
 
 def print_results(results: list[PassResult]) -> None:
+    """One row per table pass, then the errors of the failed ones in full."""
     table = Table(title="floe maintain")
     for column in ("table", "actions", "data files", "avg file KiB", "snapshots", "seconds", "error"):
         table.add_column(column)
@@ -100,13 +101,11 @@ def maintain_command(
     """Keep every table fast and tidy: compact small files, rewrite manifests and delete files, expire
     snapshots, remove old metadata and orphan files, per floe.yaml's maintenance policies
     (FLOE_CLIENT_ID/SECRET: an admin key, or a cluster's writer key for its own tables)."""
-    import os
-
     from prometheus_client import start_http_server
     from pyspark.sql import SparkSession
 
-    from ingest.spark import CatalogConnection, spark_session
     from maintenance.metrics import REGISTRY
+    from runtime.spark import CatalogConnection, spark_session
 
     configure_logging(log_level, quiet=("py4j", "httpx", "pyiceberg"))
     client_id, client_secret = cli_credentials()
@@ -154,11 +153,3 @@ def maintain_command(
         worker.close()
         if existing is None:
             spark.stop()
-
-
-def main() -> None:
-    maintain_command()
-
-
-if __name__ == "__main__":
-    main()

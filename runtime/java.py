@@ -1,4 +1,5 @@
-"""Finding a Java runtime for floe's JVM components (the Kafka broker, the schema registry)."""
+"""Finding a Java runtime for floe's JVM components (Spark, and the development Kafka broker and schema
+registry)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,11 @@ def find_java(needed_by: str, install_hint: str, minimum: int = 17) -> str:
             f"{java} is Java {major}; {needed_by} needs Java {minimum}+ (set JAVA_HOME to one)"
         )
     return java
+
+
+def java_home() -> str | None:
+    """A Java 17+ for Spark: JAVA_HOME when set, else the `java` on PATH (None lets Spark decide)."""
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    java = shutil.which("java")
+    return str(Path(java).resolve().parent.parent) if java else None

@@ -2,7 +2,7 @@
 
 PySpark 4.0.0 with Iceberg 1.11.0's Spark 4.0 runtime (Scala 2.13) and Spark's own Kafka and Avro
 connectors at the same Spark version, all from Maven Central (SHA-1 pinned, cached per user; see
-`ingest.artifacts`). Every Iceberg commit Spark makes goes through floe's REST catalog with an API key
+`runtime.artifacts`). Every Iceberg commit Spark makes goes through floe's REST catalog with an API key
 (OAuth2 client credentials), so floe's authorization, offsets fence and audit apply to Spark too.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ingest.artifacts import Artifact, fetch_all
+from runtime.artifacts import Artifact, fetch_all
+from runtime.java import java_home
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,14 +63,6 @@ SPARK_JARS: tuple[Artifact, ...] = (
 def spark_jars() -> list[Path]:
     """The connector jars, downloaded on first use."""
     return fetch_all(SPARK_JARS)
-
-
-def java_home() -> str | None:
-    """A Java 17+ for Spark: JAVA_HOME when set, else the `java` on PATH (None lets Spark decide)."""
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    java = shutil.which("java")
-    return str(Path(java).resolve().parent.parent) if java else None
 
 
 @dataclass(frozen=True)

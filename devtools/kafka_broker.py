@@ -1,9 +1,10 @@
 """A real single-node Apache Kafka broker (KRaft, combined broker+controller) on 127.0.0.1.
 
 The broker is the official Apache Kafka release, run from its Maven Central jars: the exact runtime
-classpath of `org.apache.kafka:kafka_2.13` is pinned below by SHA-1 and fetched once into floe's jar
-cache (`ingest.artifacts`). Used by `floe dev kafka`, `floe up` (when floe.yaml names no broker), the
-tests and the benchmarks. Needs Java 17+ (`$JAVA_HOME/bin/java`, else `java` on PATH).
+classpath of `org.apache.kafka:kafka_2.13` is pinned by SHA-1 in `devtools/data/kafka-4.1.1-classpath.txt`
+and fetched once into floe's jar cache (`runtime.artifacts`). Used by `floe dev kafka`, `floe up` (when
+floe.yaml names no broker), the tests and the benchmarks. Needs Java 17+ (`$JAVA_HOME/bin/java`, else
+`java` on PATH).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import base64
 import hashlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -20,85 +20,25 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 
-import click
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
-from rich.console import Console
 
-from catalog.dev.postgres import free_port
-from catalog.dev.processes import stop_process
-from ingest.artifacts import Artifact, cache_dir, fetch
-from ingest.java import find_java, java_version_text
+from devtools.pins import maven_artifact, pin_lines
+from devtools.ports import free_port, port_is_free
+from devtools.processes import stop_process
+from runtime.artifacts import Artifact, cache_dir, fetch
+from runtime.java import find_java, java_version_text
 
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.13"
 MINIMUM_JAVA = 17
 NODE_ID = 1
 
-# `mvn dependency:list -DincludeScope=runtime` of org.apache.kafka:kafka_2.13:4.1.1, plus
-# log4j-slf4j-impl 2.24.3: the SLF4J binding the official distribution ships in libs/ (the POM leaves the
-# binding to the application; without one every broker log line is silently dropped).
-_CLASSPATH_PINS = """
-com.dynatrace.hash4j:hash4j:0.22.0 2d61bfb5b38469cb76141b06dc68d36a9007e9ad
-com.fasterxml.jackson.core:jackson-annotations:2.19.0 fd1e7c56de1e5b658563c8c66d5074cceb4e3a0b
-com.fasterxml.jackson.core:jackson-core:2.19.0 a90640e59ea42632a8e331ff1d6b706cf306050a
-com.fasterxml.jackson.core:jackson-databind:2.19.0 b3f7506f6414fb04760561eec11a0880165c2a4a
-com.fasterxml.jackson.dataformat:jackson-dataformat-csv:2.19.0 b7275a6795c70304e8b399db31b11ac72d6bc954
-com.fasterxml.jackson.dataformat:jackson-dataformat-yaml:2.19.0 2d735ab4ecebf5c2bf248d4036fd4ba6d73d0cc1
-com.fasterxml.jackson.datatype:jackson-datatype-jdk8:2.19.0 69312135ff6d6646203b9681fa48505f369210a6
-com.github.ben-manes.caffeine:caffeine:3.2.0 35eba09997476a39492ac7f7b2bb0e8292c09d17
-com.github.luben:zstd-jni:1.5.6-10 7e146ecb598af55d1f64d1c118af27569a848558
-com.google.re2j:re2j:1.8 12c25e923e9e4fb1575a7640a2698745c6f19a94
-com.typesafe.scala-logging:scala-logging_2.13:3.9.5 d5a0f61168371d8cff1c510f55407aa46bea8366
-com.yammer.metrics:metrics-core:2.2.0 f82c035cfa786d3cbec362c38c22a5f5b1bc8724
-commons-beanutils:commons-beanutils:1.9.4 d52b9abcd97f38c81342bb7e7ae1eee9b73cba51
-commons-collections:commons-collections:3.2.2 8ad72fe39fa8c91eaaf12aadb21e0c3661fe26d5
-commons-digester:commons-digester:2.1 73a8001e7a54a255eef0f03521ec1805dc738ca0
-commons-logging:commons-logging:1.3.2 3dc966156ef19d23c839715165435e582fafa753
-commons-validator:commons-validator:1.9.0 26e49d333890ccad072eb530a85fceb9c07818df
-net.sf.jopt-simple:jopt-simple:5.0.4 4fdac2fbe92dfad86aa6e9301736f6b4342a3f5c
-net.sourceforge.argparse4j:argparse4j:0.7.0 6f0621d0c3888de39e0f06d01f37ba53a798e657
-org.apache.kafka:kafka-clients:4.1.1 094cb8f39c3157038ec9577634d310a2bf5fb516
-org.apache.kafka:kafka-coordinator-common:4.1.1 a404eaac7fc653d63453005ab003bf308599f87d
-org.apache.kafka:kafka-group-coordinator-api:4.1.1 40b61cb614687a50188f3c5fa7cf65dbcd059221
-org.apache.kafka:kafka-group-coordinator:4.1.1 5d0e09fc27c29c7186fe94116712a09d00f29979
-org.apache.kafka:kafka-metadata:4.1.1 a11c8a6e27aa783ec3e8b4b7f5c318281fa494a8
-org.apache.kafka:kafka-raft:4.1.1 b5bae33d2adf96738119e40f76c283d24cc58361
-org.apache.kafka:kafka-server-common:4.1.1 1bf567866482bd9d7a8ad3eb73b3ffbab51a6b5b
-org.apache.kafka:kafka-server:4.1.1 947c8b919656c51c431bae9cd9196f8d0911c5b6
-org.apache.kafka:kafka-share-coordinator:4.1.1 eed38c6dba008d378cfa24f8d9212ece225a56bd
-org.apache.kafka:kafka-storage-api:4.1.1 b571e6253b711ad633174a283232e5f26b107718
-org.apache.kafka:kafka-storage:4.1.1 9419c2775056356d815db7681dda97e2670e8dd7
-org.apache.kafka:kafka-tools-api:4.1.1 e9dd9701e3d13cfd6c6b84ce7bfd11769641e937
-org.apache.kafka:kafka-transaction-coordinator:4.1.1 d0f94fcfb53a7574262750ebf465b484d0841859
-org.apache.kafka:kafka_2.13:4.1.1 3183b1bb5d0209dce5634cf56e8893cf42b17467
-org.apache.logging.log4j:log4j-api:2.24.3 b02c125db8b6d295adf72ae6e71af5d83bce2370
-org.apache.logging.log4j:log4j-core:2.24.3 7f6a261243ca767c7f38fd4b542bcde626c8894e
-org.apache.logging.log4j:log4j-slf4j-impl:2.24.3 182894dfec8b730639c9ea065f1084ba85fcbaa3
-org.bitbucket.b_c:jose4j:0.9.6 357a3836bb5da16f314f3a1e954518e5468cd915
-org.hdrhistogram:HdrHistogram:2.2.2 7959933ebcc0f05b2eaa5af0a0c8689fa257b15c
-org.jspecify:jspecify:1.0.0 7425a601c1c7ec76645a78d22b8c6a627edee507
-org.lz4:lz4-java:1.8.0 4b986a99445e49ea5fbf5d149c4b63f6ed6c6780
-org.pcollections:pcollections:4.0.2 c8398b4443deae11e6eaffbc04a371b4eb8f6b8e
-org.scala-lang:scala-library:2.13.16 9e064d9304904fd7b6bd2b55a9e601b8c1c9006e
-org.scala-lang:scala-reflect:2.13.16 4958d4e43faf2d6d66f18ce2aa9a3e5ba141f87b
-org.slf4j:slf4j-api:1.7.36 6c62681a2f655b49963a5983b8b0950a6120ae14
-org.xerial.snappy:snappy-java:1.1.10.7 3049f95640f4625a945cfab85715f603fa4c8f80
-org.yaml:snakeyaml:2.4 e0666b825b796f85521f02360e77f4c92c5a7a07
-"""
-
-
-def _pinned(line: str) -> Artifact:
-    coordinates, sha1 = line.split()
-    group, name, version = coordinates.split(":")
-    return Artifact(group, name, version, sha1)
-
-
 KAFKA_CLASSPATH: tuple[Artifact, ...] = tuple(
-    _pinned(line) for line in _CLASSPATH_PINS.splitlines() if line.strip()
+    maven_artifact(*line.split()) for line in pin_lines(f"kafka-{KAFKA_VERSION}-classpath.txt")
 )
 
 
@@ -151,15 +91,6 @@ def default_data_dir() -> Path:
         return Path(floe_home).expanduser() / "kafka"
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data_home).expanduser() / "floe" / "kafka"
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def _properties_value(value: str) -> str:
@@ -244,7 +175,7 @@ class LocalKafka:
         started = time.monotonic()
         java = java_executable()
         classpath = os.pathsep.join(str(path) for path in kafka_classpath())
-        if not _port_is_free(self.port):
+        if not port_is_free(self.port):
             raise RuntimeError(f"Port {self.port} on 127.0.0.1 is already in use; choose another Kafka port")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.controller_port = free_port()
@@ -385,7 +316,7 @@ class LocalKafka:
             "num.network.threads": "2",
             "num.io.threads": "4",
         }
-        lines = ["# Written by floe (ingest/kafka_broker.py) at every start; edits are overwritten."]
+        lines = ["# Written by floe (devtools/kafka_broker.py) at every start; edits are overwritten."]
         lines += [f"{key}={value}" for key, value in settings.items()]
         self.config_path.write_text("\n".join(lines) + "\n")
         log = _properties_value(str(self.log_path))
@@ -480,50 +411,3 @@ class LocalKafka:
         self.stop()
         if self.owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-
-
-def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-@click.command("kafka")
-@click.option("--port", type=int, default=9092, show_default=True, help="PLAINTEXT port on 127.0.0.1.")
-@click.option(
-    "--dir",
-    "data_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Data directory, kept between runs [default: $FLOE_HOME/kafka, else ~/.local/share/floe/kafka].",
-)
-@click.option(
-    "--partitions",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Partitions of auto-created topics.",
-)
-def kafka_command(port: int, data_dir: Path | None, partitions: int) -> None:
-    """Run a local single-node Apache Kafka broker (KRaft) in the foreground until Ctrl-C."""
-    console = Console()
-    directory = data_dir or default_data_dir()
-    broker = LocalKafka(port=port, data_dir=directory, partitions_default=partitions)
-    # SIGTERM (kill, service managers) stops the broker as cleanly as Ctrl-C does.
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    try:
-        with console.status(f"Starting Apache Kafka {KAFKA_VERSION} (first run downloads it)..."):
-            broker.start()
-        console.print(
-            f"[green]Kafka {KAFKA_VERSION}[/green] (KRaft, single node) listening on "
-            f"[bold]{broker.bootstrap_servers}[/bold]  (started in {broker.startup_seconds:.1f} s)\n"
-            f"data: {broker.data_dir}\nlog:  {broker.log_path}\nPress Ctrl-C to stop."
-        )
-        assert broker.process is not None
-        returncode = broker.process.wait()
-        raise click.ClickException(f"Kafka broker exited on its own ({returncode}):\n{broker.log_tail()}")
-    except KeyboardInterrupt:
-        console.print("Stopping Kafka...")
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        broker.stop()
-    console.print("Kafka stopped.")

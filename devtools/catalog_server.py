@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from catalog.dev.postgres import free_port
-from catalog.dev.processes import stop_process, wait_until_answering
+from devtools.ports import free_port
+from devtools.processes import stop_process, wait_until_answering
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog

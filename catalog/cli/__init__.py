@@ -1,0 +1,54 @@
+"""The `floe` command line: the one place that imports every part of floe.
+
+One module per command family, each a plain click command or group that `main` collects:
+
+- `serve`: the catalog server; `db`: its schema; `warehouses`: storage locations (database direct);
+- `clusters`: clusters, API keys and the audit log; `apply`: floe.yaml (against a running server);
+- `ingest`, `maintain`: the ingestion service and the maintenance worker;
+- `up`: the whole product on one machine; `status`: ingestion lag and maintenance passes;
+- `dev`: local development components (`devtools`); `openapi`: the generated OpenAPI document.
+
+Shared: `output` (console, `--output`), `remote` (credentials, management API calls) and `services`
+(logging and Spark options of the long-running commands). Nothing outside this package imports it
+(tests/test_architecture.py).
+"""
+
+from __future__ import annotations
+
+import click
+
+from catalog.cli.apply import apply
+from catalog.cli.clusters import audit, clusters, keys
+from catalog.cli.db import db
+from catalog.cli.dev import dev
+from catalog.cli.ingest import ingest_command
+from catalog.cli.maintain import maintain_command
+from catalog.cli.openapi import openapi
+from catalog.cli.serve import serve
+from catalog.cli.status import status_command
+from catalog.cli.up import up_command
+from catalog.cli.warehouses import warehouses
+
+
+@click.group()
+@click.version_option(package_name="floe")
+def main() -> None:
+    """floe: Kafka topics as Apache Iceberg tables, served by floe's own Iceberg REST catalog."""
+
+
+for _command in (
+    serve,
+    db,
+    warehouses,
+    clusters,
+    keys,
+    audit,
+    apply,
+    openapi,
+    dev,
+    ingest_command,
+    status_command,
+    up_command,
+    maintain_command,
+):
+    main.add_command(_command)

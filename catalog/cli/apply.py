@@ -1,0 +1,64 @@
+"""`floe apply`: validate a floe.yaml here, then make it the desired state on the server."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from catalog.cli.output import OUTPUT, console
+from catalog.cli.remote import call
+
+_ACTION_STYLES = {"create": "green", "evolve": "yellow", "unchanged": "dim", "removed": "red"}
+
+
+@click.command("apply")
+@click.option(
+    "-f", "--file", "path", required=True, type=click.Path(exists=True, dir_okay=False), help="floe.yaml"
+)
+@click.option("--dry-run", is_flag=True, help="Show what would change, change nothing.")
+@OUTPUT
+def apply(path: str, dry_run: bool, output: str) -> None:
+    """Apply a floe.yaml: create and evolve its tables, store it as the desired state ingestion reads.
+
+    The file is validated here first: every error is printed with its YAML path and nothing is sent."""
+    from catalog.pipelines import InvalidConfig, load_yaml
+    from catalog.pipelines.config import read_yaml
+
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    try:
+        load_yaml(text)
+        data = read_yaml(text)[0]
+    except InvalidConfig as exc:
+        console.print(f"[red]{path}: {len(exc.errors)} error(s), nothing applied[/red]", highlight=False)
+        for error in exc.errors:
+            console.print(f"  {error}", highlight=False, markup=False)
+        sys.exit(1)
+    result = call("PUT", "/pipeline", json={"config": data, "dry_run": dry_run})
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+        return
+    table = Table("namespace", "table", "action", "changes")
+    for entry in result["plan"]:
+        style = _ACTION_STYLES.get(entry["action"], "")
+        table.add_row(
+            entry["namespace"],
+            entry["table"],
+            f"[{style}]{entry['action']}[/{style}]",
+            "\n".join(entry["changes"]),
+        )
+    Console().print(table)
+    counts = {a: sum(1 for e in result["plan"] if e["action"] == a) for a in _ACTION_STYLES}
+    summary = ", ".join(f"{action}: {count}" for action, count in counts.items())
+    if result["dry_run"]:
+        click.echo(f"dry run: nothing changed ({summary}); current revision {result['revision']}", err=True)
+    elif result["applied"]:
+        click.echo(
+            f"revision {result['revision']} applied to warehouse {result['warehouse']}: {summary}", err=True
+        )
+    else:
+        click.echo(f"no changes: revision {result['revision']} is current", err=True)

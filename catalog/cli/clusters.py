@@ -1,0 +1,122 @@
+"""`floe clusters`, `floe keys` and `floe audit`: tenants, their API keys and the audit log (against a
+running server: FLOE_URL and the admin credentials)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import click
+
+from catalog.cli.output import OUTPUT, emit
+from catalog.cli.remote import call
+
+
+@click.group()
+def clusters() -> None:
+    """Kafka source clusters (against a running server: FLOE_URL, admin credentials)."""
+
+
+@clusters.command("create")
+@click.argument("name")
+@click.option(
+    "--warehouse", default=None, help="Warehouse for the cluster's tables (default: the default one)."
+)
+@OUTPUT
+def clusters_create(name: str, warehouse: str | None, output: str) -> None:
+    """Register a cluster; creates its namespace NAME."""
+    created = call("POST", "/clusters", json={"name": name, "warehouse": warehouse})
+    emit(output, created, [created], ["name", "warehouse", "created_at"])
+
+
+@clusters.command("list")
+@OUTPUT
+def clusters_list(output: str) -> None:
+    """List clusters."""
+    listed = call("GET", "/clusters")
+    emit(output, listed, listed["clusters"], ["name", "warehouse", "created_at"])
+
+
+@clusters.command("delete")
+@click.argument("name")
+def clusters_delete(name: str) -> None:
+    """Delete a cluster with its keys (refused while its namespace has tables)."""
+    call("DELETE", f"/clusters/{name}")
+    click.echo(f"deleted cluster {name}", err=True)
+
+
+@click.group()
+def keys() -> None:
+    """API keys: OAuth2 client credentials bound to a cluster and a role."""
+
+
+KEY_COLUMNS = ["client_id", "cluster", "role", "description", "expires_at", "revoked_at", "last_used_at"]
+
+
+@keys.command("create")
+@click.option("--cluster", default=None, help="The cluster the key may access (omit for a global admin key).")
+@click.option("--role", type=click.Choice(["reader", "writer", "admin"]), required=True)
+@click.option("--expires", default=None, help="Lifetime such as 90d, 12h, 30m, or an ISO-8601 timestamp.")
+@click.option("--description", default="")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="json", show_default=True)
+def keys_create(cluster: str | None, role: str, expires: str | None, description: str, output: str) -> None:
+    """Create a key; prints its client_id and client_secret (shown only now)."""
+    body: dict[str, Any] = {"cluster": cluster, "role": role, "description": description}
+    if expires:
+        body.update(_expiry(expires))
+    created = call("POST", "/keys", json=body)
+    emit(output, created, [created], ["client_id", "client_secret", "cluster", "role", "expires_at"])
+
+
+def _expiry(value: str) -> dict[str, Any]:
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    if value[:-1].isdigit() and value[-1] in units:
+        return {"expires_in_seconds": int(value[:-1]) * units[value[-1]]}
+    try:
+        return {"expires_at": datetime.fromisoformat(value).isoformat()}
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r}: use 90d, 12h, 30m, 45s or an ISO-8601 timestamp") from exc
+
+
+@keys.command("list")
+@click.option("--cluster", default=None)
+@OUTPUT
+def keys_list(cluster: str | None, output: str) -> None:
+    """List keys (never their secrets)."""
+    listed = call("GET", "/keys", params={"cluster": cluster} if cluster else None)
+    emit(output, listed, listed["keys"], KEY_COLUMNS)
+
+
+@keys.command("revoke")
+@click.argument("client_id")
+def keys_revoke(client_id: str) -> None:
+    """Revoke a key at once."""
+    call("DELETE", f"/keys/{client_id}")
+    click.echo(f"revoked {client_id}", err=True)
+
+
+@keys.command("rotate")
+@click.argument("client_id")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="json", show_default=True)
+def keys_rotate(client_id: str, output: str) -> None:
+    """Give a key a new secret (printed once); the old one stops working."""
+    rotated = call("POST", f"/keys/{client_id}/rotate")
+    emit(output, rotated, [rotated], ["client_id", "client_secret", "cluster", "role"])
+
+
+@click.command("audit")
+@click.option("--cluster", default=None)
+@click.option("--limit", default=50, show_default=True)
+@OUTPUT
+def audit(cluster: str | None, limit: int, output: str) -> None:
+    """Show the audit log, newest first."""
+    params: dict[str, Any] = {"limit": limit}
+    if cluster:
+        params["cluster"] = cluster
+    listed = call("GET", "/audit", params=params)
+    emit(
+        output,
+        listed,
+        listed["entries"],
+        ["at", "subject", "cluster", "action", "target", "outcome", "status_code"],
+    )

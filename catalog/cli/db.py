@@ -1,0 +1,23 @@
+"""`floe db`: the catalog database's schema."""
+
+from __future__ import annotations
+
+import click
+
+from catalog.cli.output import console
+from catalog.migrations import upgrade_database
+from catalog.settings import Settings
+
+
+@click.group()
+def db() -> None:
+    """Database schema management."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Apply all migrations to the configured database (FLOE_DATABASE_URL)."""
+    settings = Settings.from_env()
+    settings.prepare_home()
+    upgrade_database(settings.database_url)
+    console.print("database is at the latest revision")

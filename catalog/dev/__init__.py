@@ -1,1 +1,0 @@
-"""Local components for development, tests and benchmarks: PostgreSQL, a catalog server process."""
