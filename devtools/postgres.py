@@ -1,4 +1,4 @@
-"""A throwaway local PostgreSQL server for tests, benchmarks and `floe dev postgres`.
+"""A throwaway local PostgreSQL server for tests and benchmarks.
 
 Uses the Debian `postgresql` binaries when installed, else the ones bundled in the `pgserver` wheel.
 PostgreSQL refuses to run as root, so as root the server runs as a dedicated system user.

@@ -136,9 +136,10 @@ def test_floe_environment_variables_exist() -> None:
     server = names_read_in(ROOT / "catalog" / "settings.py")
     clients = server | names_read_in(
         ROOT / "catalog" / "admin_client.py",
-        ROOT / "catalog" / "cli.py",
+        *sorted((ROOT / "catalog" / "cli").rglob("*.py")),
         *sorted((ROOT / "ingest").rglob("*.py")),
         *sorted((ROOT / "maintenance").rglob("*.py")),
+        *sorted((ROOT / "runtime").rglob("*.py")),
     )
     for name, svc in floe_services().items():
         used = {key for key in svc.get("environment", {}) if key.startswith("FLOE_")}

@@ -1,4 +1,4 @@
-"""The local Kafka broker (ingest/kafka_broker.py): real Kafka, restarts keep data, `floe dev kafka`."""
+"""The local Kafka broker (devtools/kafka_broker.py): real Kafka, restarts keep data, `floe dev kafka`."""
 
 from __future__ import annotations
 
