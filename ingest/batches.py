@@ -34,7 +34,7 @@ from ingest.decode import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from ingest.catalog_client import CatalogClient
+    from catalog.client import FloeClient
     from ingest.registry_client import RegistryClient, RegistryConnection
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class BatchWriter:
     def __init__(
         self,
         table: IngestTable,
-        catalog: CatalogClient,
+        catalog: FloeClient,
         registry: RegistryClient | None = None,
         on_commit: Callable[[IngestTable, BatchResult], None] | None = None,
         spark_catalog: str = "floe",
@@ -168,8 +168,8 @@ class BatchWriter:
         from pyspark.sql import functions as F
 
         t = self.table
-        main_committed = self.catalog.kafka_offsets(t.warehouse, t.namespace, t.table, t.topic)
-        dlq_committed = self.catalog.kafka_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
+        main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
+        dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
         if t.registry is not None:
             raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
         decoded = self._decode(raw)

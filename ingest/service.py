@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from catalog.client import ClientError, FloeClient, Pipeline
 from ingest import metrics
 from ingest.batches import BatchResult, BatchWriter, IngestTable
-from ingest.catalog_client import CatalogClient, CatalogUnavailable
 from ingest.registry_client import RegistryClient, RegistryConnection
 from runtime.spark import CatalogConnection, register_warehouse
 
@@ -62,9 +62,9 @@ class IngestService:
     def __init__(
         self,
         spark: SparkSession,
-        catalog: CatalogClient,
+        catalog: FloeClient,
         connection: CatalogConnection,
-        tables_of: Callable[[Mapping[str, Any]], list[IngestTable]],
+        tables_of: Callable[[Pipeline], list[IngestTable]],
         options: IngestOptions,
         registry_for: Callable[[RegistryConnection], RegistryClient] | None = None,
     ) -> None:
@@ -97,7 +97,7 @@ class IngestService:
             while not self._stop.is_set():
                 try:
                     self.reconcile()
-                except CatalogUnavailable as exc:
+                except ClientError as exc:
                     log.warning("cannot read the pipeline from floe (will retry): %s", exc)
                 self._lag.refresh(self.running_tables())
                 self._stop.wait(self.options.poll_interval)
@@ -155,7 +155,7 @@ class IngestService:
         metrics.TABLES.set(len(self.running))
 
     def _starting_offsets(self, table: IngestTable) -> str:
-        committed = self.catalog.kafka_offsets(table.warehouse, table.namespace, table.table, table.topic)
+        committed = self.catalog.next_offsets(table.warehouse, table.namespace, table.table, table.topic)
         self._lag.seed(table, committed)
         if not committed:
             return "earliest"

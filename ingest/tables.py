@@ -9,6 +9,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
+from catalog.client import Pipeline, PipelineTable
 from catalog.pipelines import (
     CredentialError,
     PipelineConfig,
@@ -27,25 +30,25 @@ DEFAULT_COMMIT_INTERVAL = 2.0
 
 
 def ingest_tables(
-    pipeline: Mapping[str, Any],
+    pipeline: Pipeline | Mapping[str, Any],
     environ: Mapping[str, str] | None = None,
     default_warehouse: str = "default",
 ) -> list[IngestTable]:
-    """Every table of the applied pipeline, ready to ingest.
+    """Every table of the applied pipeline, ready to ingest: the revision floe serves, or a mapping with
+    a floe.yaml document as `config` (and optionally `tables` as the management API lists them).
 
     A table whose source cluster's or schema registry's credentials cannot be resolved (a missing
     environment variable) is left out with an error in the log, so one misconfigured cluster does not
     stop the others.
     """
     environ = os.environ if environ is None else environ
-    config: PipelineConfig = parse_config(pipeline["config"])
-    warehouses = {
-        (
-            entry["namespace"] if isinstance(entry["namespace"], str) else ".".join(entry["namespace"]),
-            entry["table"],
-        ): entry.get("warehouse")
-        for entry in pipeline.get("tables", [])
-    }
+    if isinstance(pipeline, Pipeline):
+        document, placed = pipeline.config, pipeline.tables
+    else:
+        document = pipeline["config"]
+        placed = msgspec.convert(pipeline.get("tables", []), list[PipelineTable])
+    config: PipelineConfig = parse_config(document)
+    warehouses = {(entry.namespace, entry.table): entry.warehouse for entry in placed}
     tables: list[IngestTable] = []
     for table in config.tables:
         cluster = config.cluster(table.source_cluster_name)

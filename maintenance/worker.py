@@ -24,10 +24,18 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
+from catalog.client import (
+    ClientError,
+    FloeClient,
+    Forbidden,
+    MaintenanceAction,
+    PassRecord,
+    RequestFailed,
+    TableCounts,
+)
 from catalog.pipelines import InvalidConfig, parse_config
 from catalog.pipelines.maintenance import DEFAULT_POLICY, MaintenanceConfig, MaintenancePolicy, resolve_policy
 from maintenance import metrics
-from maintenance.control import ControlPlane, ControlPlaneError
 from maintenance.planner import (
     ORPHAN_SCAN_INTERVAL_SECONDS,
     needs_manifest_rewrite,
@@ -84,15 +92,8 @@ class ActionOutcome:
     result: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "name": self.name,
-            "duration_seconds": round(self.duration_seconds, 3),
-            "result": self.result,
-        }
-        if self.error is not None:
-            body["error"] = self.error
-        return body
+    def to_action(self) -> MaintenanceAction:
+        return MaintenanceAction(self.name, round(self.duration_seconds, 3), dict(self.result), self.error)
 
 
 @dataclass
@@ -111,19 +112,19 @@ class PassResult:
     def failed(self) -> bool:
         return self.error is not None or any(a.error is not None for a in self.actions)
 
-    def to_json(self) -> dict[str, Any]:
-        """The body of `POST /management/v1/maintenance/passes`."""
-        return {
-            "warehouse": self.table.warehouse,
-            "namespace": list(self.table.namespace),
-            "table": self.table.name,
-            "started_at": self.started_at.isoformat(),
-            "duration_seconds": round(self.duration_seconds, 3),
-            "actions": [a.to_json() for a in self.actions],
-            "before": self.before.to_json() if self.before is not None else None,
-            "after": self.after.to_json() if self.after is not None else None,
-            "error": self.error,
-        }
+    def to_record(self) -> PassRecord:
+        """The pass as floe records it (`POST /management/v1/maintenance/passes`)."""
+        return PassRecord(
+            warehouse=self.table.warehouse,
+            namespace=list(self.table.namespace),
+            table=self.table.name,
+            started_at=self.started_at,
+            duration_seconds=round(self.duration_seconds, 3),
+            actions=[a.to_action() for a in self.actions],
+            before=_counts(self.before),
+            after=_counts(self.after),
+            error=self.error,
+        )
 
     def summary(self) -> str:
         ran = ", ".join(a.name + (" (failed)" if a.error else "") for a in self.actions) or "nothing to do"
@@ -137,15 +138,21 @@ class PassResult:
         return f"{self.table}: {ran}{change} in {self.duration_seconds:.1f} s{error}"
 
 
+def _counts(stats: TableStats | None) -> TableCounts | None:
+    return None if stats is None else TableCounts(**stats.to_json())
+
+
 class MaintenanceWorker:
     """Maintains every table it can see, on one Spark session."""
 
     def __init__(
-        self, spark: SparkSession, options: WorkerOptions, control: ControlPlane | None = None
+        self, spark: SparkSession, options: WorkerOptions, control: FloeClient | None = None
     ) -> None:
         self.options = options
         self.actions = SparkActions(spark)
-        self.control = control or ControlPlane(options.url, options.client_id, options.client_secret)
+        self.control = control or FloeClient(
+            options.url, options.client_id, options.client_secret, purpose="the maintenance"
+        )
         self._catalogs: dict[str, RestCatalog] = {}
         self._next_due: dict[tuple[str, tuple[str, ...], str], float] = {}
         self._last_orphan_scan: dict[tuple[str, tuple[str, ...], str], float] = {}
@@ -176,29 +183,31 @@ class MaintenanceWorker:
         """The top-level block, each pipeline table's own block, and the pipeline's warehouses."""
         try:
             pipeline = self.control.pipeline()
-        except ControlPlaneError as exc:
+        except Forbidden:  # a key that may not read the pipeline: default policies
+            return None, {}, []
+        except ClientError as exc:
             log.warning("cannot read the pipeline (default policies apply): %s", exc)
             return None, {}, []
         if pipeline is None:
             return None, {}, []
         try:
-            config = parse_config(pipeline["config"])
+            config = parse_config(pipeline.config)
         except InvalidConfig as exc:
             log.warning("the applied pipeline does not parse (default policies apply): %s", exc)
             return None, {}, []
         blocks: dict[tuple[str, tuple[str, ...], str], MaintenanceConfig] = {}
-        warehouses = sorted({str(t["warehouse"]) for t in pipeline.get("tables", [])})
-        for entry in pipeline.get("tables", []):
+        warehouses = sorted({t.warehouse for t in pipeline.tables})
+        for entry in pipeline.tables:
             # A pipeline table's namespace is its source cluster's name: one level.
-            namespace = (str(entry["namespace"]),)
+            namespace = (entry.namespace,)
             try:
-                table = config.table(str(entry["namespace"]), str(entry["table"]))
+                table = config.table(entry.namespace, entry.table)
             except KeyError:
                 continue
             if table.maintenance is None:
                 continue
-            for name in (str(entry["table"]), str(entry["dlq_table"])):
-                blocks[(str(entry["warehouse"]), namespace, name)] = table.maintenance
+            for name in (entry.table, entry.dlq_table):
+                blocks[(entry.warehouse, namespace, name)] = table.maintenance
         return config.maintenance, blocks, warehouses
 
     def _warehouses(self, from_pipeline: list[str]) -> list[str]:
@@ -206,8 +215,10 @@ class MaintenanceWorker:
             return list(self.options.warehouses)
         found = {self.options.default_warehouse, *from_pipeline}
         try:
-            found.update(self.control.cluster_warehouses())
-        except ControlPlaneError as exc:
+            found.update(cluster.warehouse for cluster in self.control.clusters())
+        except RequestFailed:  # only administrators list clusters; others maintain what they can see
+            pass
+        except ClientError as exc:
             log.warning("cannot list the clusters' warehouses: %s", exc)
         return sorted(found)
 
@@ -363,8 +374,8 @@ class MaintenanceWorker:
             metrics.observe_table(table.warehouse, str(table), result.after)
         metrics.observe_pass(table.warehouse, str(table), ended, result.duration_seconds, result.failed)
         try:
-            self.control.record_pass(result.to_json())
-        except ControlPlaneError as exc:
+            self.control.record_pass(result.to_record())
+        except ClientError as exc:
             log.warning("%s: %s", table, exc)
         (log.warning if result.failed else log.info)("%s", result.summary())
 

@@ -29,7 +29,7 @@ TEST_CODE = ("tests", "benchmarks")
 # (Other engineers may rename these modules: keep this list in step, never widen it to all of `catalog`.)
 CATALOG_SURFACE: dict[str, str] = {
     "catalog.pipelines": "the floe.yaml model: tables, schemas, maintenance policies",
-    "catalog.admin_client": "the management/catalog HTTP client and its API-key session",
+    "catalog.client": "the typed management/catalog HTTP client (OAuth2 client credentials)",
     "catalog.kafka_offsets": (
         "the snapshot-summary keys of the exactly-once fence: ingestion writes them, the catalog checks "
         "them, so both sides take them from one definition"
@@ -158,7 +158,7 @@ def later():
         ("ingest.service", "catalog.store", False),
         ("ingest.service", "catalog.cli.services", False),
         ("maintenance.worker", "ingest.spark", False),
-        ("maintenance.control", "catalog.admin_client", True),
+        ("maintenance.worker", "catalog.client", True),
         ("maintenance.worker", "catalog.settings", False),
         ("runtime.spark", "catalog.pipelines", False),
         ("devtools.kafka_broker", "runtime.artifacts", True),

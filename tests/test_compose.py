@@ -135,7 +135,7 @@ def test_floe_environment_variables_exist() -> None:
     maintain) are read by floe's client code."""
     server = names_read_in(ROOT / "catalog" / "settings.py")
     clients = server | names_read_in(
-        ROOT / "catalog" / "admin_client.py",
+        ROOT / "catalog" / "client.py",
         *sorted((ROOT / "catalog" / "cli").rglob("*.py")),
         *sorted((ROOT / "ingest").rglob("*.py")),
         *sorted((ROOT / "maintenance").rglob("*.py")),

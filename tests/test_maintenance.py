@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
+import msgspec
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
@@ -685,7 +686,7 @@ def test_one_pass_compacts_expires_and_removes_orphans(
         recorded: list[dict[str, Any]] = []
         while time.monotonic() < deadline and len(recorded) < 2 * len(by_table):
             time.sleep(1)
-            recorded = worker.control.passes(limit=100)
+            recorded = [msgspec.to_builtins(p) for p in worker.control.passes(limit=100)]
         assert len(recorded) == 2 * len(by_table)
         newest = recorded[: len(by_table)]
         assert {(tuple(p["namespace"]), p["table"]) for p in newest} == set(by_table)

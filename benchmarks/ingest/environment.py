@@ -16,10 +16,10 @@ from pyiceberg.catalog.rest import RestCatalog
 from benchmarks.catalog.procstat import postmaster_pid
 from benchmarks.ingest.ingesters import Ingester
 from benchmarks.ingest.sampling import CpuSampler
+from catalog.client import FloeClient
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
-from ingest.catalog_client import CatalogClient
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Environment:
     server: CatalogProcess
     kafka: LocalKafka
     catalog: RestCatalog
-    control: CatalogClient
+    control: FloeClient
 
     def sampler(self, ingester: Ingester | None) -> CpuSampler:
         """CPU of the ingester's process tree, the broker, and floe's catalog with PostgreSQL."""
@@ -74,7 +74,7 @@ def environment(work: Path, kafka_heap: str) -> Iterator[Environment]:
             CatalogProcess(database, home=work / "floe") as server,
             LocalKafka(data_dir=work / "kafka", heap=kafka_heap) as kafka,
         ):
-            control = CatalogClient(server.url, server.admin_client_id, server.admin_client_secret)
+            control = FloeClient(server.url, server.admin_client_id, server.admin_client_secret)
             try:
                 yield Environment(work, postgres, server, kafka, server.catalog(), control)
             finally:

@@ -73,7 +73,7 @@ def _committed_records(env: Environment, system: str, identifier: str, topic: st
     """Records committed so far: floe's Kafka offsets for floe, the table's snapshot for the plain job."""
     namespace, table = identifier.split(".")
     if system == FLOE:
-        return sum(env.control.kafka_offsets("default", (namespace,), table, topic).values())
+        return sum(env.control.next_offsets("default", (namespace,), table, topic).values())
     try:
         snapshot = env.catalog.load_table(identifier).current_snapshot()
     except NoSuchTableError:

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from catalog.cli.output import OUTPUT, console
+from catalog.cli.output import OUTPUT, as_json, console
 from catalog.cli.remote import call
 
 _ACTION_STYLES = {"create": "green", "evolve": "yellow", "unchanged": "dim", "removed": "red"}
@@ -38,27 +38,22 @@ def apply(path: str, dry_run: bool, output: str) -> None:
         for error in exc.errors:
             console.print(f"  {error}", highlight=False, markup=False)
         sys.exit(1)
-    result = call("PUT", "/pipeline", json={"config": data, "dry_run": dry_run})
+    result = call(lambda floe: floe.apply_pipeline(data, dry_run=dry_run))
     if output == "json":
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json.dumps(as_json(result), indent=2))
         return
     table = Table("namespace", "table", "action", "changes")
-    for entry in result["plan"]:
-        style = _ACTION_STYLES.get(entry["action"], "")
+    for entry in result.plan:
+        style = _ACTION_STYLES.get(entry.action, "")
         table.add_row(
-            entry["namespace"],
-            entry["table"],
-            f"[{style}]{entry['action']}[/{style}]",
-            "\n".join(entry["changes"]),
+            entry.namespace, entry.table, f"[{style}]{entry.action}[/{style}]", "\n".join(entry.changes)
         )
     Console().print(table)
-    counts = {a: sum(1 for e in result["plan"] if e["action"] == a) for a in _ACTION_STYLES}
+    counts = {a: sum(1 for e in result.plan if e.action == a) for a in _ACTION_STYLES}
     summary = ", ".join(f"{action}: {count}" for action, count in counts.items())
-    if result["dry_run"]:
-        click.echo(f"dry run: nothing changed ({summary}); current revision {result['revision']}", err=True)
-    elif result["applied"]:
-        click.echo(
-            f"revision {result['revision']} applied to warehouse {result['warehouse']}: {summary}", err=True
-        )
+    if result.dry_run:
+        click.echo(f"dry run: nothing changed ({summary}); current revision {result.revision}", err=True)
+    elif result.applied:
+        click.echo(f"revision {result.revision} applied to warehouse {result.warehouse}: {summary}", err=True)
     else:
-        click.echo(f"no changes: revision {result['revision']} is current", err=True)
+        click.echo(f"no changes: revision {result.revision} is current", err=True)

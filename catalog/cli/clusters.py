@@ -25,7 +25,7 @@ def clusters() -> None:
 @OUTPUT
 def clusters_create(name: str, warehouse: str | None, output: str) -> None:
     """Register a cluster; creates its namespace NAME."""
-    created = call("POST", "/clusters", json={"name": name, "warehouse": warehouse})
+    created = call(lambda floe: floe.create_cluster(name, warehouse))
     emit(output, created, [created], ["name", "warehouse", "created_at"])
 
 
@@ -33,15 +33,15 @@ def clusters_create(name: str, warehouse: str | None, output: str) -> None:
 @OUTPUT
 def clusters_list(output: str) -> None:
     """List clusters."""
-    listed = call("GET", "/clusters")
-    emit(output, listed, listed["clusters"], ["name", "warehouse", "created_at"])
+    listed = call(lambda floe: floe.clusters())
+    emit(output, {"clusters": listed}, listed, ["name", "warehouse", "created_at"])
 
 
 @clusters.command("delete")
 @click.argument("name")
 def clusters_delete(name: str) -> None:
     """Delete a cluster with its keys (refused while its namespace has tables)."""
-    call("DELETE", f"/clusters/{name}")
+    call(lambda floe: floe.delete_cluster(name))
     click.echo(f"deleted cluster {name}", err=True)
 
 
@@ -61,19 +61,18 @@ KEY_COLUMNS = ["client_id", "cluster", "role", "description", "expires_at", "rev
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="json", show_default=True)
 def keys_create(cluster: str | None, role: str, expires: str | None, description: str, output: str) -> None:
     """Create a key; prints its client_id and client_secret (shown only now)."""
-    body: dict[str, Any] = {"cluster": cluster, "role": role, "description": description}
-    if expires:
-        body.update(_expiry(expires))
-    created = call("POST", "/keys", json=body)
+    expiry = _expiry(expires) if expires else {}
+    created = call(lambda floe: floe.create_key(role, cluster=cluster, description=description, **expiry))
     emit(output, created, [created], ["client_id", "client_secret", "cluster", "role", "expires_at"])
 
 
 def _expiry(value: str) -> dict[str, Any]:
+    """`expires_in_seconds` for a lifetime such as 90d, `expires_at` for a timestamp."""
     units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
     if value[:-1].isdigit() and value[-1] in units:
         return {"expires_in_seconds": int(value[:-1]) * units[value[-1]]}
     try:
-        return {"expires_at": datetime.fromisoformat(value).isoformat()}
+        return {"expires_at": datetime.fromisoformat(value)}
     except ValueError as exc:
         raise click.BadParameter(f"{value!r}: use 90d, 12h, 30m, 45s or an ISO-8601 timestamp") from exc
 
@@ -83,15 +82,15 @@ def _expiry(value: str) -> dict[str, Any]:
 @OUTPUT
 def keys_list(cluster: str | None, output: str) -> None:
     """List keys (never their secrets)."""
-    listed = call("GET", "/keys", params={"cluster": cluster} if cluster else None)
-    emit(output, listed, listed["keys"], KEY_COLUMNS)
+    listed = call(lambda floe: floe.keys(cluster or None))
+    emit(output, {"keys": listed}, listed, KEY_COLUMNS)
 
 
 @keys.command("revoke")
 @click.argument("client_id")
 def keys_revoke(client_id: str) -> None:
     """Revoke a key at once."""
-    call("DELETE", f"/keys/{client_id}")
+    call(lambda floe: floe.revoke_key(client_id))
     click.echo(f"revoked {client_id}", err=True)
 
 
@@ -100,7 +99,7 @@ def keys_revoke(client_id: str) -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="json", show_default=True)
 def keys_rotate(client_id: str, output: str) -> None:
     """Give a key a new secret (printed once); the old one stops working."""
-    rotated = call("POST", f"/keys/{client_id}/rotate")
+    rotated = call(lambda floe: floe.rotate_key(client_id))
     emit(output, rotated, [rotated], ["client_id", "client_secret", "cluster", "role"])
 
 
@@ -110,13 +109,10 @@ def keys_rotate(client_id: str, output: str) -> None:
 @OUTPUT
 def audit(cluster: str | None, limit: int, output: str) -> None:
     """Show the audit log, newest first."""
-    params: dict[str, Any] = {"limit": limit}
-    if cluster:
-        params["cluster"] = cluster
-    listed = call("GET", "/audit", params=params)
+    listed = call(lambda floe: floe.audit(cluster=cluster or None, limit=limit))
     emit(
         output,
         listed,
-        listed["entries"],
+        listed.entries,
         ["at", "subject", "cluster", "action", "target", "outcome", "status_code"],
     )

@@ -9,10 +9,10 @@ from types import FrameType
 
 import click
 
-from catalog.admin_client import DEFAULT_URL
 from catalog.cli.output import console
 from catalog.cli.remote import cli_credentials
 from catalog.cli.services import configure_logging, parse_spark_conf
+from catalog.client import DEFAULT_URL, FloeClient
 
 DEFAULT_METRICS_PORT = 9464
 
@@ -36,13 +36,12 @@ def run_ingest(
     """Run the ingestion service in the foreground until SIGINT/SIGTERM."""
     from prometheus_client import start_http_server
 
-    from ingest.catalog_client import CatalogClient
     from ingest.metrics import REGISTRY
     from ingest.service import IngestOptions, IngestService
     from ingest.tables import ingest_tables
     from runtime.spark import CatalogConnection, spark_session
 
-    catalog = CatalogClient(url, client_id, client_secret)
+    catalog = FloeClient(url, client_id, client_secret, purpose="the ingestion")
     warehouse = os.environ.get("FLOE_WAREHOUSE_NAME", "default")
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host, registry=REGISTRY)

@@ -10,10 +10,10 @@ from types import FrameType
 import click
 from rich.table import Table
 
-from catalog.admin_client import DEFAULT_URL
 from catalog.cli.output import console
 from catalog.cli.remote import cli_credentials
 from catalog.cli.services import configure_logging, parse_spark_conf
+from catalog.client import DEFAULT_URL
 from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
 from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions, with_interval
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import click
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
@@ -17,12 +19,17 @@ OUTPUT = click.option(
 )
 
 
-def emit(output: str, payload: Any, rows: list[dict[str, Any]], columns: list[str]) -> None:
+def as_json(value: Any) -> Any:
+    """`value` (the client's structs, in lists and dicts) as JSON values, shaped as the server sent them."""
+    return msgspec.to_builtins(value)
+
+
+def emit(output: str, payload: Any, rows: Sequence[Any], columns: list[str]) -> None:
     """`payload` as JSON, or `rows` as a table of `columns` (an absent value is an empty cell)."""
     if output == "json":
-        click.echo(json.dumps(payload, indent=2, default=str))
+        click.echo(json.dumps(as_json(payload), indent=2, default=str))
         return
     table = Table(*columns)
-    for row in rows:
+    for row in as_json(list(rows)):
         table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
     Console().print(table)

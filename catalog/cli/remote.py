@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 import click
 
-from catalog.admin_client import DEFAULT_URL, ClientError, ManagementClient, admin_credentials
+from catalog.client import DEFAULT_URL, ClientError, FloeClient, admin_credentials
+
+Result = TypeVar("Result")
 
 
 def cli_credentials() -> tuple[str, str]:
@@ -18,21 +22,18 @@ def cli_credentials() -> tuple[str, str]:
         raise click.ClickException(str(exc)) from exc
 
 
-def management_client() -> ManagementClient:
-    """A management client of FLOE_URL with the admin credentials, or a command-line error."""
+@contextmanager
+def management_client() -> Iterator[FloeClient]:
+    """A client of FLOE_URL with the admin credentials; any `ClientError` inside (missing credentials,
+    refused ones, a failed call) is a command-line error with the server's message."""
     try:
-        client_id, client_secret = admin_credentials()
-        return ManagementClient(os.environ.get("FLOE_URL", DEFAULT_URL), client_id, client_secret)
+        with FloeClient(os.environ.get("FLOE_URL", DEFAULT_URL), *admin_credentials()) as client:
+            yield client
     except ClientError as exc:
         raise click.ClickException(str(exc)) from exc
 
 
-def call(method: str, path: str, **kwargs: Any) -> Any:
-    """One management API call; a failure is a command-line error with the server's message."""
-    client = management_client()
-    try:
-        return client.call(method, path, **kwargs)
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        client.close()
+def call(operation: Callable[[FloeClient], Result]) -> Result:
+    """One management call, `operation(client)`, as a command-line command makes it."""
+    with management_client() as client:
+        return operation(client)

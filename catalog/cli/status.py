@@ -12,8 +12,9 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from catalog.admin_client import DEFAULT_URL, ClientError, ManagementClient, admin_credentials
 from catalog.cli.ingest import DEFAULT_METRICS_PORT
+from catalog.cli.output import as_json
+from catalog.client import DEFAULT_URL, ClientError, FloeClient, admin_credentials
 
 
 def read_status(metrics_url: str) -> dict[str, Any]:
@@ -58,15 +59,12 @@ def read_status(metrics_url: str) -> dict[str, Any]:
 
 def read_maintenance(url: str, client_id: str, client_secret: str, limit: int = 200) -> list[dict[str, Any]]:
     """The newest maintenance pass of each table (from floe's management API)."""
-    client = ManagementClient(url, client_id, client_secret)
-    try:
-        passes = client.call("GET", "/maintenance/passes", params={"limit": limit})["passes"]
-    finally:
-        client.close()
+    with FloeClient(url, client_id, client_secret) as client:
+        passes = client.passes(limit=limit)
     newest: dict[str, dict[str, Any]] = {}
     for entry in passes:
-        name = ".".join([*entry["namespace"], entry["table"]])
-        newest.setdefault(name, {**entry, "table": name})
+        name = ".".join([*entry.namespace, entry.table])
+        newest.setdefault(name, {**as_json(entry), "table": name})
     return sorted(newest.values(), key=lambda e: e["table"])
 
 

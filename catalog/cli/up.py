@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from catalog.admin_client import ClientError, ManagementClient, admin_credentials
 from catalog.cli.ingest import DEFAULT_METRICS_PORT, run_ingest
 from catalog.cli.output import console
 from catalog.cli.services import configure_logging
+from catalog.client import ClientError, FloeClient, admin_credentials
 from devtools.kafka_broker import LocalKafka
 from devtools.processes import stop_process, wait_until_answering
 
@@ -160,11 +160,8 @@ def up_command(
 
 def _apply(url: str, client_id: str, client_secret: str, raw: dict[str, Any]) -> None:
     try:
-        client = ManagementClient(url, client_id, client_secret)
-        try:
-            result = client.call("PUT", "/pipeline", json={"config": raw, "dry_run": False})
-        finally:
-            client.close()
+        with FloeClient(url, client_id, client_secret) as client:
+            result = client.apply_pipeline(raw)
     except ClientError as exc:
         raise click.ClickException(str(exc)) from exc
-    console.print(f"applied the configuration (revision {result.get('revision')})")
+    console.print(f"applied the configuration (revision {result.revision})")

@@ -1,0 +1,516 @@
+"""floe's HTTP client: the one typed client of the management API that the command line, the ingestion
+service and the maintenance worker share.
+
+Results are msgspec structs shaped like the server's JSON (field for field, so a command can print them
+back unchanged); failures are `ClientError`s: `Unreachable`, `AuthenticationFailed`, `RequestFailed`
+(with `Forbidden` and `NotFound`) and `TableNotFound`. Authentication is OAuth2 client credentials on
+authlib's httpx client: a token is fetched on first use, renewed a minute before it expires, and renewed
+once more when the server answers 401 (a signing key rotated, a server restarted with a new key).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import warnings
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import httpx
+import msgspec
+
+with warnings.catch_warnings():
+    # authlib warns on import when it builds its client on httpx rather than httpx2 (floe depends on
+    # httpx); its `deprecate` module installs an "always" filter on import, so import it first and put
+    # "ignore" in front, or every `floe` command would print the warning.
+    import authlib.deprecate  # type: ignore[import-untyped]  # noqa: F401
+
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from authlib.integrations.base_client import OAuthError  # type: ignore[import-untyped]
+    from authlib.integrations.httpx_client import OAuth2Client  # type: ignore[import-untyped]
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """The transport failures of the HTTP library under authlib's client: httpx2 when installed (authlib
+    prefers it), else httpx."""
+    try:
+        import httpx2  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return (httpx.HTTPError,)
+    return (httpx.HTTPError, httpx2.HTTPError)
+
+
+TRANSPORT_ERRORS = _transport_errors()
+
+DEFAULT_URL = "http://127.0.0.1:8181"
+TOKEN_PATH = "/v1/oauth/tokens"
+MANAGEMENT = "/management/v1"
+# A token is renewed this many seconds before it expires, so no call carries one about to lapse.
+RENEW_BEFORE_SECONDS = 60
+# Namespace levels in a query parameter are joined with the unit separator (as the server splits them).
+NAMESPACE_SEPARATOR = "\x1f"
+
+Result = TypeVar("Result")
+
+
+# -- errors -----------------------------------------------------------------------------------------
+
+
+class ClientError(Exception):
+    """A refused or failed call to floe, with the server's message."""
+
+
+class Unreachable(ClientError):
+    """floe did not answer (connection refused, timeout, broken response)."""
+
+
+class AuthenticationFailed(ClientError):
+    """floe's token endpoint refused the client credentials."""
+
+    def __init__(self, status: int, message: str, purpose: str) -> None:
+        super().__init__(f"Authentication failed ({status}): floe refused {purpose} credentials: {message}")
+        self.status = status
+
+
+class RequestFailed(ClientError):
+    """A management call answered with an error status."""
+
+    def __init__(self, method: str, path: str, status: int, message: str) -> None:
+        super().__init__(f"{method} {path} failed ({status}): {message}")
+        self.method, self.path, self.status, self.message = method, path, status, message
+
+
+class Forbidden(RequestFailed):
+    """403: the key may not do this (not an administrator, another cluster's data)."""
+
+
+class NotFound(RequestFailed):
+    """404: no such cluster, key or pipeline."""
+
+
+class TableNotFound(ClientError):
+    """The table whose Kafka offsets were asked for does not exist in floe."""
+
+
+# -- results ----------------------------------------------------------------------------------------
+
+
+class Cluster(msgspec.Struct, frozen=True):
+    """A Kafka source cluster: a tenant with its namespace in one warehouse."""
+
+    name: str
+    warehouse: str
+    namespace: list[str]
+    properties: dict[str, str]
+    created_at: datetime
+
+
+class ApiKey(msgspec.Struct, frozen=True, omit_defaults=True):
+    """An API key (never its secret): OAuth2 client credentials bound to a cluster and a role."""
+
+    client_id: str
+    cluster: str | None
+    role: str
+    description: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+
+class IssuedKey(ApiKey, frozen=True, omit_defaults=True):
+    """A key just created or rotated, with its secret (shown only this once)."""
+
+    client_secret: str = ""
+
+
+class AuditEntry(msgspec.Struct, frozen=True):
+    """One mutation or token request of the audit log."""
+
+    id: int
+    at: datetime
+    subject: str
+    cluster: str | None
+    action: str
+    target: str
+    outcome: str
+    status_code: int
+    request_id: str
+    source: str
+
+
+class AuditPage(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Audit entries, newest first; `next_before` pages further back when there may be more."""
+
+    entries: list[AuditEntry]
+    next_before: int | None = None
+
+
+class PlannedTable(msgspec.Struct, frozen=True):
+    """What an apply did (or would do) to one table: create, evolve, unchanged or removed."""
+
+    namespace: str
+    table: str
+    kind: str
+    cluster: str
+    topic: str
+    action: str
+    changes: list[str]
+
+
+class ApplyOutcome(msgspec.Struct, frozen=True):
+    """The revision in force after an apply (the previous one for a dry run or a no-op) and its plan."""
+
+    revision: int | None
+    warehouse: str
+    dry_run: bool
+    applied: bool
+    plan: list[PlannedTable]
+
+
+class PipelineTable(msgspec.Struct, frozen=True):
+    """One table of the applied pipeline, where it lives and how it is fed."""
+
+    cluster: str
+    topic: str
+    namespace: str
+    table: str
+    dlq_table: str
+    warehouse: str
+    source_format: str
+    schema_mode: str
+    schema_registry_url: str | None
+    commit_interval_seconds: int | None
+    partitioning: list[str]
+
+
+class Pipeline(msgspec.Struct, frozen=True):
+    """The applied floe.yaml revision: the normalized document (`config`) and its tables."""
+
+    revision: int
+    applied_at: datetime
+    applied_by: str
+    warehouse: str
+    config: dict[str, Any]
+    tables: list[PipelineTable]
+
+
+class PartitionOffset(msgspec.Struct, frozen=True):
+    """The next Kafka offset of one partition that a table has committed, and when."""
+
+    partition: int
+    next_offset: int = msgspec.field(name="next-offset")
+    committed_at: datetime = msgspec.field(name="committed-at")
+
+
+class TopicOffsets(msgspec.Struct, frozen=True):
+    topic: str
+    partitions: list[PartitionOffset]
+
+
+class TableCounts(msgspec.Struct, frozen=True):
+    """A table at one moment: live data and delete files of its current snapshot, manifests, snapshots."""
+
+    data_files: int
+    data_bytes: int
+    delete_files: int
+    delete_bytes: int
+    manifests: int
+    snapshots: int
+
+
+class MaintenanceAction(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One step of a maintenance pass (`rewrite_data_files`, `expire_snapshots` …) and what it reported."""
+
+    name: str
+    duration_seconds: float
+    result: dict[str, Any] = msgspec.field(default_factory=dict)
+    error: str | None = None
+
+
+class PassRecord(msgspec.Struct, frozen=True):
+    """A maintenance pass over one table, as the worker records it."""
+
+    warehouse: str
+    namespace: list[str]
+    table: str
+    started_at: datetime
+    duration_seconds: float
+    actions: list[MaintenanceAction]
+    before: TableCounts | None = None
+    after: TableCounts | None = None
+    error: str | None = None
+
+
+class MaintenancePass(msgspec.Struct, frozen=True):
+    """A recorded maintenance pass, with who recorded it and when."""
+
+    id: int
+    warehouse: str
+    namespace: list[str]
+    table: str
+    started_at: datetime
+    duration_seconds: float
+    actions: list[MaintenanceAction]
+    before: TableCounts | None
+    after: TableCounts | None
+    error: str | None
+    recorded_by: str
+    recorded_at: datetime
+
+
+class _Clusters(msgspec.Struct):
+    clusters: list[Cluster]
+
+
+class _Keys(msgspec.Struct):
+    keys: list[ApiKey]
+
+
+class _Passes(msgspec.Struct):
+    passes: list[MaintenancePass]
+
+
+class _Offsets(msgspec.Struct):
+    topics: list[TopicOffsets]
+
+
+class HttpResponse(Protocol):
+    """What floe reads of a response (httpx's or httpx2's, whichever authlib's client is built on)."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def text(self) -> str: ...
+    def json(self) -> Any: ...
+
+
+# -- credentials ------------------------------------------------------------------------------------
+
+
+def admin_credentials(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """FLOE_CLIENT_ID/FLOE_CLIENT_SECRET, else `$FLOE_HOME/admin.json` written at bootstrap."""
+    env = dict(os.environ if env is None else env)
+    if env.get("FLOE_CLIENT_ID") and env.get("FLOE_CLIENT_SECRET"):
+        return env["FLOE_CLIENT_ID"], env["FLOE_CLIENT_SECRET"]
+    path = Path(env.get("FLOE_HOME", ".floe")).expanduser() / "admin.json"
+    try:
+        data = json.loads(path.read_text())
+        return str(data["client_id"]), str(data["client_secret"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise ClientError(
+            f"No admin credentials: set FLOE_CLIENT_ID and FLOE_CLIENT_SECRET, or run where {path} exists"
+        ) from exc
+
+
+def error_message(response: HttpResponse) -> str:
+    """The server's message in an error response (Iceberg error shape or OAuth2 error), else its text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200]
+    if not isinstance(body, dict):
+        return str(body)
+    if isinstance(body.get("error"), dict):
+        return str(body["error"].get("message"))
+    return str(body.get("error_description") or body.get("error") or body)
+
+
+# -- the client -------------------------------------------------------------------------------------
+
+
+class FloeClient:
+    """A thread-safe client of floe's management API with OAuth2 client credentials.
+
+    `purpose` names the credentials in an authentication error ("the ingestion" → "floe refused the
+    ingestion credentials")."""
+
+    def __init__(
+        self, url: str, client_id: str, client_secret: str, *, purpose: str = "the", timeout: float = 30
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.client_id = client_id
+        self._purpose = purpose
+        self._http: Any = OAuth2Client(
+            client_id,
+            client_secret,
+            token_endpoint_auth_method="client_secret_post",
+            token_endpoint=TOKEN_PATH,
+            grant_type="client_credentials",
+            leeway=RENEW_BEFORE_SECONDS,
+            base_url=self.url,
+            timeout=timeout,
+        )
+        self._http.register_compliance_hook("access_token_response", self._check_token_response)
+        # authlib's sync client renews without a lock: one renewal at a time across the caller's threads.
+        self._token_lock = threading.Lock()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> FloeClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- transport ----------------------------------------------------------------------------------
+
+    def _check_token_response(self, response: HttpResponse) -> HttpResponse:
+        if response.status_code != 200:
+            raise AuthenticationFailed(response.status_code, error_message(response), self._purpose)
+        return response
+
+    def _bearer(self, *, renew: bool) -> object:
+        """The token's request signer; a new token when `renew`, none yet, or the current one expiring."""
+        with self._token_lock:
+            try:
+                if renew or not self._http.token:
+                    self._http.fetch_token()
+                else:
+                    self._http.ensure_active_token(self._http.token)
+            except TRANSPORT_ERRORS as exc:
+                raise Unreachable(f"Cannot reach floe at {self.url}: {exc}") from exc
+            except OAuthError as exc:
+                raise AuthenticationFailed(200, str(exc), self._purpose) from exc
+            # The signer is shared and reads the current token when a request is sent.
+            auth: object = self._http.token_auth
+            return auth
+
+    def send(
+        self, method: str, path: str, *, params: Mapping[str, str | int] | None = None, body: Any = None
+    ) -> HttpResponse:
+        """The response of an authenticated call to `path` (after one token renewal on 401)."""
+        content = None if body is None else msgspec.json.encode(body)
+        headers = None if body is None else {"Content-Type": "application/json"}
+        for renew in (False, True):
+            auth = self._bearer(renew=renew)
+            try:
+                response: HttpResponse = self._http.request(
+                    method, path, params=params, content=content, headers=headers, auth=auth
+                )
+            except TRANSPORT_ERRORS as exc:
+                raise Unreachable(f"Cannot reach floe at {self.url}: {exc}") from exc
+            if response.status_code != 401 or renew:
+                return response
+        raise AssertionError("unreachable")
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        result: type[Result],
+        *,
+        params: Mapping[str, str | int | None] | None = None,
+        body: Any = None,
+    ) -> Result:
+        """A management call (`path` under /management/v1) decoded as `result`; `RequestFailed` on an
+        error status."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        response = self.send(method, MANAGEMENT + path, params=query, body=body)
+        if response.status_code >= 400:
+            failure = {403: Forbidden, 404: NotFound}.get(response.status_code, RequestFailed)
+            raise failure(method, path, response.status_code, error_message(response))
+        return msgspec.json.decode(response.content or b"null", type=result)
+
+    # -- pipeline -----------------------------------------------------------------------------------
+
+    def pipeline(self) -> Pipeline | None:
+        """The applied floe.yaml revision (None before the first `floe apply`)."""
+        try:
+            return self._call("GET", "/pipeline", Pipeline)
+        except NotFound:
+            return None
+
+    def apply_pipeline(self, config: Mapping[str, Any], *, dry_run: bool = False) -> ApplyOutcome:
+        """Validate and apply a floe.yaml document (as JSON): create and evolve its tables."""
+        return self._call("PUT", "/pipeline", ApplyOutcome, body={"config": config, "dry_run": dry_run})
+
+    # -- Kafka offsets ------------------------------------------------------------------------------
+
+    def committed_offsets(self, warehouse: str, namespace: tuple[str, ...], table: str) -> list[TopicOffsets]:
+        """The Kafka offsets a table has committed, per topic and partition."""
+        params = {"warehouse": warehouse, "namespace": NAMESPACE_SEPARATOR.join(namespace), "table": table}
+        try:
+            return self._call("GET", "/kafka-offsets", _Offsets, params=params).topics
+        except NotFound as exc:
+            raise TableNotFound(f"Table {'.'.join(namespace)}.{table} does not exist in floe") from exc
+
+    def next_offsets(
+        self, warehouse: str, namespace: tuple[str, ...], table: str, topic: str
+    ) -> dict[int, int]:
+        """The next offset per partition of `topic` that the table has committed (empty: none yet)."""
+        for entry in self.committed_offsets(warehouse, namespace, table):
+            if entry.topic == topic:
+                return {p.partition: p.next_offset for p in entry.partitions}
+        return {}
+
+    # -- clusters, keys, audit ----------------------------------------------------------------------
+
+    def create_cluster(self, name: str, warehouse: str | None = None) -> Cluster:
+        return self._call("POST", "/clusters", Cluster, body={"name": name, "warehouse": warehouse})
+
+    def clusters(self) -> list[Cluster]:
+        return self._call("GET", "/clusters", _Clusters).clusters
+
+    def delete_cluster(self, name: str) -> None:
+        self._call("DELETE", f"/clusters/{name}", type(None))
+
+    def create_key(
+        self,
+        role: str,
+        *,
+        cluster: str | None = None,
+        description: str = "",
+        expires_at: datetime | None = None,
+        expires_in_seconds: int | None = None,
+    ) -> IssuedKey:
+        body: dict[str, Any] = {"cluster": cluster, "role": role, "description": description}
+        if expires_at is not None:
+            body["expires_at"] = expires_at
+        if expires_in_seconds is not None:
+            body["expires_in_seconds"] = expires_in_seconds
+        return self._call("POST", "/keys", IssuedKey, body=body)
+
+    def keys(self, cluster: str | None = None) -> list[ApiKey]:
+        return self._call("GET", "/keys", _Keys, params={"cluster": cluster}).keys
+
+    def revoke_key(self, client_id: str) -> None:
+        self._call("DELETE", f"/keys/{client_id}", type(None))
+
+    def rotate_key(self, client_id: str) -> IssuedKey:
+        return self._call("POST", f"/keys/{client_id}/rotate", IssuedKey)
+
+    def audit(self, *, cluster: str | None = None, limit: int = 100, before: int | None = None) -> AuditPage:
+        """Audit entries, newest first."""
+        return self._call(
+            "GET", "/audit", AuditPage, params={"cluster": cluster, "limit": limit, "before": before}
+        )
+
+    # -- maintenance passes -------------------------------------------------------------------------
+
+    def record_pass(self, record: PassRecord) -> MaintenancePass:
+        return self._call("POST", "/maintenance/passes", MaintenancePass, body=record)
+
+    def passes(
+        self,
+        *,
+        warehouse: str | None = None,
+        namespace: tuple[str, ...] | None = None,
+        table: str | None = None,
+        limit: int | None = None,
+    ) -> list[MaintenancePass]:
+        """Recorded passes, newest first."""
+        params = {
+            "warehouse": warehouse,
+            "namespace": None if namespace is None else NAMESPACE_SEPARATOR.join(namespace),
+            "table": table,
+            "limit": limit,
+        }
+        return self._call("GET", "/maintenance/passes", _Passes, params=params).passes
