@@ -3,9 +3,10 @@ service and the maintenance worker share.
 
 Results are msgspec structs shaped like the server's JSON (field for field, so a command can print them
 back unchanged); failures are `ClientError`s: `Unreachable`, `AuthenticationFailed`, `RequestFailed`
-(with `Forbidden` and `NotFound`) and `TableNotFound`. Authentication is OAuth2 client credentials on
-authlib's httpx client: a token is fetched on first use, renewed a minute before it expires, and renewed
-once more when the server answers 401 (a signing key rotated, a server restarted with a new key).
+(with `Forbidden` and `NotFound`), `BadResponse` and `TableNotFound`. Authentication is OAuth2 client
+credentials on authlib's httpx client: a token is fetched on first use, renewed a minute before it
+expires, and renewed once more when the server answers 401 (a signing key rotated, a server restarted
+with a new key).
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ class Forbidden(RequestFailed):
 
 class NotFound(RequestFailed):
     """404: no such cluster, key or pipeline."""
+
+
+class BadResponse(ClientError):
+    """floe answered with a body that is not what the call returns (a proxy's page, another version)."""
 
 
 class TableNotFound(ClientError):
@@ -377,7 +382,7 @@ class FloeClient:
                     self._http.ensure_active_token(self._http.token)
             except TRANSPORT_ERRORS as exc:
                 raise Unreachable(f"Cannot reach floe at {self.url}: {exc}") from exc
-            except OAuthError as exc:
+            except OAuthError as exc:  # a 200 whose body is an OAuth2 error rather than a token
                 raise AuthenticationFailed(200, str(exc), self._purpose) from exc
             # The signer is shared and reads the current token when a request is sent.
             auth: object = self._http.token_auth
@@ -417,7 +422,10 @@ class FloeClient:
         if response.status_code >= 400:
             failure = {403: Forbidden, 404: NotFound}.get(response.status_code, RequestFailed)
             raise failure(method, path, response.status_code, error_message(response))
-        return msgspec.json.decode(response.content or b"null", type=result)
+        try:
+            return msgspec.json.decode(response.content or b"null", type=result)
+        except msgspec.DecodeError as exc:
+            raise BadResponse(f"{method} {path}: unexpected response from floe: {exc}") from exc
 
     # -- pipeline -----------------------------------------------------------------------------------
 
