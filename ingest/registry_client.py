@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-import httpx
+from catalog.client import TRANSPORT_ERRORS
 
 with warnings.catch_warnings():
     # Authlib (imported by confluent-kafka's registry client) warns on import that it prefers httpx2 over
@@ -33,6 +33,9 @@ with warnings.catch_warnings():
     from confluent_kafka.schema_registry.error import SchemaRegistryError as ConfluentRegistryError
 
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
+# What a registry call may fail with: the registry's answer, or the transport under confluent's client
+# (httpx, or httpx2 where installed).
+_REGISTRY_ERRORS: tuple[type[Exception], ...] = (ConfluentRegistryError, *TRANSPORT_ERRORS)
 # Confluent's error code for "schema not found" (HTTP 404); its other 404xx codes name a missing
 # subject or version. A 404 without one of them means the path itself is unknown.
 _SCHEMA_NOT_FOUND = 40403
@@ -118,7 +121,7 @@ class RegistryClient:
             raise ValueError(f"Schema type must be one of {', '.join(SCHEMA_TYPES)}, got {schema_type!r}")
         try:
             return self.confluent.register_schema(subject, Schema(schema_str, schema_type))
-        except (ConfluentRegistryError, httpx.HTTPError) as exc:
+        except _REGISTRY_ERRORS as exc:
             raise self._error(f"POST /subjects/{subject}/versions", exc) from exc
 
     def schema(self, schema_id: int) -> RegisteredSchema:
@@ -130,7 +133,7 @@ class RegistryClient:
             return cached
         try:
             found = self.confluent.get_schema(schema_id)
-        except (ConfluentRegistryError, httpx.HTTPError) as exc:
+        except _REGISTRY_ERRORS as exc:
             raise self._error(f"GET /schemas/ids/{schema_id}", exc) from exc
         if found.schema_str is None:
             raise SchemaRegistryError(
@@ -145,12 +148,12 @@ class RegistryClient:
         try:
             # Any registry user may list the schema types; it needs no subject permission.
             self.confluent.get_schema_types()
-        except (ConfluentRegistryError, httpx.HTTPError) as exc:
+        except _REGISTRY_ERRORS as exc:
             raise self._error("GET /schemas/types", exc) from exc
 
-    def _error(self, request: str, exc: ConfluentRegistryError | httpx.HTTPError) -> SchemaRegistryError:
+    def _error(self, request: str, exc: Exception) -> SchemaRegistryError:
         where = f"Schema registry {self.url} ({self.connection.setting}): {request}"
-        if isinstance(exc, httpx.HTTPError):
+        if not isinstance(exc, ConfluentRegistryError):  # a transport failure (httpx or httpx2)
             return SchemaRegistryError(f"{where} failed: {exc}")
         status, code = exc.http_status_code, exc.error_code
         known_code = code if code != ConfluentRegistryError.UNKNOWN else None

@@ -201,6 +201,7 @@ def _table_name_clashes(tables: tuple[TableConfig, ...]) -> list[tuple[Loc, str]
 
 def parse_config(data: Any) -> PipelineConfig:
     """Validate a parsed floe.yaml (or its JSON form); raises `InvalidConfig` with every problem."""
+    data = _unshared(data)
     context = ParseContext.of(data)
     try:
         return PipelineConfig.model_validate(data, context=context)
@@ -209,6 +210,17 @@ def parse_config(data: Any) -> PipelineConfig:
     # Document order (pydantic reports in declaration order; the sort is stable).
     errors.sort(key=lambda e: context.position(e.path))
     raise InvalidConfig(errors or [ConfigError("", "the configuration is empty")])
+
+
+def _unshared(value: Any) -> Any:
+    """`value` with every mapping and list its own object: the parse context finds a block's YAML path
+    by `id()`, and a YAML alias or a caller's reused dict would otherwise give two blocks one path
+    (and its field names would count twice). `copy.deepcopy` keeps such sharing, so copy by hand."""
+    if isinstance(value, dict):
+        return {key: _unshared(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unshared(item) for item in value]
+    return value
 
 
 def load_yaml(text: str) -> PipelineConfig:
