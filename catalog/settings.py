@@ -1,19 +1,42 @@
-"""Server settings from the environment.
+"""The catalog server's settings: every `FLOE_*` variable `floe serve` reads, validated at start.
 
-`FLOE_HOME` (default `./.floe`) holds the embedded SQLite database and the default warehouse;
-`FLOE_DATABASE_URL` points at PostgreSQL in production; `FLOE_WAREHOUSE` is the default warehouse's
-location (a local path, `file://…` or `s3://bucket/prefix`), with `FLOE_S3_*` for S3-compatible storage
-and `FLOE_STS_*` for storage credential vending; `FLOE_GLUE_*` publish S3 warehouses' tables to AWS Glue.
+One pydantic-settings model. `FLOE_HOME` (default `./.floe`) holds the embedded SQLite database and the
+default warehouse; `FLOE_DATABASE_URL` points at PostgreSQL in production; `FLOE_WAREHOUSE` is the default
+warehouse's location (a local path, `file://…` or `s3://bucket/prefix`), with `FLOE_S3_*` for S3-compatible
+storage and `FLOE_STS_*` for storage credential vending; `FLOE_GLUE_*` publish S3 warehouses' tables to AWS
+Glue. Each field's description is its documentation: README's configuration table is generated from it
+(`floe config-doc`, checked by tests/test_config_doc.py). An empty variable counts as unset.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
 DEFAULT_WAREHOUSE_NAME = "default"
+ENV_PREFIX = "FLOE_"
+_ROLES = ("reader", "writer", "admin")
+
+# The environment `from_env(env)` reads instead of os.environ, for the duration of one construction.
+_ENVIRONMENT: ContextVar[Mapping[str, str] | None] = ContextVar("floe_settings_environment", default=None)
+
+
+class SettingsError(ValueError):
+    """Settings from the environment that do not validate: one line per bad variable, each named."""
 
 
 def _normalize_database_url(url: str) -> str:
@@ -32,11 +55,12 @@ def _normalize_location(location: str) -> str:
     return Path(location).expanduser().resolve().as_uri()
 
 
-def _auth_mode(value: str) -> str:
-    mode = value.strip().lower()
-    if mode not in ("oauth2", "none"):
-        raise ValueError(f"FLOE_AUTH must be 'oauth2' or 'none', not {value!r}")
-    return mode
+def _home(value: str | Path) -> Path:
+    return Path(value).expanduser().resolve()
+
+
+def _auth_mode(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
 
 
 def _oidc_issuer(value: str | None) -> str | None:
@@ -46,9 +70,9 @@ def _oidc_issuer(value: str | None) -> str | None:
     parsed = urlsplit(value)
     loopback = parsed.hostname in ("localhost", "127.0.0.1", "::1")
     if not parsed.hostname or not (parsed.scheme == "https" or (parsed.scheme == "http" and loopback)):
-        raise ValueError(f"FLOE_OIDC_ISSUER must be an https URL (http only on loopback), not {value!r}")
+        raise ValueError("must be an https URL (http only on loopback)")
     if parsed.query or parsed.fragment:
-        raise ValueError("FLOE_OIDC_ISSUER must not have a query or fragment")
+        raise ValueError("must not have a query or fragment")
     return value
 
 
@@ -56,128 +80,285 @@ def _glue_endpoint(value: str | None) -> str | None:
     if not value:
         return None
     if not value.startswith(("http://", "https://")):
-        raise ValueError(f"FLOE_GLUE_ENDPOINT must be an http(s) URL, not {value!r}")
+        raise ValueError("must be an http(s) URL")
     return value
 
 
-def _oidc_role_values(value: str | None) -> dict[str, str]:
-    """`idp-value=floe-role,…`; unset means the claim holds floe's own role names."""
-    if not value:
-        return {"reader": "reader", "writer": "writer", "admin": "admin"}
+def _oidc_role_values(value: Any) -> Any:
+    """`idp-value=floe-role,…` from the environment; a mapping given directly is taken as it is."""
+    if not isinstance(value, str):
+        return value
     mapping: dict[str, str] = {}
     for item in value.split(","):
         idp_value, sep, role = item.strip().rpartition("=")
-        if not sep or not idp_value or role not in ("reader", "writer", "admin"):
-            raise ValueError(f"FLOE_OIDC_ROLE_VALUES: expected 'value=reader|writer|admin', got {item!r}")
+        if not sep or not idp_value or role not in _ROLES:
+            raise ValueError(f"each item must be 'value=reader|writer|admin', not {item!r}")
         mapping[idp_value] = role
     return mapping
 
 
-@dataclass(frozen=True)
-class Settings:
-    home: Path
-    database_url: str
-    warehouse_name: str
-    warehouse_location: str
-    warehouse_properties: dict[str, str] = field(default_factory=dict)
-    max_body_bytes: int = 16 * 1024 * 1024
-    # Connection limits of `floe serve` (catalog/http_limits.py): the request head's size and field
-    # count, the time to send it, idle keep-alive time, and open connections per worker process.
-    max_header_bytes: int = 32 * 1024
-    max_headers: int = 100
-    header_timeout_seconds: float = 10.0
-    # Longer than clients and load balancers keep idle connections (60 s on AWS ALB): a server closing
-    # first races with a request sent on the closing socket, which non-idempotent commits cannot retry.
-    keep_alive_seconds: int = 75
-    max_connections: int = 1000
-    commit_retries: int = 8
-    idempotency_lifetime_seconds: int = 1800
-    migrate_on_start: bool = True
-    token_lifetime_seconds: int = 3600
-    # "oauth2" (the default): every catalog route needs a token. "none": everyone is an administrator —
-    # only for a catalog nobody else can reach (local experiments, the auth-off benchmark baseline).
-    auth_mode: str = "oauth2"
-    auth_failure_limit: int = 10
-    auth_source_failure_limit: int = 100
-    auth_failure_window_seconds: int = 60
-    admin_client_id: str | None = None
-    admin_client_secret: str | None = None
-    # External identity provider (catalog/security/oidc.py): off unless an issuer is set.
-    oidc_issuer: str | None = None
-    oidc_audience: str | None = None
-    oidc_cluster_claim: str = "floe_cluster"
-    oidc_role_claim: str = "floe_role"
-    oidc_role_values: dict[str, str] = field(
-        default_factory=lambda: {"reader": "reader", "writer": "writer", "admin": "admin"}
+def _default_database_url(data: dict[str, Any]) -> str:
+    return f"sqlite+aiosqlite:///{data.get('home', _home('.floe')) / 'floe.db'}"
+
+
+def _default_warehouse(data: dict[str, Any]) -> str:
+    return _normalize_location(str(data.get("home", _home(".floe")) / "warehouse"))
+
+
+def shown_default(text: str) -> dict[str, Any]:
+    """A field's default as the documentation shows it, where the value itself is derived or long."""
+    return {"shown_default": text}
+
+
+class _EnvironmentSource(EnvSettingsSource):
+    """The environment source, over `from_env`'s explicit mapping when one is given."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {
+            name if self.case_sensitive else name.lower(): value
+            for name, value in self._environ.items()
+            if value or not self.env_ignore_empty
+        }
+
+
+class FloeSettings(BaseSettings):
+    """Base of floe's settings classes: `FLOE_*` variables only (no .env or secrets files), frozen, an
+    empty variable is unset, and `from_env` reports bad values by variable name."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, env_ignore_empty=True, extra="forbid"
     )
-    oidc_jwks_min_refresh_seconds: float = 30.0
-    # AWS Glue Data Catalog publishing (catalog/service/glue.py): on when any of the three is set.
-    glue_region: str | None = None
-    glue_catalog_id: str | None = None
-    glue_endpoint: str | None = None
-    glue_retry_max_seconds: float = 30.0
-    # Storage calls (catalog/storage.py StorageRunner): worker threads in all, per tenant, and the
-    # deadline of one call; the largest metadata file `register` reads.
-    storage_threads: int = 32
-    storage_threads_per_tenant: int = 8
-    storage_timeout_seconds: float = 60.0
-    max_metadata_file_bytes: int = 64 * 1024 * 1024
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        env = dict(os.environ if env is None else env)
-        home = Path(env.get("FLOE_HOME", ".floe")).expanduser().resolve()
-        database_url = env.get("FLOE_DATABASE_URL") or f"sqlite+aiosqlite:///{home / 'floe.db'}"
-        location = env.get("FLOE_WAREHOUSE") or str(home / "warehouse")
-        props: dict[str, str] = {}
-        for env_name, prop in (
-            ("FLOE_S3_ENDPOINT", "s3.endpoint"),
-            ("FLOE_S3_REGION", "s3.region"),
-            ("FLOE_S3_PATH_STYLE_ACCESS", "s3.path-style-access"),
-            ("FLOE_S3_ACCESS_KEY_ID", "s3.access-key-id"),
-            ("FLOE_S3_SECRET_ACCESS_KEY", "s3.secret-access-key"),
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        environ = _ENVIRONMENT.get()
+        return (init_settings, env_settings if environ is None else _EnvironmentSource(settings_cls, environ))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        """The settings of `env` (by default the process environment); SettingsError when one is bad."""
+        with _reading(os.environ if env is None else env):
+            try:
+                return cls()
+            except ValidationError as exc:
+                raise SettingsError(describe_errors(cls, exc)) from None
+
+    @classmethod
+    def variable(cls, field_name: str) -> str:
+        """The environment variable of a field."""
+        alias = cls.model_fields[field_name].validation_alias
+        return alias if isinstance(alias, str) else ENV_PREFIX + field_name.upper()
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """Every variable of this class, to its field's name."""
+        return {cls.variable(name): name for name in cls.model_fields}
+
+
+@contextmanager
+def _reading(environ: Mapping[str, str]) -> Iterator[None]:
+    token = _ENVIRONMENT.set(environ)
+    try:
+        yield
+    finally:
+        _ENVIRONMENT.reset(token)
+
+
+def describe_errors(cls: type[FloeSettings], error: ValidationError) -> str:
+    """One line per invalid variable: its name, what is wrong and (unless secret) the value given."""
+    lines = []
+    by_name = {name: name for name in cls.model_fields} | {
+        cls.variable(name): name for name in cls.model_fields
+    }
+    for item in error.errors(include_url=False):
+        field_name = by_name.get(str(item["loc"][0]), "") if item["loc"] else ""
+        variable = cls.variable(field_name) if field_name else "settings"
+        message = item["msg"].removeprefix("Value error, ")
+        secret = field_name and not cls.model_fields[field_name].repr
+        given = "" if secret or isinstance(item["input"], dict) else f" (got {item['input']!r})"
+        lines.append(f"{variable}: {message}{given}")
+    return "\n".join(lines)
+
+
+class Settings(FloeSettings):
+    """The catalog server (`floe serve`, `floe db`, `floe warehouses`)."""
+
+    # Validated first: the defaults of the database and the warehouse are inside it.
+    home: Annotated[Path, AfterValidator(_home)] = Field(
+        Path(".floe"),
+        description="holds the embedded SQLite database, the default warehouse and `admin.json`",
+        json_schema_extra=shown_default("`./.floe`"),
+    )
+    database_url: Annotated[str, AfterValidator(_normalize_database_url)] = Field(
+        default_factory=_default_database_url,
+        description="the catalog database: `postgresql://user:pass@host/db` in production",
+        json_schema_extra=shown_default("`sqlite+aiosqlite:///$FLOE_HOME/floe.db`"),
+        repr=False,
+    )
+    warehouse_name: str = Field(
+        DEFAULT_WAREHOUSE_NAME, min_length=1, description="the default warehouse's name (its URL prefix)"
+    )
+    warehouse_location: Annotated[str, AfterValidator(_normalize_location)] = Field(
+        default_factory=_default_warehouse,
+        validation_alias="FLOE_WAREHOUSE",
+        description="the default warehouse's location: a path, `file://…` or `s3://bucket/prefix`",
+        json_schema_extra=shown_default("`$FLOE_HOME/warehouse`"),
+    )
+    s3_endpoint: str | None = Field(None, description="S3 or S3-compatible storage endpoint (MinIO, …)")
+    s3_region: str | None = Field(None, description="S3 region")
+    s3_path_style_access: bool | None = Field(
+        None, description="path-style S3 URLs (MinIO and most S3-compatibles)"
+    )
+    s3_access_key_id: str | None = Field(
+        None,
+        description="the server's own storage credentials",
+        json_schema_extra=shown_default("AWS default chain"),
+    )
+    s3_secret_access_key: str | None = Field(
+        None,
+        description="the secret of `FLOE_S3_ACCESS_KEY_ID`",
+        json_schema_extra=shown_default("AWS default chain"),
+        repr=False,
+    )
+    sts_role_arn: str | None = Field(
+        None,
+        description="credential vending: the IAM role floe assumes (STS AssumeRole) to hand engines that "
+        "send `X-Iceberg-Access-Delegation: vended-credentials` temporary keys limited to one table's "
+        "location (read-only for reader keys); the server's own credentials need `sts:AssumeRole` on it",
+    )
+    sts_endpoint: str | None = Field(
+        None,
+        description="STS endpoint for S3-compatible storage",
+        json_schema_extra=shown_default("AWS regional endpoint"),
+    )
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="largest accepted request body")
+    # Connection limits of `floe serve` (catalog/http_limits.py): the request head's size and field
+    # count, the time to send it, idle keep-alive time, and open connections per worker process.
+    max_header_bytes: int = Field(
+        32 * 1024, ge=1024, description="largest request head (request line and headers); larger ones get 431"
+    )
+    max_headers: int = Field(100, ge=1, description="most header fields in a request; more get 431")
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="time a client has to send a request head, from connecting (or from its first byte on a "
+        "kept-alive connection); then the connection is closed (408 if part was sent)",
+    )
+    # Longer than clients and load balancers keep idle connections (60 s on AWS ALB): a server closing
+    # first races with a request sent on the closing socket, which non-idempotent commits cannot retry.
+    keep_alive_seconds: int = Field(
+        75,
+        ge=1,
+        description="idle keep-alive connections are closed after this (longer than load balancers keep "
+        "theirs, 60 s on AWS ALB)",
+    )
+    max_connections: int = Field(
+        1000, ge=1, description="open connections per worker process; further ones get 503 and are closed"
+    )
+    commit_retries: int = Field(8, ge=0, description="server-side retries of a commit that lost a race")
+    # Not a variable: clients are told this lifetime in /v1/config and rely on it.
+    idempotency_lifetime_seconds: ClassVar[int] = 1800
+    migrate_on_start: bool = Field(
+        True,
+        description="apply database migrations when the server starts (`floe serve` runs them once itself, "
+        "then starts its workers with `false`)",
+    )
+    token_lifetime_seconds: int = Field(3600, ge=1, description="access token lifetime")
+    # "oauth2" (the default): every catalog route needs a token. "none": everyone is an administrator —
+    # only for a catalog nobody else can reach (local experiments, the auth-off benchmark baseline).
+    auth_mode: Annotated[Literal["oauth2", "none"], BeforeValidator(_auth_mode)] = Field(
+        "oauth2",
+        validation_alias="FLOE_AUTH",
+        description="`none` turns authentication off (every caller is an administrator)",
+    )
+    auth_failure_limit: int = Field(
+        10, ge=1, description="failed token requests allowed per client id in a window (then 429)"
+    )
+    auth_source_failure_limit: int = Field(
+        100, ge=1, description="failed token requests allowed per source address in a window (then 429)"
+    )
+    auth_failure_window_seconds: int = Field(60, ge=1, description="the window of the failed-request limits")
+    admin_client_id: str | None = Field(
+        None,
+        description="the global admin key's id",
+        json_schema_extra=shown_default("generated into `$FLOE_HOME/admin.json`"),
+    )
+    admin_client_secret: str | None = Field(
+        None,
+        description="the global admin key's secret (kept as a salted scrypt hash)",
+        json_schema_extra=shown_default("generated into `$FLOE_HOME/admin.json`"),
+        repr=False,
+    )
+    # External identity provider (catalog/security/oidc.py): off unless an issuer is set.
+    oidc_issuer: Annotated[str | None, AfterValidator(_oidc_issuer)] = Field(
+        None, description="an OpenID Connect issuer whose access tokens floe accepts too (https)"
+    )
+    oidc_audience: str | None = Field(None, description="the audience the issuer's tokens must name (set it)")
+    oidc_cluster_claim: str = Field(
+        "floe_cluster", min_length=1, description="the claim naming the token's cluster (dotted path)"
+    )
+    oidc_role_claim: str = Field(
+        "floe_role", min_length=1, description="the claim naming its role (dotted path)"
+    )
+    oidc_role_values: Annotated[dict[str, str], NoDecode, BeforeValidator(_oidc_role_values)] = Field(
+        default_factory=lambda: {role: role for role in _ROLES},
+        description="`idp-value=reader|writer|admin,…`: the issuer's role values as floe roles",
+        json_schema_extra=shown_default("floe's role names"),
+    )
+    oidc_jwks_min_refresh_seconds: float = Field(
+        30.0, gt=0, description="the issuer's signing keys are fetched again at most this often"
+    )
+    # AWS Glue Data Catalog publishing (catalog/service/glue.py): on when any of the three is set.
+    glue_region: str | None = Field(
+        None, description="publish S3 warehouses' tables to AWS Glue in this region"
+    )
+    glue_catalog_id: str | None = Field(
+        None, description="the Glue Data Catalog (AWS account id) to publish to"
+    )
+    glue_endpoint: Annotated[str | None, AfterValidator(_glue_endpoint)] = Field(
+        None, description="a Glue endpoint URL (tests, private endpoints)"
+    )
+    glue_retry_max_seconds: float = Field(
+        30.0, gt=0, description="longest wait between Glue publishing retries"
+    )
+    # Storage calls (catalog/storage.py StorageRunner): worker threads in all, per tenant, and the
+    # deadline of one call; the largest metadata file `register` reads.
+    storage_threads: int = Field(32, ge=1, description="storage calls running at once, in all")
+    storage_threads_per_tenant: int = Field(
+        8, ge=1, description="storage calls running at once for one cluster (or one global key)"
+    )
+    storage_timeout_seconds: float = Field(60.0, gt=0, description="deadline of one storage call (then 503)")
+    max_metadata_file_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="largest metadata file `register` reads"
+    )
+
+    @property
+    def warehouse_properties(self) -> dict[str, str]:
+        """The default warehouse's storage properties, from `FLOE_S3_*` and `FLOE_STS_*`."""
+        values = {
+            "s3.endpoint": self.s3_endpoint,
+            "s3.region": self.s3_region,
+            "s3.path-style-access": None
+            if self.s3_path_style_access is None
+            else str(self.s3_path_style_access).lower(),
+            "s3.access-key-id": self.s3_access_key_id,
+            "s3.secret-access-key": self.s3_secret_access_key,
             # Credential vending: the IAM role floe assumes (scoped per table) and an STS endpoint.
-            ("FLOE_STS_ROLE_ARN", "sts.role-arn"),
-            ("FLOE_STS_ENDPOINT", "sts.endpoint"),
-        ):
-            if env.get(env_name):
-                props[prop] = env[env_name]
-        return cls(
-            home=home,
-            database_url=_normalize_database_url(database_url),
-            warehouse_name=env.get("FLOE_WAREHOUSE_NAME", DEFAULT_WAREHOUSE_NAME),
-            warehouse_location=_normalize_location(location),
-            warehouse_properties=props,
-            max_body_bytes=int(env.get("FLOE_MAX_BODY_BYTES", str(16 * 1024 * 1024))),
-            max_header_bytes=int(env.get("FLOE_MAX_HEADER_BYTES", str(32 * 1024))),
-            max_headers=int(env.get("FLOE_MAX_HEADERS", "100")),
-            header_timeout_seconds=float(env.get("FLOE_HEADER_TIMEOUT_SECONDS", "10")),
-            keep_alive_seconds=int(env.get("FLOE_KEEP_ALIVE_SECONDS", "75")),
-            max_connections=int(env.get("FLOE_MAX_CONNECTIONS", "1000")),
-            commit_retries=int(env.get("FLOE_COMMIT_RETRIES", "8")),
-            migrate_on_start=env.get("FLOE_MIGRATE_ON_START", "true").lower() != "false",
-            token_lifetime_seconds=int(env.get("FLOE_TOKEN_LIFETIME_SECONDS", "3600")),
-            auth_mode=_auth_mode(env.get("FLOE_AUTH", "oauth2")),
-            auth_failure_limit=int(env.get("FLOE_AUTH_FAILURE_LIMIT", "10")),
-            auth_source_failure_limit=int(env.get("FLOE_AUTH_SOURCE_FAILURE_LIMIT", "100")),
-            auth_failure_window_seconds=int(env.get("FLOE_AUTH_FAILURE_WINDOW_SECONDS", "60")),
-            admin_client_id=env.get("FLOE_ADMIN_CLIENT_ID") or None,
-            admin_client_secret=env.get("FLOE_ADMIN_CLIENT_SECRET") or None,
-            oidc_issuer=_oidc_issuer(env.get("FLOE_OIDC_ISSUER")),
-            oidc_audience=env.get("FLOE_OIDC_AUDIENCE") or None,
-            oidc_cluster_claim=env.get("FLOE_OIDC_CLUSTER_CLAIM") or "floe_cluster",
-            oidc_role_claim=env.get("FLOE_OIDC_ROLE_CLAIM") or "floe_role",
-            oidc_role_values=_oidc_role_values(env.get("FLOE_OIDC_ROLE_VALUES")),
-            oidc_jwks_min_refresh_seconds=float(env.get("FLOE_OIDC_JWKS_MIN_REFRESH_SECONDS", "30")),
-            glue_region=env.get("FLOE_GLUE_REGION") or None,
-            glue_catalog_id=env.get("FLOE_GLUE_CATALOG_ID") or None,
-            glue_endpoint=_glue_endpoint(env.get("FLOE_GLUE_ENDPOINT")),
-            glue_retry_max_seconds=float(env.get("FLOE_GLUE_RETRY_MAX_SECONDS", "30")),
-            storage_threads=int(env.get("FLOE_STORAGE_THREADS", "32")),
-            storage_threads_per_tenant=int(env.get("FLOE_STORAGE_THREADS_PER_TENANT", "8")),
-            storage_timeout_seconds=float(env.get("FLOE_STORAGE_TIMEOUT_SECONDS", "60")),
-            max_metadata_file_bytes=int(env.get("FLOE_MAX_METADATA_FILE_BYTES", str(64 * 1024 * 1024))),
-        )
+            "sts.role-arn": self.sts_role_arn,
+            "sts.endpoint": self.sts_endpoint,
+        }
+        return {prop: value for prop, value in values.items() if value}
 
     def prepare_home(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)

@@ -29,8 +29,10 @@ from confluent_kafka.cimpl import NewTopic
 from devtools.pins import maven_artifact, pin_lines
 from devtools.ports import free_port, port_is_free
 from devtools.processes import stop_process
+from devtools.settings import DevSettings
 from runtime.artifacts import Artifact, cache_dir, fetch
 from runtime.java import find_java, java_version_text
+from runtime.settings import read_settings
 
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.13"
@@ -86,9 +88,9 @@ def random_cluster_id() -> str:
 
 def default_data_dir() -> Path:
     """`$FLOE_HOME/kafka` when FLOE_HOME is set, else `~/.local/share/floe/kafka` (XDG_DATA_HOME honoured)."""
-    floe_home = os.environ.get("FLOE_HOME")
+    floe_home = read_settings(DevSettings).home
     if floe_home:
-        return Path(floe_home).expanduser() / "kafka"
+        return floe_home.expanduser() / "kafka"
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data_home).expanduser() / "floe" / "kafka"
 

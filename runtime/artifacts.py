@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-MAVEN_CENTRAL = os.environ.get("FLOE_MAVEN_REPOSITORY", "https://repo1.maven.org/maven2").rstrip("/")
+from runtime.settings import RuntimeSettings, read_settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,20 +36,21 @@ class Artifact:
 
     @property
     def url(self) -> str:
-        return f"{MAVEN_CENTRAL}/{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.file_name}"
+        repository = read_settings(RuntimeSettings).maven_repository
+        return f"{repository}/{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.file_name}"
 
 
 def cache_dir() -> Path:
     """floe's per-user download cache (never inside the repository)."""
-    explicit = os.environ.get("FLOE_CACHE_DIR")
+    explicit = read_settings(RuntimeSettings).cache_dir
     if explicit:
-        return Path(explicit).expanduser()
+        return explicit.expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "floe"
 
 
 def jar_dir() -> Path:
-    offline = os.environ.get("FLOE_JARS_DIR")
-    return Path(offline).expanduser() if offline else cache_dir() / "jars"
+    offline = read_settings(RuntimeSettings).jars_dir
+    return offline.expanduser() if offline else cache_dir() / "jars"
 
 
 def _download(url: str) -> bytes:
@@ -64,7 +65,7 @@ def fetch(artifact: Artifact, directory: Path | None = None) -> Path:
     target = directory / artifact.file_name
     if target.exists():
         return target
-    if os.environ.get("FLOE_JARS_DIR"):
+    if read_settings(RuntimeSettings).jars_dir:
         raise FileNotFoundError(f"{artifact.file_name} is not in FLOE_JARS_DIR ({directory}); offline mode")
     directory.mkdir(parents=True, exist_ok=True)
     expected = artifact.sha1 or _download(artifact.url + ".sha1").decode().split()[0].strip().lower()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from runtime.artifacts import Artifact, fetch_all
 from runtime.java import java_home
+from runtime.settings import RuntimeSettings, read_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -145,5 +146,5 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel(os.environ.get("FLOE_SPARK_LOG_LEVEL", "WARN"))
+    session.sparkContext.setLogLevel(read_settings(RuntimeSettings).spark_log_level)
     return session
