@@ -6,18 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
-from runtime.settings import ENV_PREFIX
+from runtime.settings import SETTINGS_CONFIG
 
 
 class DevSettings(BaseSettings):
     """Local development components (`floe dev kafka`)."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, env_ignore_empty=True, extra="forbid")
+    model_config = SETTINGS_CONFIG
 
     home: Path | None = Field(
         None,
-        description="`floe dev kafka` keeps its data in `$FLOE_HOME/kafka` when this is set",
-        json_schema_extra={"shown_default": "`$XDG_DATA_HOME/floe/kafka`, else `~/.local/share/floe/kafka`"},
+        description="`floe dev kafka` keeps its data in `$FLOE_HOME/kafka` when this is set, else in "
+        "`$XDG_DATA_HOME/floe/kafka` (`~/.local/share/floe/kafka`)",
     )

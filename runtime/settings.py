@@ -16,6 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "FLOE_"
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
+# FLOE_* variables only (no .env or secrets files), frozen; an empty variable is unset.
+SETTINGS_CONFIG = SettingsConfigDict(
+    env_prefix=ENV_PREFIX, frozen=True, env_ignore_empty=True, extra="forbid"
+)
 SparkLogLevel = Literal["ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"]
 
 
@@ -27,7 +31,7 @@ def variable_name(settings_cls: type[BaseSettings], field_name: str) -> str:
 
 
 def read_settings(settings_cls: type[SettingsT]) -> SettingsT:
-    """`settings_cls` from the environment; a ValueError naming each bad variable when it does not validate."""
+    """`settings_cls` from the environment; a ValueError naming each bad variable if it does not validate."""
     try:
         return settings_cls()
     except ValidationError as exc:
@@ -46,7 +50,7 @@ def _upper(value: Any) -> Any:
 class RuntimeSettings(BaseSettings):
     """The Spark runtime (`floe ingest`, `floe maintain`) and the pinned downloads of `floe dev`."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, env_ignore_empty=True, extra="forbid")
+    model_config = SETTINGS_CONFIG
 
     maven_repository: Annotated[str, AfterValidator(lambda url: url.rstrip("/"))] = Field(
         "https://repo1.maven.org/maven2",

@@ -6,11 +6,12 @@ One module per command family, each a plain click command or group that `main` c
 - `clusters`: clusters, API keys and the audit log; `apply`: floe.yaml (against a running server);
 - `ingest`, `maintain`: the ingestion service and the maintenance worker;
 - `up`: the whole product on one machine; `status`: ingestion lag and maintenance passes;
-- `dev`: local development components (`devtools`); `openapi`: the generated OpenAPI document.
+- `dev`: local development components (`devtools`); `openapi`: the generated OpenAPI document;
+  `config-doc`: the table of every `FLOE_*` variable, generated from the settings classes.
 
-Shared: `output` (console, `--output`), `remote` (credentials, management API calls) and `services`
-(logging and Spark options of the long-running commands). Nothing outside this package imports it
-(tests/test_architecture.py).
+Shared: `output` (console, `--output`), `remote` (credentials, management API calls), `settings` (the
+command line's `FLOE_*` variables) and `services` (logging and Spark options of the long-running
+commands). Nothing outside this package imports it (tests/test_architecture.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import click
 
 from catalog.cli.apply import apply
 from catalog.cli.clusters import audit, clusters, keys
+from catalog.cli.config_doc import config_doc
 from catalog.cli.db import db
 from catalog.cli.dev import dev
 from catalog.cli.ingest import ingest_command
@@ -45,6 +47,7 @@ for _command in (
     audit,
     apply,
     openapi,
+    config_doc,
     dev,
     ingest_command,
     status_command,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from catalog.cli.output import console
+from catalog.cli.settings import server_settings
 from catalog.migrations import upgrade_database
-from catalog.settings import Settings
 
 
 @click.group()
@@ -17,7 +17,7 @@ def db() -> None:
 @db.command("upgrade")
 def db_upgrade() -> None:
     """Apply all migrations to the configured database (FLOE_DATABASE_URL)."""
-    settings = Settings.from_env()
+    settings = server_settings()
     settings.prepare_home()
     upgrade_database(settings.database_url)
     console.print("database is at the latest revision")

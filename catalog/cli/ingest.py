@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 from types import FrameType
@@ -12,9 +11,10 @@ import click
 from catalog.cli.output import console
 from catalog.cli.remote import cli_credentials
 from catalog.cli.services import configure_logging, parse_spark_conf
+from catalog.cli.settings import INGEST_METRICS_PORT, client_settings
 from catalog.client import DEFAULT_URL, FloeClient
 
-DEFAULT_METRICS_PORT = 9464
+DEFAULT_METRICS_PORT = INGEST_METRICS_PORT
 
 
 def run_ingest(
@@ -42,7 +42,7 @@ def run_ingest(
     from runtime.spark import CatalogConnection, spark_session
 
     catalog = FloeClient(url, client_id, client_secret, purpose="the ingestion")
-    warehouse = os.environ.get("FLOE_WAREHOUSE_NAME", "default")
+    warehouse = client_settings().warehouse_name
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host, registry=REGISTRY)
         console.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics", highlight=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from types import FrameType
@@ -13,6 +12,7 @@ from rich.table import Table
 from catalog.cli.output import console
 from catalog.cli.remote import cli_credentials
 from catalog.cli.services import configure_logging, parse_spark_conf
+from catalog.cli.settings import client_settings
 from catalog.client import DEFAULT_URL
 from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
 from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions, with_interval
@@ -109,7 +109,7 @@ def maintain_command(
 
     configure_logging(log_level, quiet=("py4j", "httpx", "pyiceberg"))
     client_id, client_secret = cli_credentials()
-    default_warehouse = os.environ.get("FLOE_WAREHOUSE_NAME", "default")
+    default_warehouse = client_settings().warehouse_name
     options = WorkerOptions(
         url=url,
         client_id=client_id,

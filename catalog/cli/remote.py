@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
 import click
 
-from catalog.client import DEFAULT_URL, ClientError, FloeClient, admin_credentials
+from catalog.cli.settings import client_settings
+from catalog.client import ClientError, FloeClient, admin_credentials
 
 Result = TypeVar("Result")
 
@@ -27,7 +27,7 @@ def management_client() -> Iterator[FloeClient]:
     """A client of FLOE_URL with the admin credentials; any `ClientError` inside (missing credentials,
     refused ones, a failed call) is a command-line error with the server's message."""
     try:
-        with FloeClient(os.environ.get("FLOE_URL", DEFAULT_URL), *admin_credentials()) as client:
+        with FloeClient(client_settings().url, *admin_credentials()) as client:
             yield client
     except ClientError as exc:
         raise click.ClickException(str(exc)) from exc

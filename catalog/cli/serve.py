@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from catalog.cli.output import console
+from catalog.cli.settings import server_settings
 from catalog.listeners import reuseport_socket, reuseport_supported
 from catalog.migrations import upgrade_database
 from catalog.settings import Settings
@@ -34,7 +35,7 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
     from catalog.http_limits import LimitedHttpToolsProtocol
     from catalog.observability import configure_logging
 
-    settings = Settings.from_env()
+    settings = server_settings()
     settings.prepare_home()
     if workers > 1 and settings.database_url.startswith("sqlite"):
         raise click.UsageError("several workers need a shared database: set FLOE_DATABASE_URL to PostgreSQL")

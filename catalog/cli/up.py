@@ -14,6 +14,7 @@ import click
 from catalog.cli.ingest import DEFAULT_METRICS_PORT, run_ingest
 from catalog.cli.output import console
 from catalog.cli.services import configure_logging
+from catalog.cli.settings import client_settings
 from catalog.client import ClientError, FloeClient, admin_credentials
 from devtools.kafka_broker import LocalKafka
 from devtools.processes import stop_process, wait_until_answering
@@ -28,7 +29,7 @@ def port_answers(host: str, port: int) -> bool:
 
 def floe_home() -> Path:
     """FLOE_HOME, by default `.floe` in the working directory: where `floe up` keeps everything."""
-    return Path(os.environ.get("FLOE_HOME", ".floe")).expanduser()
+    return client_settings().home.expanduser()
 
 
 EXAMPLE_CONFIG = """\

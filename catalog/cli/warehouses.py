@@ -10,8 +10,8 @@ import click
 from rich.table import Table
 
 from catalog.cli.output import console
+from catalog.cli.settings import server_settings
 from catalog.migrations import upgrade_database
-from catalog.settings import Settings
 from catalog.store import create_store
 
 
@@ -55,7 +55,7 @@ def warehouses_create(
         props["sts.role-arn"] = sts_role_arn
     if sts_endpoint:
         props["sts.endpoint"] = sts_endpoint
-    settings = Settings.from_env()
+    settings = server_settings()
     settings.prepare_home()
     upgrade_database(settings.database_url)
 
@@ -77,7 +77,7 @@ def warehouses_create(
 @click.option("--output", type=click.Choice(["table", "json"]), default="table")
 def warehouses_list(output: str) -> None:
     """List warehouses."""
-    settings = Settings.from_env()
+    settings = server_settings()
 
     async def run() -> None:
         store = create_store(settings.database_url)
