@@ -1,5 +1,7 @@
-"""The catalog's persistence: one interface (`CatalogStore`), with a SQL adapter for PostgreSQL and SQLite."""
+"""The catalog's persistence: per-aggregate interfaces (`catalog.store.interfaces`, together
+`CatalogStore`), with a SQL adapter for PostgreSQL and SQLite (`SqlCatalogStore`)."""
 
+from catalog.store.interfaces import CatalogStore
 from catalog.store.records import (
     NamespaceRecord,
     PendingCommit,
@@ -10,6 +12,7 @@ from catalog.store.records import (
 from catalog.store.sql import SqlCatalogStore, create_store
 
 __all__ = [
+    "CatalogStore",
     "NamespaceRecord",
     "PendingCommit",
     "SqlCatalogStore",

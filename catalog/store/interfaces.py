@@ -1,0 +1,220 @@
+"""What the services need from persistence: one `typing.Protocol` per aggregate, and `CatalogStore`, all
+of them together. `SqlCatalogStore` implements every one (mypy checks it where `create_store` returns
+it as a `CatalogStore`); services name the narrowest protocol they use, so a fake for a test or another
+backend only has to provide that much."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from catalog.store.idempotency import IdempotencyRecord, IdempotencyState
+from catalog.store.maintenance import MaintenancePassRecord
+from catalog.store.pipelines import PipelineRevisionRecord
+from catalog.store.records import NamespaceRecord, PendingCommit, TabularKind, TabularRecord, WarehouseRecord
+from catalog.store.security import ApiKeyRecord, AuditEntry, ClusterRecord, SigningKeyRecord
+
+
+class WarehouseStore(Protocol):
+    async def get_warehouse(self, name: str) -> WarehouseRecord | None: ...
+
+    async def list_warehouses(self) -> list[WarehouseRecord]: ...
+
+    async def upsert_warehouse(
+        self, name: str, location: str, properties: dict[str, str]
+    ) -> WarehouseRecord: ...
+
+
+class NamespaceStore(Protocol):
+    async def get_namespace(self, warehouse_id: str, key: str) -> NamespaceRecord | None: ...
+
+    async def list_namespaces(
+        self, warehouse_id: str, parent_key: str, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]: ...
+
+    async def create_namespace(
+        self, warehouse_id: str, key: str, properties: dict[str, str]
+    ) -> NamespaceRecord: ...
+
+    async def drop_namespace(self, warehouse_id: str, key: str) -> bool: ...
+
+    async def update_namespace_properties(
+        self, warehouse_id: str, key: str, removals: Sequence[str], updates: dict[str, str]
+    ) -> tuple[list[str], list[str], list[str]] | None: ...
+
+
+class TabularStore(Protocol):
+    """Tables and views (they share names within a namespace) and their metrics reports."""
+
+    async def get_tabular(self, warehouse_id: str, namespace_key: str, name: str) -> TabularRecord | None: ...
+
+    async def get_tabular_location(
+        self, warehouse_id: str, namespace_key: str, name: str
+    ) -> tuple[str, str | None] | None: ...
+
+    async def list_tabulars(
+        self, namespace_id: str, kind: TabularKind, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]: ...
+
+    async def swap(self, commits: Sequence[PendingCommit]) -> bool: ...
+
+    async def name_exists(self, namespace_id: str, name: str) -> str | None: ...
+
+    async def drop_tabular(self, tabular_id: str) -> tuple[str | None, str] | None: ...
+
+    async def rename_tabular(
+        self, tabular_id: str, namespace_id: str, name: str, kind: TabularKind
+    ) -> None: ...
+
+    async def add_metrics_report(self, tabular_id: str, report_type: str, report: dict[str, Any]) -> None: ...
+
+    async def list_metrics_reports(self, tabular_id: str) -> list[dict[str, Any]]: ...
+
+    async def count_tabulars(self) -> int: ...
+
+
+class KafkaOffsetStore(Protocol):
+    """Offsets are written by `TabularStore.swap` with the commit that covers them."""
+
+    async def get_kafka_offsets(self, tabular_id: str, topic: str) -> dict[int, int]: ...
+
+    async def list_kafka_offsets(self, tabular_id: str) -> list[tuple[str, int, int, datetime]]: ...
+
+
+class ClusterStore(Protocol):
+    async def create_cluster(
+        self, name: str, warehouse_id: str, properties: dict[str, str]
+    ) -> ClusterRecord: ...
+
+    async def list_clusters(self) -> list[ClusterRecord]: ...
+
+    async def get_cluster(self, name: str) -> ClusterRecord | None: ...
+
+    async def delete_cluster(self, name: str) -> None: ...
+
+
+class ApiKeyStore(Protocol):
+    """API keys and the token endpoint's failure counters."""
+
+    async def count_api_keys(self) -> int: ...
+
+    async def create_api_key(
+        self,
+        *,
+        client_id: str,
+        secret_hash: str,
+        cluster: str | None,
+        role: str,
+        description: str,
+        created_by: str,
+        expires_at: datetime | None,
+    ) -> ApiKeyRecord: ...
+
+    async def get_api_key(self, client_id: str) -> ApiKeyRecord | None: ...
+
+    async def token_request_state(
+        self, client_id: str, failure_keys: Sequence[str], window: timedelta
+    ) -> tuple[ApiKeyRecord | None, dict[str, int]]: ...
+
+    async def list_api_keys(self, cluster: str | None = None) -> list[ApiKeyRecord]: ...
+
+    async def revoke_api_key(self, client_id: str) -> bool: ...
+
+    async def set_api_key_secret(self, client_id: str, secret_hash: str) -> bool: ...
+
+    async def replace_api_key_secret_hash(self, client_id: str, old_hash: str, new_hash: str) -> bool: ...
+
+    async def touch_api_key(self, client_id: str) -> None: ...
+
+    async def auth_failure_counts(self, keys: Sequence[str], window: timedelta) -> dict[str, int]: ...
+
+    async def record_auth_failure(self, keys: Sequence[str], window: timedelta) -> None: ...
+
+
+class SigningKeyStore(Protocol):
+    async def list_signing_keys(self) -> list[SigningKeyRecord]: ...
+
+    async def add_signing_key(self, kid: str, private_jwk: str, *, retire_others: bool) -> None: ...
+
+    async def delete_signing_keys_retired_before(self, cutoff: datetime) -> int: ...
+
+
+class AuditStore(Protocol):
+    async def add_audit_entries(self, entries: Sequence[AuditEntry]) -> None: ...
+
+    async def list_audit(
+        self, *, cluster: str | None = None, limit: int = 100, before_id: int | None = None
+    ) -> list[AuditEntry]: ...
+
+
+class SecurityStore(ClusterStore, ApiKeyStore, SigningKeyStore, AuditStore, Protocol):
+    """Everything authentication and the management API keep."""
+
+
+class PipelineStore(Protocol):
+    async def latest_pipeline_revision(self) -> PipelineRevisionRecord | None: ...
+
+    async def add_pipeline_revision(
+        self,
+        *,
+        after: int,
+        warehouse: str,
+        config: dict[str, Any],
+        plan: list[dict[str, Any]],
+        applied_by: str,
+    ) -> PipelineRevisionRecord: ...
+
+
+class MaintenanceStore(Protocol):
+    async def add_maintenance_pass(self, record: MaintenancePassRecord) -> MaintenancePassRecord: ...
+
+    async def list_maintenance_passes(
+        self,
+        *,
+        warehouse: str | None = None,
+        namespace: str | None = None,
+        table: str | None = None,
+        within: str | None = None,
+        limit: int = 100,
+    ) -> list[MaintenancePassRecord]: ...
+
+
+class IdempotencyStore(Protocol):
+    async def claim_idempotency_key(
+        self, key: str, fingerprint: str, owner: str, lease: timedelta
+    ) -> tuple[str, IdempotencyRecord | None] | None: ...
+
+    async def renew_idempotency_lease(self, key: str, owner: str, lease: timedelta) -> bool: ...
+
+    async def finish_idempotency_key(
+        self,
+        key: str,
+        owner: str,
+        state: IdempotencyState,
+        status_code: int,
+        body: str | None,
+        content_type: str,
+    ) -> None: ...
+
+    async def release_idempotency_key(self, key: str, owner: str) -> None: ...
+
+    async def expire_idempotency_keys(self, older_than: timedelta) -> int: ...
+
+
+class CatalogStore(
+    WarehouseStore,
+    NamespaceStore,
+    TabularStore,
+    KafkaOffsetStore,
+    SecurityStore,
+    PipelineStore,
+    MaintenanceStore,
+    IdempotencyStore,
+    Protocol,
+):
+    """The whole store, as the catalog process opens it."""
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...

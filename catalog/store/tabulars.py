@@ -1,0 +1,414 @@
+"""The warehouses, namespaces, tables and views half of the SQL store (`SqlCatalogStore` inherits these
+methods, like the security ones).
+
+A commit never holds a transaction while metadata files are written: the service reads the base, writes
+the new file, then calls `swap` (compare-and-swap on the row's `version`), so a lost race is detected
+here and retried by the service.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
+from catalog.store.kafka_offsets import save_kafka_offsets
+from catalog.store.records import NamespaceRecord, PendingCommit, TabularKind, TabularRecord, WarehouseRecord
+from catalog.store.schema import namespaces, table_metrics, tabulars, warehouses
+
+SEPARATOR = "\x1f"
+
+
+class _LostRace(Exception):
+    """Another writer moved a table between the caller's read and this swap."""
+
+
+def encode_page_token(last: str) -> str:
+    return base64.urlsafe_b64encode(last.encode()).decode()
+
+
+def decode_page_token(token: str | None) -> str | None:
+    if not token:
+        return None
+    try:
+        # validate=True: a token with foreign characters is an error, not silently the first page.
+        return base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"Invalid pageToken: {token!r}") from exc
+
+
+def _page(rows: list[str], page_size: int | None) -> tuple[list[str], str | None]:
+    if page_size is not None and len(rows) > page_size:
+        rows = rows[:page_size]
+        return rows, encode_page_token(rows[-1])
+    return rows, None
+
+
+class TabularStoreMixin:
+    """Warehouses, namespaces, tables and views on the engines of `SqlCatalogStore`."""
+
+    def _reading(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        raise NotImplementedError
+
+    def _writing(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        raise NotImplementedError
+
+    async def _fetch(self, statement: Select[Any], params: dict[str, Any]) -> Sequence[Any]:
+        raise NotImplementedError
+
+    # -- warehouses -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _warehouse(row: Any) -> WarehouseRecord:
+        return WarehouseRecord(row.id, row.name, row.location, json.loads(row.properties))
+
+    async def get_warehouse(self, name: str) -> WarehouseRecord | None:
+        async with self._reading() as conn:
+            row = (await conn.execute(select(warehouses).where(warehouses.c.name == name))).first()
+        return self._warehouse(row) if row else None
+
+    async def list_warehouses(self) -> list[WarehouseRecord]:
+        async with self._reading() as conn:
+            rows = (await conn.execute(select(warehouses).order_by(warehouses.c.name))).all()
+        return [self._warehouse(r) for r in rows]
+
+    async def upsert_warehouse(self, name: str, location: str, properties: dict[str, str]) -> WarehouseRecord:
+        """Create the warehouse, or update its storage settings (location changes only affect new tables)."""
+        try:
+            return await self._upsert_warehouse(name, location, properties)
+        except IntegrityError:
+            # Another process (a sibling worker starting at the same moment) inserted it first: update.
+            return await self._upsert_warehouse(name, location, properties)
+
+    async def _upsert_warehouse(
+        self, name: str, location: str, properties: dict[str, str]
+    ) -> WarehouseRecord:
+        async with self._writing() as conn:
+            row = (await conn.execute(select(warehouses).where(warehouses.c.name == name))).first()
+            if row is None:
+                wid = str(uuid.uuid4())
+                await conn.execute(
+                    insert(warehouses).values(
+                        id=wid, name=name, location=location, properties=json.dumps(properties)
+                    )
+                )
+            else:
+                wid = row.id
+                await conn.execute(
+                    update(warehouses)
+                    .where(warehouses.c.id == wid)
+                    .values(location=location, properties=json.dumps(properties))
+                )
+        return WarehouseRecord(wid, name, location, properties)
+
+    # -- namespaces -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _namespace(row: Any) -> NamespaceRecord:
+        return NamespaceRecord(row[0], row[1], row[2], json.loads(row[3]))
+
+    _GET_NAMESPACE = select(
+        namespaces.c.id, namespaces.c.warehouse_id, namespaces.c.key, namespaces.c.properties
+    ).where(namespaces.c.warehouse_id == bindparam("p_warehouse_id"), namespaces.c.key == bindparam("p_key"))
+
+    async def get_namespace(self, warehouse_id: str, key: str) -> NamespaceRecord | None:
+        rows = await self._fetch(self._GET_NAMESPACE, {"p_warehouse_id": warehouse_id, "p_key": key})
+        return self._namespace(rows[0]) if rows else None
+
+    async def list_namespaces(
+        self, warehouse_id: str, parent_key: str, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]:
+        after = decode_page_token(page_token)
+        query = (
+            select(namespaces.c.key)
+            .where(namespaces.c.warehouse_id == warehouse_id, namespaces.c.parent_key == parent_key)
+            .order_by(namespaces.c.key)
+        )
+        if after is not None:
+            query = query.where(namespaces.c.key > after)
+        if page_size is not None:
+            query = query.limit(page_size + 1)
+        async with self._reading() as conn:
+            keys = list((await conn.execute(query)).scalars())
+        return _page(keys, page_size)
+
+    async def create_namespace(
+        self, warehouse_id: str, key: str, properties: dict[str, str]
+    ) -> NamespaceRecord:
+        parent_key = key.rsplit(SEPARATOR, 1)[0] if SEPARATOR in key else ""
+        nid = str(uuid.uuid4())
+        try:
+            async with self._writing() as conn:
+                if parent_key:
+                    parent = (
+                        await conn.execute(
+                            select(namespaces.c.id).where(
+                                namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == parent_key
+                            )
+                        )
+                    ).first()
+                    if parent is None:
+                        shown = parent_key.replace(SEPARATOR, ".")
+                        raise NoSuchNamespace(f"Namespace does not exist: {shown}")
+                await conn.execute(
+                    insert(namespaces).values(
+                        id=nid,
+                        warehouse_id=warehouse_id,
+                        key=key,
+                        parent_key=parent_key,
+                        properties=json.dumps(properties),
+                    )
+                )
+        except IntegrityError as exc:
+            raise AlreadyExists(f"Namespace already exists: {key.replace(SEPARATOR, '.')}") from exc
+        return NamespaceRecord(nid, warehouse_id, key, properties)
+
+    async def drop_namespace(self, warehouse_id: str, key: str) -> bool:
+        async with self._writing() as conn:
+            row = (
+                await conn.execute(
+                    select(namespaces.c.id).where(
+                        namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key
+                    )
+                )
+            ).first()
+            if row is None:
+                return False
+            child = (
+                await conn.execute(
+                    select(namespaces.c.id)
+                    .where(namespaces.c.warehouse_id == warehouse_id, namespaces.c.parent_key == key)
+                    .limit(1)
+                )
+            ).first()
+            content = (
+                await conn.execute(select(tabulars.c.id).where(tabulars.c.namespace_id == row.id).limit(1))
+            ).first()
+            if child is not None or content is not None:
+                what = "namespaces" if child is not None else "tables or views"
+                raise NamespaceNotEmpty(
+                    f"Namespace {key.replace(SEPARATOR, '.')} is not empty: it contains {what}"
+                )
+            await conn.execute(delete(namespaces).where(namespaces.c.id == row.id))
+        return True
+
+    async def update_namespace_properties(
+        self, warehouse_id: str, key: str, removals: Sequence[str], updates: dict[str, str]
+    ) -> tuple[list[str], list[str], list[str]] | None:
+        """Returns (updated, removed, missing), or None when the namespace does not exist."""
+        async with self._writing() as conn:
+            row = (
+                await conn.execute(
+                    select(namespaces.c.id, namespaces.c.properties).where(
+                        namespaces.c.warehouse_id == warehouse_id, namespaces.c.key == key
+                    )
+                )
+            ).first()
+            if row is None:
+                return None
+            props: dict[str, str] = json.loads(row.properties)
+            removed = [k for k in removals if k in props]
+            missing = [k for k in removals if k not in props]
+            for k in removed:
+                del props[k]
+            props.update(updates)
+            await conn.execute(
+                update(namespaces).where(namespaces.c.id == row.id).values(properties=json.dumps(props))
+            )
+        return list(updates), removed, missing
+
+    # -- tables and views -------------------------------------------------------------------------
+
+    _TABULAR_COLUMNS = (
+        tabulars.c.id,
+        tabulars.c.namespace_id,
+        namespaces.c.key.label("namespace_key"),
+        tabulars.c.name,
+        tabulars.c.kind,
+        tabulars.c.metadata_location,
+        tabulars.c.metadata_json,
+        tabulars.c.version,
+    )
+
+    @staticmethod
+    def _tabular(row: Any) -> TabularRecord:
+        """A record from a row of `_TABULAR_COLUMNS`, by position (SQLAlchemy rows and asyncpg records)."""
+        return TabularRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+
+    # The statements of the read hot path (loadTable, listTables) are built once, with bound
+    # parameters: building a select and computing its cache key on every call cost more CPU than
+    # running it, and `_fetch` runs them on asyncpg directly on PostgreSQL.
+    _BY_NAME = (
+        namespaces.c.warehouse_id == bindparam("p_warehouse_id"),
+        namespaces.c.key == bindparam("p_namespace_key"),
+        tabulars.c.name == bindparam("p_name"),
+    )
+    _TABULARS_JOIN = tabulars.join(namespaces, tabulars.c.namespace_id == namespaces.c.id)
+    _GET_TABULAR = select(*_TABULAR_COLUMNS).select_from(_TABULARS_JOIN).where(*_BY_NAME)
+    _GET_TABULAR_LOCATION = (
+        select(tabulars.c.kind, tabulars.c.metadata_location).select_from(_TABULARS_JOIN).where(*_BY_NAME)
+    )
+    _LIST_TABULAR_NAMES = (
+        select(tabulars.c.name)
+        .where(tabulars.c.namespace_id == bindparam("p_namespace_id"), tabulars.c.kind == bindparam("p_kind"))
+        .order_by(tabulars.c.name)
+    )
+    _LIST_TABULAR_NAMES_AFTER = _LIST_TABULAR_NAMES.where(tabulars.c.name > bindparam("p_after"))
+    # Page variants: LIMIT is a bound parameter too, so every page size shares one statement.
+    _LIST_TABULAR_PAGE = _LIST_TABULAR_NAMES.limit(bindparam("p_limit"))
+    _LIST_TABULAR_PAGE_AFTER = _LIST_TABULAR_NAMES_AFTER.limit(bindparam("p_limit"))
+
+    async def get_tabular(self, warehouse_id: str, namespace_key: str, name: str) -> TabularRecord | None:
+        """The table or view `name` in a namespace (the caller checks `kind`)."""
+        params = {"p_warehouse_id": warehouse_id, "p_namespace_key": namespace_key, "p_name": name}
+        rows = await self._fetch(self._GET_TABULAR, params)
+        return self._tabular(rows[0]) if rows else None
+
+    async def get_tabular_location(
+        self, warehouse_id: str, namespace_key: str, name: str
+    ) -> tuple[str, str | None] | None:
+        """(kind, metadata location) only: answers `If-None-Match` without loading the metadata."""
+        params = {"p_warehouse_id": warehouse_id, "p_namespace_key": namespace_key, "p_name": name}
+        rows = await self._fetch(self._GET_TABULAR_LOCATION, params)
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    async def list_tabulars(
+        self, namespace_id: str, kind: TabularKind, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]:
+        after = decode_page_token(page_token)
+        params: dict[str, Any] = {"p_namespace_id": namespace_id, "p_kind": kind, "p_after": after}
+        if page_size is None:
+            query = self._LIST_TABULAR_NAMES if after is None else self._LIST_TABULAR_NAMES_AFTER
+        else:
+            query = self._LIST_TABULAR_PAGE if after is None else self._LIST_TABULAR_PAGE_AFTER
+            params["p_limit"] = page_size + 1
+        names = [row[0] for row in await self._fetch(query, params)]
+        return _page(names, page_size)
+
+    async def swap(self, commits: Sequence[PendingCommit]) -> bool:
+        """Apply all pointer swaps (and creates) in one transaction, or none of them.
+
+        Returns False when another writer moved any of the tables first (the caller retries on the new
+        base). Raises `AlreadyExists` when a create finds the name taken.
+        """
+        now = datetime.now(UTC)
+        try:
+            await self._swap_all(commits, now)
+        except _LostRace:
+            return False
+        return True
+
+    async def _swap_all(self, commits: Sequence[PendingCommit], now: datetime) -> None:
+        async with self._writing() as conn:
+            for commit in commits:
+                if commit.tabular_id is None:
+                    new_id = str(uuid.uuid4())
+                    try:
+                        async with conn.begin_nested():
+                            await conn.execute(
+                                insert(tabulars).values(
+                                    id=new_id,
+                                    namespace_id=commit.namespace_id,
+                                    name=commit.name,
+                                    kind=commit.kind,
+                                    metadata_location=commit.metadata_location,
+                                    metadata_json=commit.metadata_json,
+                                    version=0,
+                                    created_at=now,
+                                    updated_at=now,
+                                )
+                            )
+                    except IntegrityError as exc:
+                        raise self._name_taken(commit.kind, commit.name) from exc
+                    await save_kafka_offsets(conn, new_id, commit, now)
+                    continue
+                result = await conn.execute(
+                    update(tabulars)
+                    .where(
+                        and_(
+                            tabulars.c.id == commit.tabular_id, tabulars.c.version == commit.expected_version
+                        )
+                    )
+                    .values(
+                        metadata_location=commit.metadata_location,
+                        metadata_json=commit.metadata_json,
+                        version=commit.expected_version + 1,
+                        updated_at=now,
+                    )
+                )
+                if result.rowcount != 1:
+                    raise _LostRace
+                await save_kafka_offsets(conn, commit.tabular_id, commit, now)
+
+    @staticmethod
+    def _name_taken(kind: str, name: str) -> AlreadyExists:
+        label = "Table" if kind == "table" else "View"
+        return AlreadyExists(f"{label} with same name already exists: {name}")
+
+    async def name_exists(self, namespace_id: str, name: str) -> str | None:
+        async with self._reading() as conn:
+            row = (
+                await conn.execute(
+                    select(tabulars.c.kind).where(
+                        tabulars.c.namespace_id == namespace_id, tabulars.c.name == name
+                    )
+                )
+            ).first()
+        return row.kind if row else None
+
+    async def drop_tabular(self, tabular_id: str) -> tuple[str | None, str] | None:
+        """Delete the row; returns its (metadata location, metadata JSON) as of the delete, so a commit
+        that landed after the caller's read is not missed, or None when it was already gone."""
+        async with self._writing() as conn:
+            await conn.execute(delete(table_metrics).where(table_metrics.c.tabular_id == tabular_id))
+            row = (
+                await conn.execute(
+                    delete(tabulars)
+                    .where(tabulars.c.id == tabular_id)
+                    .returning(tabulars.c.metadata_location, tabulars.c.metadata_json)
+                )
+            ).first()
+        return (row.metadata_location, row.metadata_json) if row else None
+
+    async def rename_tabular(self, tabular_id: str, namespace_id: str, name: str, kind: TabularKind) -> None:
+        try:
+            async with self._writing() as conn:
+                await conn.execute(
+                    update(tabulars)
+                    .where(tabulars.c.id == tabular_id)
+                    .values(namespace_id=namespace_id, name=name, updated_at=datetime.now(UTC))
+                )
+        except IntegrityError as exc:
+            raise self._name_taken(kind, name) from exc
+
+    async def add_metrics_report(self, tabular_id: str, report_type: str, report: dict[str, Any]) -> None:
+        async with self._writing() as conn:
+            await conn.execute(
+                insert(table_metrics).values(
+                    tabular_id=tabular_id, report_type=report_type, report=json.dumps(report)
+                )
+            )
+
+    async def list_metrics_reports(self, tabular_id: str) -> list[dict[str, Any]]:
+        async with self._reading() as conn:
+            rows = (
+                await conn.execute(
+                    select(table_metrics.c.report)
+                    .where(table_metrics.c.tabular_id == tabular_id)
+                    .order_by(table_metrics.c.id)
+                )
+            ).scalars()
+            return [json.loads(r) for r in rows]
+
+    async def count_tabulars(self) -> int:
+        async with self._reading() as conn:
+            return int((await conn.execute(select(func.count()).select_from(tabulars))).scalar_one())
