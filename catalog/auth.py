@@ -8,6 +8,11 @@ cluster's warehouse; a cluster key sees nothing else — other namespaces answer
 | reader | yes                            | no                            | no                        |
 | writer | yes                            | yes                           | no                        |
 | admin  | yes                            | yes                           | yes                       |
+
+Management follows the same rule: global administrators manage everything; a cluster's admin keys manage
+that cluster's keys and read its audit log; its writer and admin keys record maintenance passes and read
+its pipeline. Every check of who may do what lives in this module; services call it, and the HTTP layer
+adds a guard (`catalog.api.guards.admin_only`) on routes only global administrators may call.
 """
 
 from __future__ import annotations
@@ -78,6 +83,67 @@ def authorize(principal: Principal, action: Action, warehouse: str, namespace_ke
         raise Forbidden(f"Key {principal.subject} may only manage namespaces below {principal.cluster}")
     if action not in _ALLOWED[principal.role]:
         raise Forbidden(f"Role {principal.role.value} of key {principal.subject} may not {action.value}")
+
+
+def require_admin(principal: Principal, what: str = "do this") -> None:
+    """Raise `Forbidden` unless `principal` is a global administrator."""
+    if not principal.is_admin:
+        raise Forbidden(f"Only global administrators may {what}")
+
+
+def authorize_namespace_creation(principal: Principal, warehouse: str, namespace_key: str) -> None:
+    """Creating outside its cluster is refused outright (not "does not exist"): the name says nothing
+    about others."""
+    authorize(principal, Action.READ, warehouse)
+    if not principal.owns(namespace_key):
+        raise Forbidden(f"Key {principal.subject} may only create namespaces below {principal.cluster}")
+    authorize(principal, Action.CREATE, warehouse, namespace_key)
+
+
+def authorize_key_management(principal: Principal, cluster: str | None) -> None:
+    """Global admins manage every key; a cluster's admin keys manage that cluster's keys."""
+    if principal.is_admin:
+        return
+    if cluster is None or principal.cluster != cluster:
+        raise Forbidden("Keys may only be managed by global administrators or the cluster's admins")
+    if principal.role is not Role.ADMIN:
+        raise Forbidden(f"Role {principal.role.value} may not manage keys")
+
+
+def managed_cluster(principal: Principal, requested: str | None) -> str | None:
+    """The cluster whose keys or audit log a listing covers: a cluster admin's own cluster whatever it
+    asked for, a global administrator's choice (None: all)."""
+    if principal.is_admin:
+        return requested
+    authorize_key_management(principal, principal.cluster)
+    return principal.cluster
+
+
+def sees_cluster(principal: Principal, cluster: str | None) -> bool:
+    """Whether a cluster (or a key of it) exists for `principal`: others answer "does not exist"."""
+    return principal.is_admin or (cluster is not None and cluster == principal.cluster)
+
+
+def maintenance_scope(
+    principal: Principal, warehouse: str | None, namespace_key: str | None
+) -> tuple[str | None, str | None]:
+    """(warehouse, cluster namespace) a listing of maintenance passes is confined to: a cluster key
+    sees the passes of its cluster's namespaces only (in its warehouse unless it names another)."""
+    if principal.is_admin:
+        return warehouse, None
+    if principal.cluster is None:
+        raise Forbidden(f"Key {principal.subject} has no cluster and is not an administrator")
+    warehouse = warehouse or principal.warehouse
+    assert warehouse is not None
+    authorize(principal, Action.READ, warehouse, namespace_key)
+    return warehouse, principal.cluster
+
+
+def authorize_pipeline_read(principal: Principal) -> None:
+    if principal.is_admin:
+        return
+    if principal.cluster is None or principal.role not in (Role.WRITER, Role.ADMIN):
+        raise Forbidden("Only administrators and a cluster's writer or admin keys may read the pipeline")
 
 
 def visible_namespaces(principal: Principal, keys: list[str]) -> list[str]:

@@ -17,8 +17,12 @@ from catalog.api.audit import audit_middleware
 from catalog.api.authentication import authentication_middleware
 from catalog.api.config import get_config, healthz, metrics, readyz
 from catalog.api.dependencies import (
+    provide_audit,
     provide_auth,
+    provide_clusters,
     provide_context,
+    provide_keys,
+    provide_maintenance,
     provide_namespaces,
     provide_principal,
     provide_tables,
@@ -111,6 +115,10 @@ def build_litestar(settings: Settings) -> Litestar:
             "tables": Provide(provide_tables, sync_to_thread=False),
             "views": Provide(provide_views, sync_to_thread=False),
             "context": Provide(provide_context, sync_to_thread=False),
+            "clusters": Provide(provide_clusters, sync_to_thread=False),
+            "keys": Provide(provide_keys, sync_to_thread=False),
+            "audit": Provide(provide_audit, sync_to_thread=False),
+            "maintenance": Provide(provide_maintenance, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[

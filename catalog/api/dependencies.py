@@ -5,10 +5,14 @@ from __future__ import annotations
 from litestar import Request
 from litestar.datastructures import State
 
-from catalog.api.audit import PRINCIPAL_STATE_KEY
+from catalog.api.guards import principal_of
 from catalog.auth import Principal
-from catalog.errors import BadRequest, NotAuthorized
+from catalog.errors import BadRequest
+from catalog.service.audit import AuditService
+from catalog.service.clusters import ClusterService
 from catalog.service.context import CatalogContext
+from catalog.service.keys import KeyService
+from catalog.service.maintenance import MaintenanceService
 from catalog.service.namespaces import NamespaceService
 from catalog.service.security import AuthService
 from catalog.service.tables import TableService
@@ -17,10 +21,7 @@ from catalog.service.views import ViewService
 
 async def provide_principal(request: Request) -> Principal:  # type: ignore[type-arg]
     """The caller, authenticated by `authentication_middleware` before the request got here."""
-    principal: Principal | None = request.scope.get("state", {}).get(PRINCIPAL_STATE_KEY)
-    if principal is None:
-        raise NotAuthorized("Authentication required: send a bearer token from /v1/oauth/tokens")
-    return principal
+    return principal_of(request)
 
 
 def provide_auth(state: State) -> AuthService:
@@ -44,6 +45,26 @@ def provide_tables(state: State, principal: Principal) -> TableService:
 
 def provide_views(state: State, principal: Principal) -> ViewService:
     return ViewService(state.ctx)
+
+
+def provide_clusters(state: State, principal: Principal) -> ClusterService:
+    ctx: CatalogContext = state.ctx
+    return ClusterService(ctx.store, ctx.warehouse, ctx.settings.warehouse_name)
+
+
+def provide_keys(state: State, principal: Principal) -> KeyService:
+    auth: AuthService = state.auth
+    return KeyService(auth.store, auth)
+
+
+def provide_audit(state: State, principal: Principal) -> AuditService:
+    ctx: CatalogContext = state.ctx
+    return AuditService(ctx.store)
+
+
+def provide_maintenance(state: State, principal: Principal) -> MaintenanceService:
+    ctx: CatalogContext = state.ctx
+    return MaintenanceService(ctx.store, ctx.warehouse)
 
 
 def provide_context(state: State, principal: Principal) -> CatalogContext:

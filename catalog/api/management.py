@@ -1,18 +1,22 @@
-"""The management API (`/management/v1`): Kafka clusters, API keys, signing keys and the audit log."""
+"""The management API (`/management/v1`): Kafka clusters, API keys, signing keys and the audit log.
+
+Thin controllers: parse, call the service (`catalog/service/clusters.py`, `keys.py`, `audit.py`), encode.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated
 
 import msgspec
 from litestar import Controller, delete, get, post
 from litestar.params import Parameter
 
-from catalog.auth import Principal, Role
-from catalog.errors import BadRequest, Forbidden, NotFound
-from catalog.service.context import CatalogContext
-from catalog.service.security import AuthService
+from catalog.api.guards import admin_only
+from catalog.auth import Principal
+from catalog.service.audit import AuditService
+from catalog.service.clusters import ClusterService
+from catalog.service.keys import IssuedKey, KeyService, NewKey
 from catalog.store.security import ApiKeyRecord, AuditEntry, ClusterRecord
 
 
@@ -84,12 +88,8 @@ class RotateSigningKeyResponse(msgspec.Struct):
     kid: str
 
 
-# Beyond a century an expiry means "never" and only risks overflowing dates.
-MAX_KEY_LIFETIME_SECONDS = 100 * 366 * 86400
 # Audit ids are 64-bit database integers.
 MAX_AUDIT_ID = 2**63 - 1
-
-CLUSTER_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
 def _cluster(record: ClusterRecord) -> Cluster:
@@ -127,19 +127,8 @@ def _audit(entry: AuditEntry) -> AuditRecord:
     )
 
 
-def _require_admin(principal: Principal) -> None:
-    if not principal.is_admin:
-        raise Forbidden("Only global administrators may do this")
-
-
-def _may_manage_cluster(principal: Principal, cluster: str | None) -> None:
-    """Global admins manage everything; a cluster's admin keys manage that cluster's keys."""
-    if principal.is_admin:
-        return
-    if cluster is None or principal.cluster != cluster:
-        raise Forbidden("Keys may only be managed by global administrators or the cluster's admins")
-    if principal.role is not Role.ADMIN:
-        raise Forbidden(f"Role {principal.role.value} may not manage keys")
+def _with_secret(issued: IssuedKey) -> ApiKeyWithSecret:
+    return ApiKeyWithSecret(**msgspec.structs.asdict(_key(issued.record)), client_secret=issued.secret)
 
 
 class ManagementController(Controller):
@@ -148,126 +137,68 @@ class ManagementController(Controller):
 
     # -- clusters ---------------------------------------------------------------------------------
 
-    @post("/clusters", operation_id="createCluster", status_code=201)
+    @post("/clusters", operation_id="createCluster", status_code=201, guards=[admin_only])
     async def create_cluster(
-        self, principal: Principal, context: CatalogContext, data: CreateClusterRequest
+        self, principal: Principal, clusters: ClusterService, data: CreateClusterRequest
     ) -> Cluster:
         """Register a Kafka source cluster; creates its namespace (named after it) in its warehouse."""
-        _require_admin(principal)
-        if not data.name or not set(data.name) <= CLUSTER_NAME_CHARS or len(data.name) > 128:
-            raise BadRequest(f"Invalid cluster name {data.name!r}: use letters, digits, '_' and '-'")
-        warehouse = await context.warehouse(data.warehouse or context.settings.warehouse_name)
-        record = await context.store.create_cluster(data.name, warehouse.id, data.properties or {})
-        return _cluster(record)
+        return _cluster(await clusters.create(principal, data.name, data.warehouse, data.properties or {}))
 
     @get("/clusters", operation_id="listClusters")
-    async def list_clusters(self, principal: Principal, context: CatalogContext) -> ListClustersResponse:
-        records = await context.store.list_clusters()
-        if not principal.is_admin:
-            records = [r for r in records if r.name == principal.cluster]
-        return ListClustersResponse([_cluster(r) for r in records])
+    async def list_clusters(self, principal: Principal, clusters: ClusterService) -> ListClustersResponse:
+        return ListClustersResponse([_cluster(r) for r in await clusters.list(principal)])
 
     @get("/clusters/{name:str}", operation_id="getCluster")
-    async def get_cluster(self, name: str, principal: Principal, context: CatalogContext) -> Cluster:
-        record = await context.store.get_cluster(name)
-        if record is None or not (principal.is_admin or principal.cluster == name):
-            raise NotFound(f"Cluster does not exist: {name}")
-        return _cluster(record)
+    async def get_cluster(self, name: str, principal: Principal, clusters: ClusterService) -> Cluster:
+        return _cluster(await clusters.get(principal, name))
 
-    @delete("/clusters/{name:str}", operation_id="deleteCluster", status_code=204)
-    async def delete_cluster(self, name: str, principal: Principal, context: CatalogContext) -> None:
+    @delete("/clusters/{name:str}", operation_id="deleteCluster", status_code=204, guards=[admin_only])
+    async def delete_cluster(self, name: str, principal: Principal, clusters: ClusterService) -> None:
         """Delete a cluster with its keys and (empty) namespace; refused while it still has tables."""
-        _require_admin(principal)
-        await context.store.delete_cluster(name)
+        await clusters.delete(principal, name)
 
     # -- API keys ---------------------------------------------------------------------------------
 
     @post("/keys", operation_id="createKey", status_code=201)
     async def create_key(
-        self, principal: Principal, auth: AuthService, data: CreateKeyRequest
+        self, principal: Principal, keys: KeyService, data: CreateKeyRequest
     ) -> ApiKeyWithSecret:
         """Create an API key; its secret is in this response only."""
-        try:
-            role = Role(data.role)
-        except ValueError as exc:
-            raise BadRequest(f"Invalid role {data.role!r}: expected reader, writer or admin") from exc
-        _may_manage_cluster(principal, data.cluster)
-        if "\x00" in data.description:  # PostgreSQL text cannot hold it: refused on every backend
-            raise BadRequest("Invalid description: must not contain NUL")
-        if data.cluster is None and role is not Role.ADMIN:
-            raise BadRequest("A key without a cluster must be a global admin key (role admin)")
-        expires_at = data.expires_at
-        if data.expires_in_seconds is not None:
-            if data.expires_in_seconds <= 0:
-                raise BadRequest("expires_in_seconds must be positive")
-            if data.expires_in_seconds > MAX_KEY_LIFETIME_SECONDS:
-                raise BadRequest(f"expires_in_seconds must be at most {MAX_KEY_LIFETIME_SECONDS} (a century)")
-            expires_at = datetime.now(UTC) + timedelta(seconds=data.expires_in_seconds)
-        if expires_at is not None and expires_at.tzinfo is None:
-            expires_at = expires_at.replace(tzinfo=UTC)
-        record, secret = await auth.create_key(
-            cluster=data.cluster,
-            role=role,
-            description=data.description,
-            created_by=principal.subject,
-            expires_at=expires_at,
-        )
-        key = _key(record)
-        return ApiKeyWithSecret(**msgspec.structs.asdict(key), client_secret=secret)
+        request = NewKey(data.role, data.cluster, data.description, data.expires_at, data.expires_in_seconds)
+        return _with_secret(await keys.create(principal, request))
 
     @get("/keys", operation_id="listKeys")
     async def list_keys(
-        self, principal: Principal, auth: AuthService, cluster: str | None = None
+        self, principal: Principal, keys: KeyService, cluster: str | None = None
     ) -> ListKeysResponse:
-        if not principal.is_admin:
-            _may_manage_cluster(principal, principal.cluster)
-            cluster = principal.cluster
-        records = await auth.store.list_api_keys(cluster)
-        return ListKeysResponse([_key(r) for r in records])
-
-    async def _manageable(self, principal: Principal, auth: AuthService, client_id: str) -> ApiKeyRecord:
-        record = await auth.store.get_api_key(client_id)
-        if record is None or not (principal.is_admin or record.cluster == principal.cluster):
-            raise NotFound(f"API key does not exist: {client_id}")
-        _may_manage_cluster(principal, record.cluster)
-        return record
+        return ListKeysResponse([_key(r) for r in await keys.list(principal, cluster)])
 
     @delete("/keys/{client_id:str}", operation_id="revokeKey", status_code=204)
-    async def revoke_key(self, client_id: str, principal: Principal, auth: AuthService) -> None:
+    async def revoke_key(self, client_id: str, principal: Principal, keys: KeyService) -> None:
         """Revoke a key: no new tokens, and tokens already issued stop working within seconds."""
-        await self._manageable(principal, auth, client_id)
-        await auth.store.revoke_api_key(client_id)
+        await keys.revoke(principal, client_id)
 
     @post("/keys/{client_id:str}/rotate", operation_id="rotateKey", status_code=200)
-    async def rotate_key(self, client_id: str, principal: Principal, auth: AuthService) -> ApiKeyWithSecret:
+    async def rotate_key(self, client_id: str, principal: Principal, keys: KeyService) -> ApiKeyWithSecret:
         """Give a key a new secret; the old secret stops working at once."""
-        record = await self._manageable(principal, auth, client_id)
-        if record.revoked_at is not None:
-            raise BadRequest(f"API key {client_id} is revoked")
-        secret = await auth.rotate_secret(client_id)
-        return ApiKeyWithSecret(**msgspec.structs.asdict(_key(record)), client_secret=secret)
+        return _with_secret(await keys.rotate(principal, client_id))
 
     # -- signing keys and audit -------------------------------------------------------------------
 
-    @post("/signing-keys/rotate", operation_id="rotateSigningKey", status_code=200)
-    async def rotate_signing_key(self, principal: Principal, auth: AuthService) -> RotateSigningKeyResponse:
+    @post("/signing-keys/rotate", operation_id="rotateSigningKey", status_code=200, guards=[admin_only])
+    async def rotate_signing_key(self, principal: Principal, keys: KeyService) -> RotateSigningKeyResponse:
         """Sign new tokens with a new key; tokens signed earlier stay valid until they expire."""
-        _require_admin(principal)
-        return RotateSigningKeyResponse(await auth.signer.rotate())
+        return RotateSigningKeyResponse(await keys.rotate_signing_key(principal))
 
     @get("/audit", operation_id="listAudit")
     async def list_audit(
         self,
         principal: Principal,
-        context: CatalogContext,
+        audit: AuditService,
         cluster: str | None = None,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
         before: Annotated[int | None, Parameter(ge=1, le=MAX_AUDIT_ID)] = None,
     ) -> ListAuditResponse:
         """Mutations and token requests, newest first (`before` pages further back)."""
-        if not principal.is_admin:
-            _may_manage_cluster(principal, principal.cluster)
-            cluster = principal.cluster
-        entries = await context.store.list_audit(cluster=cluster, limit=limit, before_id=before)
-        next_before = entries[-1].id if len(entries) == limit else None
-        return ListAuditResponse([_audit(e) for e in entries], next_before)
+        page = await audit.list(principal, cluster, limit, before)
+        return ListAuditResponse([_audit(e) for e in page.entries], page.next_before)

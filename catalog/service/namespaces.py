@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from catalog.auth import Action, Principal, authorize, visible_namespaces
-from catalog.errors import BadRequest, Forbidden, NoSuchNamespace
+from catalog.auth import Action, Principal, authorize, authorize_namespace_creation, visible_namespaces
+from catalog.errors import BadRequest, NoSuchNamespace
 from catalog.identifiers import Namespace
 from catalog.service.context import CatalogContext
 
@@ -47,11 +47,7 @@ class NamespaceService:
         self, principal: Principal, prefix: str, namespace: Namespace, properties: Any
     ) -> dict[str, str]:
         warehouse = await self.ctx.warehouse(prefix)
-        authorize(principal, Action.READ, prefix)
-        if not principal.owns(namespace.key):
-            # Creating is refused outright (not "does not exist"): the name says nothing about others.
-            raise Forbidden(f"Key {principal.subject} may only create namespaces below {principal.cluster}")
-        authorize(principal, Action.CREATE, prefix, namespace.key)
+        authorize_namespace_creation(principal, prefix, namespace.key)
         props = _string_map(properties, "namespace properties")
         await self.ctx.store.create_namespace(warehouse.id, namespace.key, props)
         return props

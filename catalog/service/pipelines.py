@@ -17,8 +17,8 @@ from typing import Any
 from pyiceberg.table.metadata import TableMetadata
 
 from catalog import commit as core
-from catalog.auth import Principal, Role
-from catalog.errors import AlreadyExists, Forbidden, NotFound
+from catalog.auth import Principal, authorize_pipeline_read, require_admin
+from catalog.errors import AlreadyExists, NotFound
 from catalog.identifiers import Namespace, TableIdent
 from catalog.pipelines import (
     ConfigError,
@@ -74,20 +74,13 @@ class PipelineState:
     config: PipelineConfig
 
 
-def _may_read(principal: Principal) -> None:
-    if principal.is_admin:
-        return
-    if principal.cluster is None or principal.role not in (Role.WRITER, Role.ADMIN):
-        raise Forbidden("Only administrators and a cluster's writer or admin keys may read the pipeline")
-
-
 class PipelineService:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
 
     async def current(self, principal: Principal) -> PipelineState:
         """The applied configuration (a cluster key sees only its cluster's part)."""
-        _may_read(principal)
+        authorize_pipeline_read(principal)
         record = await self.ctx.store.latest_pipeline_revision()
         if record is None:
             raise NotFound("No pipeline configuration has been applied yet: run floe apply -f floe.yaml")
@@ -99,8 +92,7 @@ class PipelineService:
 
     async def apply(self, principal: Principal, raw_config: Any, *, dry_run: bool) -> ApplyResult:
         """Validate, plan and (unless `dry_run`) apply; `InvalidConfig` lists every refused change."""
-        if not principal.is_admin:
-            raise Forbidden("Only global administrators may apply a pipeline configuration")
+        require_admin(principal, "apply a pipeline configuration")
         config = parse_config(raw_config)
         store = self.ctx.store
         previous = await store.latest_pipeline_revision()

@@ -1,0 +1,166 @@
+"""Maintenance passes: the `floe maintain` worker records each table's pass; operators read them back
+(what ran, how long, files, bytes and snapshots before and after, the error if any)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from catalog.auth import SEPARATOR, Action, Principal, authorize, maintenance_scope
+from catalog.errors import BadRequest
+from catalog.store.interfaces import MaintenanceStore
+from catalog.store.maintenance import MaintenancePassRecord
+from catalog.store.records import WarehouseRecord
+
+MAX_ACTIONS = 100
+MAX_ERROR_CHARS = 10_000
+
+WarehouseLookup = Callable[[str], Awaitable[WarehouseRecord]]
+
+
+class TableStats(msgspec.Struct):
+    """A table at one moment: live data and delete files of its current snapshot, its manifests and
+    snapshots."""
+
+    data_files: int
+    data_bytes: int
+    delete_files: int
+    delete_bytes: int
+    manifests: int
+    snapshots: int
+
+
+class MaintenanceAction(msgspec.Struct, omit_defaults=True):
+    """One step of a pass (`rewrite_data_files`, `expire_snapshots` …) and what it reported."""
+
+    name: str
+    duration_seconds: float
+    result: dict[str, Any] = msgspec.field(default_factory=dict)
+    error: str | None = None
+
+
+class MaintenancePassReport(msgspec.Struct):
+    """A pass as the worker reports it."""
+
+    warehouse: str
+    namespace: list[str]
+    table: str
+    started_at: datetime
+    duration_seconds: float
+    actions: list[MaintenanceAction]
+    before: TableStats | None = None
+    after: TableStats | None = None
+    error: str | None = None
+
+
+class MaintenancePass(msgspec.Struct):
+    id: int
+    warehouse: str
+    namespace: list[str]
+    table: str
+    started_at: datetime
+    duration_seconds: float
+    actions: list[MaintenanceAction]
+    before: TableStats | None
+    after: TableStats | None
+    error: str | None
+    recorded_by: str
+    recorded_at: datetime
+
+
+def _stats(raw: dict[str, Any]) -> TableStats | None:
+    return msgspec.convert(raw, TableStats) if raw else None
+
+
+def _pass(record: MaintenancePassRecord) -> MaintenancePass:
+    assert record.id is not None
+    assert record.recorded_at is not None
+    return MaintenancePass(
+        id=record.id,
+        warehouse=record.warehouse,
+        namespace=record.namespace.split(SEPARATOR),
+        table=record.table,
+        started_at=record.started_at,
+        duration_seconds=record.duration_seconds,
+        actions=[msgspec.convert(action, MaintenanceAction) for action in record.actions],
+        before=_stats(record.before),
+        after=_stats(record.after),
+        error=record.error,
+        recorded_by=record.recorded_by,
+        recorded_at=record.recorded_at,
+    )
+
+
+def _check(report: MaintenancePassReport) -> str:
+    """The namespace key of a valid report; `BadRequest` otherwise."""
+    if not report.namespace or any(not level for level in report.namespace):
+        raise BadRequest("Invalid maintenance pass: namespace must be a non-empty list of non-empty levels")
+    if not report.table:
+        raise BadRequest("Invalid maintenance pass: table must not be empty")
+    if report.duration_seconds < 0 or any(a.duration_seconds < 0 for a in report.actions):
+        raise BadRequest("Invalid maintenance pass: durations must not be negative")
+    if len(report.actions) > MAX_ACTIONS:
+        raise BadRequest(f"Invalid maintenance pass: at most {MAX_ACTIONS} actions")
+    for stats in (report.before, report.after):
+        if stats is not None and min(msgspec.structs.astuple(stats)) < 0:
+            raise BadRequest("Invalid maintenance pass: table statistics must not be negative")
+    return SEPARATOR.join(report.namespace)
+
+
+def _truncated(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_ERROR_CHARS:
+        return text
+    return text[:MAX_ERROR_CHARS] + "…"
+
+
+class MaintenanceService:
+    def __init__(self, store: MaintenanceStore, warehouse: WarehouseLookup) -> None:
+        self.store = store
+        self.warehouse = warehouse
+
+    async def record(self, principal: Principal, report: MaintenancePassReport) -> MaintenancePass:
+        """Store one table's pass: global administrators, or a writer or admin key of the cluster that
+        owns the namespace."""
+        namespace = _check(report)
+        authorize(principal, Action.WRITE, report.warehouse, namespace)
+        await self.warehouse(report.warehouse)
+        record = MaintenancePassRecord(
+            warehouse=report.warehouse,
+            namespace=namespace,
+            table=report.table,
+            started_at=report.started_at,
+            duration_seconds=report.duration_seconds,
+            actions=[
+                msgspec.to_builtins(
+                    MaintenanceAction(a.name, a.duration_seconds, a.result, _truncated(a.error))
+                )
+                for a in report.actions
+            ],
+            before=msgspec.to_builtins(report.before) if report.before is not None else {},
+            after=msgspec.to_builtins(report.after) if report.after is not None else {},
+            error=_truncated(report.error),
+            recorded_by=principal.subject,
+        )
+        return _pass(await self.store.add_maintenance_pass(record))
+
+    async def list(
+        self,
+        principal: Principal,
+        *,
+        warehouse: str | None,
+        namespace: str | None,
+        table: str | None,
+        limit: int,
+    ) -> list[MaintenancePass]:
+        """The newest passes first, optionally of one warehouse, namespace key or table; a cluster's
+        keys see the passes of their cluster's namespaces only."""
+        warehouse, within = maintenance_scope(principal, warehouse, namespace)
+        if table is not None and not table:
+            raise BadRequest("Invalid table filter: must not be empty")
+        passes = await self.store.list_maintenance_passes(
+            warehouse=warehouse, namespace=namespace, table=table, within=within, limit=limit
+        )
+        return [_pass(record) for record in passes]
