@@ -75,11 +75,6 @@ class CommitFailed(CatalogError):
     error_type = "CommitFailedException"
 
 
-class PayloadTooLarge(CatalogError):
-    status_code = 413
-    error_type = "BadRequestException"
-
-
 class Unsupported(CatalogError):
     status_code = 406
     error_type = "UnsupportedOperationException"

@@ -41,6 +41,7 @@ from catalog.api.tables import TableController, TableOperationsController
 from catalog.api.views import ViewController, ViewOperationsController
 from catalog.migrations import upgrade_database
 from catalog.service.context import CatalogContext
+from catalog.service.glue import ConfiguredGlueTarget, GluePublisher
 from catalog.service.security import AuthService
 from catalog.settings import Settings
 from catalog.store import create_store
@@ -75,6 +76,13 @@ def build_litestar(settings: Settings) -> Litestar:
             settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties
         )
         ctx = app.state.ctx = CatalogContext(store=store, settings=settings)
+        # Tables of S3 warehouses are published to AWS Glue (FLOE_GLUE_*, else floe.yaml's `glue:`).
+        glue = GluePublisher(
+            store,
+            ConfiguredGlueTarget(settings, store),
+            retry_max_seconds=settings.glue_retry_max_seconds,
+        )
+        glue.subscribe(ctx.events)
         auth = AuthService(store, settings)
         await auth.bootstrap_admin()
         app.state.auth = auth
@@ -84,11 +92,11 @@ def build_litestar(settings: Settings) -> Litestar:
         # lives as long as the process: freezing it keeps the collector from rescanning it in every
         # full collection, which cost more CPU than the request itself on large responses.
         gc.freeze()
-        await ctx.glue.start()
+        await glue.start()
         try:
             yield
         finally:
-            await ctx.glue.stop()
+            await glue.stop()
             await store.close()
 
     return Litestar(

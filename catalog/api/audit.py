@@ -14,6 +14,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.identifiers import SEPARATOR, decode_segment
 from catalog.observability import REQUEST_ID
+from catalog.service.audit import AuditService
 from catalog.store.security import AuditEntry
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,6 @@ async def _record(scope: Scope, status: int) -> None:
         source=client[0] if client else "",
     )
     try:
-        await scope["litestar_app"].state.ctx.store.add_audit_entries([entry])
+        await AuditService(scope["litestar_app"].state.ctx.store).record(entry)
     except Exception:
         log.exception("could not write audit entry for %s", action)

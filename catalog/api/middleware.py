@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
-import os
-import socket
 import time
 import uuid
-from datetime import timedelta
-from typing import Any, cast
+from typing import cast
 
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -19,21 +15,31 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.api.errors import error_body
 from catalog.observability import LATENCY, REQUEST_ID, REQUESTS
+from catalog.service.idempotency import (
+    IDEMPOTENCY_LEASE_SECONDS,
+    Claimed,
+    ClaimOutcome,
+    IdempotencyService,
+    Replay,
+    SecretWithheld,
+    UsedForOtherRequest,
+    idempotency_identity,
+)
 
 log = logging.getLogger("floe.access")
 
+# The lease and the key identity are the idempotency service's; tests and tools import them from here.
+__all__ = [
+    "IDEMPOTENCY_LEASE_SECONDS",
+    "RawPathApp",
+    "idempotency_identity",
+    "idempotency_middleware",
+    "request_context_middleware",
+]
+
 MUTATING_METHODS = frozenset({"POST", "DELETE", "PUT"})
 IDEMPOTENCY_HEADER = b"idempotency-key"
-# How long a second request waits for the first one with the same key to finish.
-IDEMPOTENCY_WAIT_SECONDS = 30.0
-# A pending key's lease: renewed every quarter of it while its request runs, so a crashed owner's key
-# is taken over within this long, and a live owner would have to stall for 3/4 of it to lose it.
-# Leases are compared with each server's own clock: servers sharing a database keep theirs in sync (NTP).
-IDEMPOTENCY_LEASE_SECONDS = 5.0
-LEASE = timedelta(seconds=IDEMPOTENCY_LEASE_SECONDS)
 TOKEN_PATH = "/v1/oauth/tokens"
-# Who holds a pending key (for whoever looks at the table after a crash): host and process.
-_INSTANCE = f"{socket.gethostname()[:24]}:{os.getpid()}"
 # Response fields that hold secrets: such responses are never stored (see idempotency_middleware).
 SECRET_FIELDS = frozenset(
     {"client_secret", "access_token", "refresh_token", "id_token", "token", "storage-credentials"}
@@ -113,31 +119,12 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
-def idempotency_identity(
-    subject: str, cluster: str | None, key: str, method: str, raw_path: bytes
-) -> tuple[str, str]:
-    """The stored key and the request fingerprint: both bound to the caller, so one caller's key is
-    never another's (and a crash test can write the row a dead owner would leave)."""
-    caller = f"{subject}\x1f{cluster or ''}"
-    stored_key = hashlib.sha256(f"{caller}\x1f{key}".encode()).hexdigest()
-    fingerprint = hashlib.sha256(f"{caller} {method} {raw_path!r}".encode()).hexdigest()
-    return stored_key, fingerprint
-
-
 def idempotency_middleware(app: ASGIApp) -> ASGIApp:
-    """`Idempotency-Key` on authenticated mutations: the first final response (2xx, 4xx) is stored and
-    replayed to every retry; a retry that arrives while the first request runs waits for its outcome.
-    5xx responses are not finalized, so the client may retry them.
-
-    - Keys belong to the caller: the stored key is sha256(subject, cluster, key), so callers never
-      replay, block or collide with each other's keys; only the same caller reusing a key for another
-      request gets 422. Unauthenticated routes (the token endpoint) ignore the header.
-    - Secrets are never stored or replayed: a response that carries one (a key's `client_secret`, a
-      token, vended storage credentials) is stored as its status only, and its retry answers
-      409 `SecretNotReplayedException`: the first request succeeded and its secret was shown once.
-    - A pending key is held under a lease of `IDEMPOTENCY_LEASE_SECONDS` that its request renews while
-      it runs; when the owner dies (kill -9, a lost host), one waiting retry takes the key over once
-      the lease runs out instead of waiting for the key to expire.
+    """`Idempotency-Key` on authenticated mutations (rules: `catalog.service.idempotency`): the first
+    final response is replayed to every retry; a retry that arrives while the first request runs waits
+    for its outcome. Unauthenticated routes (the token endpoint) ignore the header. A response that
+    carries a secret (a key's `client_secret`, a token, vended storage credentials) is never stored or
+    replayed: its retry answers 409 `SecretNotReplayedException`, the secret was shown once.
     """
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
@@ -152,10 +139,10 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, send)
             return
         ctx = scope["litestar_app"].state.ctx
-        store = ctx.store
         if not 1 <= len(key) <= 64:
             await _send_error(send, 400, "BadRequestException", "Invalid Idempotency-Key: expected a UUID")
             return
+        keys = IdempotencyService(ctx.store, ctx.settings.idempotency_lifetime_seconds)
         stored_key, fingerprint = idempotency_identity(
             principal.subject,
             principal.cluster,
@@ -163,42 +150,10 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
             str(scope.get("method", "")),
             scope.get("raw_path", b""),
         )
-        owner = f"{_INSTANCE}/{uuid.uuid4().hex[:16]}"
-        deadline = time.monotonic() + IDEMPOTENCY_WAIT_SECONDS
-        while True:
-            earlier = await store.claim_idempotency_key(stored_key, fingerprint, owner, LEASE)
-            if earlier is None:
-                break
-            state, row = earlier
-            if row is not None and row.fingerprint != fingerprint:
-                await _send_error(
-                    send,
-                    422,
-                    "BadRequestException",
-                    "Idempotency-Key was already used for a different request",
-                )
-                return
-            if state == "done" and row is not None:
-                await _send_stored(send, row.status_code, row.response_body or "", row.content_type)
-                return
-            if state == "withheld" and row is not None:
-                await _send_error(
-                    send,
-                    409,
-                    "SecretNotReplayedException",
-                    f"The request with this Idempotency-Key already succeeded (HTTP {row.status_code}); "
-                    "its response carried a secret, which is shown only once and never stored",
-                )
-                return
-            if time.monotonic() > deadline:
-                await _send_error(
-                    send,
-                    503,
-                    "ServiceUnavailableException",
-                    "A request with this Idempotency-Key is still running",
-                )
-                return
-            await asyncio.sleep(0.05)
+        claim = await keys.claim(stored_key, fingerprint)
+        if not isinstance(claim, Claimed):
+            await _send_earlier(send, claim)
+            return
 
         status = 500
         content_type = "application/json"
@@ -216,43 +171,38 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
             await send(message)
 
         stop = asyncio.Event()
-        renewal = asyncio.create_task(_renew_lease(store, stored_key, owner, stop))
+        renewal = asyncio.create_task(keys.keep_lease(claim, stop))
         try:
             await app(scope, receive, capture)
         except BaseException:
             await _stop_renewal(stop, renewal)
-            await store.release_idempotency_key(stored_key, owner)
+            await keys.release(claim)
             raise
         await _stop_renewal(stop, renewal)
-        if status >= 500:
-            await store.release_idempotency_key(stored_key, owner)
-        elif _carries_secret(bytes(body)):
-            await store.finish_idempotency_key(stored_key, owner, "withheld", status, None, content_type)
-        else:
-            text = body.decode("utf-8", "replace")
-            await store.finish_idempotency_key(stored_key, owner, "done", status, text, content_type)
-        if uuid.uuid4().int % 200 == 0:  # now and then, forget keys past their advertised lifetime
-            lifetime = ctx.settings.idempotency_lifetime_seconds
-            await store.expire_idempotency_keys(timedelta(seconds=2 * lifetime))
+        response = bytes(body)
+        await keys.finish(claim, status, response, content_type, carries_secret=_carries_secret(response))
 
     return middleware
 
 
-async def _renew_lease(store: Any, key: str, owner: str, stop: asyncio.Event) -> None:
-    """Keep the owner's lease ahead while its request runs (stopped, not cancelled, so that no
-    database write is cut off half way)."""
-    while True:
-        try:
-            await asyncio.wait_for(stop.wait(), IDEMPOTENCY_LEASE_SECONDS / 4)
-            return
-        except TimeoutError:
-            pass
-        try:
-            if not await store.renew_idempotency_lease(key, owner, LEASE):
-                log.warning("idempotency key lease lost to a retry while its request still runs")
-                return
-        except Exception:  # the request itself will meet the same database trouble
-            log.warning("could not renew an idempotency key lease", exc_info=True)
+async def _send_earlier(send: Send, outcome: ClaimOutcome) -> None:
+    """The answer to a retry whose key an earlier request holds or held."""
+    if isinstance(outcome, UsedForOtherRequest):
+        message = "Idempotency-Key was already used for a different request"
+        await _send_error(send, 422, "BadRequestException", message)
+    elif isinstance(outcome, Replay):
+        await _send_stored(send, outcome.status_code, outcome.body, outcome.content_type)
+    elif isinstance(outcome, SecretWithheld):
+        await _send_error(
+            send,
+            409,
+            "SecretNotReplayedException",
+            f"The request with this Idempotency-Key already succeeded (HTTP {outcome.status_code}); "
+            "its response carried a secret, which is shown only once and never stored",
+        )
+    else:
+        message = "A request with this Idempotency-Key is still running"
+        await _send_error(send, 503, "ServiceUnavailableException", message)
 
 
 async def _stop_renewal(stop: asyncio.Event, renewal: asyncio.Task[None]) -> None:

@@ -22,7 +22,8 @@ from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet
 
 from catalog.errors import NotAuthorized
-from catalog.store.security import SecurityStoreMixin, SigningKeyRecord
+from catalog.store.interfaces import SigningKeyStore
+from catalog.store.security import SigningKeyRecord
 
 ALGORITHM = "ES256"
 ISSUER = "floe"
@@ -45,7 +46,7 @@ def _new_key() -> tuple[str, ECKey]:
 class TokenSigner:
     """Issues and verifies floe access tokens."""
 
-    def __init__(self, store: SecurityStoreMixin, lifetime: timedelta) -> None:
+    def __init__(self, store: SigningKeyStore, lifetime: timedelta) -> None:
         self.store = store
         self.lifetime = lifetime
         self._signing: tuple[str, ECKey] | None = None

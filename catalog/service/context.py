@@ -15,13 +15,13 @@ import anyio.to_thread
 
 from catalog.auth import Principal
 from catalog.errors import AlreadyExists, NoSuchNamespace, NoSuchTable, NoSuchView, NoSuchWarehouse
+from catalog.events import EventBus
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
 from catalog.security.vending import CredentialVendor
-from catalog.service.glue import ConfiguredGlueTarget, GluePublisher, GlueTargetProvider
 from catalog.settings import Settings
 from catalog.storage import Storage, StorageRunner
-from catalog.store import NamespaceRecord, SqlCatalogStore, TabularKind, TabularRecord, WarehouseRecord
+from catalog.store import CatalogStore, NamespaceRecord, TabularKind, TabularRecord, WarehouseRecord
 
 WAREHOUSE_CACHE_SECONDS = 2.0
 
@@ -38,14 +38,12 @@ def tenant_of(warehouse: WarehouseRecord, principal: Principal) -> str:
 
 @dataclass
 class CatalogContext:
-    store: SqlCatalogStore
+    store: CatalogStore
     settings: Settings
     # One per process: it caches vended storage credentials and STS clients.
     vendor: CredentialVendor = field(default_factory=CredentialVendor)
-    # Where tables of S3 warehouses are published in AWS Glue (unset: FLOE_GLUE_*, else floe.yaml's
-    # `glue:`); a provider answering None turns publishing off.
-    glue_target: GlueTargetProvider | None = None
-    glue: GluePublisher = field(init=False)
+    # Told of committed changes; side effects (Glue publishing) subscribe at startup.
+    events: EventBus = field(default_factory=EventBus)
     storage_runner: StorageRunner = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
     _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
@@ -57,11 +55,6 @@ class CatalogContext:
             self.settings.storage_threads,
             self.settings.storage_threads_per_tenant,
             self.settings.storage_timeout_seconds,
-        )
-        self.glue = GluePublisher(
-            self.store,
-            self.glue_target or ConfiguredGlueTarget(self.settings, self.store),
-            retry_max_seconds=self.settings.glue_retry_max_seconds,
         )
 
     @contextlib.asynccontextmanager

@@ -19,6 +19,7 @@ from pyiceberg.table.metadata import TableMetadata
 from catalog import commit as core
 from catalog.auth import Principal, authorize_pipeline_read, require_admin
 from catalog.errors import AlreadyExists, NotFound
+from catalog.events import PipelineApplied
 from catalog.identifiers import Namespace, TableIdent
 from catalog.pipelines import (
     ConfigError,
@@ -30,7 +31,6 @@ from catalog.pipelines import (
 )
 from catalog.pipelines.evolution import table_targets
 from catalog.service.context import CatalogContext
-from catalog.service.glue import ConfiguredGlueTarget
 from catalog.service.tables import TableChange, TableService, parse_change
 from catalog.store import WarehouseRecord
 from catalog.store.pipelines import PipelineRevisionRecord
@@ -109,7 +109,6 @@ class PipelineService:
             raise InvalidConfig(errors)
         normalized = config.to_json()
         revision = previous.revision if previous is not None else None
-        previous_glue = previous.config.get("glue") if previous is not None else None
         unchanged = (
             previous is not None
             and previous.config == normalized
@@ -136,11 +135,11 @@ class PipelineService:
             plan=plan.to_json(),
             applied_by=principal.subject,
         )
-        provider = self.ctx.glue.target_provider
-        if isinstance(provider, ConfiguredGlueTarget) and normalized.get("glue") != previous_glue:
-            # floe.yaml's `glue:` changed: publish every table to the new target now.
-            provider.invalidate()
-            await self.ctx.glue.sweep()
+        before = previous.config if previous is not None else {}
+        changed = frozenset(
+            k for k in before.keys() | normalized.keys() if before.get(k) != normalized.get(k)
+        )
+        await self.ctx.events.publish(PipelineApplied(stored.revision, record.name, changed))
         log.info(
             "pipeline revision %d applied by %s: %d tables created or evolved",
             stored.revision,

@@ -46,7 +46,7 @@ from catalog.security.secrets import (
 )
 from catalog.security.tokens import AccessToken, TokenSigner
 from catalog.settings import Settings
-from catalog.store import SqlCatalogStore
+from catalog.store.interfaces import SecurityStore
 from catalog.store.security import ApiKeyRecord, ClusterRecord
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class _KeyedLocks:
 class AuthService:
     """Issues tokens for API keys and turns bearer tokens into principals."""
 
-    def __init__(self, store: SqlCatalogStore, settings: Settings) -> None:
+    def __init__(self, store: SecurityStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
         self.signer = TokenSigner(store, timedelta(seconds=settings.token_lifetime_seconds))

@@ -27,6 +27,7 @@ from catalog.errors import (
     NoSuchNamespace,
     NoSuchTable,
 )
+from catalog.events import TableChanged
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import check_kafka_progress, kafka_progress
 from catalog.locations import (
@@ -317,7 +318,7 @@ class TableService:
         except AlreadyExists:
             await self.ctx.run_storage(warehouse, principal, storage.delete, metadata_location)
             raise
-        self.ctx.glue.notify(warehouse, namespace, name)
+        await self.ctx.events.publish(TableChanged(warehouse, namespace, name))
         loaded = LoadedTable(metadata_location, metadata_json, self.table_config(warehouse))
         return loaded.with_credentials(credential)
 
@@ -351,7 +352,7 @@ class TableService:
                 raise CommitFailed(f"Table {ident} changed while it was being registered")
         else:
             await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "table")])
-        self.ctx.glue.notify(warehouse, namespace, name)
+        await self.ctx.events.publish(TableChanged(warehouse, namespace, name))
         return LoadedTable(location, metadata_json, self.table_config(warehouse))
 
     def _note_placement(
@@ -418,7 +419,7 @@ class TableService:
                     ) from exc
                 if swapped:
                     for ident in idents:
-                        self.ctx.glue.notify(warehouse, ident.namespace, ident.name)
+                        await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
                     return results
                 await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
                 COMMIT_RETRIES.inc()
@@ -520,7 +521,7 @@ class TableService:
         dropped = await self.ctx.store.drop_tabular(record.id)
         if dropped is None:
             raise NoSuchTable(f"Table does not exist: {ident}")
-        self.ctx.glue.notify(warehouse, ident.namespace, ident.name)
+        await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
         metadata_location, metadata_json = dropped
         if purge:
             # The table is gone: nothing about its files may turn that into an error now.
@@ -567,7 +568,7 @@ class TableService:
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
         await self.ctx.rename(warehouse, source, destination, "table")
         for ident in (source, destination):
-            self.ctx.glue.notify(warehouse, ident.namespace, ident.name)
+            await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
 
     # -- metrics ----------------------------------------------------------------------------------
 

@@ -1,21 +1,7 @@
-"""AWS Glue Data Catalog publishing: every table of an S3 warehouse gets a Glue table pointing at its
-current metadata file, so Athena, EMR, Redshift Spectrum and any Glue-catalog engine (pyiceberg's and
-Iceberg Java's `GlueCatalog`) find floe's tables without talking to floe.
+"""The Glue publisher: a background task per catalog process keeps Glue in step with floe's tables.
 
-A Glue table looks exactly like the ones those `GlueCatalog`s write: database = the namespace (nested
-levels joined with `_`), table = the table name (both lower-cased, as Glue stores them),
-`TableType=EXTERNAL_TABLE`, `Parameters` with `table_type=ICEBERG`, `metadata_location`,
-`previous_metadata_location` and the table's properties, and a `StorageDescriptor` with the table
-location and its columns in Glue's type syntax. floe adds `floe.warehouse` (the warehouse id): floe only
-updates or deletes Glue tables carrying its own warehouse's mark (or, with no mark, an Iceberg table
-pointing at a metadata file of the same table's history, which floe then takes over).
-
-Publishing never touches a commit's path: the service calls `GluePublisher.notify` (a dict insert), and a
-background task per process publishes. Notifications coalesce per table, and a publish always writes the
-table's *current* state read from the store at publish time (absent: the Glue table is deleted), so it
-never moves Glue backwards, whatever the order in which workers or servers publish. Glue's table
-`VersionId` makes a concurrent publisher's stale write fail and re-read instead of overwrite. Failures
-are retried with exponential backoff, for as long as it takes (an unreachable Glue only delays).
+It listens for `TableChanged` events (a dict insert on the commit's path) and publishes each changed
+table's *current* state read from the store at publish time; see `catalog.service.glue` for the rules.
 """
 
 from __future__ import annotations
@@ -26,9 +12,9 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -37,33 +23,22 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from prometheus_client import Counter, Gauge
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.types import (
-    BinaryType,
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FixedType,
-    FloatType,
-    IcebergType,
-    IntegerType,
-    ListType,
-    LongType,
-    MapType,
-    StringType,
-    StructType,
-    TimestampNanoType,
-    TimestampType,
-    TimestamptzNanoType,
-    TimestamptzType,
-    TimeType,
-    UUIDType,
-)
 
 from catalog import commit as core
+from catalog.events import EventBus, PipelineApplied, TableChanged
 from catalog.identifiers import Namespace
-from catalog.settings import Settings
-from catalog.store import SqlCatalogStore, WarehouseRecord
+from catalog.service.glue.mapping import (
+    FLOE_WAREHOUSE,
+    METADATA_LOCATION,
+    TABLE_TYPE,
+    glue_database_name,
+    glue_table_input,
+    glue_table_name,
+    publishes_to_glue,
+)
+from catalog.service.glue.target import ConfiguredGlueTarget, GlueTarget, GlueTargetProvider, describe_target
+from catalog.store import WarehouseRecord
+from catalog.store.interfaces import NamespaceStore, TabularStore, WarehouseStore
 
 log = logging.getLogger(__name__)
 
@@ -77,199 +52,15 @@ GLUE_QUEUE = Gauge(
     multiprocess_mode="livesum",
 )
 
-# The parameter names pyiceberg's and Iceberg Java's GlueCatalog write and read.
-TABLE_TYPE = "table_type"
-METADATA_LOCATION = "metadata_location"
-PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
-ICEBERG_FIELD_ID = "iceberg.field.id"
-ICEBERG_FIELD_OPTIONAL = "iceberg.field.optional"
-ICEBERG_FIELD_CURRENT = "iceberg.field.current"
-# floe's ownership mark on the Glue tables it publishes.
-FLOE_WAREHOUSE = "floe.warehouse"
 
-S3_SCHEMES = ("s3://", "s3a://", "s3n://")
-# Glue's limits (CreateTable API reference): longer values make the whole call fail.
-_MAX_PARAMETER_KEY = 255
-_MAX_PARAMETER_VALUE = 512_000
-_MAX_COMMENT = 255
-_MAX_DESCRIPTION = 2048
 # Error codes retrying cannot fix: the input itself is rejected.
 _PERMANENT_ERRORS = frozenset({"InvalidInputException", "ValidationException"})
 # A publish re-reads and tries again when a concurrent publisher changed the Glue table under it.
 _RACE_ATTEMPTS = 5
 
-_GLUE_PRIMITIVES: dict[type[IcebergType], str] = {
-    BooleanType: "boolean",
-    IntegerType: "int",
-    LongType: "bigint",
-    FloatType: "float",
-    DoubleType: "double",
-    DateType: "date",
-    TimeType: "string",
-    StringType: "string",
-    UUIDType: "string",
-    TimestampType: "timestamp",
-    TimestamptzType: "timestamp",
-    # Glue (Hive) types have no nanosecond timestamp: engines read the precise type from the metadata.
-    TimestampNanoType: "timestamp",
-    TimestamptzNanoType: "timestamp",
-    FixedType: "binary",
-    BinaryType: "binary",
-}
 
-
-@dataclass(frozen=True, slots=True)
-class GlueTarget:
-    """The Glue Data Catalog to publish to: region (None: the AWS chain's), account id (None: the
-    caller's account) and endpoint (None: AWS's regional endpoint)."""
-
-    region: str | None = None
-    catalog_id: str | None = None
-    endpoint: str | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> GlueTarget | None:
-        """The target `FLOE_GLUE_*` configure; None (publishing off) when none of them is set."""
-        if not (settings.glue_region or settings.glue_catalog_id or settings.glue_endpoint):
-            return None
-        return cls(settings.glue_region, settings.glue_catalog_id, settings.glue_endpoint)
-
-
-GlueTargetProvider = Callable[[], Awaitable[GlueTarget | None]]
-
-
-def settings_target_provider(settings: Settings) -> GlueTargetProvider:
-    """A provider answering the environment's target (fixed for the process's life)."""
-    target = GlueTarget.from_settings(settings)
-
-    async def provide() -> GlueTarget | None:
-        return target
-
-    return provide
-
-
-class ConfiguredGlueTarget:
-    """FLOE_GLUE_* when set, else the `glue:` section of the applied floe.yaml, read again at most every
-    `cache_seconds` (so a `floe apply` that adds it turns publishing on in every catalog process)."""
-
-    def __init__(self, settings: Settings, store: SqlCatalogStore, cache_seconds: float = 10.0) -> None:
-        self.fixed = GlueTarget.from_settings(settings)
-        self.store = store
-        self.cache_seconds = cache_seconds
-        self._cached: tuple[float, GlueTarget | None] | None = None
-
-    def invalidate(self) -> None:
-        self._cached = None
-
-    async def __call__(self) -> GlueTarget | None:
-        if self.fixed is not None:
-            return self.fixed
-        now = time.monotonic()
-        if self._cached is not None and now - self._cached[0] < self.cache_seconds:
-            return self._cached[1]
-        revision = await self.store.latest_pipeline_revision()
-        glue = revision.config.get("glue") if revision is not None else None
-        target = (
-            GlueTarget(glue.get("region"), glue.get("catalog_id"), glue.get("endpoint"))
-            if isinstance(glue, dict)
-            else None
-        )
-        self._cached = (now, target)
-        return target
-
-
-def publishes_to_glue(warehouse_location: str) -> bool:
-    """Only tables in S3 can be read through Glue by AWS engines."""
-    return warehouse_location.startswith(S3_SCHEMES)
-
-
-def glue_database_name(namespace: Namespace) -> str:
-    return "_".join(namespace.levels).lower()
-
-
-def glue_table_name(name: str) -> str:
-    return name.lower()
-
-
-def glue_type(iceberg_type: IcebergType) -> str:
-    """The Hive type string Glue shows for an Iceberg type (as pyiceberg and Iceberg Java write it)."""
-    if isinstance(iceberg_type, StructType):
-        return "struct<" + ",".join(f"{f.name}:{glue_type(f.field_type)}" for f in iceberg_type.fields) + ">"
-    if isinstance(iceberg_type, ListType):
-        return f"array<{glue_type(iceberg_type.element_type)}>"
-    if isinstance(iceberg_type, MapType):
-        return f"map<{glue_type(iceberg_type.key_type)},{glue_type(iceberg_type.value_type)}>"
-    if isinstance(iceberg_type, DecimalType):
-        return f"decimal({iceberg_type.precision},{iceberg_type.scale})"
-    return _GLUE_PRIMITIVES.get(type(iceberg_type), str(iceberg_type))
-
-
-def glue_columns(metadata: TableMetadata) -> list[dict[str, Any]]:
-    """The current schema's columns, then columns only older schemas have (`iceberg.field.current`
-    false), each name once."""
-    columns: dict[str, dict[str, Any]] = {}
-    current = metadata.schema_by_id(metadata.current_schema_id)
-    schemas = ([current] if current is not None else []) + [
-        s for s in metadata.schemas if s.schema_id != metadata.current_schema_id
-    ]
-    for schema in schemas:
-        is_current = schema.schema_id == metadata.current_schema_id
-        for field in schema.columns:
-            if field.name in columns:
-                continue
-            column: dict[str, Any] = {
-                "Name": field.name,
-                "Type": glue_type(field.field_type),
-                "Parameters": {
-                    ICEBERG_FIELD_ID: str(field.field_id),
-                    ICEBERG_FIELD_OPTIONAL: str(field.optional).lower(),
-                    ICEBERG_FIELD_CURRENT: str(is_current).lower(),
-                },
-            }
-            if field.doc:
-                column["Comment"] = field.doc[:_MAX_COMMENT]
-            columns[field.name] = column
-    return list(columns.values())
-
-
-def previous_metadata_location(metadata: TableMetadata) -> str | None:
-    """The metadata file this version replaced: the last entry of the metadata log."""
-    return metadata.metadata_log[-1].metadata_file if metadata.metadata_log else None
-
-
-def glue_table_input(
-    name: str,
-    metadata_location: str,
-    metadata: TableMetadata,
-    warehouse_id: str,
-    existing_parameters: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """The `TableInput` of CreateTable/UpdateTable for one table version.
-
-    Parameters: the Glue table's existing ones (kept, as the GlueCatalogs do), the Iceberg table
-    properties, then the pointer parameters and floe's mark, which nothing may override."""
-    parameters = dict(existing_parameters or {})
-    for key, value in metadata.properties.items():
-        if len(key) <= _MAX_PARAMETER_KEY and len(str(value).encode()) <= _MAX_PARAMETER_VALUE:
-            parameters[key] = str(value)
-    parameters.pop(PREVIOUS_METADATA_LOCATION, None)
-    parameters[TABLE_TYPE] = "ICEBERG"
-    parameters[METADATA_LOCATION] = metadata_location
-    previous = previous_metadata_location(metadata)
-    if previous:
-        parameters[PREVIOUS_METADATA_LOCATION] = previous
-    parameters[FLOE_WAREHOUSE] = warehouse_id
-    table_input: dict[str, Any] = {
-        "Name": name,
-        "TableType": "EXTERNAL_TABLE",
-        "Parameters": parameters,
-        "StorageDescriptor": {"Columns": glue_columns(metadata), "Location": metadata.location},
-    }
-    # Spark's `COMMENT` and Iceberg Java's GlueCatalog use the `comment` property.
-    description = metadata.properties.get("comment")
-    if description:
-        table_input["Description"] = description[:_MAX_DESCRIPTION]
-    return table_input
+class PublishedStore(WarehouseStore, NamespaceStore, TabularStore, Protocol):
+    """What publishing reads: the warehouses, their namespaces and tables."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,7 +97,7 @@ class GluePublisher:
 
     def __init__(
         self,
-        store: SqlCatalogStore,
+        store: PublishedStore,
         target_provider: GlueTargetProvider,
         *,
         retry_max_seconds: float = 30.0,
@@ -335,6 +126,21 @@ class GluePublisher:
         self._clients: dict[GlueTarget, Any] = {}
 
     # -- the commit side: cheap and synchronous ----------------------------------------------------
+
+    def subscribe(self, events: EventBus) -> None:
+        """Listen for changed tables, and for a floe.yaml whose `glue:` section changed."""
+        events.subscribe(TableChanged, self._on_table_changed)
+        events.subscribe(PipelineApplied, self._on_pipeline_applied)
+
+    def _on_table_changed(self, event: TableChanged) -> None:
+        self.notify(event.warehouse, event.namespace, event.name)
+
+    async def _on_pipeline_applied(self, event: PipelineApplied) -> None:
+        provider = self.target_provider
+        if isinstance(provider, ConfiguredGlueTarget) and "glue" in event.changed_sections:
+            # floe.yaml's `glue:` changed: publish every table to the new target now.
+            provider.invalidate()
+            await self.sweep()
 
     def notify(self, warehouse: WarehouseRecord, namespace: Namespace, name: str) -> None:
         """The table `namespace.name` of `warehouse` changed (created, committed, dropped, renamed)."""
@@ -618,10 +424,3 @@ class GluePublisher:
             or parameters.get(METADATA_LOCATION) not in history
         ):
             raise GlueConflict(f"Glue table {database}.{table} exists and is not this floe table")
-
-
-def describe_target(target: GlueTarget) -> str:
-    """The target for logs (no credentials are part of it)."""
-    return f"region={target.region or '(AWS chain)'} catalog={target.catalog_id or '(own account)'} " + (
-        f"endpoint={target.endpoint}" if target.endpoint else "endpoint=(AWS)"
-    )

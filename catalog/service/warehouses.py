@@ -1,0 +1,47 @@
+"""Warehouses: where tables' files live. Created by operators (`floe warehouses create`); the server's
+default warehouse is synced from the environment at startup."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from catalog.settings import _normalize_location
+from catalog.store.interfaces import AuditStore, WarehouseStore
+from catalog.store.records import WarehouseRecord
+from catalog.store.security import AuditEntry
+
+CREATE_WAREHOUSE = "createWarehouse"
+
+
+class WarehouseAuditStore(WarehouseStore, AuditStore, Protocol):
+    """Warehouses, and the audit log their changes are recorded in."""
+
+
+class WarehouseService:
+    def __init__(self, store: WarehouseAuditStore) -> None:
+        self.store = store
+
+    async def create_warehouse(
+        self, name: str, location: str, properties: dict[str, str], *, subject: str, source: str = ""
+    ) -> WarehouseRecord:
+        """Create the warehouse, or update its storage settings (a new location only affects new
+        tables), and record it in the audit log, as every mutation through the API is.
+
+        `location`: file:///path, /path (made absolute) or s3://bucket/prefix. `subject` is who asked
+        (the audit log's subject), `source` where from (a host, or the command line)."""
+        status, outcome = 500, "failed"
+        try:
+            record = await self.store.upsert_warehouse(name, _normalize_location(location), properties)
+            status, outcome = 200, "ok"
+            return record
+        finally:
+            entry = AuditEntry(
+                subject=subject[:255],
+                cluster=None,
+                action=CREATE_WAREHOUSE,
+                target=f"name={name}".replace("\x00", "%00"),
+                outcome=outcome,
+                status_code=status,
+                source=source,
+            )
+            await self.store.add_audit_entries([entry])
