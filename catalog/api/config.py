@@ -65,7 +65,7 @@ async def readyz(state: State) -> dict[str, str]:
     """Unauthenticated, like `/healthz`: load balancers and orchestrators probe it."""
     context: CatalogContext = state.ctx
     try:
-        await context.store.ping()
+        await context.check_database()
     except Exception as exc:
         raise ServiceUnavailable(f"Database unreachable: {type(exc).__name__}") from exc
     return {"status": "ready"}

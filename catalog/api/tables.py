@@ -30,7 +30,8 @@ from catalog.api.schemas import (
 )
 from catalog.auth import Principal
 from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_name, parse_namespace
-from catalog.service.tables import LoadedTable, TableService, parse_change
+from catalog.service.table_model import LoadedTable, parse_change
+from catalog.service.tables import TableService
 
 JSON = "application/json"
 

@@ -68,6 +68,10 @@ class CatalogContext:
                 await stack.enter_async_context(lock)
             yield
 
+    async def check_database(self) -> None:
+        """Raise unless the database answers (readiness probes)."""
+        await self.store.ping()
+
     async def warehouse(self, name: str) -> WarehouseRecord:
         """The warehouse a `prefix` names, cached briefly: it is read on every request."""
         now = time.monotonic()

@@ -31,7 +31,8 @@ from catalog.pipelines import (
 )
 from catalog.pipelines.evolution import table_targets
 from catalog.service.context import CatalogContext
-from catalog.service.tables import TableChange, TableService, parse_change
+from catalog.service.table_model import TableChange, parse_change
+from catalog.service.tables import TableService
 from catalog.store import WarehouseRecord
 from catalog.store.pipelines import PipelineRevisionRecord
 

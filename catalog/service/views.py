@@ -11,7 +11,7 @@ from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import confine, confine_metadata, confine_properties
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext
-from catalog.service.tables import LoadedTable
+from catalog.service.table_model import LoadedTable
 from catalog.storage import client_properties
 from catalog.store import PendingCommit, WarehouseRecord
 
