@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 from litestar import Controller, Request, Response, get, put
 
+from catalog.api.guards import admin_only
 from catalog.auth import Principal
 from catalog.pipelines import InvalidConfig
 from catalog.service.context import CatalogContext
@@ -120,7 +121,7 @@ class PipelineController(Controller):
     tags = ["Management API"]
     exception_handlers = {InvalidConfig: _invalid_config}
 
-    @put("/", operation_id="applyPipeline", status_code=200)
+    @put("/", operation_id="applyPipeline", status_code=200, guards=[admin_only])
     async def apply(
         self, principal: Principal, context: CatalogContext, data: ApplyPipelineRequest
     ) -> ApplyPipelineResponse:
