@@ -49,7 +49,8 @@ def _normalize_database_url(url: str) -> str:
     return url
 
 
-def _normalize_location(location: str) -> str:
+def normalize_warehouse_location(location: str) -> str:
+    """A warehouse location as stored: URLs without a trailing slash, paths made absolute `file://`."""
     if "://" in location:
         return location.rstrip("/")
     return Path(location).expanduser().resolve().as_uri()
@@ -102,7 +103,7 @@ def _default_database_url(data: dict[str, Any]) -> str:
 
 
 def _default_warehouse(data: dict[str, Any]) -> str:
-    return _normalize_location(str(data.get("home", _home(".floe")) / "warehouse"))
+    return normalize_warehouse_location(str(data.get("home", _home(".floe")) / "warehouse"))
 
 
 def shown_default(text: str) -> dict[str, Any]:
@@ -209,7 +210,7 @@ class Settings(FloeSettings):
     warehouse_name: str = Field(
         DEFAULT_WAREHOUSE_NAME, min_length=1, description="the default warehouse's name (its URL prefix)"
     )
-    warehouse_location: Annotated[str, AfterValidator(_normalize_location)] = Field(
+    warehouse_location: Annotated[str, AfterValidator(normalize_warehouse_location)] = Field(
         default_factory=_default_warehouse,
         validation_alias="FLOE_WAREHOUSE",
         description="the default warehouse's location: a path, `file://…` or `s3://bucket/prefix`",

@@ -42,6 +42,11 @@ def test_second_warehouse(catalog_server: CatalogProcess, database_url: str, tmp
     assert name in {w["name"] for w in json.loads(listed.stdout)}
 
     auth = {"Authorization": f"Bearer {catalog_server.token()}"}
+    audit = httpx.get(f"{catalog_server.url}/management/v1/audit", params={"limit": 1000}, headers=auth)
+    assert any(
+        e["action"] == "createWarehouse" and e["target"] == f"name={name}" and e["outcome"] == "ok"
+        for e in audit.json()["entries"]
+    ), "the command line's change is in the audit log"
     config = httpx.get(f"{catalog_server.url}/v1/config", params={"warehouse": name}, headers=auth).json()
     assert config["overrides"]["prefix"] == name
 

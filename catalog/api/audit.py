@@ -52,17 +52,24 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, send)
             return
         status = 500
+        recorded = False
 
         async def capture(message: Message) -> None:
-            nonlocal status
+            nonlocal status, recorded
             if message["type"] == "http.response.start":
                 status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                # Recorded before the response completes: a client that has its answer finds the
+                # mutation in the audit log (not a moment later).
+                recorded = True
+                await _record(scope, status)
             await send(message)
 
         try:
             await app(scope, receive, capture)
         finally:
-            await _record(scope, status)
+            if not recorded:
+                await _record(scope, status)
 
     return middleware
 

@@ -13,6 +13,7 @@ from litestar.enums import RequestEncodingType
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
 
+from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
 from catalog.service.security import ACCESS_TOKEN_TYPE, AuthService, OAuthFailure, parse_token_request
 
 
@@ -79,6 +80,9 @@ async def get_token(
         token_request = parse_token_request(form, authorization)
         if "\x00" in (token_request.client_id or ""):  # no client has one, and PostgreSQL cannot look it up
             raise OAuthFailure(400, "invalid_request", "Malformed client_id: it contains a NUL character")
+        if token_request.client_id:
+            # The audit log names who asked for a token (the request has no principal yet).
+            request.scope.setdefault("state", {})[TOKEN_CLIENT_STATE_KEY] = token_request.client_id
         source = request.client.host if request.client else "unknown"
         token, scope = await auth.issue_token(token_request, source)
     except OAuthFailure as exc:

@@ -1,8 +1,10 @@
-"""`floe warehouses`: named storage locations, written to the configured database directly."""
+"""`floe warehouses`: named storage locations, written to the configured database through the
+warehouse service (so each change is in the audit log, as changes through the API are)."""
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import sys
 
@@ -12,6 +14,7 @@ from rich.table import Table
 from catalog.cli.output import console
 from catalog.cli.settings import server_settings
 from catalog.migrations import upgrade_database
+from catalog.service.warehouses import WarehouseService
 from catalog.store import create_store
 
 
@@ -42,8 +45,6 @@ def warehouses_create(
     sts_endpoint: str | None,
 ) -> None:
     """Create or update a warehouse in the configured database."""
-    from catalog.settings import _normalize_location
-
     props: dict[str, str] = {}
     if s3_endpoint:
         props["s3.endpoint"] = s3_endpoint
@@ -62,7 +63,9 @@ def warehouses_create(
     async def run() -> None:
         store = create_store(settings.database_url)
         try:
-            record = await store.upsert_warehouse(name, _normalize_location(location), props)
+            record = await WarehouseService(store).create_warehouse(
+                name, location, props, subject=f"cli:{getpass.getuser()}", source="cli"
+            )
         finally:
             await store.close()
         json.dump(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from catalog.settings import _normalize_location
+from catalog.settings import normalize_warehouse_location
 from catalog.store.interfaces import AuditStore, WarehouseStore
 from catalog.store.records import WarehouseRecord
 from catalog.store.security import AuditEntry
@@ -31,7 +31,9 @@ class WarehouseService:
         (the audit log's subject), `source` where from (a host, or the command line)."""
         status, outcome = 500, "failed"
         try:
-            record = await self.store.upsert_warehouse(name, _normalize_location(location), properties)
+            record = await self.store.upsert_warehouse(
+                name, normalize_warehouse_location(location), properties
+            )
             status, outcome = 200, "ok"
             return record
         finally:
