@@ -7,6 +7,9 @@ back unchanged); failures are `ClientError`s: `Unreachable`, `AuthenticationFail
 credentials on authlib's httpx client: a token is fetched on first use, renewed a minute before it
 expires, and renewed once more when the server answers 401 (a signing key rotated, a server restarted
 with a new key).
+
+A little over 500 lines on purpose: the result types and the one session that fetches them belong
+together, so a caller reads one module to learn the whole management API from the client side.
 """
 
 from __future__ import annotations
