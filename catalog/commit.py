@@ -23,7 +23,9 @@ from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMeta
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.table.update import (
+    AddSortOrderUpdate,
     RemovePropertiesUpdate,
+    SetDefaultSortOrderUpdate,
     SetPropertiesUpdate,
     TableUpdate,
     update_table_metadata,
@@ -277,6 +279,37 @@ def ignore_absent_removals(start: TableMetadata, updates: Sequence[TableUpdate])
     return tuple(result)
 
 
+def assign_sort_order_ids(start: TableMetadata, updates: Sequence[TableUpdate]) -> tuple[TableUpdate, ...]:
+    """Give added sort orders the ids the Java reference assigns where the sent id cannot stand.
+
+    An order whose fields an existing order already has reuses that order's id (the add becomes a
+    no-op), and one whose id is taken by a different order gets the highest id + 1: a replace transaction
+    re-adds its order with the id it had when the transaction began, which a concurrent commit may have
+    taken since (pyiceberg refuses both). `set-default-sort-order -1` names the last added order by id.
+    """
+    orders = {order.order_id: order for order in start.sort_orders}
+    last_added: int | None = None
+    result: list[TableUpdate] = []
+    for update in updates:
+        if isinstance(update, AddSortOrderUpdate):
+            sent = update.sort_order
+            same = next((order for order in orders.values() if order.fields == sent.fields), None)
+            if same is not None:
+                last_added = same.order_id
+                continue
+            if sent.order_id in orders:
+                new_id = max(max(orders) + 1, 1)
+                sent = sent.model_copy(update={"order_id": new_id})
+                update = AddSortOrderUpdate(sort_order=sent)
+            orders[sent.order_id] = sent
+            last_added = sent.order_id
+        elif isinstance(update, SetDefaultSortOrderUpdate):
+            names_last_added = update.sort_order_id == -1 and last_added is not None
+            update = SetDefaultSortOrderUpdate(sort_order_id=last_added) if names_last_added else update
+        result.append(update)
+    return tuple(result)
+
+
 def apply_table_updates(
     base: TableMetadata | None,
     updates: Sequence[TableUpdate],
@@ -292,7 +325,9 @@ def apply_table_updates(
     start = base if base is not None else empty_table_metadata(updates)
     try:
         new = update_table_metadata(
-            start, ignore_absent_removals(start, updates), metadata_location=base_location
+            start,
+            assign_sort_order_ids(start, ignore_absent_removals(start, updates)),
+            metadata_location=base_location,
         )
         # A create transaction starts from an empty v1 shell: re-validate the finished metadata fully.
         if base is None:

@@ -23,6 +23,13 @@ class BadRequest(CatalogError):
     error_type = "BadRequestException"
 
 
+class InvalidArgument(BadRequest):
+    """A request the Java reference refuses with `IllegalArgumentException` (a failed precondition): the Java
+    client raises that exception type for this error type, where its callers expect it."""
+
+    error_type = "IllegalArgumentException"
+
+
 class NotAuthorized(CatalogError):
     status_code = 401
     error_type = "NotAuthorizedException"

@@ -19,7 +19,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.view.metadata import ViewHistoryEntry, ViewMetadata, ViewVersion
 
 from catalog.commit import metadata_version
-from catalog.errors import BadRequest, CommitFailed
+from catalog.errors import BadRequest, CommitFailed, InvalidArgument
 
 VIEW_UPDATE_ACTIONS = frozenset(
     {
@@ -36,6 +36,7 @@ VIEW_UPDATE_ACTIONS = frozenset(
 VIEW_REQUIREMENT_TYPES = frozenset({"assert-view-uuid"})
 HISTORY_ENTRIES_PROPERTY = "version.history.num-entries"
 DEFAULT_HISTORY_ENTRIES = 10
+INITIAL_SCHEMA_ID = 0
 
 T = TypeVar("T")
 
@@ -78,6 +79,16 @@ def check_view_requirements(requirements: Any, base: ViewMetadata) -> None:
             raise CommitFailed(
                 f"Requirement failed: view UUID does not match: expected {base.view_uuid} != {expected}"
             )
+
+
+def _check_one_query_per_dialect(version: ViewVersion) -> None:
+    """At most one SQL representation per dialect (case-insensitive), refused as the Java reference does."""
+    seen: set[str] = set()
+    for representation in version.representations:
+        dialect = representation.root.dialect.lower()
+        if dialect in seen:
+            raise InvalidArgument(f"Invalid view version: Cannot add multiple queries for dialect {dialect}")
+        seen.add(dialect)
 
 
 def _same_version(a: ViewVersion, b: ViewVersion) -> bool:
@@ -126,9 +137,7 @@ class _ViewBuilder:
             version = version.model_copy(update={"schema_id": self.last_added_schema_id})
         if not any(s.schema_id == version.schema_id for s in self.meta.schemas):
             raise BadRequest(f"Cannot add version with unknown schema: {version.schema_id}")
-        dialects = [r.root.dialect.lower() for r in version.representations]
-        if len(dialects) != len(set(dialects)):
-            raise BadRequest(f"Invalid view version: cannot add multiple queries for one dialect: {dialects}")
+        _check_one_query_per_dialect(version)
         for existing in self.meta.versions:
             if _same_version(existing, version):
                 self.last_added_version_id = existing.version_id
@@ -225,11 +234,12 @@ def create_view_metadata(
     parsed_schema: Schema = _parse(_SCHEMA, schema, "schema")
     if not isinstance(view_version, dict):
         raise BadRequest("Invalid view: 'view-version' must be an object")
-    version_body = {**view_version, "schema-id": parsed_schema.schema_id}
+    # The view's first schema gets id 0 whatever id the client sent, as the Java reference assigns it
+    # (`ViewMetadata.Builder.setCurrentVersion`); the version points at it.
+    parsed_schema = parsed_schema.model_copy(update={"schema_id": INITIAL_SCHEMA_ID})
+    version_body = {**view_version, "schema-id": INITIAL_SCHEMA_ID}
     version: ViewVersion = _parse(_VERSION, version_body, "view version")
-    dialects = [r.root.dialect.lower() for r in version.representations]
-    if len(dialects) != len(set(dialects)):
-        raise BadRequest(f"Invalid view version: cannot add multiple queries for one dialect: {dialects}")
+    _check_one_query_per_dialect(version)
     version = version.model_copy(update={"version_id": 1})
     return _parse(
         _METADATA,

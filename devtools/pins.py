@@ -22,6 +22,8 @@ def pin_lines(name: str) -> list[str]:
 
 
 def maven_artifact(coordinates: str, sha1: str) -> Artifact:
-    """`group:name:version` and its SHA-1 as an artifact to fetch."""
-    group, name, version = coordinates.split(":")
-    return Artifact(group, name, version, sha1)
+    """`group:name:version[:classifier]` and its SHA-1 as an artifact to fetch."""
+    group, name, version, *classifier = coordinates.split(":")
+    if len(classifier) > 1:
+        raise ValueError(f"Not Maven coordinates: {coordinates!r}")
+    return Artifact(group, name, version, sha1, classifier=classifier[0] if classifier else "")

@@ -17,7 +17,7 @@ from pyiceberg.view.metadata import ViewMetadata
 
 from catalog import commit as core
 from catalog import view_commit as views
-from catalog.errors import BadRequest, CommitFailed
+from catalog.errors import BadRequest, CommitFailed, InvalidArgument
 
 SCHEMA: dict[str, Any] = {
     "type": "struct",
@@ -401,6 +401,40 @@ def test_create_transaction_lands_at_the_default_location() -> None:
         core.commit_table(None, None, requirements({"type": "assert-create"}), updates)
 
 
+def sort_order(order_id: int, direction: str = "asc") -> dict[str, Any]:
+    field = {"source-id": 1, "transform": "identity", "direction": direction, "null-order": "nulls-first"}
+    return {"order-id": order_id, "fields": [field]}
+
+
+def replace_sort_order(base: TableMetadata, order: dict[str, Any]) -> TableMetadata:
+    updates = core.parse_table_updates(
+        [
+            {"action": "add-sort-order", "sort-order": order},
+            {"action": "set-default-sort-order", "sort-order-id": -1},
+        ]
+    )
+    return core.apply_table_updates(base, updates, None)
+
+
+def test_added_sort_order_gets_a_new_id_when_its_id_is_taken() -> None:
+    """A replace transaction re-adds its order with the id it began with; a concurrent commit may have
+    given that id to another order since: the Java reference assigns the next id instead of failing."""
+    ascending = replace_sort_order(make_table(), sort_order(1))
+    assert ascending.default_sort_order_id == 1
+    descending = replace_sort_order(ascending, sort_order(1, "desc"))
+    assert [order.order_id for order in descending.sort_orders] == [0, 1, 2]
+    assert descending.default_sort_order_id == 2
+    assert descending.sort_order_by_id(2).fields[0].direction.value == "desc"  # type: ignore[union-attr]
+
+
+def test_added_sort_order_equal_to_an_existing_one_reuses_its_id() -> None:
+    ascending = replace_sort_order(make_table(), sort_order(1))
+    descending = replace_sort_order(ascending, sort_order(2, "desc"))
+    again = replace_sort_order(descending, sort_order(3))
+    assert [order.order_id for order in again.sort_orders] == [0, 1, 2]
+    assert again.default_sort_order_id == 1
+
+
 def test_metadata_locations_are_numbered() -> None:
     base = make_table()
     first = core.new_metadata_location(base, None)
@@ -476,6 +510,37 @@ def test_create_view() -> None:
     assert [e.version_id for e in view.version_log] == [1]
     assert view.properties == {"comment": "c"}
     uuid.UUID(view.view_uuid)
+
+
+def test_created_view_schema_gets_id_zero() -> None:
+    """The Java reference assigns the first schema id 0 whatever the client sent."""
+    view = views.create_view_metadata(
+        location="file:///tmp/floe-core-test/v",
+        schema={**VIEW_SCHEMA, "schema-id": 5},
+        view_version=view_version("select 1", schema_id=5),
+        properties={},
+    )
+    assert [schema.schema_id for schema in view.schemas] == [0]
+    assert view.versions[0].schema_id == 0
+    replaced = replace_sql(view, "select 2", {**VIEW_SCHEMA, "fields": []})
+    assert [schema.schema_id for schema in replaced.schemas] == [0, 1]
+
+
+def test_two_queries_for_one_dialect_are_an_illegal_argument() -> None:
+    version = view_version("select 1")
+    version["representations"] = [
+        {"type": "sql", "sql": "select 1", "dialect": "trino"},
+        {"type": "sql", "sql": "select 2", "dialect": "Trino"},
+    ]
+    message = "Invalid view version: Cannot add multiple queries for dialect trino"
+    with pytest.raises(InvalidArgument, match=message) as raised:
+        views.create_view_metadata(
+            location="file:///tmp/floe-core-test/v", schema=VIEW_SCHEMA, view_version=version, properties={}
+        )
+    assert raised.value.error_type == "IllegalArgumentException"
+    assert raised.value.status_code == 400
+    with pytest.raises(InvalidArgument, match=message):
+        views.commit_view(make_view(), [], [{"action": "add-view-version", "view-version": version}])
 
 
 def test_replace_view_with_last_added_ids() -> None:

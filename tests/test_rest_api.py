@@ -772,6 +772,56 @@ def test_drop_namespace_that_is_not_empty(http: httpx.Client, namespace: str) ->
     assert http.head(url).status_code == 404
 
 
+def test_conflicts_are_worded_as_the_reference_words_them(http: httpx.Client, namespace: str) -> None:
+    """The Java client and the REST compatibility kit match these texts and types."""
+    levels = [namespace]
+    views = f"{PREFIX}/namespaces/{namespace}/views"
+    assert http.post(views, json=view_body("v", (namespace,))).status_code == 200
+    table = create_table(http, levels, "t")
+    ns = namespace
+    assert_error(
+        rename(http, "tables", (levels, "t"), (levels, "v")),
+        409,
+        "AlreadyExistsException",
+        f"Cannot rename {ns}.t to {ns}.v. View already exists",
+    )
+    assert_error(
+        rename(http, "views", (levels, "v"), (levels, "t")),
+        409,
+        "AlreadyExistsException",
+        f"Cannot rename {ns}.v to {ns}.t. Table already exists",
+    )
+    create = [{"type": "assert-create"}]
+    assert_error(
+        commit(http, levels, "v", create, []),
+        409,
+        "AlreadyExistsException",
+        (f"View with same name already exists: {ns}.v"),
+    )
+    register = {"name": "v", "metadata-location": table["metadata-location"]}
+    assert_error(
+        http.post(f"{PREFIX}/namespaces/{namespace}/register", json=register),
+        409,
+        "AlreadyExistsException",
+        f"View with same name already exists: {ns}.v",
+    )
+    view = http.get(f"{views}/v").json()
+    register_view = {"name": "t", "metadata-location": view["metadata-location"]}
+    assert_error(
+        http.post(f"{PREFIX}/namespaces/{namespace}/register-view", json=register_view),
+        409,
+        "AlreadyExistsException",
+        f"Table with same name already exists: {ns}.t",
+    )
+    # loadView's only 404 is NoSuchViewException, even when the namespace is missing.
+    assert_error(
+        http.get(f"{PREFIX}/namespaces/missing_ns_for_views/views/v"),
+        404,
+        "NoSuchViewException",
+        "View does not exist: missing_ns_for_views.v",
+    )
+
+
 def test_unregister_keeps_files(http: httpx.Client, namespace: str) -> None:
     created = create_table(http, [namespace], "t")
     location = created["metadata-location"]

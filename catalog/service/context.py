@@ -111,7 +111,11 @@ class CatalogContext:
         target = await self.namespace(warehouse, destination.namespace)
         if source == destination:
             return
-        await self.ensure_name_free(target.id, destination, kind)
+        taken = await self.store.name_exists(target.id, destination.name)
+        if taken is not None:
+            # The Java reference's wording, which its clients and the compatibility kit match.
+            label = taken.capitalize()
+            raise AlreadyExists(f"Cannot rename {source} to {destination}. {label} already exists")
         await self.store.rename_tabular(record.id, target.id, destination.name, kind)
 
     async def namespace(self, warehouse: WarehouseRecord, namespace: Namespace) -> NamespaceRecord:

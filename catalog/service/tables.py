@@ -263,7 +263,9 @@ class TableService:
         ident = TableIdent(namespace, name)
         existing = await self.ctx.store.get_tabular(warehouse.id, namespace.key, name)
         if existing is not None:
-            if existing.kind != "table" or not overwrite:
+            if existing.kind != "table":
+                raise AlreadyExists(f"View with same name already exists: {ident}")
+            if not overwrite:
                 raise AlreadyExists(f"Table already exists: {ident}")
             swap = PendingCommit(existing.id, existing.version, location, metadata_json)
             if not await self.ctx.store.swap([swap]):
@@ -365,11 +367,10 @@ class TableService:
             record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
             creating = any(r.type == "assert-create" for r in change.requirements)
             if record is not None and record.kind != "table":
-                raise (CommitFailed if creating else NoSuchTable)(
-                    "Requirement failed: table already exists"
-                    if creating
-                    else f"Table does not exist: {ident}"
-                )
+                if creating:
+                    # 409 AlreadyExistsException, worded as the Java reference words it.
+                    raise AlreadyExists(f"View with same name already exists: {ident}")
+                raise NoSuchTable(f"Table does not exist: {ident}")
             if record is None:
                 ns = await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key)
                 if ns is None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from catalog import view_commit as core
 from catalog.auth import Action, Principal, authorize
-from catalog.errors import AlreadyExists, BadRequest, CommitFailed, NoSuchView
+from catalog.errors import AlreadyExists, BadRequest, CommitFailed, NoSuchNamespace, NoSuchView
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import confine, confine_metadata, confine_properties
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
@@ -39,7 +39,11 @@ class ViewService:
     async def load(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabular(warehouse, ident, "view")
+        try:
+            record = await self.ctx.tabular(warehouse, ident, "view")
+        except NoSuchNamespace:
+            # loadView's only 404 in the spec is NoSuchViewException, as the Java reference answers.
+            raise NoSuchView(f"View does not exist: {ident}") from None
         return self._loaded(warehouse, record.metadata_location, record.metadata_json)
 
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
@@ -131,6 +135,7 @@ class ViewService:
         root = self.ctx.storage_root(warehouse, principal)
         location = confine(location, root, "metadata-location")
         ns = await self.ctx.namespace(warehouse, namespace)
+        await self.ctx.ensure_name_free(ns.id, TableIdent(namespace, name), "view")
         storage = self.ctx.storage(warehouse, root)
         limit = self.ctx.settings.max_metadata_file_bytes
         raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
