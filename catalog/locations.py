@@ -123,6 +123,29 @@ def confine(location: object, root: str, what: str = "location") -> str:
     return canonical
 
 
+def stored_form(location: str, canonical: str) -> str:
+    """What floe keeps for a location it has confined: the client's own spelling when it names the
+    canonical location with plain segments (`file:/p`, `s3a://b/p` — engines such as Java's compare the
+    location they sent with the one they get back), else the canonical form. Every check and every
+    file access normalizes again, so the spelling never decides anything."""
+    text = location.rstrip("/")
+    match = _SCHEME.match(text)
+    rest = match.group(2) if match is not None else text
+    if rest.startswith("//"):
+        rest = "/" + rest[2:].partition("/")[2]
+    segments = rest.split("/")[1:]
+    if rest.startswith("/") and all(segment not in ("", ".", "..") for segment in segments):
+        return text
+    return canonical
+
+
+def confine_stored(location: object, root: str, what: str = "location") -> str:
+    """`confine`, answering the form floe stores (`stored_form`)."""
+    canonical = confine(location, root, what)
+    assert isinstance(location, str)  # confine refused anything else
+    return stored_form(location, canonical)
+
+
 def path_segment(name: str) -> str:
     """A storage-safe folder name for a namespace level or table name.
 
@@ -161,7 +184,7 @@ def confine_properties(properties: Mapping[str, str], root: str) -> dict[str, st
     """`properties` with every path property in canonical form, each checked against `root`."""
     confined = dict(properties)
     for name, value in path_properties(properties):
-        confined[name] = confine(value, root, name)
+        confined[name] = confine_stored(value, root, name)
     return confined
 
 
@@ -174,7 +197,7 @@ def confine_all(locations: Iterable[tuple[str, str]], root: str) -> None:
 def confine_metadata(metadata: M, root: str) -> M:
     """A table's or view's metadata with its location and path properties in canonical form, each
     inside `root` (`Forbidden` otherwise)."""
-    location = confine(metadata.location, root, "location")
+    location = confine_stored(metadata.location, root, "location")
     properties = confine_properties(metadata.properties, root)
     if location == metadata.location and properties == metadata.properties:
         return metadata
@@ -204,11 +227,13 @@ __all__ = [
     "confine_all",
     "confine_metadata",
     "confine_properties",
+    "confine_stored",
     "confine_table_metadata",
     "is_within",
     "namespace_root",
     "normalize_location",
     "path_properties",
     "path_segment",
+    "stored_form",
     "tenant_root",
 ]

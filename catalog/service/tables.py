@@ -30,8 +30,10 @@ from catalog.kafka_offsets import check_kafka_progress, kafka_progress
 from catalog.locations import (
     confine,
     confine_properties,
+    confine_stored,
     confine_table_metadata,
     is_within,
+    normalize_location,
     path_properties,
 )
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
@@ -201,7 +203,7 @@ class TableService:
             raise BadRequest("Invalid create table request: 'location' must be a string")
         # Every place the table's files go stays inside the caller's folder (checked before any I/O).
         root = self.ctx.storage_root(warehouse, principal)
-        location = confine(location, root, "location")
+        location = confine_stored(location, root, "location")
         self._note_placement(principal, warehouse, namespace, location)
         properties = confine_properties(properties, root)
         ns = await self.ctx.namespace(warehouse, namespace)
@@ -281,7 +283,7 @@ class TableService:
         """Log a global administrator's use of its exception: a table outside its cluster's folder
         (the request itself is in the audit log)."""
         home = self.ctx.table_root(warehouse, namespace)
-        if not is_within(location, home):
+        if not is_within(normalize_location(location), home):
             log.warning("%s placed table %s at %s, outside %s", principal.subject, namespace, location, home)
 
     # -- commits ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from catalog import view_commit as core
 from catalog.auth import Action, Principal, authorize
 from catalog.errors import AlreadyExists, BadRequest, CommitFailed, NoSuchNamespace, NoSuchView
 from catalog.identifiers import Namespace, TableIdent
-from catalog.locations import confine, confine_metadata, confine_properties
+from catalog.locations import confine, confine_metadata, confine_properties, confine_stored
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext
 from catalog.service.table_model import LoadedTable
@@ -66,7 +66,7 @@ class ViewService:
         root = self.ctx.storage_root(warehouse, principal)
         location = body.get("location") or self.ctx.default_location(warehouse, namespace, name)
         metadata = core.create_view_metadata(
-            location=confine(location, root, "location"),
+            location=confine_stored(location, root, "location"),
             schema=body.get("schema"),
             view_version=body.get("view-version"),
             properties=confine_properties(properties, root),
