@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from devtools.catalog_server import CatalogProcess
-from tests.test_rest_api import PREFIX, assert_error, create_table, load_table
+from tests.api.test_rest_api import PREFIX, assert_error, create_table, load_table
 
 SCHEMA = {
     "type": "struct",

@@ -1,14 +1,13 @@
 """The exactly-once fence: Kafka offsets carried by snapshot summaries, kept by floe per table.
 
-The pure rules (catalog/kafka_offsets.py) and the server behaviour through pyiceberg's appends with
-snapshot properties, on both backends: offsets are stored with the commit, a batch committed twice is
-refused with 409 and changes nothing, malformed offsets are a 400, offsets survive snapshot expiry, and
-readers of other clusters cannot see them.
+The server behaviour through pyiceberg's appends with snapshot properties, on both backends: offsets
+are stored with the commit, a batch committed twice is refused with 409 and changes nothing, malformed
+offsets are a 400, offsets survive snapshot expiry, and readers of other clusters cannot see them.
+The pure rules are in tests/unit/test_kafka_offsets.py.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -18,86 +17,10 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError, CommitFailedException
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Operation, Snapshot, Summary
-from pyiceberg.table.update import AddSnapshotUpdate
 from pyiceberg.types import LongType, NestedField
 
-from catalog.errors import BadRequest, CommitFailed
-from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC, check_kafka_progress, kafka_progress
-
-
-def _update(**summary: str) -> AddSnapshotUpdate:
-    return AddSnapshotUpdate(
-        snapshot=Snapshot(
-            snapshot_id=1,
-            sequence_number=1,
-            timestamp_ms=1,
-            manifest_list="file:///m.avro",
-            summary=Summary(Operation.APPEND, **summary),
-        )
-    )
-
-
-def _progress_props(topic: str, start: dict[int, int], end: dict[int, int]) -> dict[str, str]:
-    return {
-        TOPIC: topic,
-        START_OFFSETS: json.dumps({str(p): o for p, o in start.items()}),
-        END_OFFSETS: json.dumps({str(p): o for p, o in end.items()}),
-    }
-
-
-# -- pure rules -------------------------------------------------------------------------------------
-
-
-def test_commits_without_offsets_carry_no_progress() -> None:
-    assert kafka_progress([_update()]) is None
-    assert kafka_progress([]) is None
-
-
-def test_progress_is_parsed_from_the_summary() -> None:
-    progress = kafka_progress([_update(**_progress_props("orders", {0: 5}, {0: 9, 1: 3}))])
-    assert progress is not None
-    assert progress.topic == "orders"
-    assert dict(progress.start) == {0: 5}
-    assert dict(progress.end) == {0: 9, 1: 3}
-
-
-@pytest.mark.parametrize(
-    ("summary", "message"),
-    [
-        ({TOPIC: "t"}, "is required"),
-        ({TOPIC: "t", END_OFFSETS: "[1]"}, "JSON object"),
-        ({TOPIC: "t", END_OFFSETS: "nope"}, "JSON object"),
-        ({TOPIC: "t", END_OFFSETS: '{"x": 1}'}, "JSON object"),
-        ({TOPIC: "t", END_OFFSETS: '{"0": -1}'}, "invalid entry"),
-        ({TOPIC: "t", END_OFFSETS: '{"0": "5"}'}, "invalid entry"),
-        ({TOPIC: "t", START_OFFSETS: '{"0": 9}', END_OFFSETS: '{"0": 5}'}, "before its start"),
-        ({TOPIC: "t", START_OFFSETS: '{"1": 9}', END_OFFSETS: '{"0": 5}'}, "without end"),
-    ],
-)
-def test_malformed_progress_is_a_bad_request(summary: dict[str, str], message: str) -> None:
-    with pytest.raises(BadRequest, match=message):
-        kafka_progress([_update(**summary)])
-
-
-def test_only_one_snapshot_per_commit_may_carry_offsets() -> None:
-    props = _progress_props("t", {}, {0: 1})
-    with pytest.raises(BadRequest, match="only one snapshot"):
-        kafka_progress([_update(**props), _update(**props)])
-
-
-def test_the_fence_accepts_only_commits_starting_where_the_table_is() -> None:
-    progress = kafka_progress([_update(**_progress_props("t", {0: 5}, {0: 9, 1: 2}))])
-    assert progress is not None
-    check_kafka_progress(progress, {0: 5})
-    check_kafka_progress(progress, {0: 5, 2: 100})  # partitions the commit does not cover don't matter
-    with pytest.raises(CommitFailed, match="partition 0 is committed up to 9"):
-        check_kafka_progress(progress, {0: 9})
-    with pytest.raises(CommitFailed, match="partition 1 is committed up to 2"):
-        check_kafka_progress(progress, {0: 5, 1: 2})
-    with pytest.raises(CommitFailed, match="committed up to nothing"):
-        check_kafka_progress(progress, {})
-
+from catalog.kafka_offsets import END_OFFSETS, TOPIC
+from tests.unit.test_kafka_offsets import progress_props
 
 # -- through the server -----------------------------------------------------------------------------
 
@@ -132,21 +55,21 @@ def test_offsets_are_stored_with_the_commit_and_replays_refused(
     table: Table, namespace: str, http: httpx.Client
 ) -> None:
     assert _offsets(http, namespace, "events") == {}
-    table.append(_rows(1, 2, 3), snapshot_properties=_progress_props("orders", {}, {0: 3, 1: 7}))
+    table.append(_rows(1, 2, 3), snapshot_properties=progress_props("orders", {}, {0: 3, 1: 7}))
     assert _offsets(http, namespace, "events") == {"orders": {0: 3, 1: 7}}
 
     # The same batch again (a restart that lost its checkpoint): refused, nothing written.
     with pytest.raises(CommitFailedException, match="Kafka offsets conflict"):
-        table.append(_rows(1, 2, 3), snapshot_properties=_progress_props("orders", {}, {0: 3, 1: 7}))
+        table.append(_rows(1, 2, 3), snapshot_properties=progress_props("orders", {}, {0: 3, 1: 7}))
     table.refresh()
     assert table.scan().to_arrow().num_rows == 3
 
     # The next batch, starting where the table is, lands; untouched partitions keep their offsets.
-    table.append(_rows(4), snapshot_properties=_progress_props("orders", {0: 3}, {0: 4}))
+    table.append(_rows(4), snapshot_properties=progress_props("orders", {0: 3}, {0: 4}))
     assert _offsets(http, namespace, "events") == {"orders": {0: 4, 1: 7}}
     # A stale writer (a zombie still at offset 3) is refused.
     with pytest.raises(CommitFailedException, match="partition 0 is committed up to 4"):
-        table.append(_rows(4), snapshot_properties=_progress_props("orders", {0: 3}, {0: 4}))
+        table.append(_rows(4), snapshot_properties=progress_props("orders", {0: 3}, {0: 4}))
     table.refresh()
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3, 4]
 
@@ -162,7 +85,7 @@ def test_malformed_offsets_are_a_400_and_change_nothing(
 
 
 def test_offsets_survive_snapshot_expiry(table: Table, namespace: str, http: httpx.Client) -> None:
-    table.append(_rows(1), snapshot_properties=_progress_props("orders", {}, {0: 1}))
+    table.append(_rows(1), snapshot_properties=progress_props("orders", {}, {0: 1}))
     table.append(_rows(2))  # e.g. a compaction or another writer: no offsets
     table.refresh()
     first = table.snapshots()[0].snapshot_id

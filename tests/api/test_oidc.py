@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,8 +21,9 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchNamespaceError, NoSuchTableError
 
 from devtools.catalog_server import CatalogProcess
-from devtools.postgres import LocalPostgres
-from tests.oidc_provider import ISSUER_ID, MockOAuth2Server
+from tests.api.catalog_thread import CatalogThread
+from tests.api.oidc_provider import ISSUER_ID, MockOAuth2Server
+from tests.conftest import new_database_url
 
 AUDIENCE = "floe-catalog"
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -38,20 +38,17 @@ def idp() -> Iterator[MockOAuth2Server]:
         yield server
 
 
-def _new_database(backend: str, postgres: LocalPostgres, directory: Path) -> str:
-    if backend == "postgres":
-        return postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
-    return f"sqlite+aiosqlite:///{directory / 'floe.db'}"
-
-
 @pytest.fixture(scope="module")
 def oidc_catalog(
-    backend: str, postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory, idp: MockOAuth2Server
+    backend: str,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    idp: MockOAuth2Server,
 ) -> Iterator[CatalogProcess]:
     """floe accepting the issuer's tokens for audience `AUDIENCE`, with the default claim names."""
-    url = _new_database(backend, postgres, tmp_path_factory.mktemp("oidc-db"))
+    url = new_database_url(backend, request, tmp_path_factory.mktemp("oidc-db"))
     env = {"FLOE_OIDC_ISSUER": idp.issuer, "FLOE_OIDC_AUDIENCE": AUDIENCE}
-    with CatalogProcess(url, env=env) as server:
+    with CatalogThread(url, env=env) as server:
         yield server
 
 
@@ -329,7 +326,7 @@ def test_custom_claims_and_role_values(fresh_database_url: str, idp: MockOAuth2S
         "FLOE_OIDC_ROLE_VALUES": "catalog-readers=reader,catalog-writers=writer,catalog-owners=admin",
     }
     with (
-        CatalogProcess(fresh_database_url, env=env) as server,
+        CatalogThread(fresh_database_url, env=env) as server,
         httpx.Client(base_url=server.url, headers=bearer(server.token())) as admin,
     ):
         assert "FLOE_OIDC_AUDIENCE is not set" in server.log_text()
@@ -377,7 +374,7 @@ def test_issuer_outage_and_key_rotation(fresh_database_url: str) -> None:
         "FLOE_OIDC_JWKS_MIN_REFRESH_SECONDS": "1",
     }
     with (
-        CatalogProcess(fresh_database_url, env=env) as server,
+        CatalogThread(fresh_database_url, env=env) as server,
         httpx.Client(base_url=server.url, headers=bearer(server.token())) as admin,
     ):
         cluster = create_clusters(server, admin).a

@@ -27,7 +27,8 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from catalog.pipelines import KAFKA_FIELD_ID, KAFKA_TIMESTAMP_ID, dlq_schema
 from devtools.catalog_server import CatalogProcess
-from tests.test_pipeline_config import SEED_YAML
+from tests.api.catalog_thread import CatalogThread
+from tests.unit.test_pipeline_config import SEED_YAML
 
 PIPELINE = "/management/v1/pipeline"
 
@@ -471,7 +472,7 @@ def test_unknown_warehouse_is_refused(http: httpx.Client) -> None:
 
 
 def test_no_pipeline_yet_is_404(fresh_database_url: str, tmp_path: Path) -> None:
-    with CatalogProcess(fresh_database_url, home=tmp_path / "home") as server:
+    with CatalogThread(fresh_database_url, home=tmp_path / "home") as server:
         headers = {"Authorization": f"Bearer {server.token()}"}
         response = httpx.get(f"{server.url}{PIPELINE}", headers=headers, timeout=30)
         assert response.status_code == 404

@@ -99,7 +99,7 @@ def test_create_load_list_exists(
 def test_create_at_custom_location(
     rest_catalog: RestCatalog, catalog_server: CatalogProcess, namespace: str
 ) -> None:
-    # Anywhere inside the warehouse (tests/test_confinement.py: never outside the caller's folder).
+    # Anywhere inside the warehouse (tests/api/test_confinement.py: never outside the caller's folder).
     location = catalog_server.warehouse_path.resolve() / f"custom-{uuid.uuid4().hex[:8]}" / "table"
     table = rest_catalog.create_table((namespace, "t"), schema=PEOPLE, location=location.as_uri())
     table.append(people([1, 2]))

@@ -104,7 +104,7 @@ def snapshot_update(
     snapshot_id: int, sequence_number: int, parent: int | None, *, location: str
 ) -> dict[str, Any]:
     """An `add-snapshot` update of the table at `location`; the manifest list is never read by the
-    catalog, but must lie inside the caller's folder (tests/test_confinement.py)."""
+    catalog, but must lie inside the caller's folder (tests/api/test_confinement.py)."""
     snapshot: dict[str, Any] = {
         "snapshot-id": snapshot_id,
         "sequence-number": sequence_number,

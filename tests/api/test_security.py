@@ -24,7 +24,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchNamespaceError, NoSuchTableError
 
 from devtools.catalog_server import CatalogProcess
-from tests.duckdb_client import attach_catalog, connect
+from tests.api.catalog_thread import CatalogThread
 
 TOKEN_PATH = "/v1/oauth/tokens"
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -226,7 +226,7 @@ def test_forged_tokens_are_refused_and_change_nothing(
 
 def test_expired_tokens_and_keys_are_refused(fresh_database_url: str) -> None:
     env = {"FLOE_TOKEN_LIFETIME_SECONDS": "2"}
-    with CatalogProcess(fresh_database_url, env=env) as server, httpx.Client(base_url=server.url) as admin:
+    with CatalogThread(fresh_database_url, env=env) as server, httpx.Client(base_url=server.url) as admin:
         admin.headers.update(bearer(server.token()))
         cluster = new_cluster(admin)
         key = new_key(admin, cluster, "reader", expires_in_seconds=3)
@@ -262,6 +262,11 @@ class TwoClusters:
 
 @pytest.fixture
 def two_clusters(catalog_server: CatalogProcess, http: httpx.Client) -> TwoClusters:
+    return make_two_clusters(catalog_server, http)
+
+
+def make_two_clusters(catalog_server: CatalogProcess, http: httpx.Client) -> TwoClusters:
+    """Two clusters with a three-row `events` table each, and keys of both."""
     a, b = new_cluster(http), new_cluster(http)
     admin = catalog_server.catalog()
     data = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
@@ -387,27 +392,6 @@ def test_cluster_admins_manage_their_own_keys(
         assert_iceberg_error(writer.get("/management/v1/keys"), 403, "ForbiddenException")
 
 
-@pytest.mark.e2e
-def test_duckdb_reads_its_cluster_and_only_that(
-    catalog_server: CatalogProcess, two_clusters: TwoClusters, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    t = two_clusters
-    connection = connect(tmp_path_factory.mktemp("duckdb-ext"))
-    attach_catalog(
-        connection,
-        endpoint=catalog_server.url,
-        warehouse="default",
-        client_id=t.a_reader.client_id,
-        client_secret=t.a_reader.client_secret,
-    )
-    assert connection.execute(f'SELECT count(*) FROM floe."{t.a}".events').fetchone() == (3,)
-    tables = {(row[1], row[2]) for row in connection.execute("SHOW ALL TABLES").fetchall()}
-    assert (t.a, "events") in tables
-    assert all(schema != t.b for schema, _ in tables)
-    with pytest.raises(Exception, match=r"(?i)not exist|not found|catalog error"):
-        connection.execute(f'SELECT count(*) FROM floe."{t.b}".events').fetchone()
-
-
 def test_pyiceberg_oauth2_auth_manager(catalog_server: CatalogProcess, two_clusters: TwoClusters) -> None:
     key = two_clusters.a_reader
     catalog = RestCatalog(
@@ -492,7 +476,7 @@ def test_signing_key_rotation_keeps_issued_tokens_valid(
 
 def test_failed_attempts_are_rate_limited(fresh_database_url: str) -> None:
     env = {"FLOE_AUTH_FAILURE_LIMIT": "3", "FLOE_AUTH_FAILURE_WINDOW_SECONDS": "30"}
-    with CatalogProcess(fresh_database_url, env=env) as server:
+    with CatalogThread(fresh_database_url, env=env) as server:
         wrong = {
             "grant_type": "client_credentials",
             "client_id": server.admin_client_id,
@@ -510,7 +494,7 @@ def test_failed_attempts_are_rate_limited(fresh_database_url: str) -> None:
 def test_bootstrap_admin_written_once(fresh_database_url: str) -> None:
     fresh = fresh_database_url
     env = {"FLOE_ADMIN_CLIENT_ID": "", "FLOE_ADMIN_CLIENT_SECRET": ""}
-    server = CatalogProcess(fresh, env=env)
+    server = CatalogThread(fresh, env=env)
     with server:
         path = server.home / "admin.json"
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -520,7 +504,7 @@ def test_bootstrap_admin_written_once(fresh_database_url: str) -> None:
         token = token_for(server, key)
         keys = httpx.get(f"{server.url}/management/v1/keys", headers=bearer(token)).json()["keys"]
         assert [(k["client_id"], k["role"], k["cluster"]) for k in keys] == [(key.client_id, "admin", None)]
-    with CatalogProcess(fresh, home=server.home, env=env) as again:
+    with CatalogThread(fresh, home=server.home, env=env) as again:
         assert json.loads((again.home / "admin.json").read_text()) == credentials
         token = token_for(again, key)
         keys = httpx.get(f"{again.url}/management/v1/keys", headers=bearer(token)).json()["keys"]

@@ -1,13 +1,12 @@
-"""The token endpoint under load and attack, against real `floe serve` processes on both backends:
-token requests do not stall other requests, junk from one address does not lock out valid credentials
-from it, concurrent wrong secrets stay within the per-client limit, secrets stored by older floe versions
-(scrypt) still verify and are upgraded, and rotating a secret ends the tokens issued for the old one."""
+"""The token endpoint under load and attack, on both backends: token requests do not stall other
+requests, junk from one address does not lock out valid credentials from it, concurrent wrong secrets
+stay within the per-client limit, secrets stored by older floe versions (scrypt) still verify and are
+upgraded, and rotating a secret ends the tokens issued for the old one (on every worker process: in
+tests/e2e/test_token_endpoint.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
 import secrets
 import statistics
@@ -23,10 +22,10 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from catalog.security import secrets as forms
 from catalog.store.schema import api_keys, signing_keys
 from devtools.catalog_server import CatalogProcess
-from devtools.postgres import LocalPostgres
+from tests.api.catalog_thread import CatalogThread
+from tests.unit.test_secrets import legacy_scrypt_hash
 
 TOKEN_PATH = "/v1/oauth/tokens"
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -63,14 +62,6 @@ def run_db(database_url: str, statement: Any) -> Any:
             await engine.dispose()
 
     return asyncio.run(go())
-
-
-def legacy_scrypt_hash(secret: str) -> str:
-    """The only form floe stored before secret hashes had schemes beside scrypt."""
-    salt = secrets.token_bytes(16)
-    digest = hashlib.scrypt(secret.encode(), salt=salt, n=2**14, r=8, p=1, maxmem=64 * 1024 * 1024, dklen=32)
-    b64 = base64.b64encode
-    return f"scrypt${2**14}$8$1${b64(salt).decode()}${b64(digest).decode()}"
 
 
 # -- token requests and everyone else --------------------------------------------------------------
@@ -125,7 +116,7 @@ def test_token_requests_do_not_stall_other_requests(catalog_server: CatalogProce
 
 def test_junk_from_an_address_does_not_lock_out_valid_credentials(fresh_database_url: str) -> None:
     env = {"FLOE_AUTH_SOURCE_FAILURE_LIMIT": "5", "FLOE_AUTH_FAILURE_LIMIT": "100"}
-    with CatalogProcess(fresh_database_url, env=env) as server:
+    with CatalogThread(fresh_database_url, env=env) as server:
         client_id, client_secret = new_key(server)
         url = f"{server.url}{TOKEN_PATH}"
         junk = [httpx.post(url, data=credentials(f"nobody_{i}", "x")) for i in range(8)]
@@ -161,7 +152,7 @@ def test_odd_client_ids_are_client_errors(catalog_server: CatalogProcess) -> Non
 def test_concurrent_wrong_secrets_stay_within_the_client_limit(fresh_database_url: str) -> None:
     limit = 5
     env = {"FLOE_AUTH_FAILURE_LIMIT": str(limit), "FLOE_AUTH_SOURCE_FAILURE_LIMIT": "1000"}
-    with CatalogProcess(fresh_database_url, env=env) as server:
+    with CatalogThread(fresh_database_url, env=env) as server:
         client_id, client_secret = new_key(server)
 
         async def attack() -> Counter[int]:
@@ -270,53 +261,3 @@ def test_rotation_ends_tokens_of_the_old_secret(catalog_server: CatalogProcess, 
 
     new = catalog_server.token(client_id, new_secret)
     assert httpx.get(f"{catalog_server.url}/v1/config", headers=bearer(new)).status_code == 200
-
-
-def test_rotation_ends_old_tokens_on_every_worker(postgres: LocalPostgres) -> None:
-    """Other processes cache key state for a moment: the old secret's tokens end there within seconds
-    (several workers need PostgreSQL)."""
-    database_url = postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
-    with CatalogProcess(database_url, workers=2) as server:
-        client_id, client_secret = new_key(server)
-        old = server.token(client_id, client_secret)
-        # Several connections, so the requests reach every worker and their caches hold the key.
-        for _ in range(8):
-            with httpx.Client(base_url=server.url) as fresh:
-                assert fresh.get("/v1/config", headers=bearer(old)).status_code == 200
-        with httpx.Client(base_url=server.url, headers=bearer(server.token())) as http:
-            http.post(f"/management/v1/keys/{client_id}/rotate").raise_for_status()
-        deadline = time.monotonic() + 5
-        while True:
-            answers = []
-            for _ in range(8):
-                with httpx.Client(base_url=server.url) as fresh:
-                    answers.append(fresh.get("/v1/config", headers=bearer(old)).status_code)
-            if set(answers) == {401}:
-                break
-            assert time.monotonic() < deadline, f"the old secret's token kept working: {answers}"
-            time.sleep(0.2)
-
-
-def test_secret_hash_forms() -> None:
-    """Every stored form verifies its secret and only its secret; malformed hashes never verify."""
-    secret = forms.new_client_secret()
-    legacy = legacy_scrypt_hash(secret)
-    for stored in (
-        forms.hash_secret(secret),
-        forms.upgraded_hash(secret),
-        forms.hash_password(secret, n=2**10),
-        legacy,
-    ):
-        assert forms.verify_secret(secret, stored), stored
-        assert not forms.verify_secret(secret + "x", stored), stored
-        assert forms.is_slow(stored) == stored.startswith("scrypt$")
-    assert forms.is_upgradable(legacy)
-    assert not forms.is_upgradable(forms.hash_password(secret, n=2**10))
-    assert forms.predates_versions(legacy)
-    assert forms.predates_versions(forms.upgraded_hash(secret))
-    assert not forms.predates_versions(forms.hash_secret(secret))
-    assert not forms.predates_versions(forms.hash_password(secret, n=2**10))
-    assert forms.secret_version(forms.hash_secret(secret)) != forms.secret_version(forms.hash_secret("other"))
-    for malformed in ("", "hmac-sha256$", "hmac-sha256$!!", "scrypt$x$8$1$a$b", "md5$abc", "scrypt$1$2"):
-        assert not forms.verify_secret(secret, malformed)
-    assert not forms.verify_secret("\udcff", forms.hash_secret(secret))

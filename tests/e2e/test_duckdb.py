@@ -32,7 +32,7 @@ from pyiceberg.types import (
 
 from catalog.settings import DEFAULT_WAREHOUSE_NAME
 from devtools.catalog_server import CatalogProcess
-from tests.duckdb_client import attach_catalog, connect, quote
+from tests.e2e.duckdb_client import attach_catalog, connect, quote
 
 # DuckDB engine runs against a real floe: `pytest -m "not e2e"` skips them.
 pytestmark = pytest.mark.e2e

@@ -27,7 +27,7 @@ from catalog.settings import Settings
 from catalog.store import create_store
 from devtools.catalog_server import CatalogProcess
 from devtools.ports import free_port
-from tests.duckdb_client import connect
+from tests.e2e.duckdb_client import connect
 
 # Glue on moto end to end, read back by pyiceberg's GlueCatalog and DuckDB: `pytest -m "not e2e"` skips them.
 pytestmark = pytest.mark.e2e

@@ -31,8 +31,8 @@ from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
 from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
 from ingest.registry_client import BasicAuth, RegistryClient, RegistryConnection, encode_confluent
-from tests.duckdb_client import attach_catalog, connect
-from tests.ingest_harness import (
+from tests.e2e.duckdb_client import attach_catalog, connect
+from tests.e2e.ingest_harness import (
     IngestProcess,
     Produced,
     apply_pipeline,
@@ -40,7 +40,7 @@ from tests.ingest_harness import (
     produce,
     wait_until_committed,
 )
-from tests.registry_fixtures import REGISTRY_PASSWORD, REGISTRY_USER, BasicAuthProxy
+from tests.e2e.registry_proxy import REGISTRY_PASSWORD, REGISTRY_USER, BasicAuthProxy
 
 # A Kafka broker, the schema registry and Spark (`floe ingest`): `pytest -m "not e2e"` skips them.
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ import pytest
 
 from catalog.cli.up import port_answers
 from devtools.ports import free_port
-from tests.duckdb_client import attach_catalog, connect
-from tests.ingest_harness import produce
+from tests.e2e.duckdb_client import attach_catalog, connect
+from tests.e2e.ingest_harness import produce
 
 # `floe up` (catalog, Kafka broker and Spark ingestion) queried with DuckDB: `pytest -m "not e2e"` skips it.
 pytestmark = pytest.mark.e2e

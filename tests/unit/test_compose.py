@@ -24,7 +24,7 @@ from catalog.cli.settings import ClientSettings
 from catalog.pipelines import load_yaml
 from catalog.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "compose.yml"
 SCHEMA_FILE = Path(__file__).resolve().parent / "compose_spec" / "compose-spec.json"
 FLOE_IMAGE = "floe:local"

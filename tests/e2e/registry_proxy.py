@@ -1,39 +1,26 @@
-"""A real Schema Registry (Apicurio, in memory, Confluent-compatible API) for the whole test session, and
-the same registry behind basic authentication.
+"""A schema registry behind HTTP basic authentication, for tests (the `authenticated_registry` fixture of
+tests/e2e/conftest.py).
 
-Registered through `pytest_plugins` in tests/conftest.py. The registry's log lives under pytest's
-basetemp, so a failing run can be inspected afterwards. The first run on a machine downloads and builds
-the registry (about a minute); later sessions start it in seconds.
-
-Apicurio 2.x authenticates only through Keycloak (OIDC), so `authenticated_registry` puts a small
-reverse proxy on 127.0.0.1 in front of it: it answers 401 unless a request carries the right
-`Authorization: Basic`, and forwards everything else, as a registry with basic authentication does.
+Apicurio 2.x authenticates only through Keycloak (OIDC), so `BasicAuthProxy` puts a small reverse proxy
+on 127.0.0.1 in front of it: it answers 401 unless a request carries the right `Authorization: Basic`,
+and forwards everything else, as a registry with basic authentication does.
 """
 
 from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
-import pytest
 
-from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
+from devtools.schema_registry import CCOMPAT_PATH
 
 # The credentials `authenticated_registry` accepts (test_ingest.py hands them to `floe ingest` by name).
 REGISTRY_USER = "floe-ingest"
 REGISTRY_PASSWORD = "correct horse battery staple"
 # Hop-by-hop headers a proxy does not forward (RFC 9110 section 7.6.1), and the ones httpx recomputes.
 _NOT_FORWARDED = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade", "host", "content-length"}
-
-
-@pytest.fixture(scope="session")
-def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSchemaRegistry]:
-    """A started LocalSchemaRegistry; `schema_registry.url` is its Confluent-compatible base URL."""
-    with LocalSchemaRegistry(log_dir=tmp_path_factory.mktemp("schema-registry")) as registry:
-        yield registry
 
 
 class BasicAuthProxy:
@@ -115,14 +102,3 @@ class BasicAuthProxy:
         self._server.shutdown()
         self._server.server_close()
         self._http.close()
-
-
-@pytest.fixture(scope="session")
-def authenticated_registry(schema_registry: LocalSchemaRegistry) -> Iterator[BasicAuthProxy]:
-    """The session's registry behind basic authentication (REGISTRY_USER, REGISTRY_PASSWORD)."""
-    proxy = BasicAuthProxy(schema_registry.base_url, REGISTRY_USER, REGISTRY_PASSWORD)
-    proxy.start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
