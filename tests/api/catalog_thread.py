@@ -64,6 +64,11 @@ class CatalogThread(CatalogProcess):
         super().__init__(database_url, **options)
         if self.workers != 1:
             raise ValueError("several workers need processes: use CatalogProcess")
+        # Only floe's own settings can differ per server in one process: libraries read the rest (such
+        # as AWS_ACCESS_KEY_ID for boto3 and pyarrow) from the process's environment.
+        foreign = sorted(name for name in self.extra_env if not name.startswith("FLOE_"))
+        if foreign:
+            raise ValueError(f"{', '.join(foreign)} would not reach an in-process server: use CatalogProcess")
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._log: _ThreadLog | None = None

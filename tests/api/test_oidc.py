@@ -1,5 +1,5 @@
 """An external identity provider with real components: navikt's mock-oauth2-server (a standalone OpenID
-Connect issuer in a JVM, `tests/oidc_provider.py`) issues the tokens, real `floe serve` processes on
+Connect issuer in a JVM, `tests/api/oidc_provider.py`) issues the tokens, floe servers on
 SQLite and PostgreSQL verify them through discovery and JWKS, pyiceberg and raw HTTP use them."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`floe apply` against a real server on both backends: PUT/GET /management/v1/pipeline and the CLI.
+"""`floe apply` through the API on both backends: PUT/GET /management/v1/pipeline (the command line is in
+tests/e2e/test_pipeline_apply.py).
 
 Tables are created with exactly the configured field ids plus `_kafka`, and a `_dlq` table each;
 re-applying is a no-op; allowed evolutions land; destructive ones are refused with nothing applied;
@@ -11,9 +12,6 @@ clusters named uniquely, and asserts only about its own tables.
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -198,7 +196,7 @@ BASE_FIELDS: list[dict[str, Any]] = [
 Edit = Callable[[dict[str, Any]], Any]
 
 
-def _fields(config: dict[str, Any]) -> list[dict[str, Any]]:
+def table_fields(config: dict[str, Any]) -> list[dict[str, Any]]:
     fields: list[dict[str, Any]] = config["tables"][0]["schema"]["fields"]
     return fields
 
@@ -206,37 +204,37 @@ def _fields(config: dict[str, Any]) -> list[dict[str, Any]]:
 ALLOWED: list[tuple[str, Edit, str, Callable[[Any], bool]]] = [
     (
         "add an optional column",
-        lambda c: _fields(c).append({"name": "region", "id": 8, "type": "string", "optional": True}),
+        lambda c: table_fields(c).append({"name": "region", "id": 8, "type": "string", "optional": True}),
         "add column region (id 8, string)",
         lambda s: s.find_field("region").field_id == 8 and not s.find_field("region").required,
     ),
     (
         "required to optional",
-        lambda c: _fields(c)[1].update(optional=True),
+        lambda c: table_fields(c)[1].update(optional=True),
         "make service optional",
         lambda s: not s.find_field("service").required,
     ),
     (
         "int to long",
-        lambda c: _fields(c)[2].update(type="long"),
+        lambda c: table_fields(c)[2].update(type="long"),
         "widen count from int to long",
         lambda s: str(s.find_field("count").field_type) == "long",
     ),
     (
         "float to double",
-        lambda c: _fields(c)[3].update(type="double"),
+        lambda c: table_fields(c)[3].update(type="double"),
         "widen ratio from float to double",
         lambda s: str(s.find_field("ratio").field_type) == "double",
     ),
     (
         "wider decimal",
-        lambda c: _fields(c)[4].update(type="decimal(18, 2)"),
+        lambda c: table_fields(c)[4].update(type="decimal(18, 2)"),
         "widen price from decimal(9, 2) to decimal(18, 2)",
         lambda s: str(s.find_field("price").field_type) == "decimal(18, 2)",
     ),
     (
         "rename",
-        lambda c: _fields(c)[1].update(name="svc"),
+        lambda c: table_fields(c)[1].update(name="svc"),
         "rename service to svc",
         lambda s: s.find_field("svc").field_id == 2,
     ),
@@ -266,28 +264,28 @@ def test_allowed_evolution_lands(
 
 
 REFUSED: list[tuple[str, Edit, str, str]] = [
-    ("drop a column", lambda c: _fields(c).pop(1), "tables[0].schema.fields", "dropping service (id 2)"),
+    ("drop a column", lambda c: table_fields(c).pop(1), "tables[0].schema.fields", "dropping service (id 2)"),
     (
         "optional to required",
-        lambda c: _fields(c)[5].update(optional=False),
+        lambda c: table_fields(c)[5].update(optional=False),
         "tables[0].schema.fields[5].optional",
         "making optional column note required",
     ),
     (
         "narrow long to int",
-        lambda c: _fields(c)[0].update(type="int"),
+        lambda c: table_fields(c)[0].update(type="int"),
         "tables[0].schema.fields[0].type",
         "changing id from long to int",
     ),
     (
         "string to long",
-        lambda c: _fields(c)[1].update(type="long"),
+        lambda c: table_fields(c)[1].update(type="long"),
         "tables[0].schema.fields[1].type",
         "changing service from string to long",
     ),
     (
         "required new column",
-        lambda c: _fields(c).append({"name": "region", "id": 8, "type": "string"}),
+        lambda c: table_fields(c).append({"name": "region", "id": 8, "type": "string"}),
         "tables[0].schema.fields[7].optional",
         "new column region must be optional",
     ),
@@ -365,7 +363,7 @@ def test_dry_run_changes_nothing(http: httpx.Client, rest_catalog: RestCatalog) 
     # And a dry run of an evolution leaves the table as it is.
     apply(http, config)
     location = metadata_location(rest_catalog, namespace, "events")
-    _fields(config).append({"name": "region", "id": 8, "type": "string", "optional": True})
+    table_fields(config).append({"name": "region", "id": 8, "type": "string", "optional": True})
     body = apply(http, config, dry_run=True)
     assert plan_of(body, namespace)["events"] == ("evolve", ["add column region (id 8, string)"])
     assert metadata_location(rest_catalog, namespace, "events") == location
@@ -478,76 +476,3 @@ def test_no_pipeline_yet_is_404(fresh_database_url: str, tmp_path: Path) -> None
         assert response.status_code == 404
         assert response.json()["error"]["type"] == "NotFoundException"
         assert "No pipeline configuration has been applied yet" in response.json()["error"]["message"]
-
-
-# -- the CLI ---------------------------------------------------------------------------------------
-
-
-def floe_cli(server: CatalogProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "FLOE_URL": server.url,
-        "FLOE_CLIENT_ID": server.admin_client_id,
-        "FLOE_CLIENT_SECRET": server.admin_client_secret,
-        "COLUMNS": "250",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "catalog.cli", *args], env=env, capture_output=True, text=True, timeout=120
-    )
-
-
-def test_floe_apply_cli(catalog_server: CatalogProcess, http: httpx.Client, tmp_path: Path) -> None:
-    config = seed_config()
-    first = config["source_clusters"][0]["name"]
-    path = tmp_path / "floe.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    before = revision(http)
-    dry = floe_cli(catalog_server, "apply", "-f", str(path), "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    assert "example_json_logs_topic_dlq" in dry.stdout
-    assert "create" in dry.stdout
-    assert "dry run: nothing changed" in dry.stderr
-    assert revision(http) == before
-    applied = floe_cli(catalog_server, "apply", "-f", str(path))
-    assert applied.returncode == 0, applied.stderr
-    assert f"revision {(before or 0) + 1} applied to warehouse default" in applied.stderr
-    assert http.get(f"/v1/default/namespaces/{first}/tables/example_json_logs_topic").status_code == 200
-    again = floe_cli(catalog_server, "apply", "-f", str(path), "-o", "json")
-    assert again.returncode == 0, again.stderr
-    assert '"applied": false' in again.stdout
-
-
-def test_floe_apply_cli_refuses_a_bad_file(
-    catalog_server: CatalogProcess, http: httpx.Client, tmp_path: Path
-) -> None:
-    before = revision(http)
-    config = seed_config()
-    config["tables"][1]["schema"]["fields"][3]["fields"][0]["id"] = 2
-    config["tables"][0]["source_format"] = "protobuf"
-    path = tmp_path / "floe.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    result = floe_cli(catalog_server, "apply", "-f", str(path))
-    assert result.returncode == 1
-    assert "tables[0].source_format (line" in result.stderr
-    assert "protobuf is not supported yet" in result.stderr
-    assert "tables[1].schema.fields[3].fields[0].id (line" in result.stderr
-    assert "duplicate field id 2" in result.stderr
-    assert "nothing applied" in result.stderr
-    assert revision(http) == before
-    path.write_text("tables: [\n")
-    broken = floe_cli(catalog_server, "apply", "-f", str(path))
-    assert broken.returncode == 1
-    assert "YAML syntax error at line 2" in broken.stderr
-
-
-def test_floe_apply_cli_reports_a_refused_evolution(
-    catalog_server: CatalogProcess, http: httpx.Client, tmp_path: Path
-) -> None:
-    config = one_table(copy.deepcopy(BASE_FIELDS))
-    apply(http, config)
-    _fields(config).pop(1)
-    path = tmp_path / "floe.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    result = floe_cli(catalog_server, "apply", "-f", str(path))
-    assert result.returncode == 1
-    assert "tables[0].schema.fields: dropping service (id 2) is not supported" in result.stderr

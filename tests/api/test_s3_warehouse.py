@@ -16,7 +16,6 @@ from moto.server import ThreadedMotoServer
 
 from devtools.catalog_server import CatalogProcess
 from devtools.ports import free_port
-from tests.api.catalog_thread import CatalogThread
 
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -50,7 +49,8 @@ def s3_catalog(fresh_database_url: str, s3_endpoint: str) -> Iterator[tuple[Cata
         "FLOE_S3_REGION": "us-east-1",
         "FLOE_S3_PATH_STYLE_ACCESS": "true",
     }
-    with CatalogThread(fresh_database_url, env=env) as server:
+    # A process: the server's AWS keys are environment variables, which pyarrow reads per process.
+    with CatalogProcess(fresh_database_url, env=env) as server:
         yield server, bucket
 
 

@@ -37,7 +37,6 @@ from catalog.errors import ServiceUnavailable
 from catalog.security.vending import CredentialVendor, session_policy
 from devtools.catalog_server import CatalogProcess
 from devtools.ports import free_port
-from tests.api.catalog_thread import CatalogThread
 from tests.unit.test_vending import WRITE_ACTIONS
 
 REGION = "us-east-1"
@@ -221,7 +220,8 @@ def _server_env(aws: Aws, warehouse_location: str) -> dict[str, str]:
 
 @pytest.fixture
 def vending(aws: Aws, fresh_database_url: str) -> Iterator[Vending]:
-    yield from serve_vending(CatalogThread, aws, fresh_database_url)
+    # A process: the server's AWS keys are environment variables, which boto3 reads per process.
+    yield from serve_vending(CatalogProcess, aws, fresh_database_url)
 
 
 def serve_vending(server_type: type[CatalogProcess], aws: Aws, database_url: str) -> Iterator[Vending]:
