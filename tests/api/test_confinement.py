@@ -108,7 +108,9 @@ def moto_endpoint() -> Iterator[str]:
         server.stop()
 
 
-@pytest.fixture(scope="module", params=["local", "s3"])
+# The S3 warehouse's server takes its AWS keys from environment variables, so it is a process of its own
+# (`floe serve` with moto): that parameter is end-to-end, as the PostgreSQL backend is.
+@pytest.fixture(scope="module", params=["local", pytest.param("s3", marks=pytest.mark.e2e)])
 def tenancy(
     request: pytest.FixtureRequest,
     backend: str,
@@ -143,7 +145,6 @@ def tenancy(
             "FLOE_S3_REGION": "us-east-1",
             "FLOE_S3_PATH_STYLE_ACCESS": "true",
         }
-    # The S3 warehouse's server takes its AWS keys from environment variables: a process of its own.
     server_type = CatalogProcess if kind == "s3" else CatalogThread
     with server_type(database_url, home=home, env=env) as server:
         admin = httpx.Client(

@@ -1,7 +1,8 @@
 """An S3 warehouse on an S3-compatible endpoint (moto server on loopback), on both database backends.
 
-The server writes metadata files to the bucket with its own credentials (the standard AWS chain); engines
-get the endpoint, region and addressing style from `/v1/config` and bring their own keys.
+The server writes metadata files to the bucket with its own credentials (the standard AWS chain, read from
+the environment of its process: a real `floe serve` here); engines get the endpoint, region and addressing
+style from `/v1/config` and bring their own keys.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ def s3_catalog(fresh_database_url: str, s3_endpoint: str) -> Iterator[tuple[Cata
         "FLOE_S3_REGION": "us-east-1",
         "FLOE_S3_PATH_STYLE_ACCESS": "true",
     }
-    # A process: the server's AWS keys are environment variables, which pyarrow reads per process.
     with CatalogProcess(fresh_database_url, env=env) as server:
         yield server, bucket
 
