@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -18,7 +16,7 @@ from catalog.cli.config_doc import SETTINGS_CLASSES, all_variables, render_table
 from catalog.settings import Settings, SettingsError
 from runtime.settings import RuntimeSettings, read_settings, variable_name
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CODE = ("catalog", "ingest", "maintenance", "runtime", "devtools", "benchmarks")
 # A variable named in prose: FLOE_X, but not a family like FLOE_GLUE_*.
 _MENTION = re.compile(r"\bFLOE_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_*])")
@@ -199,18 +197,3 @@ def test_runtime_settings_name_their_variables(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("FLOE_SPARK_LOG_LEVEL", "loud")
     with pytest.raises(ValueError, match=r"^FLOE_SPARK_LOG_LEVEL: "):
         read_settings(RuntimeSettings)
-
-
-def test_floe_serve_reports_a_bad_variable_without_a_traceback(tmp_path: Path) -> None:
-    env = {"PATH": "/usr/bin:/bin", "FLOE_HOME": str(tmp_path), "FLOE_MAX_CONNECTIONS": "lots"}
-    result = subprocess.run(
-        [sys.executable, "-m", "catalog.cli", "serve"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode != 0
-    assert "FLOE_MAX_CONNECTIONS: Input should be a valid integer" in result.stderr
-    assert "Traceback" not in result.stderr
