@@ -4,8 +4,9 @@
 whose `start` serves `catalog.api.app.create_app(settings)` on a loopback port from a thread instead of
 starting a subprocess, so a test pays milliseconds rather than an interpreter start-up per server.
 It runs the same app, on the same uvicorn protocol with floe's connection limits, against the same kind
-of database; what it cannot show (kill -9, several worker processes, a process's memory) stays in tests
-that start real `floe serve` processes (tests/e2e, and tests/api/test_server_limits.py).
+of database; what it cannot show (kill -9, several worker processes, a process's memory, AWS keys that
+libraries read from the process environment) stays in tests that start real `floe serve` processes
+(tests/e2e, the S3 parameter of tests/api/test_confinement.py, tests/api/test_server_limits.py).
 """
 
 from __future__ import annotations
