@@ -1,12 +1,19 @@
-"""Shared fixtures: a real PostgreSQL, real `floe serve` processes on SQLite and on PostgreSQL, and clients.
+"""Fixtures every tier shares: the database backends, and clients of the tier's catalog server.
 
-Every test that touches the database runs once per backend through the `catalog_server` fixture.
+The tests come in three tiers: `tests/unit` (pure functions, no server, no database process),
+`tests/api` (the catalog's HTTP API, served in-process) and `tests/e2e` (real processes: Kafka, Spark,
+the schema registry, DuckDB, `floe serve` subprocesses, PostgreSQL). `pytest -m "not e2e"` runs the
+first two; plain `pytest` runs everything.
+
+Every test that touches the database runs once per backend through the `backend` parameter. The
+PostgreSQL parameter carries the `e2e` mark, since it starts a real database process; `catalog_server`
+(the tier's catalog, defined in each tier's conftest.py) serves a database of the backend under test.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -16,13 +23,12 @@ from pyiceberg.catalog.rest import RestCatalog
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 
-pytest_plugins = ["tests.kafka_fixtures", "tests.registry_fixtures"]
-
-BACKENDS = ["sqlite", "postgres"]
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.e2e)]
 
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[LocalPostgres]:
+    """A real PostgreSQL for the session (started only when a test needs it)."""
     with LocalPostgres() as pg:
         yield pg
 
@@ -32,28 +38,36 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="session")
-def database_url(backend: str, postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A fresh, empty database of the backend under test."""
+def new_database_url(backend: str, request: pytest.FixtureRequest, directory: Path) -> str:
+    """A fresh, empty database of `backend`: a PostgreSQL database, or a SQLite file in `directory`."""
     if backend == "postgres":
+        postgres: LocalPostgres = request.getfixturevalue("postgres")
         return postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
-    return f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('sqlite') / 'floe.db'}"
+    return f"sqlite+aiosqlite:///{directory / 'floe.db'}"
+
+
+@pytest.fixture(scope="session")
+def new_database(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[], str]:
+    """Makes fresh, empty databases of the backend under test (for session and module servers)."""
+    if backend == "postgres":
+        postgres: LocalPostgres = request.getfixturevalue("postgres")
+        return lambda: postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
+    return lambda: f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('sqlite') / 'floe.db'}"
+
+
+@pytest.fixture(scope="session")
+def database_url(catalog_server: CatalogProcess) -> str:
+    """The database the tier's `catalog_server` serves."""
+    assert catalog_server.database_url is not None
+    return catalog_server.database_url
 
 
 @pytest.fixture
-def fresh_database_url(backend: str, postgres: LocalPostgres, tmp_path: Path) -> str:
+def fresh_database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database of the backend under test, for a test that starts its own server."""
-    if backend == "postgres":
-        return postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
-    return f"sqlite+aiosqlite:///{tmp_path / 'floe.db'}"
-
-
-@pytest.fixture(scope="session")
-def catalog_server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogProcess]:
-    """One `floe serve` per backend for the session; tests isolate themselves by namespace."""
-    home = Path(tmp_path_factory.mktemp("floe-home"))
-    with CatalogProcess(database_url, home=home) as server:
-        yield server
+    return new_database_url(backend, request, tmp_path)
 
 
 @pytest.fixture

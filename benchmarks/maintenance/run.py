@@ -36,7 +36,7 @@ from benchmarks.catalog.report import machine_info
 from benchmarks.maintenance.report import render_markdown, write_results
 from catalog.pipelines.maintenance import DEFAULT_POLICY
 from devtools.catalog_server import CatalogProcess
-from tests.duckdb_client import attach_catalog, connect
+from tests.e2e.duckdb_client import attach_catalog, connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,0 +1,388 @@
+"""pyiceberg's RestCatalog against a real floe server: the table lifecycle.
+
+Create (plain, staged, at a custom location, per format version), load, list, exists, properties,
+rename, drop, purge (files really deleted), register and the errors pyiceberg maps from the answers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import httpx
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import (
+    BadRequestError,
+    CommitFailedException,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    RESTError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.table import Table
+
+from devtools.catalog_server import CatalogProcess
+
+PEOPLE = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+
+
+def people(ids: list[int]) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]}, schema=PEOPLE)
+
+
+def ids(table: Table) -> list[int]:
+    return sorted(table.scan().to_arrow().column("id").to_pylist())
+
+
+def local_path(uri: str) -> Path:
+    parsed = urlparse(uri)
+    assert parsed.scheme in ("file", ""), uri
+    return Path(unquote(parsed.path))
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+def written_table(rest_catalog: RestCatalog, namespace: str, name: str = "t") -> Table:
+    """A table with several snapshots, a delete and a property change: many data and metadata files."""
+    table = rest_catalog.create_table((namespace, name), schema=PEOPLE)
+    table.append(people([1, 2, 3]))
+    table.append(people([4, 5]))
+    table.delete(delete_filter="id == 2")
+    with table.transaction() as txn:
+        txn.set_properties(owner="tests")
+    loaded: Table = rest_catalog.load_table((namespace, name))
+    return loaded
+
+
+def other_namespace(rest_catalog: RestCatalog) -> str:
+    name = f"ns_{uuid.uuid4().hex[:10]}"
+    rest_catalog.create_namespace(name)
+    return name
+
+
+# -- create, load, list, exists --------------------------------------------------------------------
+
+
+def test_create_load_list_exists(
+    catalog_server: CatalogProcess, rest_catalog: RestCatalog, namespace: str
+) -> None:
+    assert rest_catalog.list_tables(namespace) == []
+    assert not rest_catalog.table_exists((namespace, "b"))
+    created = rest_catalog.create_table((namespace, "b"), schema=PEOPLE, properties={"owner": "me"})
+    rest_catalog.create_table((namespace, "a"), schema=PEOPLE)
+
+    assert sorted(rest_catalog.list_tables(namespace)) == [(namespace, "a"), (namespace, "b")]
+    assert rest_catalog.table_exists((namespace, "b"))
+    loaded = rest_catalog.load_table(f"{namespace}.b")
+    assert loaded.name() == (namespace, "b")
+    assert loaded.metadata.table_uuid == created.metadata.table_uuid
+    assert loaded.metadata_location == created.metadata_location
+    assert loaded.properties["owner"] == "me"
+    assert [(f.name, str(f.field_type)) for f in loaded.schema().fields] == [
+        ("id", "long"),
+        ("name", "string"),
+    ]
+    assert loaded.format_version == 2
+    # The default location is inside the server's warehouse, and the first metadata file is on disk.
+    location = local_path(loaded.location())
+    assert location.is_relative_to(catalog_server.warehouse_path)
+    metadata_file = local_path(loaded.metadata_location)
+    assert metadata_file.is_file()
+    assert metadata_file.parent == location / "metadata"
+
+
+def test_create_at_custom_location(
+    rest_catalog: RestCatalog, catalog_server: CatalogProcess, namespace: str
+) -> None:
+    # Anywhere inside the warehouse (tests/api/test_confinement.py: never outside the caller's folder).
+    location = catalog_server.warehouse_path.resolve() / f"custom-{uuid.uuid4().hex[:8]}" / "table"
+    table = rest_catalog.create_table((namespace, "t"), schema=PEOPLE, location=location.as_uri())
+    table.append(people([1, 2]))
+    loaded = rest_catalog.load_table((namespace, "t"))
+    assert local_path(loaded.location()) == location
+    assert local_path(loaded.metadata_location).parent == location / "metadata"
+    data_files = [local_path(t.file.file_path) for t in loaded.scan().plan_files()]
+    assert data_files
+    assert all(f.is_relative_to(location) and f.is_file() for f in data_files)
+    assert ids(loaded) == [1, 2]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_format_versions_and_upgrade(rest_catalog: RestCatalog, namespace: str, version: int) -> None:
+    table = rest_catalog.create_table(
+        (namespace, "t"), schema=PEOPLE, properties={"format-version": str(version)}
+    )
+    assert table.format_version == version
+    table.append(people([1]))
+    if version == 1:
+        with table.transaction() as txn:
+            txn.upgrade_table_version(format_version=2)
+        table.append(people([2]))
+    loaded = rest_catalog.load_table((namespace, "t"))
+    assert loaded.format_version == 2
+    assert ids(loaded) == ([1, 2] if version == 1 else [1])
+
+
+def test_create_existing_table_fails(rest_catalog: RestCatalog, namespace: str) -> None:
+    table = rest_catalog.create_table((namespace, "t"), schema=PEOPLE)
+    table.append(people([1]))
+    with pytest.raises(TableAlreadyExistsError):
+        rest_catalog.create_table((namespace, "t"), schema=PEOPLE)
+    # The failed create left the original table alone.
+    assert ids(rest_catalog.load_table((namespace, "t"))) == [1]
+    assert rest_catalog.create_table_if_not_exists((namespace, "t"), schema=PEOPLE).metadata.table_uuid == (
+        table.metadata.table_uuid
+    )
+
+
+def test_missing_tables_and_namespaces(rest_catalog: RestCatalog, namespace: str, http: httpx.Client) -> None:
+    with pytest.raises(NoSuchTableError, match="Table does not exist"):
+        rest_catalog.load_table((namespace, "missing"))
+    missing_ns = f"missing_{uuid.uuid4().hex[:8]}"
+    # Loading a table of a missing namespace is a NoSuchTableException (as the Java reference answers,
+    # which Java clients rely on to load metadata tables such as `db.t.snapshots`); the message says why.
+    with pytest.raises(NoSuchTableError, match=r"namespace .* does not exist"):
+        rest_catalog.load_table((missing_ns, "t"))
+    response = http.get(f"/v1/default/namespaces/{missing_ns}/tables/t")
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "NoSuchTableException"
+    response = http.get(f"/v1/default/namespaces/{namespace}/tables/missing")
+    assert response.json()["error"]["type"] == "NoSuchTableException"
+
+    with pytest.raises(NoSuchNamespaceError):
+        rest_catalog.list_tables(missing_ns)
+    with pytest.raises(NoSuchNamespaceError):
+        rest_catalog.create_table((missing_ns, "t"), schema=PEOPLE)
+    with pytest.raises(NoSuchNamespaceError):
+        rest_catalog.create_table_transaction((missing_ns, "t"), schema=PEOPLE)
+    assert not rest_catalog.table_exists((missing_ns, "t"))
+    with pytest.raises(NoSuchTableError):
+        rest_catalog.drop_table((namespace, "missing"))
+    with pytest.raises(NoSuchTableError):
+        rest_catalog.purge_table((namespace, "missing"))
+
+
+# -- properties --------------------------------------------------------------------------------------
+
+
+def test_table_properties_update(rest_catalog: RestCatalog, namespace: str) -> None:
+    table = rest_catalog.create_table(
+        (namespace, "t"), schema=PEOPLE, properties={"keep": "1", "drop-me": "2", "change-me": "3"}
+    )
+    with table.transaction() as txn:
+        txn.set_properties({"change-me": "33", "added": "4"})
+    with table.transaction() as txn:
+        txn.remove_properties("drop-me")
+    properties = rest_catalog.load_table((namespace, "t")).properties
+    assert properties["keep"] == "1"
+    assert properties["change-me"] == "33"
+    assert properties["added"] == "4"
+    assert "drop-me" not in properties
+    # Every commit wrote a new metadata file and logged the previous one.
+    loaded = rest_catalog.load_table((namespace, "t"))
+    assert len(loaded.metadata.metadata_log) == 2
+    assert all(local_path(entry.metadata_file).is_file() for entry in loaded.metadata.metadata_log)
+
+
+def test_removing_absent_property_is_ignored(
+    rest_catalog: RestCatalog, namespace: str, http: httpx.Client
+) -> None:
+    table = rest_catalog.create_table((namespace, "t"), schema=PEOPLE, properties={"a": "1", "b": "2"})
+    # pyiceberg refuses this client-side; the Java client sends it (e.g. `UNSET TBLPROPERTIES IF EXISTS`)
+    # and the reference server ignores keys that are not set.
+    response = http.post(
+        f"/v1/default/namespaces/{namespace}/tables/t",
+        json={
+            "requirements": [{"type": "assert-table-uuid", "uuid": str(table.metadata.table_uuid)}],
+            "updates": [
+                {"action": "set-properties", "updates": {"c": "3"}},
+                {"action": "remove-properties", "removals": ["a", "c", "never-set"]},
+            ],
+        },
+    )
+    assert response.status_code == 200, response.text
+    properties = rest_catalog.load_table((namespace, "t")).properties
+    assert properties["b"] == "2"
+    assert not {"a", "c", "never-set"} & set(properties)
+
+
+# -- staged create ---------------------------------------------------------------------------------
+
+
+def test_create_table_transaction(rest_catalog: RestCatalog, namespace: str) -> None:
+    txn = rest_catalog.create_table_transaction((namespace, "t"), schema=PEOPLE, properties={"stage": "yes"})
+    # A staged create is invisible until it commits.
+    assert not rest_catalog.table_exists((namespace, "t"))
+    assert rest_catalog.list_tables(namespace) == []
+    txn.set_properties(extra="1")
+    txn.append(people([1, 2, 3]))
+    committed = txn.commit_transaction()
+
+    loaded = rest_catalog.load_table((namespace, "t"))
+    assert ids(loaded) == [1, 2, 3]
+    assert loaded.properties["stage"] == "yes"
+    assert loaded.properties["extra"] == "1"
+    assert len(loaded.snapshots()) == 1
+    assert loaded.metadata.table_uuid == committed.metadata.table_uuid
+    assert local_path(loaded.metadata_location).is_file()
+
+
+def test_create_table_transaction_loses_to_concurrent_create(
+    rest_catalog: RestCatalog, namespace: str
+) -> None:
+    first = rest_catalog.create_table_transaction((namespace, "t"), schema=PEOPLE)
+    second = rest_catalog.create_table_transaction((namespace, "t"), schema=PEOPLE)
+    first.append(people([1]))
+    first.commit_transaction()
+    second.append(people([2]))
+    # The assert-create requirement fails in the Java wording the REST spec's clients expect.
+    with pytest.raises(CommitFailedException, match="Requirement failed: table already exists"):
+        second.commit_transaction()
+    assert ids(rest_catalog.load_table((namespace, "t"))) == [1]
+    # Staging a create for a name that exists is refused up front.
+    with pytest.raises(TableAlreadyExistsError):
+        rest_catalog.create_table_transaction((namespace, "t"), schema=PEOPLE)
+
+
+# -- rename ------------------------------------------------------------------------------------------
+
+
+def test_rename_within_namespace(rest_catalog: RestCatalog, namespace: str) -> None:
+    table = rest_catalog.create_table((namespace, "old"), schema=PEOPLE)
+    table.append(people([1]))
+    renamed = rest_catalog.rename_table((namespace, "old"), (namespace, "new"))
+    assert renamed.name() == (namespace, "new")
+    assert renamed.metadata.table_uuid == table.metadata.table_uuid
+    assert rest_catalog.list_tables(namespace) == [(namespace, "new")]
+    assert not rest_catalog.table_exists((namespace, "old"))
+    with pytest.raises(NoSuchTableError):
+        rest_catalog.load_table((namespace, "old"))
+    # The renamed table keeps its data and accepts commits under its new name.
+    renamed.append(people([2]))
+    assert ids(rest_catalog.load_table((namespace, "new"))) == [1, 2]
+    # The old name is free for a new table.
+    rest_catalog.create_table((namespace, "old"), schema=PEOPLE)
+    assert ids(rest_catalog.load_table((namespace, "old"))) == []
+
+
+def test_rename_across_namespaces(rest_catalog: RestCatalog, namespace: str) -> None:
+    target = other_namespace(rest_catalog)
+    table = rest_catalog.create_table((namespace, "t"), schema=PEOPLE)
+    table.append(people([1, 2]))
+    rest_catalog.rename_table((namespace, "t"), (target, "moved"))
+    assert rest_catalog.list_tables(namespace) == []
+    assert rest_catalog.list_tables(target) == [(target, "moved")]
+    assert ids(rest_catalog.load_table((target, "moved"))) == [1, 2]
+    # The source namespace is empty now, so it can be dropped.
+    rest_catalog.drop_namespace(namespace)
+
+
+def test_rename_errors(rest_catalog: RestCatalog, namespace: str) -> None:
+    rest_catalog.create_table((namespace, "a"), schema=PEOPLE).append(people([1]))
+    rest_catalog.create_table((namespace, "b"), schema=PEOPLE).append(people([2]))
+    with pytest.raises(TableAlreadyExistsError):
+        rest_catalog.rename_table((namespace, "a"), (namespace, "b"))
+    with pytest.raises(NoSuchTableError):
+        rest_catalog.rename_table((namespace, "missing"), (namespace, "c"))
+    with pytest.raises(NoSuchNamespaceError):
+        rest_catalog.rename_table((namespace, "a"), (f"missing_{uuid.uuid4().hex[:8]}", "a"))
+    # Nothing moved.
+    assert ids(rest_catalog.load_table((namespace, "a"))) == [1]
+    assert ids(rest_catalog.load_table((namespace, "b"))) == [2]
+
+
+# -- drop and purge ----------------------------------------------------------------------------------
+
+
+def test_drop_keeps_files(rest_catalog: RestCatalog, namespace: str) -> None:
+    table = written_table(rest_catalog, namespace)
+    location = local_path(table.location())
+    before = files_under(location)
+    assert any(p.suffix == ".parquet" for p in before)
+    assert any(p.name.endswith(".metadata.json") for p in before)
+    assert any(p.suffix == ".avro" for p in before)
+
+    rest_catalog.drop_table((namespace, "t"))
+    assert not rest_catalog.table_exists((namespace, "t"))
+    assert rest_catalog.list_tables(namespace) == []
+    assert files_under(location) == before
+
+    # The kept metadata file brings the table back, with all its history.
+    restored = rest_catalog.register_table((namespace, "t"), table.metadata_location)
+    assert ids(restored) == [1, 3, 4, 5]
+    assert [s.snapshot_id for s in restored.snapshots()] == [s.snapshot_id for s in table.snapshots()]
+
+
+def test_purge_deletes_data_and_metadata_files(
+    catalog_server: CatalogProcess, rest_catalog: RestCatalog, namespace: str
+) -> None:
+    table = written_table(rest_catalog, namespace)
+    location = local_path(table.location())
+    assert location.is_relative_to(catalog_server.warehouse_path)
+    before = files_under(location)
+    data_files = {p for p in before if p.suffix == ".parquet"}
+    # Two appends and a copy-on-write delete that rewrote one file.
+    assert len(data_files) >= 3
+    assert len([p for p in before if p.name.endswith(".metadata.json")]) == 5
+
+    rest_catalog.purge_table((namespace, "t"))
+    assert not rest_catalog.table_exists((namespace, "t"))
+    assert files_under(location) == set()
+    with pytest.raises(NoSuchTableError):
+        rest_catalog.load_table((namespace, "t"))
+
+
+def test_purge_spares_neighbouring_table(rest_catalog: RestCatalog, namespace: str) -> None:
+    kept = written_table(rest_catalog, namespace, "kept")
+    written_table(rest_catalog, namespace, "purged")
+    kept_files = files_under(local_path(kept.location()))
+    rest_catalog.purge_table((namespace, "purged"))
+    assert files_under(local_path(kept.location())) == kept_files
+    assert ids(rest_catalog.load_table((namespace, "kept"))) == [1, 3, 4, 5]
+
+
+# -- register ----------------------------------------------------------------------------------------
+
+
+def test_register_existing_metadata_under_new_name(rest_catalog: RestCatalog, namespace: str) -> None:
+    table = written_table(rest_catalog, namespace, "source")
+    target = other_namespace(rest_catalog)
+    registered = rest_catalog.register_table((target, "copy"), table.metadata_location)
+    assert registered.name() == (target, "copy")
+    assert registered.metadata_location == table.metadata_location
+    assert registered.metadata.table_uuid == table.metadata.table_uuid
+    assert ids(registered) == ids(table) == [1, 3, 4, 5]
+    loaded = rest_catalog.load_table((target, "copy"))
+    assert ids(loaded) == [1, 3, 4, 5]
+    assert loaded.properties["owner"] == "tests"
+    # An older metadata file registers the table as it was then.
+    oldest = table.metadata.metadata_log[1].metadata_file
+    earlier = rest_catalog.register_table((target, "earlier"), oldest)
+    assert ids(earlier) == [1, 2, 3]
+
+
+def test_register_errors_and_overwrite(rest_catalog: RestCatalog, namespace: str) -> None:
+    first = rest_catalog.create_table((namespace, "first"), schema=PEOPLE)
+    first.append(people([1]))
+    second = rest_catalog.create_table((namespace, "second"), schema=PEOPLE)
+    second.append(people([2]))
+    with pytest.raises(TableAlreadyExistsError):
+        rest_catalog.register_table((namespace, "first"), second.metadata_location)
+    assert ids(rest_catalog.load_table((namespace, "first"))) == [1]
+
+    replaced = rest_catalog.register_table((namespace, "first"), second.metadata_location, overwrite=True)
+    assert ids(replaced) == [2]
+    assert ids(rest_catalog.load_table((namespace, "first"))) == [2]
+
+    missing_file = f"{second.location()}/metadata/99999-{uuid.uuid4()}.metadata.json"
+    with pytest.raises(BadRequestError):
+        rest_catalog.register_table((namespace, "ghost"), missing_file)
+    assert not rest_catalog.table_exists((namespace, "ghost"))
+    # pyiceberg maps only 409 for register; the 404 reaches it as a generic RESTError.
+    with pytest.raises(RESTError, match="NoSuchNamespaceException"):
+        rest_catalog.register_table((f"missing_{uuid.uuid4().hex[:8]}", "t"), second.metadata_location)

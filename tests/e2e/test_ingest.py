@@ -1,0 +1,794 @@
+"""Ingestion end to end: a real Kafka broker, `floe ingest` (PySpark + Iceberg's Spark runtime) and a real
+floe server on PostgreSQL; tables read back with pyiceberg, DuckDB and Spark.
+
+One `floe ingest` runs for the module; each test applies its own tables (picked up without a restart)
+on its own topics. The crash tests run their own ingest processes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import httpx
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from devtools.catalog_server import CatalogProcess
+from devtools.kafka_broker import LocalKafka
+from devtools.postgres import LocalPostgres
+from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
+from ingest.registry_client import BasicAuth, RegistryClient, RegistryConnection, encode_confluent
+from tests.e2e.duckdb_client import attach_catalog, connect
+from tests.e2e.ingest_harness import (
+    IngestProcess,
+    Produced,
+    apply_pipeline,
+    committed_offsets,
+    produce,
+    wait_until_committed,
+)
+from tests.e2e.registry_proxy import REGISTRY_PASSWORD, REGISTRY_USER, BasicAuthProxy
+
+# A Kafka broker, the schema registry and Spark (`floe ingest`): `pytest -m "not e2e"` skips them.
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "ingest"
+# The crash test's tables: only the ingest processes it kills (`--cluster crash`) write them.
+CRASH_CLUSTER = "crash"
+# The compaction test's tables: the module's ingest writes them while `floe maintain` compacts them.
+COMPACT_CLUSTER = "compact"
+# The registry-authentication test's refused tables: only its ingest process (wrong password) reads them.
+REFUSED_CLUSTER = "refused"
+# The variables floe.yaml's schema_registry.basic_auth_*_env name in the registry-authentication test.
+REGISTRY_USER_ENV = "FLOE_TEST_REGISTRY_USER"
+REGISTRY_PASSWORD_ENV = "FLOE_TEST_REGISTRY_PASSWORD"
+
+
+@pytest.fixture(scope="module")
+def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogProcess]:
+    url = postgres.create_database(f"floe_ingest_{uuid.uuid4().hex[:8]}")
+    with CatalogProcess(url, home=tmp_path_factory.mktemp("ingest-floe")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {server.token()}"}, timeout=60
+    ) as client:
+        yield client
+
+
+class Pipeline:
+    """The module's floe.yaml: tests add their tables and apply the whole document again."""
+
+    def __init__(self, kafka: LocalKafka, admin: httpx.Client) -> None:
+        host, port = kafka.bootstrap_servers.split(":")
+        self.admin = admin
+        brokers = [{"hostname": host, "port": int(port)}]
+        self.config: dict[str, Any] = {
+            "source_clusters": [
+                {"name": name, "bootstrap_brokers": brokers}
+                for name in (CLUSTER, CRASH_CLUSTER, COMPACT_CLUSTER, REFUSED_CLUSTER)
+            ],
+            "tables": [],
+        }
+
+    def add(self, cluster: str = CLUSTER, **table: Any) -> dict[str, Any]:
+        self.config["tables"] = [
+            t for t in self.config["tables"] if t["source_topic"] != table["source_topic"]
+        ]
+        self.config["tables"].append({"source_cluster_name": cluster, **table})
+        return apply_pipeline(self.admin, self.config)
+
+
+@pytest.fixture(scope="module")
+def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
+    return Pipeline(kafka, admin)
+
+
+@pytest.fixture(scope="module")
+def ingest(
+    server: CatalogProcess, pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[IngestProcess]:
+    args = ["--commit-interval", "1", "--cluster", CLUSTER, "--cluster", COMPACT_CLUSTER]
+    registry_credentials = {REGISTRY_USER_ENV: REGISTRY_USER, REGISTRY_PASSWORD_ENV: REGISTRY_PASSWORD}
+    with IngestProcess(
+        server, tmp_path_factory.mktemp("ingest"), args=args, env=registry_credentials
+    ) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def catalog(server: CatalogProcess) -> RestCatalog:
+    return server.catalog()
+
+
+def _topic(kafka: LocalKafka, name: str, partitions: int = 3) -> str:
+    topic = f"{name}.{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, partitions)
+    return topic
+
+
+def _table_name(topic: str) -> str:
+    return topic.replace(".", "_").replace("-", "_")
+
+
+EVENT_FIELDS = [
+    {"name": "id", "id": 1, "type": "long"},
+    {"name": "name", "id": 2, "type": "string"},
+    {"name": "score", "id": 3, "type": "double", "optional": True},
+    {"name": "at", "id": 4, "type": "timestamptz", "optional": True},
+    {
+        "name": "device",
+        "id": 5,
+        "type": "struct",
+        "optional": True,
+        "fields": [
+            {"name": "os", "id": 6, "type": "string"},
+            {"name": "version", "id": 7, "type": "int", "optional": True},
+        ],
+    },
+    {
+        "name": "tags",
+        "id": 8,
+        "type": "list",
+        "optional": True,
+        "fields": [{"name": "element", "id": 9, "type": "string"}],
+    },
+    {
+        "name": "attributes",
+        "id": 10,
+        "type": "map",
+        "optional": True,
+        "fields": [
+            {"name": "key", "id": 11, "type": "string"},
+            {"name": "value", "id": 12, "type": "string"},
+        ],
+    },
+]
+
+
+def _event(i: int) -> dict[str, Any]:
+    return {
+        "id": i,
+        "name": f"user-{i}",
+        "score": i / 4,
+        "at": f"2026-11-21T10:{i % 60:02d}:00Z",
+        "device": {"os": "linux", "version": i % 7},
+        "tags": [f"t{i % 3}", "x"],
+        "attributes": {"k": str(i)},
+    }
+
+
+def test_json_records_become_rows_exactly(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    duck_dir = tmp_path / "duckdb"
+    topic = _topic(kafka, "orders-json")
+    table = _table_name(topic)
+    plan = pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        partitioning_scheme="hour",
+        schema={"fields": EVENT_FIELDS},
+    )
+    assert plan["revision"] >= 1
+    count = 600
+    produced = produce(
+        kafka.bootstrap_servers,
+        topic,
+        (json.dumps(_event(i)).encode() for i in range(count)),
+        headers=lambda i: [("source", b"test"), ("n", str(i).encode())],
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    loaded = catalog.load_table(f"{CLUSTER}.{table}")
+    assert [f.field_id for f in loaded.schema().fields][:7] == [1, 2, 3, 4, 5, 8, 10]
+    assert str(loaded.spec().fields[0].transform) == "hour"
+    rows = loaded.scan().to_arrow().to_pylist()
+    assert len(rows) == count
+    by_position = {(r["_kafka"]["partition"], r["_kafka"]["offset"]): r for r in rows}
+    assert set(by_position) == set(produced.records)
+    for (partition, offset), (key, value) in produced.records.items():
+        row = by_position[(partition, offset)]
+        expected = json.loads(value or b"")
+        assert row["id"] == expected["id"]
+        assert row["name"] == expected["name"]
+        assert row["score"] == expected["score"]
+        assert row["at"] == dt.datetime.fromisoformat(expected["at"])
+        assert row["device"] == expected["device"]
+        assert row["tags"] == expected["tags"]
+        assert dict(row["attributes"]) == expected["attributes"]
+        assert row["_kafka"]["key"] == key
+        assert [(h["key"], h["value"]) for h in row["_kafka"]["headers"]] == [
+            ("source", b"test"),
+            ("n", str(expected["id"]).encode()),
+        ]
+
+    # DuckDB, through floe's REST catalog, sees the same table.
+    duck = connect(duck_dir)
+    attach_catalog(
+        duck,
+        endpoint=ingest.server.url,
+        warehouse="default",
+        client_id=ingest.credential[0],
+        client_secret=ingest.credential[1],
+    )
+    total, distinct, max_id = duck.execute(
+        f'SELECT count(*), count(DISTINCT id), max(id) FROM floe.{CLUSTER}."{table}"'
+    ).fetchone() or (0, 0, 0)
+    assert (total, distinct, max_id) == (count, count, count - 1)
+    assert duck.execute(
+        f'SELECT device.os, tags[1] FROM floe.{CLUSTER}."{table}" WHERE id = 7'
+    ).fetchone() == (
+        "linux",
+        "t1",
+    )
+
+
+def test_spark_reads_the_ingested_table_through_floe(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client
+) -> None:
+    from runtime.spark import CatalogConnection, spark_session
+
+    topic = _topic(kafka, "spark-read", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": EVENT_FIELDS}
+    )
+    produced = produce(kafka.bootstrap_servers, topic, (json.dumps(_event(i)).encode() for i in range(100)))
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    connection = CatalogConnection(ingest.server.url, "default", *ingest.credential)
+    spark = spark_session(
+        "floe-test-read", connection, master="local[1]", conf={"spark.driver.memory": "512m"}
+    )
+    try:
+        frame = spark.table(f"floe.{CLUSTER}.{table}")
+        assert frame.count() == 100
+        row = frame.where("id = 42").select("name", "device.os", "_kafka.offset").collect()[0]
+        assert row["name"] == "user-42"
+        assert row["os"] == "linux"
+        summaries = spark.sql(f"SELECT summary FROM floe.{CLUSTER}.{table}.snapshots").collect()
+        assert all("floe.kafka.end-offsets" in s["summary"] for s in summaries)
+    finally:
+        spark.stop()
+
+
+def test_malformed_records_go_to_the_dead_letter_table(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    topic = _topic(kafka, "mixed", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={
+            "fields": [
+                {"name": "id", "id": 1, "type": "long"},
+                {"name": "note", "id": 2, "type": "string", "optional": True},
+            ]
+        },
+    )
+    bad_values: list[bytes | None] = [b"not json", b'{"note": "no id"}', b'{"id": "abc"}', b"[1,2]", None]
+    values: list[bytes | None] = []
+    for i in range(300):
+        values.append(json.dumps({"id": i, "note": "ok"}).encode())
+        if i % 60 == 0:
+            values.append(bad_values[(i // 60) % len(bad_values)])
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    good = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow()
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert good.num_rows == 300
+    assert sorted(good.column("id").to_pylist()) == list(range(300))
+    assert len(dead) == 5
+    assert good.num_rows + len(dead) == len(produced.records)
+    produced_bad = {
+        (p, o): value
+        for (p, o), (_, value) in produced.records.items()
+        if value is None or b'"ok"' not in value
+    }
+    assert {(d["partition"], d["offset"]): d["value"] for d in dead} == produced_bad
+    errors = {d["value"]: d["error"] for d in dead}
+    assert errors[b'{"note": "no id"}'] == "required field id is missing or null"
+    assert "JSON" in errors[b"not json"]
+    assert errors[None] == "record has no value (tombstone)"
+    assert all(d["topic"] == topic and d["failed_at"] is not None for d in dead)
+
+
+AVRO_FIELDS = [
+    {"name": "event_id", "id": 1, "type": "string"},
+    {"name": "user_id", "id": 2, "type": "long"},
+    {"name": "session_id", "id": 3, "type": "string", "optional": True},
+    {
+        "name": "profile",
+        "id": 4,
+        "type": "struct",
+        "fields": [
+            {"name": "country", "id": 5, "type": "string"},
+            {"name": "language", "id": 6, "type": "string"},
+        ],
+    },
+]
+
+
+def _avro_bytes(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+def _avro_record(i: int) -> dict[str, Any]:
+    return {
+        "event_id": f"e{i}",
+        "user_id": i,
+        "session_id": None if i % 5 == 0 else f"s{i}",
+        "profile": {"country": "NO", "language": "nb"},
+    }
+
+
+def test_avro_inline_with_confluent_framing(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    topic = _topic(kafka, "avro-inline", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic, source_format="avro", schema_mode="inline", schema={"fields": AVRO_FIELDS}
+    )
+    writer = avro_schema(parse_config(pipeline.config).table(CLUSTER, table))
+    # WarpStream's inline mode: a Confluent-framed value whose schema id is ignored.
+    values = [bytes([0, 0, 0, 0, 42]) + _avro_bytes(writer, _avro_record(i)) for i in range(200)]
+    values.append(b"\x01garbage")
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert sorted(r["user_id"] for r in rows) == list(range(200))
+    assert {r["user_id"]: r["session_id"] for r in rows}[5] is None
+    assert rows[0]["profile"] == {"country": "NO", "language": "nb"}
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert [d["value"] for d in dead] == [b"\x01garbage"]
+
+
+def test_avro_raw_binary_values(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    topic = _topic(kafka, "avro-raw", partitions=1)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="avro",
+        avro_framing="raw",
+        schema_mode="inline",
+        schema={"fields": AVRO_FIELDS},
+    )
+    writer = avro_schema(parse_config(pipeline.config).table(CLUSTER, table))
+    values = [_avro_bytes(writer, _avro_record(i)) for i in range(100)]
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert sorted(r["event_id"] for r in rows) == sorted(f"e{i}" for i in range(100))
+    assert catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().num_rows == 0
+
+
+def test_avro_registry_mode_decodes_every_writer_schema(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    schema_registry: LocalSchemaRegistry,
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    topic = _topic(kafka, "avro-registry", partitions=2)
+    table = _table_name(topic)
+    fields = [*AVRO_FIELDS, {"name": "referrer", "id": 20, "type": "string", "optional": True}]
+    pipeline.add(
+        source_topic=topic,
+        source_format="avro",
+        schema_mode="registry",
+        schema_registry_url=schema_registry.url,
+        schema={"fields": fields},
+    )
+    full = avro_schema(parse_config(pipeline.config).table(CLUSTER, table))
+    # A producer's own schemas: v1 without `referrer`, v2 with it, under the producer's record name.
+    v2 = {**full, "name": "com.example.Visit"}
+    v1 = {**v2, "fields": [f for f in v2["fields"] if f["name"] != "referrer"]}
+    client = RegistryClient(schema_registry.url)
+    id1 = client.register(f"{topic}-value", json.dumps(v1))
+    id2 = client.register(f"{topic}-value", json.dumps(v2))
+    assert id1 != id2
+    values = [encode_confluent(id1, _avro_bytes(v1, _avro_record(i))) for i in range(100)]
+    values += [
+        encode_confluent(id2, _avro_bytes(v2, {**_avro_record(i), "referrer": f"r{i}"}))
+        for i in range(100, 200)
+    ]
+    values.append(encode_confluent(999_999, b"\x02"))  # a schema id the registry does not know
+    values.append(b"no framing")
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert sorted(r["user_id"] for r in rows) == list(range(200))
+    referrers = {r["user_id"]: r["referrer"] for r in rows}
+    assert referrers[3] is None
+    assert referrers[150] == "r150"
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert sorted(d["error"] for d in dead) == [
+        "value is not in the Confluent wire format (magic byte 0 + schema id)",
+        "value's schema id is not registered",
+    ]
+
+
+def test_avro_registry_mode_through_a_registry_that_requires_basic_auth(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    authenticated_registry: BasicAuthProxy,
+    tmp_path: Path,
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    # floe.yaml's top-level registry, with the variables holding its credentials; the module's ingest
+    # process has them set right.
+    seen = len(authenticated_registry.requests)  # the proxy is the session's: earlier tests' requests
+    pipeline.config["schema_registry"] = {
+        "url": authenticated_registry.url,
+        "basic_auth_username_env": REGISTRY_USER_ENV,
+        "basic_auth_password_env": REGISTRY_PASSWORD_ENV,
+    }
+    topic = _topic(kafka, "avro-registry-auth", partitions=2)
+    table = _table_name(topic)
+    registry_table: dict[str, Any] = {
+        "source_format": "avro",
+        "schema_mode": "registry",
+        "schema": {"fields": AVRO_FIELDS},
+    }
+    pipeline.add(source_topic=topic, **registry_table)
+    writer = {**avro_schema(parse_config(pipeline.config).table(CLUSTER, table)), "name": "com.example.Visit"}
+    credentials = BasicAuth(REGISTRY_USER, REGISTRY_PASSWORD, REGISTRY_USER_ENV, REGISTRY_PASSWORD_ENV)
+    with RegistryClient(RegistryConnection(authenticated_registry.url, credentials)) as client:
+        schema_id = client.register(f"{topic}-value", json.dumps(writer))
+    values = [encode_confluent(schema_id, _avro_bytes(writer, _avro_record(i))) for i in range(100)]
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert sorted(r["user_id"] for r in rows) == list(range(100))
+    assert catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().num_rows == 0
+    # The writer schema was read through the proxy, with the credentials.
+    requests = authenticated_registry.requests[seen:]
+    assert ("GET", f"{CCOMPAT_PATH}/schemas/ids/{schema_id}", True) in requests
+    assert not [r for r in requests if not r[2]]
+
+    # The same registry, a wrong password: one clear error naming the settings, nothing committed.
+    refused_topic = _topic(kafka, "avro-registry-refused", partitions=1)
+    refused_table = _table_name(refused_topic)
+    pipeline.add(REFUSED_CLUSTER, source_topic=refused_topic, **registry_table)
+    produce(kafka.bootstrap_servers, refused_topic, values[:10])
+    wrong = {REGISTRY_USER_ENV: REGISTRY_USER, REGISTRY_PASSWORD_ENV: "not the password"}
+    args = ["--commit-interval", "1", "--cluster", REFUSED_CLUSTER]
+    with IngestProcess(server, tmp_path / "refused", args=args, env=wrong) as refused:
+        deadline = time.monotonic() + 240
+        while "cannot start ingestion" not in refused.log_text():
+            assert time.monotonic() < deadline, refused.log_text()[-4000:]
+            assert refused.process is not None
+            assert refused.process.poll() is None, refused.log_text()[-4000:]
+            time.sleep(0.5)
+        time.sleep(3)  # time for a batch to commit, were one started
+        log = refused.log_text()
+    errors = [line for line in log.splitlines() if "cannot start ingestion" in line]
+    assert errors[0].endswith(
+        f"{REFUSED_CLUSTER}.{refused_table}: cannot start ingestion: "
+        f"Schema registry {authenticated_registry.url} (schema_registry.url): GET /schemas/types: "
+        "HTTP 401: Unauthorized (the registry refused the "
+        f"credentials of user '{REGISTRY_USER}', from the environment variables {REGISTRY_USER_ENV} and "
+        f"{REGISTRY_PASSWORD_ENV} that floe.yaml's schema_registry.basic_auth_username_env and "
+        "schema_registry.basic_auth_password_env name)"
+    ), errors
+    assert "not the password" not in log
+    assert "ingestion query stopped" not in log  # no streaming query ran and failed
+    assert committed_offsets(admin, REFUSED_CLUSTER, refused_table, refused_topic) == {}
+    assert catalog.load_table(f"{REFUSED_CLUSTER}.{refused_table}").current_snapshot() is None
+    assert catalog.load_table(f"{REFUSED_CLUSTER}.{refused_table}_dlq").current_snapshot() is None
+
+
+def test_schema_evolves_while_ingesting_and_destructive_changes_are_refused(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    topic = _topic(kafka, "evolving", partitions=1)
+    table = _table_name(topic)
+    v1 = [
+        {"name": "id", "id": 1, "type": "int"},
+        {"name": "label", "id": 2, "type": "string"},
+        {"name": "ratio", "id": 3, "type": "float", "optional": True},
+    ]
+    pipeline.add(source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": v1})
+    first = produce(
+        kafka.bootstrap_servers,
+        topic,
+        (json.dumps({"id": i, "label": "a", "ratio": 0.5}).encode() for i in range(50)),
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, first.end_offsets(), ingest=ingest)
+
+    # Widen int → long and float → double, make `label` optional, add `comment`.
+    v2 = [
+        {"name": "id", "id": 1, "type": "long"},
+        {"name": "label", "id": 2, "type": "string", "optional": True},
+        {"name": "ratio", "id": 3, "type": "double", "optional": True},
+        {"name": "comment", "id": 4, "type": "string", "optional": True},
+    ]
+    pipeline.add(source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": v2})
+    big = 2**40
+    second = produce(
+        kafka.bootstrap_servers,
+        topic,
+        (json.dumps({"id": big + i, "comment": f"c{i}"}).encode() for i in range(50)),
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, second.end_offsets(), ingest=ingest, timeout=300)
+    loaded = catalog.load_table(f"{CLUSTER}.{table}")
+    assert [(f.name, str(f.field_type), f.required) for f in loaded.schema().fields][:4] == [
+        ("id", "long", True),
+        ("label", "string", False),
+        ("ratio", "double", False),
+        ("comment", "string", False),
+    ]
+    rows = loaded.scan().to_arrow().to_pylist()
+    assert len(rows) == 100
+    assert sorted(r["comment"] for r in rows if r["id"] >= big) == sorted(f"c{i}" for i in range(50))
+    assert all(r["comment"] is None and r["label"] == "a" for r in rows if r["id"] < big)
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow()
+    assert dead.num_rows == 0
+
+    # Dropping a column or narrowing a type is refused; nothing changes.
+    before = catalog.load_table(f"{CLUSTER}.{table}").metadata_location
+    for destructive in (v2[:3], [{**v2[0], "type": "int"}, *v2[1:]]):
+        config = json.loads(json.dumps(pipeline.config))
+        for entry in config["tables"]:
+            if entry["source_topic"] == topic:
+                entry["schema"] = {"fields": destructive}
+        response = admin.put("/management/v1/pipeline", json={"config": config, "dry_run": False})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["type"] == "BadRequestException"
+    assert catalog.load_table(f"{CLUSTER}.{table}").metadata_location == before
+
+
+def test_status_shows_lag_and_dead_letters(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client
+) -> None:
+    from click.testing import CliRunner
+
+    from catalog.cli.status import status_command
+
+    topic = _topic(kafka, "observed", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
+    )
+    produced = produce(
+        kafka.bootstrap_servers, topic, [*(json.dumps({"id": i}).encode() for i in range(40)), b"oops"]
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    deadline = time.monotonic() + 60
+    entry: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        result = CliRunner().invoke(status_command, ["--metrics-url", ingest.metrics_url, "--output", "json"])
+        assert result.exit_code == 0, result.output
+        status = json.loads(result.output)
+        entry = next((t for t in status["tables"] if t["table"] == f"{CLUSTER}.{table}"), {})
+        parts = entry.get("partitions", [])
+        if (
+            len(parts) == 2
+            and all(p.get("offset_lag") == 0 for p in parts)
+            and entry.get("dead_letters") == 1
+        ):
+            break
+        time.sleep(1)
+    assert entry.get("records") == 40, entry
+    assert entry.get("dead_letters") == 1, entry
+    assert sorted(p["committed_offset"] for p in entry["partitions"]) == sorted(
+        produced.end_offsets().values()
+    )
+    assert all(p["offset_lag"] == 0 and p["time_lag_seconds"] == 0 for p in entry["partitions"]), entry
+    table_view = CliRunner().invoke(
+        status_command, ["--metrics-url", ingest.metrics_url], env={"COLUMNS": "200"}
+    )
+    assert table_view.exit_code == 0
+    assert table in table_view.output
+
+
+def _positions(catalog: RestCatalog, table: str, cluster: str = CLUSTER) -> list[tuple[int, int]]:
+    rows = catalog.load_table(f"{cluster}.{table}").scan(selected_fields=("_kafka",)).to_arrow().to_pylist()
+    return [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows]
+
+
+def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    topic = _topic(kafka, "crashy", partitions=3)
+    table = _table_name(topic)
+    pipeline.add(
+        cluster=CRASH_CLUSTER,
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
+    )
+    produced = Produced()
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        i = 0
+        while not stop.is_set():
+            produce(
+                kafka.bootstrap_servers,
+                topic,
+                (json.dumps({"id": i + j}).encode() for j in range(50)),
+                into=produced,
+            )
+            i += 50
+            time.sleep(0.05)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    args = ["--commit-interval", "1", "--cluster", CRASH_CLUSTER]
+    try:
+        for round_ in range(3):
+            process = IngestProcess(server, tmp_path / "crash", args=args).start()
+            # Wait for at least one commit in this round, then crash mid-flow.
+            before = sum(committed_offsets(admin, CRASH_CLUSTER, table, topic).values())
+            deadline = time.monotonic() + 180
+            while sum(committed_offsets(admin, CRASH_CLUSTER, table, topic).values()) <= before:
+                assert time.monotonic() < deadline, process.log_text()[-4000:]
+                assert process.process is not None
+                assert process.process.poll() is None, process.log_text()[-4000:]
+                time.sleep(0.5)
+            time.sleep(1.3)
+            process.kill()
+            if round_ == 1:
+                shutil.rmtree(process.state_dir, ignore_errors=True)  # the Spark checkpoint is gone
+    finally:
+        stop.set()
+        producer.join(60)
+    # A last restart, left to finish the topic.
+    with IngestProcess(server, tmp_path / "crash", args=args) as process:
+        wait_until_committed(
+            admin, CRASH_CLUSTER, table, topic, produced.end_offsets(), timeout=300, ingest=process
+        )
+    positions = _positions(catalog, table, CRASH_CLUSTER)
+    assert len(positions) == len(set(positions)), "a record was committed twice"
+    assert sorted(positions) == sorted(produced.records), "a record was lost"
+
+
+def test_compaction_while_ingesting_keeps_every_record_exactly_once(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    topic = _topic(kafka, "compacted", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        cluster=COMPACT_CLUSTER,
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
+        # Compact even the partition being written, and expire what compaction replaced.
+        maintenance={
+            "cold_after": "0s",
+            "hot_partition_max_files": 2,
+            "snapshot_retention": "0s",
+            "min_snapshots_to_keep": 1,
+        },
+    )
+    produced = Produced()
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        i = 0
+        while not stop.is_set():
+            values = (json.dumps({"id": i + j}).encode() for j in range(20))
+            produce(kafka.bootstrap_servers, topic, values, into=produced)
+            i += 20
+            time.sleep(0.1)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        # Let ingestion write a few small files first.
+        deadline = time.monotonic() + 120
+        while len(catalog.load_table(f"{COMPACT_CLUSTER}.{table}").snapshots()) < 6:
+            assert time.monotonic() < deadline, ingest.log_text()[-4000:]
+            time.sleep(0.5)
+        env = {
+            **os.environ,
+            "FLOE_URL": server.url,
+            "FLOE_CLIENT_ID": server.admin_client_id,
+            "FLOE_CLIENT_SECRET": server.admin_client_secret,
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "catalog.cli",
+            "maintain",
+            "--once",
+            "--namespace",
+            COMPACT_CLUSTER,
+            "--metrics-port",
+            "0",
+            "--driver-memory",
+            "768m",
+        ]
+        maintain = subprocess.run(command, env=env, capture_output=True, timeout=600, check=False)
+        assert maintain.returncode == 0, maintain.stdout.decode()[-3000:] + maintain.stderr.decode()[-3000:]
+    finally:
+        stop.set()
+        producer.join(60)
+    wait_until_committed(admin, COMPACT_CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    positions = _positions(catalog, table, COMPACT_CLUSTER)
+    assert len(positions) == len(set(positions)), "a record is in the table twice"
+    assert sorted(positions) == sorted(produced.records), "a record was lost"
+
+    passes = admin.get(
+        "/management/v1/maintenance/passes", params={"namespace": COMPACT_CLUSTER, "table": table}
+    ).json()["passes"]
+    compactions = [
+        a for p in passes for a in p["actions"] if a["name"] == "rewrite_data_files" and not a.get("error")
+    ]
+    assert compactions, passes
+    # Ingestion kept adding files during the pass; what compaction itself did is in its result.
+    rewritten = sum(int(a["result"].get("rewritten_data_files_count", 0)) for a in compactions)
+    added = sum(int(a["result"].get("added_data_files_count", 0)) for a in compactions)
+    assert rewritten > added >= 1, compactions
+
+    # floe status shows the pass beside the ingestion metrics.
+    from click.testing import CliRunner
+
+    from catalog.cli.status import status_command
+
+    env = {"FLOE_URL": server.url, "FLOE_CLIENT_ID": server.admin_client_id}
+    env["FLOE_CLIENT_SECRET"] = server.admin_client_secret
+    result = CliRunner().invoke(status_command, ["--metrics-url", ingest.metrics_url, "-o", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    maintained = {entry["table"]: entry for entry in json.loads(result.output).get("maintenance", [])}
+    assert f"{COMPACT_CLUSTER}.{table}" in maintained, result.output
+    assert "rewrite_data_files" in [a["name"] for a in maintained[f"{COMPACT_CLUSTER}.{table}"]["actions"]]

@@ -1,0 +1,170 @@
+"""Package boundaries: dependencies run one way (issue 10, section 1), checked on the source.
+
+Every module of floe's packages is parsed with `ast` and each of its imports (module level, function level,
+under `if TYPE_CHECKING:`) is checked against the rules below:
+
+    catalog.cli ──► everything (the `floe` command line is the one place that wires all parts together)
+    ingest, maintenance ──► runtime, and the catalog's public surface (CATALOG_SURFACE) only
+    catalog (server) ──► nothing of ingest, maintenance, runtime, devtools
+    runtime ──► no floe package;  devtools ──► runtime only
+    nothing but catalog.cli imports catalog.cli; no package imports tests or benchmarks
+
+Tests and benchmarks may import anything (they exercise the command line and start dev components).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("catalog", "ingest", "maintenance", "runtime", "devtools")
+CLI = "catalog.cli"
+TEST_CODE = ("tests", "benchmarks")
+
+# What ingest/ and maintenance/ may import from the catalog: its public, typed surface, each with why.
+# (Other engineers may rename these modules: keep this list in step, never widen it to all of `catalog`.)
+CATALOG_SURFACE: dict[str, str] = {
+    "catalog.pipelines": "the floe.yaml model: tables, schemas, maintenance policies",
+    "catalog.client": "the typed management/catalog HTTP client (OAuth2 client credentials)",
+    "catalog.kafka_offsets": (
+        "the snapshot-summary keys of the exactly-once fence: ingestion writes them, the catalog checks "
+        "them, so both sides take them from one definition"
+    ),
+}
+
+# Packages a package must never import (beyond the rules on catalog.cli, tests and the catalog surface).
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "catalog": ("ingest", "maintenance", "runtime", "devtools"),
+    "ingest": ("maintenance", "devtools"),
+    "maintenance": ("ingest", "devtools"),
+    "runtime": ("catalog", "ingest", "maintenance", "devtools"),
+    "devtools": ("catalog", "ingest", "maintenance"),
+}
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_files(*packages: str) -> Iterator[Path]:
+    for package in packages:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+ALL_MODULES = frozenset(module_name(path) for path in source_files(*PACKAGES, *TEST_CODE))
+
+
+def imports_of(source: str, module: str, *, is_package: bool = False) -> set[str]:
+    """Every module `source` imports, anywhere in it; `from a import b` counts as `a.b` when that is
+    a module of the tree, else as `a`. Relative imports are resolved against `module`."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in ALL_MODULES else base)
+    return found
+
+
+def violation(importer: str, imported: str) -> str | None:
+    """Why `importer` must not import `imported`, or None when it may."""
+    top = importer.split(".")[0]
+    if any(within(imported, test_code) for test_code in TEST_CODE):
+        return "production code never imports tests or benchmarks"
+    if within(importer, CLI):
+        return None
+    if within(imported, CLI):
+        return "only the command line itself imports catalog.cli"
+    for forbidden in FORBIDDEN.get(top, ()):
+        if within(imported, forbidden):
+            return f"{top} never imports {forbidden}"
+    in_surface = any(within(imported, allowed) for allowed in CATALOG_SURFACE)
+    if top in ("ingest", "maintenance") and within(imported, "catalog") and not in_surface:
+        return f"{top} uses the catalog only through {', '.join(CATALOG_SURFACE)}"
+    return None
+
+
+def test_imports_follow_the_package_boundaries() -> None:
+    problems = []
+    for path in source_files(*PACKAGES):
+        module = module_name(path)
+        for imported in sorted(imports_of(path.read_text(), module, is_package=path.name == "__init__.py")):
+            reason = violation(module, imported)
+            if reason:
+                problems.append(f"{path.relative_to(ROOT)}: imports {imported} ({reason})")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_catalog_surface_exists() -> None:
+    for module in CATALOG_SURFACE:
+        assert module in ALL_MODULES, f"{module} is gone: update CATALOG_SURFACE to its new name"
+
+
+def test_the_checker_sees_every_kind_of_import() -> None:
+    source = """
+from typing import TYPE_CHECKING
+import ingest.service
+from catalog import pipelines
+if TYPE_CHECKING:
+    from devtools.kafka_broker import LocalKafka
+def later():
+    from . import metrics
+    from ..cli import main
+"""
+    assert imports_of(source, "maintenance.worker") == {
+        "typing",
+        "ingest.service",
+        "catalog.pipelines",
+        "devtools.kafka_broker",
+        "maintenance.metrics",
+        "cli",
+    }
+    assert imports_of("from .output import console", "catalog.cli", is_package=True) == {"catalog.cli.output"}
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "allowed"),
+    [
+        ("catalog.service.tables", "ingest.service", False),
+        ("catalog.api.app", "runtime.spark", False),
+        ("catalog.store", "devtools.postgres", False),
+        ("catalog.service.tables", "catalog.cli", False),
+        ("catalog.cli.up", "devtools.kafka_broker", True),
+        ("catalog.cli.ingest", "ingest.service", True),
+        ("catalog.cli.status", "tests.conftest", False),
+        ("ingest.service", "runtime.spark", True),
+        ("ingest.service", "maintenance.worker", False),
+        ("ingest.service", "devtools.kafka_broker", False),
+        ("ingest.tables", "catalog.pipelines.config", True),
+        ("ingest.batches", "catalog.kafka_offsets", True),
+        ("ingest.service", "catalog.store", False),
+        ("ingest.service", "catalog.cli.services", False),
+        ("maintenance.worker", "ingest.spark", False),
+        ("maintenance.worker", "catalog.client", True),
+        ("maintenance.worker", "catalog.settings", False),
+        ("runtime.spark", "catalog.pipelines", False),
+        ("devtools.kafka_broker", "runtime.artifacts", True),
+        ("devtools.catalog_server", "catalog.settings", False),
+        ("devtools.catalog_server", "benchmarks.catalog", False),
+    ],
+)
+def test_the_rules(importer: str, imported: str, allowed: bool) -> None:
+    assert (violation(importer, imported) is None) is allowed

@@ -1,0 +1,87 @@
+"""The exactly-once fence, pure rules (catalog/kafka_offsets.py): Kafka offsets carried by snapshot
+summaries. The server behaviour is in tests/api/test_kafka_offsets.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update import AddSnapshotUpdate
+
+from catalog.errors import BadRequest, CommitFailed
+from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC, check_kafka_progress, kafka_progress
+
+
+def _update(**summary: str) -> AddSnapshotUpdate:
+    return AddSnapshotUpdate(
+        snapshot=Snapshot(
+            snapshot_id=1,
+            sequence_number=1,
+            timestamp_ms=1,
+            manifest_list="file:///m.avro",
+            summary=Summary(Operation.APPEND, **summary),
+        )
+    )
+
+
+def progress_props(topic: str, start: dict[int, int], end: dict[int, int]) -> dict[str, str]:
+    return {
+        TOPIC: topic,
+        START_OFFSETS: json.dumps({str(p): o for p, o in start.items()}),
+        END_OFFSETS: json.dumps({str(p): o for p, o in end.items()}),
+    }
+
+
+# -- pure rules -------------------------------------------------------------------------------------
+
+
+def test_commits_without_offsets_carry_no_progress() -> None:
+    assert kafka_progress([_update()]) is None
+    assert kafka_progress([]) is None
+
+
+def test_progress_is_parsed_from_the_summary() -> None:
+    progress = kafka_progress([_update(**progress_props("orders", {0: 5}, {0: 9, 1: 3}))])
+    assert progress is not None
+    assert progress.topic == "orders"
+    assert dict(progress.start) == {0: 5}
+    assert dict(progress.end) == {0: 9, 1: 3}
+
+
+@pytest.mark.parametrize(
+    ("summary", "message"),
+    [
+        ({TOPIC: "t"}, "is required"),
+        ({TOPIC: "t", END_OFFSETS: "[1]"}, "JSON object"),
+        ({TOPIC: "t", END_OFFSETS: "nope"}, "JSON object"),
+        ({TOPIC: "t", END_OFFSETS: '{"x": 1}'}, "JSON object"),
+        ({TOPIC: "t", END_OFFSETS: '{"0": -1}'}, "invalid entry"),
+        ({TOPIC: "t", END_OFFSETS: '{"0": "5"}'}, "invalid entry"),
+        ({TOPIC: "t", START_OFFSETS: '{"0": 9}', END_OFFSETS: '{"0": 5}'}, "before its start"),
+        ({TOPIC: "t", START_OFFSETS: '{"1": 9}', END_OFFSETS: '{"0": 5}'}, "without end"),
+    ],
+)
+def test_malformed_progress_is_a_bad_request(summary: dict[str, str], message: str) -> None:
+    with pytest.raises(BadRequest, match=message):
+        kafka_progress([_update(**summary)])
+
+
+def test_only_one_snapshot_per_commit_may_carry_offsets() -> None:
+    props = progress_props("t", {}, {0: 1})
+    with pytest.raises(BadRequest, match="only one snapshot"):
+        kafka_progress([_update(**props), _update(**props)])
+
+
+def test_the_fence_accepts_only_commits_starting_where_the_table_is() -> None:
+    progress = kafka_progress([_update(**progress_props("t", {0: 5}, {0: 9, 1: 2}))])
+    assert progress is not None
+    check_kafka_progress(progress, {0: 5})
+    check_kafka_progress(progress, {0: 5, 2: 100})  # partitions the commit does not cover don't matter
+    with pytest.raises(CommitFailed, match="partition 0 is committed up to 9"):
+        check_kafka_progress(progress, {0: 9})
+    with pytest.raises(CommitFailed, match="partition 1 is committed up to 2"):
+        check_kafka_progress(progress, {0: 5, 1: 2})
+    with pytest.raises(CommitFailed, match="committed up to nothing"):
+        check_kafka_progress(progress, {})
