@@ -332,6 +332,16 @@ def test_canonical_locations_inside_the_cluster_are_accepted(tenancy: Tenancy) -
     assert created.status_code == 200, created.text
     assert created.json()["metadata"]["location"] == f"{a}/custom/tbl"
     assert created.json()["metadata-location"].startswith(f"{a}/custom/tbl/metadata/")
+    # Another plain spelling of a location inside the folder is kept as the client sent it (Java clients
+    # compare it with what they sent); the file still lands at the canonical place.
+    plain = a.replace("s3://", "s3a://") if t.kind == "s3" else a.replace("file:///", "file:/")
+    kept = writer.post(
+        t.tables(t.cluster_a), json={"name": _name(), "schema": SCHEMA, "location": f"{plain}/spelled/"}
+    )
+    assert kept.status_code == 200, kept.text
+    assert kept.json()["metadata"]["location"] == f"{plain}/spelled"
+    assert kept.json()["metadata-location"].startswith(f"{plain}/spelled/metadata/")
+    assert t.exists(normalize_location(kept.json()["metadata-location"]))
 
 
 def test_views_are_confined(tenancy: Tenancy, victim: dict[str, Any]) -> None:

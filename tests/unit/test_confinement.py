@@ -18,7 +18,7 @@ import pytest
 from pyiceberg.table.metadata import TableMetadataUtil
 
 from catalog.errors import BadRequest, Forbidden, ServiceUnavailable
-from catalog.locations import is_within, normalize_location, path_segment
+from catalog.locations import is_within, normalize_location, path_segment, stored_form
 from catalog.security.vending import check_scope
 from catalog.storage import Storage, StorageRunner
 
@@ -228,3 +228,19 @@ def test_storage_pool_keeps_one_tenant_from_starving_the_others() -> None:
         assert await runner.run("greedy", lambda: "free again") == "free again"
 
     anyio.run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("file:/srv/wh/a/t", "file:/srv/wh/a/t"),
+        ("s3a://b/lake/a/t/", "s3a://b/lake/a/t"),
+        ("/srv/wh/a/t", "/srv/wh/a/t"),
+        ("s3://b/lake//a/t", "s3://b/lake/a/t"),
+        ("s3a://b/lake/a/x/../t", "s3://b/lake/a/t"),
+        ("file:///srv/wh/./a/t", "file:///srv/wh/a/t"),
+    ],
+)
+def test_a_plain_spelling_is_stored_as_sent_and_any_other_canonically(given: str, stored: str) -> None:
+    assert stored_form(given, normalize_location(given)) == stored
+    assert normalize_location(stored) == normalize_location(given)

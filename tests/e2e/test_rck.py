@@ -35,23 +35,6 @@ DEVIATIONS: dict[str, str] = {
         "deliberate: floe serves a table's metadata from its database, so a table whose current metadata "
         "file was deleted from storage still loads (the reference reads the file and fails)"
     ),
-    **dict.fromkeys(
-        [
-            "RESTCompatibilityKitCatalogTests.testCompleteCreateOrReplaceTransactionCreate",
-            "RESTCompatibilityKitCatalogTests.testCompleteCreateOrReplaceTransactionReplace",
-            "RESTCompatibilityKitCatalogTests.testCompleteCreateTransaction",
-            "RESTCompatibilityKitCatalogTests.testCompleteCreateTransactionMultipleSchemas",
-            "RESTCompatibilityKitCatalogTests.testCompleteCreateTransactionV2",
-            "RESTCompatibilityKitCatalogTests.testCompleteReplaceTransaction",
-            "RESTCompatibilityKitViewCatalogTests.completeCreateView",
-            "RESTCompatibilityKitViewCatalogTests.createAndReplaceViewWithLocation",
-            "RESTCompatibilityKitViewCatalogTests.createViewWithCustomMetadataLocation",
-            "RESTCompatibilityKitViewCatalogTests.updateViewLocation",
-        ],
-        "floe stores every requested location in canonical form (its confinement check compares "
-        "canonical paths): the kit requests `file:/tmp/x` and expects that spelling back, floe answers "
-        "`file:///tmp/x`, the same file",
-    ),
 }
 
 # Top-level folders the kit's namespaces get in a warehouse at /tmp (`ns`, `ns1`, `newdb`, `other_ns`, …).
