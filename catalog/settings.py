@@ -5,7 +5,7 @@ default warehouse; `FLOE_DATABASE_URL` points at PostgreSQL in production; `FLOE
 warehouse's location (a local path, `file://…` or `s3://bucket/prefix`), with `FLOE_S3_*` for S3-compatible
 storage and `FLOE_STS_*` for storage credential vending; `FLOE_GLUE_*` publish S3 warehouses' tables to AWS
 Glue. Each field's description is its documentation: README's configuration table is generated from it
-(`floe config-doc`, checked by tests/test_config_doc.py). An empty variable counts as unset.
+(`floe config-doc`, checked by tests/unit/test_config_doc.py). An empty variable counts as unset.
 """
 
 from __future__ import annotations

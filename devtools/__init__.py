@@ -9,5 +9,5 @@
 
 The Maven pins and the embedded Java source are data files in `devtools/data/`. Production code
 (catalog, ingest, maintenance, runtime) never imports this package; only the command line's
-development commands (`floe dev …`, `floe up`), tests and benchmarks do (tests/test_architecture.py).
+development commands (`floe dev …`, `floe up`), tests and benchmarks do (tests/unit/test_architecture.py).
 """

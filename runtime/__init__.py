@@ -4,5 +4,5 @@
 - `java`: finding a Java runtime for the JVM components.
 - `spark`: the pinned Spark connector jars and a SparkSession whose Iceberg catalog is floe.
 
-Depends on no other floe package (checked by tests/test_architecture.py).
+Depends on no other floe package (checked by tests/unit/test_architecture.py).
 """

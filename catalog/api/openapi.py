@@ -6,7 +6,7 @@ Litestar derives the paths, parameters and body schemas from the controllers and
 `Idempotency-Key` header the middleware honours on mutating routes, and it drops the random examples
 Litestar invents for response schemas, so the document is the same on every run.
 
-Regenerate with `floe openapi -o openapi/floe.json`; `tests/test_openapi.py` fails while it is stale.
+Regenerate with `floe openapi -o openapi/floe.json`; `tests/unit/test_openapi.py` fails while it is stale.
 """
 
 from __future__ import annotations

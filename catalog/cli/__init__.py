@@ -11,7 +11,7 @@ One module per command family, each a plain click command or group that `main` c
 
 Shared: `output` (console, `--output`), `remote` (credentials, management API calls), `settings` (the
 command line's `FLOE_*` variables) and `services` (logging and Spark options of the long-running
-commands). Nothing outside this package imports it (tests/test_architecture.py).
+commands). Nothing outside this package imports it (tests/unit/test_architecture.py).
 """
 
 from __future__ import annotations

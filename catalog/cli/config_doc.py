@@ -1,7 +1,7 @@
 """`floe config-doc`: README's configuration tables, generated from the settings classes.
 
 Every `FLOE_*` variable floe reads is a field of one of `SETTINGS_CLASSES`, and its description there is its
-documentation. README.md holds the rendered tables between two marker comments; tests/test_config_doc.py
+documentation. README.md holds the rendered tables between two marker comments; tests/unit/test_config_doc.py
 fails when they differ from `render_tables()` (`floe config-doc --write README.md` brings them in step).
 """
 

@@ -2,7 +2,7 @@
 ingest, maintain, status, up), and the catalog's settings read as command-line errors.
 
 Options that take a variable as their default (`--url` from `FLOE_URL`, …) name it with click's `envvar`;
-tests/test_config_doc.py checks each such variable is a field here or in another settings class, with the
+tests/unit/test_config_doc.py checks each such variable is a field here or in another settings class, with the
 same default.
 """
 
