@@ -30,7 +30,7 @@ from catalog.api.schemas import (
 )
 from catalog.auth import Principal
 from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_name, parse_namespace
-from catalog.service.table_model import LoadedTable, parse_change
+from catalog.service.table_model import LoadedTable, TableCreation, TableRegistration, parse_change
 from catalog.service.tables import TableService
 
 JSON = "application/json"
@@ -102,12 +102,17 @@ class TableController(Controller):
         data: CreateTableRequest,
         access_delegation: AccessDelegation = None,
     ) -> Response[bytes]:
+        request = TableCreation(
+            name=data.name,
+            schema=data.schema,
+            location=data.location,
+            partition_spec=data.partition_spec,
+            write_order=data.write_order,
+            properties=data.properties or {},
+            stage_create=bool(data.stage_create),
+        )
         loaded = await tables.create(
-            principal,
-            decode_segment(prefix),
-            parse_namespace(namespace),
-            to_json_dict(data),
-            access_delegation,
+            principal, decode_segment(prefix), parse_namespace(namespace), request, access_delegation
         )
         return json_response(loaded)
 
@@ -125,9 +130,8 @@ class TableController(Controller):
         tables: TableService,
         data: RegisterTableRequest,
     ) -> Response[bytes]:
-        loaded = await tables.register(
-            principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data)
-        )
+        request = TableRegistration(data.name, data.metadata_location, bool(data.overwrite))
+        loaded = await tables.register(principal, decode_segment(prefix), parse_namespace(namespace), request)
         return json_response(loaded)
 
     @get(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from litestar import Controller, Response, delete, get, head, post
 from litestar.openapi.datastructures import ResponseSpec
 
@@ -15,12 +16,11 @@ from catalog.api.schemas import (
     RegisterViewRequest,
     RenameTableRequest,
     TableIdentifier,
-    to_json_dict,
 )
 from catalog.api.tables import ident_of, json_response
 from catalog.auth import Principal
 from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_namespace
-from catalog.service.views import ViewService
+from catalog.service.views import ViewChange, ViewCreation, ViewRegistration, ViewService
 
 _VIEW_RESULT = ResponseSpec(data_container=LoadViewResult, description="View metadata result")
 
@@ -52,9 +52,8 @@ class ViewController(Controller):
     async def create_view(
         self, prefix: str, namespace: str, principal: Principal, views: ViewService, data: CreateViewRequest
     ) -> Response[bytes]:
-        loaded = await views.create(
-            principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data)
-        )
+        request = ViewCreation(data.name, data.schema, data.view_version, data.properties, data.location)
+        loaded = await views.create(principal, decode_segment(prefix), parse_namespace(namespace), request)
         return json_response(loaded)
 
     @get("/views/{view:str}", operation_id="loadView", responses={200: _VIEW_RESULT})
@@ -73,9 +72,11 @@ class ViewController(Controller):
         views: ViewService,
         data: CommitViewRequest,
     ) -> Response[bytes]:
-        loaded = await views.replace(
-            principal, decode_segment(prefix), ident_of(namespace, view), to_json_dict(data)
+        change = ViewChange(
+            updates=msgspec.to_builtins(data.updates),
+            requirements=msgspec.to_builtins(data.requirements) if data.requirements is not None else None,
         )
+        loaded = await views.replace(principal, decode_segment(prefix), ident_of(namespace, view), change)
         return json_response(loaded)
 
     @delete("/views/{view:str}", operation_id="dropView", status_code=204)
@@ -94,9 +95,8 @@ class ViewController(Controller):
     async def register_view(
         self, prefix: str, namespace: str, principal: Principal, views: ViewService, data: RegisterViewRequest
     ) -> Response[bytes]:
-        loaded = await views.register(
-            principal, decode_segment(prefix), parse_namespace(namespace), to_json_dict(data)
-        )
+        request = ViewRegistration(data.name, data.metadata_location)
+        loaded = await views.register(principal, decode_segment(prefix), parse_namespace(namespace), request)
         return json_response(loaded)
 
 

@@ -1,18 +1,42 @@
-"""What table operations take and give: a loaded table (`LoadTableResult`) and a parsed commit entry,
-with the pure helpers of the load path (location, ETag)."""
+"""What table operations take and give: typed requests (create, register, a parsed commit entry), a loaded
+table (`LoadTableResult`), and the pure helpers of the load path (location, ETag)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from catalog import commit as core
 from catalog.errors import BadRequest
 from catalog.identifiers import Namespace, TableIdent
 from catalog.storage import StorageCredential
+
+
+@dataclass(frozen=True, slots=True)
+class TableCreation:
+    """A createTable request. The schema, partition spec and sort order stay the spec's JSON objects: the
+    pure commit core parses them with pyiceberg (and words their errors as clients expect)."""
+
+    name: str
+    schema: Mapping[str, Any]
+    location: str | None = None
+    partition_spec: Mapping[str, Any] | None = None
+    write_order: Mapping[str, Any] | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    stage_create: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TableRegistration:
+    """A registerTable request: an existing metadata file to take into the catalog."""
+
+    name: str
+    metadata_location: str
+    overwrite: bool = False
 
 
 @dataclass(frozen=True, slots=True)

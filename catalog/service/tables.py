@@ -8,6 +8,7 @@ import functools
 import json
 import logging
 import random
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +43,8 @@ from catalog.service.context import CatalogContext, run_blocking
 from catalog.service.table_model import (
     LoadedTable,
     TableChange,
+    TableCreation,
+    TableRegistration,
     etag_matches,
     table_etag,
     table_location,
@@ -185,22 +188,20 @@ class TableService:
         principal: Principal,
         prefix: str,
         namespace: Namespace,
-        body: dict[str, Any],
+        request: TableCreation,
         access_delegation: str | None = None,
     ) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
-        name = body.get("name")
-        if not isinstance(name, str) or not name:
+        name = request.name
+        if not name:
             raise BadRequest("Invalid create table request: 'name' is required")
-        if not isinstance(body.get("schema"), dict):
+        if not isinstance(request.schema, Mapping):
             raise BadRequest("Invalid create table request: 'schema' is required")
-        properties = body.get("properties") or {}
-        if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
+        properties = dict(request.properties)
+        if not all(isinstance(v, str) for v in properties.values()):
             raise BadRequest("Invalid create table request: 'properties' must be an object of strings")
-        location = body.get("location") or self.ctx.default_location(warehouse, namespace, name)
-        if not isinstance(location, str):
-            raise BadRequest("Invalid create table request: 'location' must be a string")
+        location = request.location or self.ctx.default_location(warehouse, namespace, name)
         # Every place the table's files go stays inside the caller's folder (checked before any I/O).
         root = self.ctx.storage_root(warehouse, principal)
         location = confine_stored(location, root, "location")
@@ -210,10 +211,10 @@ class TableService:
         ident = TableIdent(namespace, name)
         await self.ctx.ensure_name_free(ns.id, ident, "table")
         metadata = core.create_table_metadata(
-            schema=body["schema"],
+            schema=dict(request.schema),
             location=location,
-            partition_spec=body.get("partition-spec"),
-            write_order=body.get("write-order"),
+            partition_spec=dict(request.partition_spec) if request.partition_spec is not None else None,
+            write_order=dict(request.write_order) if request.write_order is not None else None,
             properties=properties,
         )
         metadata_json = metadata.model_dump_json()
@@ -222,7 +223,7 @@ class TableService:
             # Vended before anything is written: an STS failure leaves no table behind.
             credential = await self.vend(principal, warehouse, metadata.location)
         storage = self.ctx.storage(warehouse, root)
-        if body.get("stage-create"):
+        if request.stage_create:
             await self.ctx.run_storage(
                 warehouse, principal, storage.prepare_table_location, metadata.location
             )
@@ -243,14 +244,13 @@ class TableService:
         return loaded.with_credentials(credential)
 
     async def register(
-        self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
+        self, principal: Principal, prefix: str, namespace: Namespace, request: TableRegistration
     ) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
-        name, location = body.get("name"), body.get("metadata-location")
-        if not isinstance(name, str) or not name or not isinstance(location, str) or not location:
+        name, location, overwrite = request.name, request.metadata_location, request.overwrite
+        if not name or not location:
             raise BadRequest("Invalid register request: 'name' and 'metadata-location' are required")
-        overwrite = bool(body.get("overwrite", False))
         # Only metadata inside the caller's own folder, describing a table inside it: registering is
         # otherwise a way to read (and hand out) any file the server can reach.
         root = self.ctx.storage_root(warehouse, principal)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from catalog import view_commit as core
@@ -14,6 +16,33 @@ from catalog.service.context import CatalogContext
 from catalog.service.table_model import LoadedTable
 from catalog.storage import client_properties
 from catalog.store import PendingCommit, WarehouseRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ViewCreation:
+    """A createView request; the schema and view version stay the spec's JSON for the pure core."""
+
+    name: str
+    schema: Mapping[str, Any]
+    view_version: Mapping[str, Any]
+    properties: Mapping[str, str] = field(default_factory=dict)
+    location: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ViewChange:
+    """A replaceView request: requirements and updates as the spec's JSON (the pure core checks them)."""
+
+    updates: Sequence[Any]
+    requirements: Sequence[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRegistration:
+    """A registerView request: an existing view metadata file to take into the catalog."""
+
+    name: str
+    metadata_location: str
 
 
 class ViewService:
@@ -50,25 +79,25 @@ class ViewService:
         await self.load(principal, prefix, ident)
 
     async def create(
-        self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
+        self, principal: Principal, prefix: str, namespace: Namespace, request: ViewCreation
     ) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
-        name = body.get("name")
-        if not isinstance(name, str) or not name:
+        name = request.name
+        if not name:
             raise BadRequest("Invalid create view request: 'name' is required")
-        properties = body.get("properties") or {}
-        if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
+        properties = dict(request.properties)
+        if not all(isinstance(v, str) for v in properties.values()):
             raise BadRequest("Invalid create view request: 'properties' must be an object of strings")
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
         await self.ctx.ensure_name_free(ns.id, ident, "view")
         root = self.ctx.storage_root(warehouse, principal)
-        location = body.get("location") or self.ctx.default_location(warehouse, namespace, name)
+        location = request.location or self.ctx.default_location(warehouse, namespace, name)
         metadata = core.create_view_metadata(
             location=confine_stored(location, root, "location"),
-            schema=body.get("schema"),
-            view_version=body.get("view-version"),
+            schema=dict(request.schema),
+            view_version=dict(request.view_version),
             properties=confine_properties(properties, root),
         )
         metadata_json = metadata.model_dump_json()
@@ -86,10 +115,11 @@ class ViewService:
             raise
         return self._loaded(warehouse, metadata_location, metadata_json)
 
-    async def replace(self, principal: Principal, prefix: str, ident: TableIdent, body: Any) -> LoadedTable:
+    async def replace(
+        self, principal: Principal, prefix: str, ident: TableIdent, change: ViewChange
+    ) -> LoadedTable:
         """Commit `updates` to a view after checking its `requirements`, retrying lost races."""
-        if not isinstance(body, dict):
-            raise BadRequest("Invalid commit request: body must be a JSON object")
+        requirements = list(change.requirements) if change.requirements is not None else None
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.WRITE, prefix, ident.namespace.key)
         root = self.ctx.storage_root(warehouse, principal)
@@ -97,7 +127,7 @@ class ViewService:
         for _ in range(self.ctx.settings.commit_retries + 1):
             record = await self.ctx.tabular(warehouse, ident, "view")
             base = core.parse_view_metadata(record.metadata_json)
-            metadata = core.commit_view(base, body.get("requirements"), body.get("updates"))
+            metadata = core.commit_view(base, requirements, list(change.updates))
             metadata = confine_metadata(metadata, root)
             metadata_json = metadata.model_dump_json()
             location = core.new_view_metadata_location(metadata, record.metadata_location)
@@ -125,12 +155,12 @@ class ViewService:
         await self.ctx.rename(warehouse, source, destination, "view")
 
     async def register(
-        self, principal: Principal, prefix: str, namespace: Namespace, body: dict[str, Any]
+        self, principal: Principal, prefix: str, namespace: Namespace, request: ViewRegistration
     ) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
-        name, location = body.get("name"), body.get("metadata-location")
-        if not isinstance(name, str) or not name or not isinstance(location, str) or not location:
+        name, location = request.name, request.metadata_location
+        if not name or not location:
             raise BadRequest("Invalid register view request: 'name' and 'metadata-location' are required")
         root = self.ctx.storage_root(warehouse, principal)
         location = confine(location, root, "metadata-location")
