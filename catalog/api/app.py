@@ -24,6 +24,7 @@ from catalog.api.dependencies import (
     provide_keys,
     provide_maintenance,
     provide_namespaces,
+    provide_pipelines,
     provide_principal,
     provide_tables,
     provide_views,
@@ -127,6 +128,7 @@ def build_litestar(settings: Settings) -> Litestar:
             "keys": Provide(provide_keys, sync_to_thread=False),
             "audit": Provide(provide_audit, sync_to_thread=False),
             "maintenance": Provide(provide_maintenance, sync_to_thread=False),
+            "pipelines": Provide(provide_pipelines, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[

@@ -14,6 +14,7 @@ from catalog.service.context import CatalogContext
 from catalog.service.keys import KeyService
 from catalog.service.maintenance import MaintenanceService
 from catalog.service.namespaces import NamespaceService
+from catalog.service.pipelines import PipelineService
 from catalog.service.security import AuthService
 from catalog.service.tables import TableService
 from catalog.service.views import ViewService
@@ -65,6 +66,11 @@ def provide_audit(state: State, principal: Principal) -> AuditService:
 def provide_maintenance(state: State, principal: Principal) -> MaintenanceService:
     ctx: CatalogContext = state.ctx
     return MaintenanceService(ctx.store, ctx.warehouse)
+
+
+def provide_pipelines(state: State, principal: Principal) -> PipelineService:
+    ctx: CatalogContext = state.ctx
+    return PipelineService(ctx)
 
 
 def provide_context(state: State, principal: Principal) -> CatalogContext:

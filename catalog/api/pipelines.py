@@ -11,7 +11,6 @@ from litestar import Controller, Request, Response, get, put
 from catalog.api.guards import admin_only
 from catalog.auth import Principal
 from catalog.pipelines import InvalidConfig
-from catalog.service.context import CatalogContext
 from catalog.service.pipelines import ApplyResult, PipelineService, PipelineState
 
 
@@ -123,16 +122,16 @@ class PipelineController(Controller):
 
     @put("/", operation_id="applyPipeline", status_code=200, guards=[admin_only])
     async def apply(
-        self, principal: Principal, context: CatalogContext, data: ApplyPipelineRequest
+        self, principal: Principal, pipelines: PipelineService, data: ApplyPipelineRequest
     ) -> ApplyPipelineResponse:
         """Validate a floe.yaml, create and evolve its tables (and their `_dlq` tables) in one commit,
         and store it as the new revision (global administrators only). A 400 lists every error with
         its YAML path in `error.errors`; destructive schema changes are refused and nothing is applied."""
-        result = await PipelineService(context).apply(principal, data.config, dry_run=data.dry_run)
+        result = await pipelines.apply(principal, data.config, dry_run=data.dry_run)
         return _applied(result)
 
     @get("/", operation_id="getPipeline")
-    async def get_pipeline(self, principal: Principal, context: CatalogContext) -> PipelineResponse:
+    async def get_pipeline(self, principal: Principal, pipelines: PipelineService) -> PipelineResponse:
         """The applied configuration (normalized) and its tables; a cluster's writer or admin key sees
         only its cluster's tables."""
-        return _state(await PipelineService(context).current(principal))
+        return _state(await pipelines.current(principal))
