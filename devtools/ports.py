@@ -14,8 +14,12 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
-    """Whether `port` on 127.0.0.1 can be bound now."""
+    """Whether a server can listen on `port` on 127.0.0.1 now.
+
+    With SO_REUSEADDR, as the servers floe starts (Kafka, the catalog) bind: connections of a stopped
+    server linger in TIME-WAIT for a minute, and they do not keep a new server from listening."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

@@ -17,6 +17,7 @@ from catalog.cli.services import configure_logging
 from catalog.cli.settings import client_settings
 from catalog.client import ClientError, FloeClient, admin_credentials
 from devtools.kafka_broker import LocalKafka
+from devtools.ports import port_is_free
 from devtools.processes import stop_process, wait_until_answering
 
 
@@ -111,6 +112,13 @@ def up_command(
     except InvalidConfig as exc:
         raise click.ClickException(f"{config_file}: {exc.summary()}") from exc
 
+    busy = [(p, option) for p, option in ((port, "--port"), (broker_port, "--kafka-port")) if p is not None]
+    for taken, option in busy:
+        if not port_is_free(taken):
+            raise click.ClickException(
+                f"port {taken} on 127.0.0.1 is in use (is floe already running?); "
+                f"pass {option} to use another"
+            )
     kafka = None
     server: subprocess.Popen[bytes] | None = None
     try:
