@@ -192,7 +192,7 @@ class PipelineTable(msgspec.Struct, frozen=True):
     source_format: str
     schema_mode: str
     schema_registry_url: str | None
-    commit_interval_seconds: int | None
+    commit_interval_seconds: float | None
     partitioning: list[str]
 
 

@@ -52,7 +52,7 @@ class PipelineTable(msgspec.Struct):
     source_format: str
     schema_mode: str
     schema_registry_url: str | None
-    commit_interval_seconds: int | None
+    commit_interval_seconds: float | None
     partitioning: list[str]
 
 

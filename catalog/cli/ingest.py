@@ -13,6 +13,7 @@ from catalog.cli.remote import cli_credentials
 from catalog.cli.services import configure_logging, parse_spark_conf
 from catalog.cli.settings import INGEST_METRICS_PORT, client_settings
 from catalog.client import DEFAULT_URL, FloeClient
+from catalog.pipelines.table_config import MAX_COMMIT_INTERVAL_SECONDS, MIN_COMMIT_INTERVAL_SECONDS
 
 DEFAULT_METRICS_PORT = INGEST_METRICS_PORT
 
@@ -80,6 +81,14 @@ def run_ingest(
         catalog.close()
 
 
+def check_commit_interval(seconds: float | None) -> None:
+    """--commit-interval follows floe.yaml's rule for commit_interval_seconds (one rule for both)."""
+    low, high = MIN_COMMIT_INTERVAL_SECONDS, MAX_COMMIT_INTERVAL_SECONDS
+    if seconds is not None and not low <= seconds <= high:
+        message = f"must be between {low} and {high}; got {seconds:g}"
+        raise click.BadParameter(message, param_hint="--commit-interval")
+
+
 @click.command("ingest")
 @click.option("--url", envvar="FLOE_URL", default=DEFAULT_URL, show_default=True, help="floe's catalog URL.")
 @click.option(
@@ -123,8 +132,7 @@ def ingest_command(
 ) -> None:
     """Ingest every table of the applied floe.yaml: Kafka → Iceberg through floe (FLOE_CLIENT_ID/SECRET:
     an admin key, or a writer key of the --cluster it ingests)."""
-    if commit_interval is not None and commit_interval <= 0:
-        raise click.BadParameter("must be positive", param_hint="--commit-interval")
+    check_commit_interval(commit_interval)
     configure_logging(log_level)
     client_id, client_secret = cli_credentials()
     run_ingest(

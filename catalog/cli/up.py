@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from catalog.cli.ingest import DEFAULT_METRICS_PORT, run_ingest
+from catalog.cli.ingest import DEFAULT_METRICS_PORT, check_commit_interval, run_ingest
 from catalog.cli.output import console
 from catalog.cli.services import configure_logging
 from catalog.cli.settings import client_settings
@@ -92,6 +92,7 @@ def up_command(
     from catalog.pipelines import InvalidConfig, parse_config
     from catalog.pipelines.config import read_yaml
 
+    check_commit_interval(commit_interval)
     configure_logging("info")
     home = floe_home()
     home.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,15 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from catalog.pipelines.columns import DLQ_SUFFIX
 from catalog.pipelines.maintenance import MaintenanceConfig
@@ -36,6 +44,8 @@ SCHEMA_MODES = ("inline", "registry")
 AVRO_FRAMINGS = ("confluent", "raw")
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 MAX_COMMIT_INTERVAL_SECONDS = 86_400
+# The shortest commit interval, in floe.yaml and on the command line alike (one rule).
+MIN_COMMIT_INTERVAL_SECONDS = 0.1
 _UNSAFE_TABLE_CHARS = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -61,11 +71,19 @@ class TableConfig(ConfigModel):
     table_schema: TableSchema = Field(alias="schema")
     partitioning_scheme: str | tuple[str, ...] = "unpartitioned"
     schema_registry_url: HttpUrl | None = None
-    commit_interval_seconds: Annotated[int, Field(ge=1, le=MAX_COMMIT_INTERVAL_SECONDS)] | None = None
+    commit_interval_seconds: (
+        Annotated[float, Field(ge=MIN_COMMIT_INTERVAL_SECONDS, le=MAX_COMMIT_INTERVAL_SECONDS)] | None
+    ) = None
     avro_framing: Annotated[AvroFraming, choice(AVRO_FRAMINGS)] = Field(
         default="confluent", exclude_if=lambda framing: framing == "confluent"
     )
     maintenance: MaintenanceConfig | None = None
+
+    @field_serializer("commit_interval_seconds")
+    def _whole_seconds_stay_integers(self, seconds: float | None) -> float | int | None:
+        # Stored revisions (and what `floe apply` prints) keep `30`, not `30.0`.
+        return int(seconds) if seconds is not None and seconds.is_integer() else seconds
+
     # The registry this table's records are decoded with: its own URL, else the top-level one.
     _registry_url: str | None = PrivateAttr(default=None)
 

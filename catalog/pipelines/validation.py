@@ -257,6 +257,8 @@ def _message(error: ErrorDetails, root: type[BaseModel]) -> str:
         return expected_string(value)
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"expected an integer; got {describe_value(value)}"
+    if kind in ("float_type", "float_parsing"):
+        return f"expected a number; got {describe_value(value)}"
     if kind in ("bool_type", "bool_parsing"):
         return f"expected true or false; got {describe_value(value)}"
     if kind in ("list_type", "tuple_type"):

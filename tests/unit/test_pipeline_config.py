@@ -564,7 +564,7 @@ BAD_INPUTS: list[tuple[str, Any, str, str]] = [
         "commit interval",
         _with(["tables", 0, "commit_interval_seconds"], 0),
         "tables[0].commit_interval_seconds",
-        "between 1 and 86400",
+        "between 0.1 and 86400",
     ),
     (
         "registry without url",
@@ -646,6 +646,19 @@ def test_registry_mode() -> None:
     assert table.registry_url == "http://registry:8081"
     data["tables"][0]["schema_registry_url"] = "https://other:8081"
     assert parse_config(data).tables[0].registry_url == "https://other:8081"
+
+
+def test_commit_interval_takes_fractions_as_the_command_line_does() -> None:
+    """One rule for floe.yaml and `--commit-interval`: 0.1 to 86400 seconds, fractions allowed."""
+    config = parse_config(minimal(commit_interval_seconds=0.5))
+    assert config.tables[0].commit_interval_seconds == 0.5
+    assert config.to_json()["tables"][0]["commit_interval_seconds"] == 0.5
+    # Whole seconds are stored as integers, as before (stored revisions and `floe apply` output).
+    stored = parse_config(minimal(commit_interval_seconds=30)).to_json()["tables"][0][
+        "commit_interval_seconds"
+    ]
+    assert stored == 30
+    assert isinstance(stored, int)
 
 
 def test_warehouse_extension_and_glue() -> None:
