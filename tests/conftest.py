@@ -57,7 +57,10 @@ def new_database(
     return lambda: f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('sqlite') / 'floe.db'}"
 
 
-@pytest.fixture(scope="session")
+# `database_url` and `admin_token` are per test, not per session: each tier defines its own session
+# `catalog_server` (in-process for api, a process for e2e), and a session-cached value would belong to
+# whichever tier ran first (the e2e tier then sent the api server's token: "unknown signing key").
+@pytest.fixture
 def database_url(catalog_server: CatalogProcess) -> str:
     """The database the tier's `catalog_server` serves."""
     assert catalog_server.database_url is not None
@@ -78,8 +81,9 @@ def http(catalog_server: CatalogProcess, admin_token: str) -> Iterator[httpx.Cli
         yield client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def admin_token(catalog_server: CatalogProcess) -> str:
+    """A token of the bootstrap admin, from the tier's `catalog_server`."""
     return catalog_server.token()
 
 
