@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TypeVar
 
 from pyiceberg.table.metadata import TableMetadata
@@ -139,11 +139,9 @@ def stored_form(location: str, canonical: str) -> str:
     return canonical
 
 
-def confine_stored(location: object, root: str, what: str = "location") -> str:
+def confine_stored(location: str, root: str, what: str = "location") -> str:
     """`confine`, answering the form floe stores (`stored_form`)."""
-    canonical = confine(location, root, what)
-    assert isinstance(location, str)  # confine refused anything else
-    return stored_form(location, canonical)
+    return stored_form(location, confine(location, root, what))
 
 
 def path_segment(name: str) -> str:
@@ -188,12 +186,6 @@ def confine_properties(properties: Mapping[str, str], root: str) -> dict[str, st
     return confined
 
 
-def confine_all(locations: Iterable[tuple[str, str]], root: str) -> None:
-    """Check (what, location) pairs against `root`; the first outside raises."""
-    for what, location in locations:
-        confine(location, root, what)
-
-
 def confine_metadata(metadata: M, root: str) -> M:
     """A table's or view's metadata with its location and path properties in canonical form, each
     inside `root` (`Forbidden` otherwise)."""
@@ -224,7 +216,6 @@ def confine_table_metadata(metadata: TableMetadata, base: TableMetadata | None, 
 __all__ = [
     "PATH_PROPERTIES",
     "confine",
-    "confine_all",
     "confine_metadata",
     "confine_properties",
     "confine_stored",

@@ -95,7 +95,7 @@ class Storage:
             if len(source) > max_bytes:
                 raise MetadataFileError(f"Cannot register {canonical}: larger than {max_bytes} bytes")
             with source.open() as stream:
-                return stream.read(max_bytes + 1)[:max_bytes]
+                return stream.read(max_bytes)
         except MetadataFileError:
             raise
         except Exception as exc:

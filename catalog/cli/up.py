@@ -113,8 +113,8 @@ def up_command(
     except InvalidConfig as exc:
         raise click.ClickException(f"{config_file}: {exc.summary()}") from exc
 
-    busy = [(p, option) for p, option in ((port, "--port"), (broker_port, "--kafka-port")) if p is not None]
-    for taken, option in busy:
+    wanted = [(p, option) for p, option in ((port, "--port"), (broker_port, "--kafka-port")) if p is not None]
+    for taken, option in wanted:
         if not port_is_free(taken):
             raise click.ClickException(
                 f"port {taken} on 127.0.0.1 is in use (is floe already running?); "
