@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -242,11 +243,18 @@ class StorageRunner:
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.total)
         loop = asyncio.get_running_loop()
-        started = False
+        # Who gives the tenant's slot back: the thread once it has started `func`, else the caller that
+        # gave up waiting for it; decided under a lock, so the slot is given back exactly once and an
+        # abandoned call never starts late.
+        handover = threading.Lock()
+        started = abandoned = False
 
-        def call() -> T:
+        def call() -> T | None:
             nonlocal started
-            started = True
+            with handover:
+                if abandoned:
+                    return None
+                started = True
             try:
                 return func(*args)
             finally:
@@ -258,10 +266,16 @@ class StorageRunner:
             with anyio.fail_after(self.timeout_seconds):
                 await self._acquire(tenant)
                 try:
-                    return await anyio.to_thread.run_sync(call, limiter=self._limiter, abandon_on_cancel=True)
+                    result = await anyio.to_thread.run_sync(
+                        call, limiter=self._limiter, abandon_on_cancel=True
+                    )
                 finally:
-                    if not started:
+                    with handover:
+                        release_here = not started
+                        abandoned = True
+                    if release_here:
                         self._release(tenant)
+                return cast(T, result)
         except TimeoutError:
             raise ServiceUnavailable(
                 f"Storage did not answer within {self.timeout_seconds:g} s; try again later"
