@@ -59,6 +59,16 @@ def _download(url: str) -> bytes:
         return data
 
 
+def _download_to(url: str, target: Path) -> str:
+    """Stream `url` into `target` (an archive may be hundreds of MB: never held in memory); its SHA-1."""
+    digest = hashlib.sha1()
+    with urllib.request.urlopen(url, timeout=300) as response, target.open("wb") as out:
+        while chunk := response.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()
+
+
 def fetch(artifact: Artifact, directory: Path | None = None) -> Path:
     """The artifact's file from the cache, downloaded and SHA-1-verified first when missing."""
     directory = directory or jar_dir()
@@ -69,16 +79,17 @@ def fetch(artifact: Artifact, directory: Path | None = None) -> Path:
         raise FileNotFoundError(f"{artifact.file_name} is not in FLOE_JARS_DIR ({directory}); offline mode")
     directory.mkdir(parents=True, exist_ok=True)
     expected = artifact.sha1 or _download(artifact.url + ".sha1").decode().split()[0].strip().lower()
-    data = _download(artifact.url)
-    actual = hashlib.sha1(data).hexdigest()
-    if actual != expected:
-        raise RuntimeError(f"SHA-1 mismatch for {artifact.url}: expected {expected}, got {actual}")
-    # Write then rename so an interrupted download never leaves a truncated file in the cache.
-    # A name of this process's own: two processes filling one cache (containers sharing a volume)
+    # Written under a name of this process's own, then renamed: an interrupted download never leaves a
+    # truncated file in the cache, and two processes filling one cache (containers sharing a volume)
     # never write into the same partial file.
     partial = target.with_name(f"{target.name}.{os.getpid()}.part")
-    partial.write_bytes(data)
-    partial.replace(target)
+    try:
+        actual = _download_to(artifact.url, partial)
+        if actual != expected:
+            raise RuntimeError(f"SHA-1 mismatch for {artifact.url}: expected {expected}, got {actual}")
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
     return target
 
 

@@ -7,7 +7,7 @@ import contextlib
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,8 @@ from catalog.storage import Storage, StorageRunner
 from catalog.store import CatalogStore, NamespaceRecord, TabularKind, TabularRecord, WarehouseRecord
 
 WAREHOUSE_CACHE_SECONDS = 2.0
+# The namespace property engines read as the folder of the namespace's tables (Hive's convention).
+NAMESPACE_LOCATION = "location"
 
 
 async def run_blocking(func: Any, *args: Any) -> Any:
@@ -146,8 +148,21 @@ class CatalogContext:
         return await self.storage_runner.run(tenant_of(warehouse, principal), func, *args)
 
     @staticmethod
-    def default_location(warehouse: WarehouseRecord, namespace: Namespace, name: str) -> str:
-        """`<warehouse>/<ns>/<…>/<name>-<id>`: the id keeps a re-created table's files apart."""
+    def namespace_location(
+        warehouse: WarehouseRecord, namespace: Namespace, properties: Mapping[str, str]
+    ) -> str:
+        """Where `namespace`'s tables go by default: its `location` property when one was set (confined
+        when it was), else its folder in the warehouse, `<warehouse>/<ns>/<…>`."""
+        explicit = properties.get(NAMESPACE_LOCATION)
+        if explicit:
+            return explicit.rstrip("/")
         folders = "/".join(path_segment(level) for level in namespace.levels)
-        base = normalize_location(warehouse.location, "warehouse location")
-        return f"{base}/{folders}/{path_segment(name)}-{uuid.uuid4().hex[:12]}"
+        return f"{normalize_location(warehouse.location, 'warehouse location')}/{folders}"
+
+    @classmethod
+    def default_location(
+        cls, warehouse: WarehouseRecord, namespace: NamespaceRecord, ident: TableIdent
+    ) -> str:
+        """`<namespace location>/<name>-<id>`: the id keeps a re-created table's files apart."""
+        base = cls.namespace_location(warehouse, ident.namespace, namespace.properties)
+        return f"{base}/{path_segment(ident.name)}-{uuid.uuid4().hex[:12]}"

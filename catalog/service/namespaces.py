@@ -1,4 +1,10 @@
-"""Namespace operations: list, create, load, exists, drop, update properties."""
+"""Namespace operations: list, create, load, exists, drop, update properties.
+
+Every loaded namespace carries a `location` property, the folder its tables go to by default: the one a
+client set (confined to the caller's folder like every location), else its folder in the warehouse.
+Engines rely on it: Trino stage-creates a table in a fresh folder below it, and without one it lets the
+catalog pick and then refuses the folder it finds ("Cannot create a table on a non-empty location").
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,8 @@ from typing import Any
 from catalog.auth import Action, Principal, authorize, authorize_namespace_creation, visible_namespaces
 from catalog.errors import BadRequest, NoSuchNamespace
 from catalog.identifiers import Namespace
-from catalog.service.context import CatalogContext
+from catalog.locations import confine_stored
+from catalog.service.context import NAMESPACE_LOCATION, CatalogContext
 
 
 def _string_map(value: Any, what: str) -> dict[str, str]:
@@ -18,6 +25,14 @@ def _string_map(value: Any, what: str) -> dict[str, str]:
     if not all(isinstance(v, str) for v in value.values()):
         raise BadRequest(f"Invalid {what}: values must be strings")
     return dict(value)
+
+
+def _confine_location(properties: dict[str, str], root: str) -> dict[str, str]:
+    """`properties` with a `location` property in the form floe stores, checked to lie inside `root`."""
+    location = properties.get(NAMESPACE_LOCATION)
+    if location is None:
+        return properties
+    return {**properties, NAMESPACE_LOCATION: confine_stored(location, root, "namespace location")}
 
 
 class NamespaceService:
@@ -49,13 +64,16 @@ class NamespaceService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize_namespace_creation(principal, prefix, namespace.key)
         props = _string_map(properties, "namespace properties")
+        props = _confine_location(props, self.ctx.storage_root(warehouse, principal))
         await self.ctx.store.create_namespace(warehouse.id, namespace.key, props)
         return props
 
     async def load(self, principal: Principal, prefix: str, namespace: Namespace) -> dict[str, str]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        return (await self.ctx.namespace(warehouse, namespace)).properties
+        properties = (await self.ctx.namespace(warehouse, namespace)).properties
+        location = self.ctx.namespace_location(warehouse, namespace, properties)
+        return {**properties, NAMESPACE_LOCATION: location}
 
     async def drop(self, principal: Principal, prefix: str, namespace: Namespace) -> None:
         warehouse = await self.ctx.warehouse(prefix)
@@ -68,7 +86,7 @@ class NamespaceService:
     ) -> tuple[list[str], list[str], list[str]]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.WRITE, prefix, namespace.key)
-        upd = _string_map(updates, "updates")
+        upd = _confine_location(_string_map(updates, "updates"), self.ctx.storage_root(warehouse, principal))
         if removals is None:
             removals = []
         if not isinstance(removals, list) or not all(isinstance(k, str) for k in removals):

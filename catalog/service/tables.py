@@ -201,14 +201,14 @@ class TableService:
         properties = dict(request.properties)
         if not all(isinstance(v, str) for v in properties.values()):
             raise BadRequest("Invalid create table request: 'properties' must be an object of strings")
-        location = request.location or self.ctx.default_location(warehouse, namespace, name)
+        ns = await self.ctx.namespace(warehouse, namespace)
+        ident = TableIdent(namespace, name)
+        location = request.location or self.ctx.default_location(warehouse, ns, ident)
         # Every place the table's files go stays inside the caller's folder (checked before any I/O).
         root = self.ctx.storage_root(warehouse, principal)
         location = confine_stored(location, root, "location")
         self._note_placement(principal, warehouse, namespace, location)
         properties = confine_properties(properties, root)
-        ns = await self.ctx.namespace(warehouse, namespace)
-        ident = TableIdent(namespace, name)
         await self.ctx.ensure_name_free(ns.id, ident, "table")
         metadata = core.create_table_metadata(
             schema=dict(request.schema),
@@ -384,7 +384,7 @@ class TableService:
                     None,
                     change.requirements,
                     change.updates,
-                    self.ctx.default_location(warehouse, ident.namespace, ident.name),
+                    self.ctx.default_location(warehouse, ns, ident),
                 )
                 metadata = confine_table_metadata(metadata, None, root)
                 metadata_json = metadata.model_dump_json()

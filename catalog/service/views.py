@@ -93,7 +93,7 @@ class ViewService:
         ident = TableIdent(namespace, name)
         await self.ctx.ensure_name_free(ns.id, ident, "view")
         root = self.ctx.storage_root(warehouse, principal)
-        location = request.location or self.ctx.default_location(warehouse, namespace, name)
+        location = request.location or self.ctx.default_location(warehouse, ns, ident)
         metadata = core.create_view_metadata(
             location=confine_stored(location, root, "location"),
             schema=dict(request.schema),

@@ -344,6 +344,39 @@ def test_canonical_locations_inside_the_cluster_are_accepted(tenancy: Tenancy) -
     assert t.exists(normalize_location(kept.json()["metadata-location"]))
 
 
+def test_namespace_locations_are_confined(tenancy: Tenancy, victim: dict[str, Any]) -> None:
+    """A namespace's `location` places its tables: one in another cluster's folder is refused on create
+    and on update, and a table created below an accepted one stays in the caller's folder."""
+    t = tenancy
+    writer = t.clients["a_writer"]
+    namespaces = "/v1/default/namespaces"
+    before = t.files()
+    for location, status in _attack_locations(t, victim):
+        kind = "ForbiddenException" if status == 403 else "BadRequestException"
+        child = [t.cluster_a, _name()]
+        created = writer.post(namespaces, json={"namespace": child, "properties": {"location": location}})
+        _error(created, status, kind)
+        updated = writer.post(
+            f"{namespaces}/{t.cluster_a}/properties", json={"updates": {"location": location}}
+        )
+        _error(updated, status, kind)
+    assert t.files() == before, "a refused namespace location wrote files"
+    loaded = writer.get(f"{namespaces}/{t.cluster_a}").json()["properties"]
+    assert loaded["location"] == t.folder(t.cluster_a)
+
+    child = [t.cluster_a, _name()]
+    placed = f"{t.folder(t.cluster_a)}/placed//here/"
+    assert writer.post(namespaces, json={"namespace": child, "properties": {"location": placed}}).is_success
+    key = "%1F".join(child)
+    assert (
+        writer.get(f"{namespaces}/{key}").json()["properties"]["location"]
+        == f"{t.folder(t.cluster_a)}/placed/here"
+    )
+    table = writer.post(t.tables(key), json={"name": "t", "schema": SCHEMA})
+    assert table.status_code == 200, table.text
+    assert table.json()["metadata"]["location"].startswith(f"{t.folder(t.cluster_a)}/placed/here/t-")
+
+
 def test_views_are_confined(tenancy: Tenancy, victim: dict[str, Any]) -> None:
     t = tenancy
     writer = t.clients["a_writer"]

@@ -9,11 +9,15 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import (
+    BadRequestError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     RESTError,
 )
+
+from catalog.locations import path_segment
+from devtools.catalog_server import CatalogProcess
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 
@@ -22,17 +26,24 @@ def unique(prefix: str = "ns") -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
+def user_properties(catalog: RestCatalog, namespace: str | tuple[str, ...]) -> dict[str, str]:
+    """A namespace's properties without the `location` floe adds to every loaded namespace."""
+    properties = catalog.load_namespace_properties(namespace)
+    assert properties.pop("location")
+    return properties
+
+
 def test_create_with_properties_and_load(rest_catalog: RestCatalog) -> None:
     name = unique()
     rest_catalog.create_namespace(name, {"owner": "data-team", "comment": "raw events"})
-    assert rest_catalog.load_namespace_properties(name) == {"owner": "data-team", "comment": "raw events"}
+    assert user_properties(rest_catalog, name) == {"owner": "data-team", "comment": "raw events"}
     assert (name,) in rest_catalog.list_namespaces()
 
 
 def test_create_without_properties_loads_empty(rest_catalog: RestCatalog) -> None:
     name = unique()
     rest_catalog.create_namespace(name)
-    assert rest_catalog.load_namespace_properties(name) == {}
+    assert user_properties(rest_catalog, name) == {}
 
 
 def test_create_existing_namespace_fails(rest_catalog: RestCatalog) -> None:
@@ -41,7 +52,7 @@ def test_create_existing_namespace_fails(rest_catalog: RestCatalog) -> None:
     with pytest.raises(NamespaceAlreadyExistsError):
         rest_catalog.create_namespace(name, {"a": "2"})
     # The failed create must not have touched the existing namespace.
-    assert rest_catalog.load_namespace_properties(name) == {"a": "1"}
+    assert user_properties(rest_catalog, name) == {"a": "1"}
 
 
 def test_nested_namespaces_and_list_with_parent(rest_catalog: RestCatalog) -> None:
@@ -58,7 +69,7 @@ def test_nested_namespaces_and_list_with_parent(rest_catalog: RestCatalog) -> No
     assert sorted(rest_catalog.list_namespaces((root,))) == [(root, "b"), (root, "c")]
     assert rest_catalog.list_namespaces((root, "b")) == [(root, "b", "deep")]
     assert rest_catalog.list_namespaces((root, "c")) == []
-    assert rest_catalog.load_namespace_properties((root, "b")) == {"level": "2"}
+    assert user_properties(rest_catalog, (root, "b")) == {"level": "2"}
     assert rest_catalog.namespace_exists((root, "b", "deep"))
     assert not rest_catalog.namespace_exists((root, "b", "missing"))
 
@@ -103,7 +114,7 @@ def test_update_and_remove_properties(rest_catalog: RestCatalog) -> None:
     assert sorted(summary.removed) == ["drop-me"]
     assert sorted(summary.updated) == ["added", "change-me"]
     assert sorted(summary.missing) == ["never-existed"]
-    assert rest_catalog.load_namespace_properties(name) == {"keep": "k", "change-me": "new", "added": "a"}
+    assert user_properties(rest_catalog, name) == {"keep": "k", "change-me": "new", "added": "a"}
 
 
 def test_update_properties_of_missing_namespace(rest_catalog: RestCatalog) -> None:
@@ -128,7 +139,7 @@ def test_exists_and_drop(rest_catalog: RestCatalog) -> None:
         rest_catalog.drop_namespace(name)
     # The name is free again after a drop.
     rest_catalog.create_namespace(name, {"again": "yes"})
-    assert rest_catalog.load_namespace_properties(name) == {"again": "yes"}
+    assert user_properties(rest_catalog, name) == {"again": "yes"}
 
 
 def test_drop_namespace_with_table_fails(rest_catalog: RestCatalog) -> None:
@@ -200,7 +211,7 @@ def test_special_characters_round_trip(rest_catalog: RestCatalog, special: str) 
     nested = (root, special)
     rest_catalog.create_namespace(nested, {"name": special})
     assert rest_catalog.list_namespaces((root,)) == [nested]
-    assert rest_catalog.load_namespace_properties(nested) == {"name": special}
+    assert user_properties(rest_catalog, nested) == {"name": special}
     assert rest_catalog.namespace_exists(nested)
 
     top = (f"{special}-{uuid.uuid4().hex[:6]}",)
@@ -217,10 +228,65 @@ def test_special_characters_round_trip(rest_catalog: RestCatalog, special: str) 
 
     summary = rest_catalog.update_namespace_properties(nested, removals={"name"}, updates={special: special})
     assert summary.removed == ["name"]
-    assert rest_catalog.load_namespace_properties(nested) == {special: special}
+    assert user_properties(rest_catalog, nested) == {special: special}
 
     rest_catalog.drop_table((*nested, special))
     rest_catalog.drop_namespace(nested)
     rest_catalog.drop_namespace(top)
     assert not rest_catalog.namespace_exists(nested)
     assert not rest_catalog.namespace_exists(top)
+
+
+def test_every_namespace_has_its_warehouse_folder_as_location(
+    rest_catalog: RestCatalog, catalog_server: CatalogProcess
+) -> None:
+    """Engines (Trino) place new tables below a namespace's `location`: without one, Trino let the
+    catalog pick and then refused the folder it found."""
+    root = unique("located")
+    rest_catalog.create_namespace(root)
+    rest_catalog.create_namespace((root, "a b"))
+    warehouse = catalog_server.warehouse_path.resolve().as_uri()
+    assert rest_catalog.load_namespace_properties(root) == {"location": f"{warehouse}/{root}"}
+    nested = rest_catalog.load_namespace_properties((root, "a b"))["location"]
+    assert nested == f"{warehouse}/{root}/{path_segment('a b')}"
+    table = rest_catalog.create_table((root, "a b", "t"), schema=SCHEMA)
+    assert table.location().startswith(nested + "/t-")
+
+
+def test_a_namespace_location_set_by_the_user_is_canonical_and_places_its_tables(
+    rest_catalog: RestCatalog, catalog_server: CatalogProcess
+) -> None:
+    name = unique("placed")
+    folder = catalog_server.warehouse_path.resolve() / name / "custom"
+    rest_catalog.create_namespace(name, {"location": f"{folder}/./"})
+    stored = rest_catalog.load_namespace_properties(name)["location"]
+    assert stored == f"file://{folder}"
+    table = rest_catalog.create_table((name, "t"), schema=SCHEMA)
+    assert table.location().startswith(f"file://{folder}/t-")
+    table.append(pa.table({"id": pa.array([1], pa.int64())}, schema=SCHEMA))
+    assert all(task.file.file_path.startswith(f"file://{folder}/t-") for task in table.scan().plan_files())
+
+    moved = catalog_server.warehouse_path.resolve() / name / "moved"
+    rest_catalog.update_namespace_properties(name, updates={"location": moved.as_uri()})
+    assert rest_catalog.load_namespace_properties(name)["location"] == moved.as_uri()
+    assert rest_catalog.create_table((name, "u"), schema=SCHEMA).location().startswith(f"file://{moved}/u-")
+    # Removing it brings back the warehouse folder.
+    rest_catalog.update_namespace_properties(name, removals={"location"})
+    default = rest_catalog.load_namespace_properties(name)["location"]
+    assert default.endswith(f"/{name}") and "custom" not in default
+
+
+@pytest.mark.parametrize(
+    ("location", "error"),
+    [("relative/folder", "relative path"), ("gs://bucket/x", "unsupported storage scheme")],
+)
+def test_an_invalid_namespace_location_is_refused(
+    rest_catalog: RestCatalog, location: str, error: str
+) -> None:
+    name = unique("bad")
+    with pytest.raises(BadRequestError, match=error):
+        rest_catalog.create_namespace(name, {"location": location})
+    assert not rest_catalog.namespace_exists(name)
+    rest_catalog.create_namespace(name)
+    with pytest.raises(BadRequestError, match=error):
+        rest_catalog.update_namespace_properties(name, updates={"location": location})
