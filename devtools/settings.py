@@ -12,7 +12,7 @@ from runtime.settings import SETTINGS_CONFIG
 
 
 class DevSettings(BaseSettings):
-    """Local development components (`floe dev kafka`)."""
+    """Local development components (`floe dev kafka`, the Trino the tests start)."""
 
     model_config = SETTINGS_CONFIG
 
@@ -20,4 +20,9 @@ class DevSettings(BaseSettings):
         None,
         description="`floe dev kafka` keeps its data in `$FLOE_HOME/kafka` when this is set, else in "
         "`$XDG_DATA_HOME/floe/kafka` (`~/.local/share/floe/kafka`)",
+    )
+    trino_java_home: Path | None = Field(
+        None,
+        description="a JDK 24+ for the Trino 476 that `devtools/trino.py` starts (tests); else `JAVA_HOME` "
+        "when it is 24+, else the newest JDK under `/usr/lib/jvm`, `/usr/local/lib/jvm` or `/opt`",
     )
