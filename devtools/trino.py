@@ -39,7 +39,11 @@ SERVER = Artifact(
     "io.trino", "trino-server", TRINO_VERSION, "c9b38be4017ebd2f7095455aaac772fb40247ebe", extension="tar.gz"
 )
 CLI = Artifact(
-    "io.trino", "trino-cli", TRINO_VERSION, "c835824e01842036d4e0c071b5e2b7e1d28ba299", classifier="executable"
+    "io.trino",
+    "trino-cli",
+    TRINO_VERSION,
+    "c835824e01842036d4e0c071b5e2b7e1d28ba299",
+    classifier="executable",
 )
 # What an Iceberg-only coordinator needs from the archive (its other 40 connectors are 600 MB).
 _UNPACKED = ("lib/", "plugin/iceberg/", "secrets-plugin/")
@@ -186,6 +190,19 @@ class TrinoQueryError(RuntimeError):
         self.error_name = error_name
 
 
+def _error_text(error: dict[str, Any]) -> str:
+    """Trino's message and those of its causes (what `trino --debug` shows): a connector's message
+    ("Failed to create transaction") often hides the catalog's own answer in a cause."""
+    messages = [str(error.get("message"))]
+    failure = error.get("failureInfo")
+    while isinstance(failure, dict):
+        message = failure.get("message")
+        if message and message not in messages:
+            messages.append(str(message))
+        failure = failure.get("cause")
+    return "\n  caused by: ".join(messages)
+
+
 @dataclass(frozen=True)
 class QueryResult:
     columns: list[str]
@@ -298,7 +315,11 @@ class LocalTrino:
         self.process = None
 
     def log_text(self) -> str:
-        parts = [p.read_text(errors="replace") for p in (self.data_dir / "console.log", self.log_path) if p.exists()]
+        parts = [
+            p.read_text(errors="replace")
+            for p in (self.data_dir / "console.log", self.log_path)
+            if p.exists()
+        ]
         return "\n".join(parts)
 
     def query(self, sql: str, *, catalog: str | None = None, schema: str | None = None) -> QueryResult:
@@ -315,7 +336,7 @@ class LocalTrino:
             while True:
                 if "error" in answer:
                     error = answer["error"]
-                    raise TrinoQueryError(str(error.get("message")), str(error.get("errorName")))
+                    raise TrinoQueryError(_error_text(error), str(error.get("errorName")))
                 if answer.get("columns") and not columns:
                     columns = [c["name"] for c in answer["columns"]]
                 rows.extend(answer.get("data") or [])

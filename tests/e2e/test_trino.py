@@ -1,0 +1,244 @@
+"""Trino 476 as a real engine of floe, configured with README's catalog blocks as written.
+
+One Trino coordinator (devtools/trino.py: the server and CLI from Maven Central, Java 24+) serves the
+module with three catalogs, each README's block with only the placeholders filled in: `floe`
+(`trino-local`, a cluster's writer key on a local warehouse), `floe_reader` (the same block with the
+cluster's reader key) and `lake` (`trino-s3`, a writer key on an S3 warehouse of a second floe server
+that vends credentials). The S3 warehouse is moto with IAM authentication on: Trino has no storage keys
+of its own, so every file it reads or writes there goes through credentials floe vended for that table.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from devtools.catalog_server import CatalogProcess
+from devtools.trino import LocalTrino, TrinoQueryError
+from tests.e2e.duckdb_client import attach_catalog, connect, quote
+from tests.e2e.readme_blocks import engine_block, filled
+from tests.e2e.test_vending import REGION, Aws, _server_env, moto_aws
+
+
+@dataclass(frozen=True)
+class Side:
+    """One floe server as Trino sees it: its catalog names in Trino, a cluster, and keys of it."""
+
+    kind: str  # "local" | "s3"
+    server: CatalogProcess
+    cluster: str
+    writer: tuple[str, str]
+    reader: tuple[str, str]
+    trino_catalog: str
+
+    def pyiceberg(self) -> RestCatalog:
+        """pyiceberg with the writer key (and, on S3, only vended storage credentials)."""
+        extra = {"header.X-Iceberg-Access-Delegation": "vended-credentials"} if self.kind == "s3" else {}
+        return self.server.catalog(credential=":".join(self.writer), **extra)
+
+    def schema(self) -> str:
+        return f'{self.trino_catalog}."{self.cluster}"'
+
+
+def _cluster_with_keys(server: CatalogProcess) -> tuple[str, tuple[str, str], tuple[str, str]]:
+    cluster = f"kafka_{uuid.uuid4().hex[:8]}"
+    headers = {"Authorization": f"Bearer {server.token()}"}
+    with httpx.Client(base_url=server.url, timeout=60, headers=headers) as admin:
+        assert admin.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+        keys = []
+        for role in ("writer", "reader"):
+            created = admin.post("/management/v1/keys", json={"cluster": cluster, "role": role}).json()
+            keys.append((created["client_id"], created["client_secret"]))
+    return cluster, keys[0], keys[1]
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[Aws]:
+    yield from moto_aws()
+
+
+@pytest.fixture(scope="module")
+def sides(aws: Aws, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
+    """A floe on a local warehouse and one on an S3 warehouse (moto, vending), a cluster and keys each."""
+    ambient = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"}
+    assert not ambient & set(os.environ), "engines must not find AWS keys of their own"
+    local_home = tmp_path_factory.mktemp("trino-floe-local")
+    s3_home = tmp_path_factory.mktemp("trino-floe-s3")
+    location = f"s3://{aws.bucket}/wh-{uuid.uuid4().hex[:8]}"
+    with (
+        CatalogProcess(f"sqlite+aiosqlite:///{local_home / 'floe.db'}", home=local_home) as local,
+        CatalogProcess(
+            f"sqlite+aiosqlite:///{s3_home / 'floe.db'}", home=s3_home, env=_server_env(aws, location)
+        ) as s3,
+    ):
+        local_cluster, local_writer, local_reader = _cluster_with_keys(local)
+        s3_cluster, s3_writer, s3_reader = _cluster_with_keys(s3)
+        yield {
+            "local": Side("local", local, local_cluster, local_writer, local_reader, "floe"),
+            "s3": Side("s3", s3, s3_cluster, s3_writer, s3_reader, "lake"),
+        }
+
+
+@pytest.fixture(scope="module")
+def trino(sides: dict[str, Side], aws: Aws, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTrino]:
+    local, s3 = sides["local"], sides["s3"]
+
+    def block(name: str, side: Side, key: tuple[str, str], **extra: str) -> str:
+        return filled(
+            engine_block(name), url=side.server.url, client_id=key[0], client_secret=key[1], **extra
+        )
+
+    catalogs = {
+        "floe": block("trino-local", local, local.writer),
+        "floe_reader": block("trino-local", local, local.reader),
+        "lake": block("trino-s3", s3, s3.writer, region=REGION, s3_endpoint=aws.endpoint),
+    }
+    with LocalTrino(tmp_path_factory.mktemp("trino"), catalogs) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def duck(tmp_path_factory: pytest.TempPathFactory) -> object:
+    return connect(tmp_path_factory.mktemp("duckdb-ext"))
+
+
+def _name(prefix: str = "t") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def test_writer_key_runs_trinos_sql_surface(trino: LocalTrino, sides: dict[str, Side]) -> None:
+    s = sides["local"].schema()
+    orders, heavy, view = _name("orders"), _name("heavy"), _name("view")
+    trino.query(f"CREATE TABLE {s}.{orders} (id bigint, item varchar, qty integer)")
+    trino.query(f"INSERT INTO {s}.{orders} VALUES (1, 'apple', 3), (2, 'pear', 5), (3, 'fig', 1)")
+    [(first,)] = trino.rows(
+        f'SELECT snapshot_id FROM {s}."{orders}$snapshots" ORDER BY committed_at DESC LIMIT 1'
+    )
+    assert trino.rows(f"CREATE TABLE {s}.{heavy} AS SELECT id, qty FROM {s}.{orders} WHERE qty > 1") == [(2,)]
+    assert trino.rows(f"SELECT id FROM {s}.{heavy} ORDER BY id") == [(1,), (2,)]
+
+    trino.query(f"UPDATE {s}.{orders} SET qty = qty + 10 WHERE id = 1")
+    trino.query(f"DELETE FROM {s}.{orders} WHERE id = 3")
+    trino.query(
+        f"MERGE INTO {s}.{orders} t USING (VALUES (2, 'pear', 50), (4, 'kiwi', 7)) AS u(id, item, qty) "
+        "ON t.id = u.id WHEN MATCHED THEN UPDATE SET qty = u.qty "
+        "WHEN NOT MATCHED THEN INSERT (id, item, qty) VALUES (u.id, u.item, u.qty)"
+    )
+    trino.query(f"ALTER TABLE {s}.{orders} ADD COLUMN note varchar")
+    trino.query(f"INSERT INTO {s}.{orders} VALUES (5, 'plum', 2, 'new')")
+    assert trino.rows(f"SELECT * FROM {s}.{orders} ORDER BY id") == [
+        (1, "apple", 13, None),
+        (2, "pear", 50, None),
+        (4, "kiwi", 7, None),
+        (5, "plum", 2, "new"),
+    ]
+    assert trino.rows(f"SELECT id, qty FROM {s}.{orders} FOR VERSION AS OF {first} ORDER BY id") == [
+        (1, 3),
+        (2, 5),
+        (3, 1),
+    ]
+    trino.query(f"CREATE VIEW {s}.{view} AS SELECT id FROM {s}.{orders} WHERE qty > 5")
+    assert trino.rows(f"SELECT id FROM {s}.{view} ORDER BY id") == [(1,), (2,), (4,)]
+    [(snapshots,)] = trino.rows(f'SELECT count(*) FROM {s}."{orders}$snapshots"')
+    assert snapshots >= 6  # create, insert, update, delete, merge, insert
+    # Trino placed the table below the namespace's location, in the cluster's folder.
+    side = sides["local"]
+    table = side.pyiceberg().load_table(f"{side.cluster}.{orders}")
+    assert table.location().startswith(
+        f"{side.server.warehouse_path.resolve().as_uri()}/{side.cluster}/{orders}-"
+    )
+
+
+def test_reader_key_selects_and_every_write_is_refused(trino: LocalTrino, sides: dict[str, Side]) -> None:
+    side = sides["local"]
+    name = _name()
+    trino.query(f"CREATE TABLE {side.schema()}.{name} AS SELECT * FROM (VALUES 1, 2, 3) AS v(id)")
+    reader = f'floe_reader."{side.cluster}"'
+    assert trino.rows(f"SELECT sum(id) FROM {reader}.{name}") == [(6,)]
+    for statement, action in (
+        (f"INSERT INTO {reader}.{name} VALUES 4", "write"),
+        (f"DELETE FROM {reader}.{name} WHERE id = 1", "write"),
+        (f"CREATE TABLE {reader}.{_name()} (id integer)", "create"),
+        (f"DROP TABLE {reader}.{name}", "drop"),
+    ):
+        # Trino shows floe's message, or wraps it ("Failed to create transaction", caused by floe's).
+        with pytest.raises(
+            TrinoQueryError, match=rf"Forbidden: Role reader of key floe_\w+ may not {action}"
+        ):
+            trino.query(statement)
+    assert trino.rows(f"SELECT sum(id) FROM {reader}.{name}") == [(6,)]
+    # What a user of Trino's own CLI sees.
+    cli = trino.cli("--execute", f"INSERT INTO {reader}.{name} VALUES 4")
+    assert cli.returncode != 0
+    assert "reader" in cli.stderr + cli.stdout
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_table_trino_writes_is_read_by_pyiceberg_and_duckdb(
+    trino: LocalTrino, sides: dict[str, Side], duck: object, kind: str
+) -> None:
+    side = sides[kind]
+    name = _name("by_trino")
+    trino.query(
+        f"CREATE TABLE {side.schema()}.{name} AS "
+        "SELECT id, 'item ' || CAST(id AS varchar) AS item FROM UNNEST(sequence(1, 100)) AS v(id)"
+    )
+    trino.query(f"DELETE FROM {side.schema()}.{name} WHERE id > 90")  # position deletes for readers
+    table = side.pyiceberg().load_table(f"{side.cluster}.{name}")
+    arrow = table.scan().to_arrow()
+    assert sorted(arrow.column("id").to_pylist()) == list(range(1, 91))
+
+    import duckdb
+
+    assert isinstance(duck, duckdb.DuckDBPyConnection)
+    alias = f"floe_{kind}"
+    attach_catalog(
+        duck,
+        endpoint=side.server.url,
+        warehouse="default",
+        client_id=side.reader[0],
+        client_secret=side.reader[1],
+        alias=alias,
+    )
+    try:
+        answer = duck.execute(
+            f"SELECT count(*), sum(id) FROM {alias}.{quote(side.cluster)}.{name}"
+        ).fetchone()
+        assert answer == (90, sum(range(1, 91)))
+    finally:
+        duck.execute(f"DETACH {alias}")
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_table_pyiceberg_writes_is_read_by_trino(
+    trino: LocalTrino, sides: dict[str, Side], kind: str
+) -> None:
+    side = sides[kind]
+    name = _name("by_pyiceberg")
+    data = pa.table({"id": pa.array(range(10), pa.int64()), "label": pa.array([f"r{i}" for i in range(10)])})
+    table = side.pyiceberg().create_table(f"{side.cluster}.{name}", schema=data.schema)
+    table.append(data)
+    table.append(data.slice(0, 5))
+    assert trino.rows(f"SELECT count(*), sum(id), max(label) FROM {side.schema()}.{name}") == [(15, 55, "r9")]
+    # And Trino writes on: the next pyiceberg read sees its rows.
+    trino.query(f"INSERT INTO {side.schema()}.{name} VALUES (100, 'trino')")
+    assert (
+        100
+        in side.pyiceberg().load_table(f"{side.cluster}.{name}").scan().to_arrow().column("id").to_pylist()
+    )
+
+
+def test_trino_476_does_not_create_format_v3_tables(trino: LocalTrino, sides: dict[str, Side]) -> None:
+    """Measured for README: Trino 476 refuses `format_version = 3` itself, before asking the catalog."""
+    s = sides["local"].schema()
+    name = _name("v3")
+    with pytest.raises(TrinoQueryError, match="format_version must be between 1 and 2"):
+        trino.query(f"CREATE TABLE {s}.{name} (id bigint) WITH (format_version = 3)")
+    assert not sides["local"].pyiceberg().table_exists(f"{sides['local'].cluster}.{name}")
