@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -19,17 +21,24 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._scram import (
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from confluent_kafka.cimpl import NewTopic
 
 from devtools.pins import maven_artifact, pin_lines
 from devtools.ports import free_port, port_is_free
 from devtools.processes import stop_process
 from devtools.settings import DevSettings
+from devtools.tls import DevCertificates, certificates_in
 from runtime.artifacts import Artifact, cache_dir, fetch
 from runtime.java import find_java, java_version_text
 from runtime.settings import read_settings
@@ -95,9 +104,75 @@ def default_data_dir() -> Path:
     return Path(data_home).expanduser() / "floe" / "kafka"
 
 
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _properties_value(value: str) -> str:
     # java.util.Properties treats backslashes as escapes.
     return value.replace("\\", "\\\\")
+
+
+# The secured listeners `LocalKafka(secured=True)` opens besides PLAINTEXT: name → security protocol.
+SECURED_LISTENERS = {
+    "SASL_PLAIN": "SASL_SSL",  # SASL/PLAIN over TLS (Confluent Cloud's way)
+    "SASL_SCRAM": "SASL_SSL",  # SASL/SCRAM-SHA-256 and -512 over TLS (MSK's way)
+    "MTLS": "SSL",  # TLS with a client certificate the broker requires (mTLS)
+    "SELF_SIGNED": "SSL",  # TLS with a self-signed certificate for a name no client uses
+}
+_SCRAM_MECHANISMS = (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+_PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+SECURED_USER = "floe"
+
+
+@dataclass(frozen=True)
+class SecuredListeners:
+    """Where a secured LocalKafka listens, and what a client needs to get in.
+
+    `sasl_plain_port`: SASL_SSL with PLAIN; `sasl_scram_port`: SASL_SSL with SCRAM-SHA-256 and
+    SCRAM-SHA-512; `mtls_port`: SSL requiring a client certificate signed by `certificates.ca`; all three
+    present `certificates.server` (signed by that CA, for 127.0.0.1 and localhost).
+    `self_signed_port`: SSL presenting `certificates.self_signed_server`, self-signed for another name.
+    One user, `username`/`password`, for PLAIN and both SCRAM mechanisms.
+    """
+
+    sasl_plain_port: int
+    sasl_scram_port: int
+    mtls_port: int
+    self_signed_port: int
+    username: str
+    password: str
+    certificates: DevCertificates
+
+    def address(self, port: int) -> str:
+        return f"127.0.0.1:{port}"
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Listener name → port."""
+        return {
+            "SASL_PLAIN": self.sasl_plain_port,
+            "SASL_SCRAM": self.sasl_scram_port,
+            "MTLS": self.mtls_port,
+            "SELF_SIGNED": self.self_signed_port,
+        }
+
+
+def _secured_password(directory: Path) -> str:
+    """The secured listeners' password, kept in `directory` so a restarted broker keeps its users."""
+    path = directory / "users.json"
+    try:
+        password = json.loads(path.read_text())["password"]
+        if isinstance(password, str) and password:
+            return password
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    password = secrets.token_urlsafe(18)
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"username": SECURED_USER, "password": password}) + "\n")
+    path.chmod(0o600)
+    return password
 
 
 class LocalKafka:
@@ -116,6 +191,7 @@ class LocalKafka:
         partitions_default: int = 1,
         *,
         heap: str = "512m",
+        secured: bool = False,
     ) -> None:
         if partitions_default < 1:
             raise ValueError(f"partitions_default must be at least 1, got {partitions_default}")
@@ -132,6 +208,10 @@ class LocalKafka:
         self.startup_seconds: float | None = None
         # Set while this run records the class archive (the first start with this JVM and classpath).
         self._archive_recording: tuple[Path, Path] | None = None
+        # With `secured`: the ports of the secured listeners (free now, like `port`), and after `start()`
+        # their certificates and user in `secured_listeners`.
+        self.secured_ports = {name: free_port() for name in SECURED_LISTENERS} if secured else {}
+        self.secured_listeners: SecuredListeners | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -181,6 +261,8 @@ class LocalKafka:
             raise RuntimeError(f"Port {self.port} on 127.0.0.1 is already in use; choose another Kafka port")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.controller_port = free_port()
+        if self.secured_ports:
+            self.secured_listeners = self._prepare_secured_listeners()
         self._write_config()
         try:
             if not (self.storage_dir / "meta.properties").exists():
@@ -197,6 +279,8 @@ class LocalKafka:
                     start_new_session=True,
                 )
             self._wait_until_answering(timeout)
+            if self.secured_listeners is not None:
+                self._create_scram_user(self.secured_listeners, timeout)
         except BaseException:
             self.stop()
             raise
@@ -318,6 +402,8 @@ class LocalKafka:
             "num.network.threads": "2",
             "num.io.threads": "4",
         }
+        if self.secured_listeners is not None:
+            settings.update(self._secured_settings(settings, self.secured_listeners))
         lines = ["# Written by floe (devtools/kafka_broker.py) at every start; edits are overwritten."]
         lines += [f"{key}={value}" for key, value in settings.items()]
         self.config_path.write_text("\n".join(lines) + "\n")
@@ -346,6 +432,95 @@ class LocalKafka:
             )
             + "\n"
         )
+
+    def _prepare_secured_listeners(self) -> SecuredListeners:
+        """Certificates (reused from an earlier run while valid), keystores and the user's password."""
+        for name, port in self.secured_ports.items():
+            if not port_is_free(port):
+                raise RuntimeError(f"Port {port} on 127.0.0.1 (the {name} listener) is already in use")
+        directory = self.data_dir / "tls"
+        certificates = certificates_in(directory)
+        # Kafka's PEM keystore file: the private key, then the certificate chain (server, then its CA).
+        (directory / "server-keystore.pem").write_text(
+            certificates.server.keystore_text() + certificates.ca.certificate.read_text()
+        )
+        (directory / "self-signed-server-keystore.pem").write_text(
+            certificates.self_signed_server.keystore_text()
+        )
+        for keystore in ("server-keystore.pem", "self-signed-server-keystore.pem"):
+            (directory / keystore).chmod(0o600)
+        ports = self.secured_ports
+        return SecuredListeners(
+            sasl_plain_port=ports["SASL_PLAIN"],
+            sasl_scram_port=ports["SASL_SCRAM"],
+            mtls_port=ports["MTLS"],
+            self_signed_port=ports["SELF_SIGNED"],
+            username=SECURED_USER,
+            password=_secured_password(directory),
+            certificates=certificates,
+        )
+
+    def _secured_settings(self, settings: dict[str, str], secured: SecuredListeners) -> dict[str, str]:
+        """`settings`' listener lists with the secured listeners added, and their TLS and SASL settings."""
+        tls = secured.certificates.directory
+        listeners = ",".join(f"{name}://{secured.address(port)}" for name, port in secured.ports.items())
+        protocols = ",".join(f"{name}:{protocol}" for name, protocol in SECURED_LISTENERS.items())
+        password = _jaas_quote(secured.password)
+        scram_login = f"{_SCRAM_LOGIN} required;"
+        return {
+            "listeners": f"{settings['listeners']},{listeners}",
+            "advertised.listeners": f"{settings['advertised.listeners']},{listeners}",
+            "listener.security.protocol.map": f"{settings['listener.security.protocol.map']},{protocols}",
+            # Every TLS listener presents the CA-signed server certificate and trusts that CA...
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": _properties_value(str(tls / "server-keystore.pem")),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": _properties_value(str(secured.certificates.ca.certificate)),
+            # ...except SELF_SIGNED, whose certificate signs itself for another name.
+            "listener.name.self_signed.ssl.keystore.type": "PEM",
+            "listener.name.self_signed.ssl.keystore.location": _properties_value(
+                str(tls / "self-signed-server-keystore.pem")
+            ),
+            "listener.name.mtls.ssl.client.auth": "required",
+            "listener.name.sasl_plain.sasl.enabled.mechanisms": "PLAIN",
+            # PLAIN's users are the JAAS options `user_<name>="<password>"`.
+            "listener.name.sasl_plain.plain.sasl.jaas.config": _properties_value(
+                f"{_PLAIN_LOGIN} required user_{secured.username}={password};"
+            ),
+            "listener.name.sasl_scram.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_scram.scram-sha-256.sasl.jaas.config": scram_login,
+            "listener.name.sasl_scram.scram-sha-512.sasl.jaas.config": scram_login,
+        }
+
+    def _create_scram_user(self, secured: SecuredListeners, timeout: float) -> None:
+        """Create (or update) the SCRAM user for both mechanisms; wait until the broker knows them.
+
+        Through the Admin API rather than `kafka-storage format --add-scram`: that only works on the
+        first start of a data directory, and this also works for one formatted before `secured`."""
+        admin = self.admin_client()
+        # One request per mechanism: Kafka refuses to alter one user twice in a request.
+        for mechanism in _SCRAM_MECHANISMS:
+            upsert = UserScramCredentialUpsertion(
+                secured.username, ScramCredentialInfo(mechanism, 8192), secured.password.encode()
+            )
+            for future in admin.alter_user_scram_credentials([upsert]).values():
+                future.result(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            described = admin.describe_user_scram_credentials([secured.username])
+            assert isinstance(described, dict)  # a future per user when users are named
+            try:
+                description = described[secured.username].result(timeout=timeout)
+                known = {info.mechanism for info in description.scram_credential_infos}
+                if set(_SCRAM_MECHANISMS) <= known:
+                    return
+            except KafkaException:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"The broker did not create SCRAM user {secured.username!r} in {timeout} s"
+                )
+            time.sleep(0.1)
 
     def _format_storage(self, java: str, classpath: str) -> None:
         # A short-lived JVM: the C1 compiler alone and the serial collector start it fastest, and the

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from catalog.client import FloeClient
+    from catalog.pipelines import SourceCluster
     from ingest.registry_client import RegistryClient, RegistryConnection
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class IngestTable:
     confluent_framing: bool = True
     fingerprint: str = ""  # changes when the table's ingestion settings change (restart its query)
     extra: Mapping[str, str] = field(default_factory=dict)
+    source_cluster: SourceCluster | None = None  # floe.yaml's cluster (connection errors name its settings)
 
     @property
     def name(self) -> str:

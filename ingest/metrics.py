@@ -8,6 +8,7 @@ committed record was produced (so an idle partition with a backlog shows its age
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from threading import Lock
@@ -93,3 +94,46 @@ class Throughput:
     def forget(self, table: str) -> None:
         with self._lock:
             self._events.pop(table, None)
+
+
+TABLE_ERROR = Gauge(
+    "floe_ingest_table_error",
+    "1 while the table cannot be ingested; the label `error` says why (floe status shows it)",
+    ("table", "error"),
+    registry=REGISTRY,
+)
+
+
+class TableProblems:
+    """Why tables cannot be ingested right now: logged once per distinct reason, and published as
+    `floe_ingest_table_error` until the table commits again (or leaves the pipeline)."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._log = logger or logging.getLogger("ingest")
+        self._current: dict[str, str] = {}
+        self._lock = Lock()
+
+    def report(self, table: str, message: str) -> None:
+        with self._lock:
+            previous = self._current.get(table)
+            if previous == message:
+                return
+            self._current[table] = message
+        if previous is not None:
+            TABLE_ERROR.remove(table, previous)
+        TABLE_ERROR.labels(table, message).set(1)
+        self._log.error("%s: %s", table, message)
+
+    def clear(self, table: str) -> None:
+        with self._lock:
+            previous = self._current.pop(table, None)
+        if previous is not None:
+            TABLE_ERROR.remove(table, previous)
+
+    def current(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._current)
+
+
+# The ingestion service's: `ingest.tables` reports unresolvable credentials, the service the rest.
+PROBLEMS = TableProblems(logging.getLogger("ingest.service"))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from catalog.client import ClientError, FloeClient, Pipeline
 from ingest import metrics
 from ingest.batches import BatchResult, BatchWriter, IngestTable
+from ingest.kafka_connection import check_connection
 from ingest.registry_client import RegistryClient, RegistryConnection
 from runtime.spark import CatalogConnection, register_warehouse
 
@@ -130,12 +131,13 @@ class IngestService:
                 log.info("%s left the pipeline: stopping its ingestion", name)
                 self._stop_query(name)
                 self._throughput.forget(name)
+                metrics.PROBLEMS.clear(name)
             elif wanted.fingerprint != running.table.fingerprint:
                 log.info("%s changed (schema or settings): restarting its ingestion", name)
                 self._stop_query(name)
             elif not running.query.isActive:
                 error = running.query.exception()
-                log.error("%s: ingestion query stopped: %s", name, error)
+                metrics.PROBLEMS.report(name, f"ingestion query stopped: {error}")
                 metrics.QUERY_RESTARTS.labels(name).inc()
                 self._stop_query(name)
                 count = self._failures.get(name, (0, 0.0))[0] + 1
@@ -149,7 +151,7 @@ class IngestService:
             try:
                 self._start_query(table)
             except Exception as exc:  # one table's bad settings must not stop the others
-                log.error("%s: cannot start ingestion: %s", name, exc)
+                metrics.PROBLEMS.report(name, f"cannot start ingestion: {exc}")
                 count = (failures or (0, 0.0))[0] + 1
                 self._failures[name] = (count, time.monotonic() + min(60.0, 2.0**count))
         metrics.TABLES.set(len(self.running))
@@ -170,6 +172,9 @@ class IngestService:
             # Unreachable, or refusing floe's credentials: one clear error now (the table is retried with
             # backoff), rather than a failed batch inside the streaming query.
             registry.check()
+        if table.source_cluster is not None:
+            # A refused login or certificate: one clear error now, rather than a failed Spark query.
+            check_connection(table.source_cluster, table.consumer_config, table.topic)
         interval = self.options.commit_interval or table.commit_interval
         checkpoint = Path(tempfile.mkdtemp(prefix="checkpoint-", dir=self._state))
         reader = (
@@ -215,6 +220,7 @@ class IngestService:
 
     def _committed(self, table: IngestTable, result: BatchResult) -> None:
         self._failures.pop(table.name, None)
+        metrics.PROBLEMS.clear(table.name)
         now = time.time()
         for partition in result.end_offsets:
             labels = (table.name, table.topic, str(partition))

@@ -6,7 +6,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -22,7 +22,10 @@ from catalog.pipelines import (
     resolve_credentials,
     resolve_registry_auth,
 )
+from catalog.pipelines.sources import SourceCluster
 from ingest.batches import IngestTable
+from ingest.kafka_connection import PresentedCertificates
+from ingest.metrics import TableProblems
 from ingest.registry_client import BasicAuth, RegistryConnection
 
 log = logging.getLogger(__name__)
@@ -33,15 +36,21 @@ def ingest_tables(
     pipeline: Pipeline | Mapping[str, Any],
     environ: Mapping[str, str] | None = None,
     default_warehouse: str = "default",
+    *,
+    problems: TableProblems | None = None,
+    presented_certificates: Callable[[SourceCluster], str] | None = None,
 ) -> list[IngestTable]:
     """Every table of the applied pipeline, ready to ingest: the revision floe serves, or a mapping with
     a floe.yaml document as `config` (and optionally `tables` as the management API lists them).
 
     A table whose source cluster's or schema registry's credentials cannot be resolved (a missing
-    environment variable) is left out with an error in the log, so one misconfigured cluster does not
-    stop the others.
+    environment variable) is left out with an error in the log (through `problems` when given: once per
+    reason, and in `floe status`), so one misconfigured cluster does not stop the others.
+    `presented_certificates` fetches what brokers present for `tls_insecure_skip_verify` (by default a
+    `PresentedCertificates` for this call; pass one to keep its cache between calls).
     """
     environ = os.environ if environ is None else environ
+    presented = presented_certificates or PresentedCertificates(environ)
     if isinstance(pipeline, Pipeline):
         document, placed = pipeline.config, pipeline.tables
     else:
@@ -53,11 +62,14 @@ def ingest_tables(
     for table in config.tables:
         cluster = config.cluster(table.source_cluster_name)
         try:
-            spark_options = resolve_credentials(cluster, environ, "spark")
+            spark_options = resolve_credentials(cluster, environ, "spark", presented_certificates=presented)
             consumer = resolve_credentials(cluster, environ, "librdkafka")
             registry = registry_connection(config, table, environ)
         except CredentialError as exc:
-            log.error("%s.%s: %s", table.namespace, table.table_name, exc)
+            if problems is None:
+                log.error("%s.%s: %s", table.namespace, table.table_name, exc)
+            else:
+                problems.report(f"{table.namespace}.{table.table_name}", str(exc))
             continue
         warehouse = (
             warehouses.get((table.namespace, table.table_name))
@@ -97,6 +109,7 @@ def ingest_tables(
                 registry=registry,
                 confluent_framing=table.avro_framing == "confluent",
                 fingerprint=hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
+                source_cluster=cluster,
             )
         )
     return tables

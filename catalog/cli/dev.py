@@ -10,7 +10,7 @@ from types import FrameType
 import click
 from rich.console import Console
 
-from devtools.kafka_broker import KAFKA_VERSION, LocalKafka, default_data_dir
+from devtools.kafka_broker import KAFKA_VERSION, LocalKafka, SecuredListeners, default_data_dir
 from devtools.schema_registry import APICURIO_VERSION, LocalSchemaRegistry, runner_jar_path
 
 
@@ -39,11 +39,18 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
     show_default=True,
     help="Partitions of auto-created topics.",
 )
-def kafka_command(port: int, data_dir: Path | None, partitions: int) -> None:
+@click.option(
+    "--secured",
+    is_flag=True,
+    help="Also open secured listeners on free ports: SASL_SSL with PLAIN, SASL_SSL with SCRAM-SHA-256/512, "
+    "SSL requiring a client certificate (mTLS), and SSL with a self-signed certificate; with a throwaway "
+    "CA and certificates (kept in the data directory) and a user, all printed at start.",
+)
+def kafka_command(port: int, data_dir: Path | None, partitions: int, secured: bool) -> None:
     """Run a local single-node Apache Kafka broker (KRaft) in the foreground until Ctrl-C."""
     console = Console()
     directory = data_dir or default_data_dir()
-    broker = LocalKafka(port=port, data_dir=directory, partitions_default=partitions)
+    broker = LocalKafka(port=port, data_dir=directory, partitions_default=partitions, secured=secured)
     # SIGTERM (kill, service managers) stops the broker as cleanly as Ctrl-C does.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
@@ -52,8 +59,11 @@ def kafka_command(port: int, data_dir: Path | None, partitions: int) -> None:
         console.print(
             f"[green]Kafka {KAFKA_VERSION}[/green] (KRaft, single node) listening on "
             f"[bold]{broker.bootstrap_servers}[/bold]  (started in {broker.startup_seconds:.1f} s)\n"
-            f"data: {broker.data_dir}\nlog:  {broker.log_path}\nPress Ctrl-C to stop."
+            f"data: {broker.data_dir}\nlog:  {broker.log_path}"
         )
+        if broker.secured_listeners is not None:
+            console.print(secured_listeners_text(broker.secured_listeners), highlight=False, markup=False)
+        console.print("Press Ctrl-C to stop.")
         assert broker.process is not None
         returncode = broker.process.wait()
         raise click.ClickException(f"Kafka broker exited on its own ({returncode}):\n{broker.log_tail()}")
@@ -64,6 +74,36 @@ def kafka_command(port: int, data_dir: Path | None, partitions: int) -> None:
     finally:
         broker.stop()
     console.print("Kafka stopped.")
+
+
+def secured_listeners_text(secured: SecuredListeners) -> str:
+    """What a client needs for each secured listener, with floe.yaml's credentials for it."""
+    certs = secured.certificates
+    return "\n".join(
+        [
+            "Secured listeners (all present a certificate signed by the CA, for 127.0.0.1 and localhost):",
+            f"  SASL_SSL, PLAIN:              {secured.address(secured.sasl_plain_port)}",
+            f"  SASL_SSL, SCRAM-SHA-256/512:  {secured.address(secured.sasl_scram_port)}",
+            f"  SSL, client certificate:      {secured.address(secured.mtls_port)}",
+            f"  SSL, self-signed for another name: {secured.address(secured.self_signed_port)}"
+            "  (tls_insecure_skip_verify)",
+            f"user: {secured.username}  password: {secured.password}  (PLAIN and both SCRAM mechanisms)",
+            f"CA certificate:      {certs.ca.certificate}",
+            f"client certificate:  {certs.client.certificate}  key: {certs.client.key}",
+            f"also, for testing refusals: {certs.expired_client.certificate} (expired), "
+            f"{certs.untrusted_client.certificate} (signed by another CA)",
+            "floe.yaml, e.g. SCRAM (export FLOE_KAFKA_USER, FLOE_KAFKA_PASSWORD, FLOE_KAFKA_CA):",
+            "  source_clusters:",
+            "    - name: secured",
+            f"      bootstrap_brokers: [{{hostname: 127.0.0.1, port: {secured.sasl_scram_port}}}]",
+            "      credentials:",
+            "        use_tls: true",
+            "        sasl_mechanism: scram-512",
+            "        sasl_username_env: FLOE_KAFKA_USER",
+            "        sasl_password_env: FLOE_KAFKA_PASSWORD",
+            "        mtls_server_ca_cert_env: FLOE_KAFKA_CA",
+        ]
+    )
 
 
 @dev.command("schema-registry")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from types import FrameType
@@ -37,7 +38,8 @@ def run_ingest(
     """Run the ingestion service in the foreground until SIGINT/SIGTERM."""
     from prometheus_client import start_http_server
 
-    from ingest.metrics import REGISTRY
+    from ingest.kafka_connection import PresentedCertificates
+    from ingest.metrics import PROBLEMS, REGISTRY
     from ingest.service import IngestOptions, IngestService
     from ingest.tables import ingest_tables
     from runtime.spark import CatalogConnection, spark_session
@@ -51,11 +53,15 @@ def run_ingest(
     spark = spark_session(
         "floe-ingest", CatalogConnection(url, warehouse, client_id, client_secret), master=master, conf=conf
     )
+    # Kept between polls: brokers' certificates for tls_insecure_skip_verify are fetched once in a while.
+    certificates = PresentedCertificates(os.environ)
     service = IngestService(
         spark,
         catalog,
         CatalogConnection(url, warehouse, client_id, client_secret),
-        lambda pipeline: ingest_tables(pipeline, default_warehouse=warehouse),
+        lambda pipeline: ingest_tables(
+            pipeline, default_warehouse=warehouse, problems=PROBLEMS, presented_certificates=certificates
+        ),
         IngestOptions(
             commit_interval=commit_interval,
             max_records_per_batch=max_records_per_batch,

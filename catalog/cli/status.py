@@ -10,6 +10,7 @@ from typing import Any
 import click
 import httpx
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from catalog.cli.ingest import DEFAULT_METRICS_PORT
@@ -52,6 +53,8 @@ def read_status(metrics_url: str) -> dict[str, Any]:
                 entry["records"] = int(sample.value)
             elif name == "floe_ingest_last_commit_timestamp_seconds":
                 entry["last_commit"] = sample.value
+            elif name == "floe_ingest_table_error" and sample.value:
+                entry["error"] = sample.labels.get("error", "")
     for entry in tables.values():
         entry["partitions"] = sorted(entry["partitions"].values(), key=lambda p: p["partition"])
     return {"tables": sorted(tables.values(), key=lambda t: t["table"])}
@@ -132,6 +135,9 @@ def status_command(metrics_url: str, url: str, output: str) -> None:
             )
     out = Console()
     out.print(grid)
+    for entry in status["tables"]:
+        if entry.get("error"):
+            out.print(f"[red]{escape(entry['table'])}[/red]: {escape(entry['error'])}", highlight=False)
     if status.get("maintenance"):
         out.print(_maintenance_grid(status["maintenance"]))
     elif "maintenance_error" in status:

@@ -4,18 +4,25 @@ floe.yaml only names environment variables. Like WarpStream's agents (which pref
 looks up `NAME`, then `TABLEFLOW_NAME`. Two forms: Spark/Java (`kafka.`-prefixed options of Spark's
 Kafka source, Java client property names) and librdkafka (confluent-kafka).
 
-Java cannot skip certificate-chain verification by property: `tls_insecure_skip_verify` only turns off
-host name verification there (give the server's CA with `mtls_server_ca_cert_env` for self-signed
-certificates); librdkafka turns off both. Java reads a client certificate and key from PEM text, so the
-Spark form reads the files the mTLS variables point at (through `read_text`); the key must be an
-unencrypted PKCS#8 key (`-----BEGIN PRIVATE KEY-----`).
+`tls_insecure_skip_verify` skips both the certificate-chain and the host name check. librdkafka has a
+property for each. The Java client has none for the chain (only a custom `SslEngineFactory` class could
+trust everything), so the Spark form turns off the host name check and trusts exactly the certificates
+the brokers present, which the caller fetches when it resolves the settings (`presented_certificates`,
+ingest/kafka_connection.py): trust on first use, renewed whenever the settings are resolved again. Java
+reads a client certificate and key from PEM text, so the Spark form reads the files the mTLS variables
+point at (through `read_text`); the key must be an unencrypted PKCS#8 key
+(`-----BEGIN PRIVATE KEY-----`), and an expired client certificate is refused here, by name, rather than
+by the broker's TLS handshake, which says only "certificate unknown".
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
+
+from cryptography import x509
 
 from catalog.pipelines.sources import SchemaRegistryConfig, SourceCluster
 
@@ -65,9 +72,13 @@ def resolve_credentials(
     environ: Mapping[str, str],
     form: ClientForm = "spark",
     read_text: Callable[[str], str] = _read_file,
+    presented_certificates: Callable[[SourceCluster], str] | None = None,
+    now: dt.datetime | None = None,
 ) -> dict[str, str]:
     """Kafka client properties for `cluster` (bootstrap servers and security), in `form`.
 
+    `presented_certificates` gives the PEM certificates the cluster's brokers present: the Spark form
+    trusts them when `tls_insecure_skip_verify` is set (without it, only the host name check is off).
     Raises `CredentialError` naming the missing variable (or the unusable file)."""
     creds = cluster.credentials
     owner = f"source cluster {cluster.name}"
@@ -106,11 +117,20 @@ def resolve_credentials(
                 props["ssl.truststore.location"] = ca
             if creds.tls_insecure_skip_verify:
                 props["ssl.endpoint.identification.algorithm"] = ""
+                if presented_certificates is not None:
+                    # Trust what the brokers present (and the CA, when one is named): a PEM truststore
+                    # given inline, so Spark's executors need no file.
+                    trusted = _pem(read_text, ca, owner, "CA certificate", "server") if ca else ""
+                    props.pop("ssl.truststore.location", None)
+                    props["ssl.truststore.type"] = "PEM"
+                    props["ssl.truststore.certificates"] = trusted + presented_certificates(cluster)
             if creds.uses_mtls:
                 cert_path = env(creds.mtls_client_cert_env, "mtls_client_cert_env")
                 key_path = env(creds.mtls_client_key_env, "mtls_client_key_env")
+                certificate = _pem(read_text, cert_path, owner, "certificate")
+                _check_validity(certificate, cert_path, owner, creds.mtls_client_cert_env, now)
                 props["ssl.keystore.type"] = "PEM"
-                props["ssl.keystore.certificate.chain"] = _pem(read_text, cert_path, owner, "certificate")
+                props["ssl.keystore.certificate.chain"] = certificate
                 key = _pem(read_text, key_path, owner, "private key")
                 if "BEGIN PRIVATE KEY" not in key:
                     raise CredentialError(
@@ -132,14 +152,38 @@ def resolve_credentials(
     return props
 
 
-def _pem(read_text: Callable[[str], str], path: str, owner: str, what: str) -> str:
+def _pem(read_text: Callable[[str], str], path: str, owner: str, what: str, whose: str = "client") -> str:
     try:
         text = read_text(path)
     except OSError as exc:
-        raise CredentialError(f"{owner}: cannot read the client {what} {path}: {exc}") from exc
+        raise CredentialError(f"{owner}: cannot read the {whose} {what} {path}: {exc}") from exc
     if "-----BEGIN" not in text:
-        raise CredentialError(f"{owner}: the client {what} {path} is not PEM encoded")
-    return text
+        raise CredentialError(f"{owner}: the {whose} {what} {path} is not PEM encoded")
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _check_validity(
+    certificate: str, path: str, owner: str, variable: str | None, now: dt.datetime | None
+) -> None:
+    """Refuse a client certificate that expired (or is not valid yet), naming the file and setting."""
+    try:
+        leaf = x509.load_pem_x509_certificates(certificate.encode())[0]
+    except ValueError as exc:
+        raise CredentialError(
+            f"{owner}: the client certificate {path} is not a PEM certificate: {exc}"
+        ) from exc
+    now = now or dt.datetime.now(dt.UTC)
+    source = f"from the environment variable {variable} that credentials.mtls_client_cert_env names"
+    if leaf.not_valid_after_utc < now:
+        raise CredentialError(
+            f"{owner}: the client certificate {path} ({source}) expired on "
+            f"{leaf.not_valid_after_utc:%Y-%m-%d %H:%M:%S} UTC"
+        )
+    if leaf.not_valid_before_utc > now:
+        raise CredentialError(
+            f"{owner}: the client certificate {path} ({source}) is not valid before "
+            f"{leaf.not_valid_before_utc:%Y-%m-%d %H:%M:%S} UTC"
+        )
 
 
 def resolve_registry_auth(

@@ -788,14 +788,13 @@ def test_missing_variable_is_named() -> None:
 
 
 def test_mtls(tmp_path: Path) -> None:
-    cert, key, ca = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert.write_text("-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n")
-    key.write_text("-----BEGIN PRIVATE KEY-----\nBBB\n-----END PRIVATE KEY-----\n")
-    ca.write_text("-----BEGIN CERTIFICATE-----\nCCC\n-----END CERTIFICATE-----\n")
+    from devtools.tls import generate_certificates
+
+    certs = generate_certificates(tmp_path / "tls")
+    cert, key, ca = certs.client.certificate, certs.client.key, certs.ca.certificate
     cluster = _cluster(
         {
             "use_tls": True,
-            "tls_insecure_skip_verify": True,
             "mtls_client_cert_env": "CERT",
             "mtls_client_key_env": "KEY",
             "mtls_server_ca_cert_env": "CA",
@@ -809,17 +808,59 @@ def test_mtls(tmp_path: Path) -> None:
     assert spark["kafka.ssl.keystore.type"] == "PEM"
     assert spark["kafka.ssl.keystore.certificate.chain"] == cert.read_text()
     assert spark["kafka.ssl.keystore.key"] == key.read_text()
-    assert spark["kafka.ssl.endpoint.identification.algorithm"] == ""
+    assert "kafka.ssl.endpoint.identification.algorithm" not in spark
     native = resolve_credentials(cluster, environ, "librdkafka")
     assert native["ssl.certificate.location"] == str(cert)
     assert native["ssl.key.location"] == str(key)
     assert native["ssl.ca.location"] == str(ca)
-    assert native["enable.ssl.certificate.verification"] == "false"
-    key.write_text("-----BEGIN RSA PRIVATE KEY-----\nBBB\n-----END RSA PRIVATE KEY-----\n")
+    assert "enable.ssl.certificate.verification" not in native
+    rsa_key = tmp_path / "rsa.key"
+    rsa_key.write_text("-----BEGIN RSA PRIVATE KEY-----\nBBB\n-----END RSA PRIVATE KEY-----\n")
     with pytest.raises(CredentialError, match="openssl pkcs8 -topk8 -nocrypt"):
-        resolve_credentials(cluster, environ)
+        resolve_credentials(cluster, {**environ, "TABLEFLOW_KEY": str(rsa_key)})
     with pytest.raises(CredentialError, match="cannot read the client certificate"):
         resolve_credentials(cluster, {**environ, "CERT": str(tmp_path / "missing.pem")})
+    # An expired client certificate is refused by name, before any broker is asked.
+    expired = {**environ, "CERT": str(certs.expired_client.certificate)}
+    with pytest.raises(
+        CredentialError,
+        match=r"c1: the client certificate .*expired-client.pem \(from the environment variable CERT that "
+        r"credentials.mtls_client_cert_env names\) expired on 20",
+    ):
+        resolve_credentials(cluster, expired)
+
+
+def test_insecure_skip_verify_trusts_what_the_brokers_present(tmp_path: Path) -> None:
+    from devtools.tls import generate_certificates
+
+    certs = generate_certificates(tmp_path / "tls")
+    presented = certs.self_signed_server.certificate.read_text()
+    asked: list[str] = []
+
+    def brokers_present(cluster: Any) -> str:
+        asked.append(cluster.name)
+        return presented
+
+    cluster = _cluster({"use_tls": True, "tls_insecure_skip_verify": True})
+    spark = resolve_credentials(cluster, {}, presented_certificates=brokers_present)
+    # Java: no host name check, and a truststore of exactly what the brokers presented, inline.
+    assert spark["kafka.ssl.endpoint.identification.algorithm"] == ""
+    assert spark["kafka.ssl.truststore.type"] == "PEM"
+    assert spark["kafka.ssl.truststore.certificates"] == presented
+    assert "kafka.ssl.truststore.location" not in spark
+    assert asked == ["c1"]
+    # With a CA named too, both are trusted.
+    with_ca = _cluster({"use_tls": True, "tls_insecure_skip_verify": True, "mtls_server_ca_cert_env": "CA"})
+    spark = resolve_credentials(
+        with_ca, {"CA": str(certs.ca.certificate)}, presented_certificates=brokers_present
+    )
+    assert spark["kafka.ssl.truststore.certificates"] == certs.ca.certificate.read_text() + presented
+    # librdkafka has a property for each check.
+    native = resolve_credentials(cluster, {}, "librdkafka")
+    assert native["enable.ssl.certificate.verification"] == "false"
+    assert native["ssl.endpoint.identification.algorithm"] == "none"
+    # Without a way to fetch them, Java only skips the host name check.
+    assert "kafka.ssl.truststore.certificates" not in resolve_credentials(cluster, {})
 
 
 # -- Avro --------------------------------------------------------------------------------------------
