@@ -46,13 +46,17 @@ def describe_failure(cluster: SourceCluster, errors: list[tuple[str, str]], fall
     for name, text in errors:
         reason = _reason(text)
         if name == "_AUTHENTICATION":
+            mechanism = _MECHANISMS[creds.sasl_mechanism or "plain"]
             return (
-                f"{owner}: the broker refused the SASL login ({_MECHANISMS[creds.sasl_mechanism or 'plain']}) "
+                f"{owner}: the broker refused the SASL login ({mechanism}) "
                 f"with the user and password from the environment variables {creds.sasl_username_env} and "
                 f"{creds.sasl_password_env} that floe.yaml's credentials.sasl_username_env and "
                 f"credentials.sasl_password_env name: {reason}"
             )
-        if "certificate verify failed" in reason or "certificate has expired" in reason:
+        verification = re.search(r"certificate verify failed|certificate has expired", reason)
+        if verification:
+            # librdkafka words the same failure differently from one attempt to the next.
+            reason = f"TLS handshake: {verification.group(0)}"
             trust = (
                 f"the CA certificate in the file the environment variable {creds.mtls_server_ca_cert_env} "
                 "names (credentials.mtls_server_ca_cert_env)"
@@ -64,7 +68,11 @@ def describe_failure(cluster: SourceCluster, errors: list[tuple[str, str]], fall
                 "name the CA that signed it in credentials.mtls_server_ca_cert_env, or set "
                 "credentials.tls_insecure_skip_verify: true to skip verification"
             )
-        if re.search(r"alert (bad certificate|certificate unknown|certificate required|unknown ca)", reason):
+        alert = re.search(
+            r"alert (bad certificate|certificate unknown|certificate required|unknown ca)", reason
+        )
+        if alert:
+            reason = f"TLS alert from the broker: {alert.group(1)}"
             if creds.uses_mtls:
                 return (
                     f"{owner}: the broker refused floe's client certificate (the file the environment "

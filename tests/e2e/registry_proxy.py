@@ -3,12 +3,14 @@ tests/e2e/conftest.py).
 
 Apicurio 2.x authenticates only through Keycloak (OIDC), so `BasicAuthProxy` puts a small reverse proxy
 on 127.0.0.1 in front of it: it answers 401 unless a request carries the right `Authorization: Basic`,
-and forwards everything else, as a registry with basic authentication does.
+and forwards everything else, as a registry with basic authentication does. Given an `ssl.SSLContext`
+with a server certificate, it speaks HTTPS (a registry behind TLS and basic authentication).
 """
 
 from __future__ import annotations
 
 import base64
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -29,17 +31,22 @@ class BasicAuthProxy:
     Each entry of `requests` is (method, path with query, whether the credentials were accepted).
     """
 
-    def __init__(self, upstream: str, username: str, password: str) -> None:
+    def __init__(
+        self, upstream: str, username: str, password: str, *, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
         self.requests: list[tuple[str, str, bool]] = []
         self._http = httpx.Client(timeout=60)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.scheme = "http" if tls is None else "https"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, name="registry-proxy", daemon=True)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def url(self) -> str:
