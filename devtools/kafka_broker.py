@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +193,7 @@ class LocalKafka:
         *,
         heap: str = "512m",
         secured: bool = False,
+        secured_ports: Mapping[str, int] | None = None,
     ) -> None:
         if partitions_default < 1:
             raise ValueError(f"partitions_default must be at least 1, got {partitions_default}")
@@ -208,9 +210,12 @@ class LocalKafka:
         self.startup_seconds: float | None = None
         # Set while this run records the class archive (the first start with this JVM and classpath).
         self._archive_recording: tuple[Path, Path] | None = None
-        # With `secured`: the ports of the secured listeners (free now, like `port`), and after `start()`
-        # their certificates and user in `secured_listeners`.
-        self.secured_ports = {name: free_port() for name in SECURED_LISTENERS} if secured else {}
+        # With `secured`: the ports of the secured listeners (`secured_ports`, by listener name, else free
+        # now, like `port`), and after `start()` their certificates and user in `secured_listeners`.
+        chosen = secured_ports or {}
+        self.secured_ports = (
+            {name: chosen.get(name) or free_port() for name in SECURED_LISTENERS} if secured else {}
+        )
         self.secured_listeners: SecuredListeners | None = None
 
     @property
@@ -497,7 +502,7 @@ class LocalKafka:
 
         Through the Admin API rather than `kafka-storage format --add-scram`: that only works on the
         first start of a data directory, and this also works for one formatted before `secured`."""
-        admin = self.admin_client()
+        admin = self.admin_client(log_level=0)
         # One request per mechanism: Kafka refuses to alter one user twice in a request.
         for mechanism in _SCRAM_MECHANISMS:
             upsert = UserScramCredentialUpsertion(

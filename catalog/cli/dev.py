@@ -10,7 +10,13 @@ from types import FrameType
 import click
 from rich.console import Console
 
-from devtools.kafka_broker import KAFKA_VERSION, LocalKafka, SecuredListeners, default_data_dir
+from devtools.kafka_broker import (
+    KAFKA_VERSION,
+    SECURED_LISTENERS,
+    LocalKafka,
+    SecuredListeners,
+    default_data_dir,
+)
 from devtools.schema_registry import APICURIO_VERSION, LocalSchemaRegistry, runner_jar_path
 
 
@@ -42,15 +48,28 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option(
     "--secured",
     is_flag=True,
-    help="Also open secured listeners on free ports: SASL_SSL with PLAIN, SASL_SSL with SCRAM-SHA-256/512, "
-    "SSL requiring a client certificate (mTLS), and SSL with a self-signed certificate; with a throwaway "
-    "CA and certificates (kept in the data directory) and a user, all printed at start.",
+    help="Also open secured listeners on the next four ports: SASL_SSL with PLAIN, SASL_SSL with "
+    "SCRAM-SHA-256/512, SSL requiring a client certificate (mTLS), and SSL with a self-signed certificate "
+    "for another name; with a throwaway CA and certificates (kept in the data directory) and a user, all "
+    "printed at start.",
 )
 def kafka_command(port: int, data_dir: Path | None, partitions: int, secured: bool) -> None:
     """Run a local single-node Apache Kafka broker (KRaft) in the foreground until Ctrl-C."""
     console = Console()
     directory = data_dir or default_data_dir()
-    broker = LocalKafka(port=port, data_dir=directory, partitions_default=partitions, secured=secured)
+    # Next to the plaintext port, so they stay the same between runs (9093-9096 by default).
+    if secured and port + len(SECURED_LISTENERS) > 65535:
+        raise click.BadParameter(
+            f"--secured needs the {len(SECURED_LISTENERS)} ports after it", param_hint="--port"
+        )
+    secured_ports = {name: port + 1 + i for i, name in enumerate(SECURED_LISTENERS)}
+    broker = LocalKafka(
+        port=port,
+        data_dir=directory,
+        partitions_default=partitions,
+        secured=secured,
+        secured_ports=secured_ports,
+    )
     # SIGTERM (kill, service managers) stops the broker as cleanly as Ctrl-C does.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
