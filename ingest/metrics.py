@@ -104,6 +104,12 @@ TABLE_ERROR = Gauge(
 )
 
 
+def _label(message: str, limit: int = 1000) -> str:
+    """The metric's `error` label: the message's first line (a failed query's carries a Java stack)."""
+    first = message.strip().splitlines()[0] if message.strip() else message
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
 class TableProblems:
     """Why tables cannot be ingested right now: logged once per distinct reason, and published as
     `floe_ingest_table_error` until the table commits again (or leaves the pipeline)."""
@@ -120,15 +126,15 @@ class TableProblems:
                 return
             self._current[table] = message
         if previous is not None:
-            TABLE_ERROR.remove(table, previous)
-        TABLE_ERROR.labels(table, message).set(1)
+            TABLE_ERROR.remove(table, _label(previous))
+        TABLE_ERROR.labels(table, _label(message)).set(1)
         self._log.error("%s: %s", table, message)
 
     def clear(self, table: str) -> None:
         with self._lock:
             previous = self._current.pop(table, None)
         if previous is not None:
-            TABLE_ERROR.remove(table, previous)
+            TABLE_ERROR.remove(table, _label(previous))
 
     def current(self) -> dict[str, str]:
         with self._lock:
