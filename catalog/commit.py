@@ -8,18 +8,19 @@ does I/O; the service layer writes the resulting metadata file and swaps the poi
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.partitioning import PARTITION_FIELD_ID_START, UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV1, new_table_metadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataV1, new_table_metadata
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.table.update import (
@@ -27,11 +28,17 @@ from pyiceberg.table.update import (
     RemovePropertiesUpdate,
     SetDefaultSortOrderUpdate,
     SetPropertiesUpdate,
-    TableUpdate,
     update_table_metadata,
 )
 
 from catalog.errors import BadRequest, CommitFailed
+from catalog.table_metadata import (
+    TableUpdate,
+    as_writable,
+    check_schema_compatibility,
+    parse_metadata_json,
+    parse_metadata_obj,
+)
 
 TABLE_UPDATE_ACTIONS = frozenset(
     {
@@ -56,10 +63,10 @@ TABLE_UPDATE_ACTIONS = frozenset(
         "remove-partition-statistics",
         "remove-partition-specs",
         "remove-schemas",
+        "add-encryption-key",
+        "remove-encryption-key",
     }
 )
-# In the spec but refused: floe does not manage table encryption keys yet.
-UNSUPPORTED_TABLE_UPDATE_ACTIONS = frozenset({"add-encryption-key", "remove-encryption-key"})
 
 _UPDATES = TypeAdapter(list[TableUpdate])
 _SCHEMA = TypeAdapter(Schema)
@@ -138,8 +145,6 @@ def parse_table_updates(raw: Any) -> tuple[TableUpdate, ...]:
         if not isinstance(item, dict) or not isinstance(item.get("action"), str):
             raise BadRequest("Invalid update: each update must be an object with an 'action'")
         action = item["action"]
-        if action in UNSUPPORTED_TABLE_UPDATE_ACTIONS:
-            raise BadRequest(f"Unsupported update action: {action}: floe does not manage encryption keys")
         if action not in TABLE_UPDATE_ACTIONS:
             raise BadRequest(f"Unknown update action: {action}")
     try:
@@ -326,10 +331,12 @@ def apply_table_updates(
     try:
         new = update_table_metadata(
             start,
-            assign_sort_order_ids(start, ignore_absent_removals(start, updates)),
+            # floe's update union: pyiceberg's with the spec's v3 updates (catalog.table_metadata).
+            cast(Any, assign_sort_order_ids(start, ignore_absent_removals(start, updates))),
             metadata_location=base_location,
         )
-        # A create transaction starts from an empty v1 shell: re-validate the finished metadata fully.
+        # A create transaction starts from an empty v1 shell, an upgrade from the old version's model:
+        # re-validate the finished metadata fully, as the model of its format version.
         if base is None:
             if new.location == "":
                 if not default_location:
@@ -339,7 +346,9 @@ def apply_table_updates(
                 # v1 files repeat the current schema and spec in their legacy single-valued fields.
                 legacy_spec = [field.model_dump() for field in new.spec().fields]
                 new = new.model_copy(update={"schema_": new.schema(), "partition_spec": legacy_spec})
-            new = TableMetadataUtil.parse_obj(new.model_dump(by_alias=True))
+        if base is None or new.format_version != base.format_version:
+            new = parse_metadata_obj(new.model_dump(by_alias=True))
+        _check_added_schemas(base, new)
         _check_added_specs_and_orders(base, new)
         return new
     except (ValueError, IcebergValidationError) as exc:
@@ -350,6 +359,18 @@ def apply_table_updates(
         raise BadRequest(
             "Cannot apply update: the default schema, partition spec or sort order does not exist"
         ) from exc
+
+
+def _check_added_schemas(base: TableMetadata | None, new: TableMetadata) -> None:
+    """Schemas the commit added must be valid in the table's format version (v3 types and default
+    values need v3), as Java checks them; so must every schema of a table upgraded to a new version."""
+    upgraded = base is not None and base.format_version != new.format_version
+    old_schemas = (
+        {schema.schema_id for schema in base.schemas} if base is not None and not upgraded else set()
+    )
+    for schema in new.schemas:
+        if schema.schema_id not in old_schemas:
+            check_schema_compatibility(schema, new.format_version)
 
 
 def _check_added_specs_and_orders(base: TableMetadata | None, new: TableMetadata) -> None:
@@ -379,6 +400,36 @@ def commit_table(
     return apply_table_updates(base, updates, base_location, default_location)
 
 
+_DEFAULT_KEYS = ("initial-default", "write-default")
+
+
+def _copy_defaults(sent: Any, fresh: Any) -> None:
+    """Copy the columns' default values of the sent schema JSON onto the same columns of the schema
+    with fresh ids (pyiceberg's id reassignment drops them). Both have the same shape."""
+    if not isinstance(sent, dict) or not isinstance(fresh, dict):
+        return
+    kind = sent.get("type")
+    if kind == "struct":
+        for sent_field, fresh_field in zip(sent.get("fields") or [], fresh.get("fields") or [], strict=False):
+            if isinstance(sent_field, dict):
+                fresh_field.update({k: sent_field[k] for k in _DEFAULT_KEYS if sent_field.get(k) is not None})
+                _copy_defaults(sent_field.get("type"), fresh_field.get("type"))
+    elif kind == "list":
+        _copy_defaults(sent.get("element"), fresh.get("element"))
+    elif kind == "map":
+        _copy_defaults(sent.get("key"), fresh.get("key"))
+        _copy_defaults(sent.get("value"), fresh.get("value"))
+
+
+def _with_sent_defaults(metadata: TableMetadata, sent_schema: dict[str, Any]) -> TableMetadata:
+    if not any(key in json.dumps(sent_schema) for key in _DEFAULT_KEYS):
+        return metadata
+    data = metadata.model_dump(by_alias=True)
+    for schema in data["schemas"]:
+        _copy_defaults(sent_schema, schema)
+    return parse_metadata_obj(data)
+
+
 def create_table_metadata(
     *,
     schema: dict[str, Any],
@@ -393,6 +444,8 @@ def create_table_metadata(
         spec = _SPEC.validate_python(partition_spec) if partition_spec else UNPARTITIONED_PARTITION_SPEC
         order = _SORT_ORDER.validate_python(write_order) if write_order else UNSORTED_SORT_ORDER
         metadata = new_table_metadata(parsed_schema, spec, order, location, dict(properties), uuid.uuid4())
+        metadata = _with_sent_defaults(as_writable(metadata), schema)
+        _check_added_schemas(None, metadata)
         _check_added_specs_and_orders(None, metadata)
         return metadata
     except PydanticValidationError as exc:
@@ -404,7 +457,7 @@ def create_table_metadata(
 def parse_table_metadata(text: str | bytes) -> TableMetadata:
     """Parse a metadata file's JSON (`register`, stored metadata)."""
     try:
-        return TableMetadataUtil.parse_raw(text if isinstance(text, str) else text.decode())
+        return parse_metadata_json(text if isinstance(text, str) else text.decode())
     except UnicodeDecodeError:
         raise BadRequest("Invalid table metadata: not UTF-8 text") from None
     except (ValueError, IcebergValidationError) as exc:

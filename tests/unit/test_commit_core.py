@@ -133,7 +133,16 @@ def test_parse_table_updates_returns_typed_updates() -> None:
     ("raw", "message"),
     [
         ([{"action": "make-it-fast"}], "Unknown update action: make-it-fast"),
-        ([{"action": "add-encryption-key", "encryption-key": {}}], "Unsupported update action"),
+        ([{"action": "add-encryption-key", "encryption-key": {}}], "Invalid update"),
+        (
+            [
+                {
+                    "action": "add-encryption-key",
+                    "encryption-key": {"key-id": "k", "encrypted-key-metadata": "%"},
+                }
+            ],
+            "must be base64",
+        ),
         ([{"updates": {"a": "1"}}], "Invalid update"),
         ([{"action": "add-schema"}], "Invalid update"),
         ([{"action": "set-properties", "updates": "a=1"}], "Invalid update"),
@@ -279,10 +288,12 @@ def test_apply_properties_and_snapshots() -> None:
     assert second.refs["main"].snapshot_id == 2
 
 
-def test_stale_snapshot_is_a_bad_request() -> None:
+def test_stale_snapshot_is_a_conflict_to_retry() -> None:
+    """Iceberg Java 1.11 answers a stale sequence number 409 (`RetryableValidationException`): the client
+    retries on fresh metadata."""
     base = append(append(make_table(), 1), 2)
     stale = core.parse_table_updates([{"action": "add-snapshot", "snapshot": snapshot_body(3, 1, parent=1)}])
-    with pytest.raises(BadRequest, match="older than last sequence number"):
+    with pytest.raises(CommitFailed, match=r"Validation failed, please retry: .*older than last sequence"):
         core.apply_table_updates(base, stale, None)
 
 
