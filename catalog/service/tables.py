@@ -494,9 +494,19 @@ class TableService:
     # -- metrics ----------------------------------------------------------------------------------
 
     async def report_metrics(self, principal: Principal, prefix: str, ident: TableIdent, body: Any) -> None:
+        """Keep a scan or commit report with its table.
+
+        A report for a table that has no row (one inside an uncommitted create transaction, which only
+        the client knows of) is accepted and not kept, as the reference server accepts every report;
+        the namespace must still exist and be the caller's to read (a key outside its cluster gets 404).
+        """
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
         if not isinstance(body, dict) or body.get("report-type") not in ("scan-report", "commit-report"):
             raise BadRequest("Invalid metrics report: 'report-type' must be 'scan-report' or 'commit-report'")
-        record = await self.ctx.tabular(warehouse, ident, "table")
+        record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+        if record is None or record.kind != "table":
+            await self.ctx.namespace(warehouse, ident.namespace)
+            log.debug("metrics report for %s, which has no committed table, not kept", ident)
+            return
         await self.ctx.store.add_metrics_report(record.id, body["report-type"], body)

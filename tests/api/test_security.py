@@ -353,6 +353,37 @@ def test_writers_commit_only_in_their_cluster(
         admin.load_table(f"{t.b}.intruder")
 
 
+def test_metrics_reports_stay_inside_the_cluster(
+    catalog_server: CatalogProcess, two_clusters: TwoClusters
+) -> None:
+    """Reports for tables without a row (staged creates) are accepted, but only in the caller's own
+    namespaces: another cluster's namespace, whether its table exists or not, is a 404 as if absent."""
+    t = two_clusters
+    token = token_for(catalog_server, t.a_reader)
+    report = {
+        "report-type": "scan-report",
+        "table-name": "x",
+        "snapshot-id": 1,
+        "filter": True,
+        "schema-id": 0,
+        "projected-field-ids": [],
+        "projected-field-names": [],
+        "metrics": {},
+    }
+
+    def post(namespace: str, table: str) -> httpx.Response:
+        return httpx.post(
+            f"{catalog_server.url}/v1/default/namespaces/{namespace}/tables/{table}/metrics",
+            json=report,
+            headers=bearer(token),
+        )
+
+    assert post(t.a, "events").status_code == 204
+    assert post(t.a, "staged_only").status_code == 204
+    for table in ("events", "staged_only"):
+        assert_iceberg_error(post(t.b, table), 404, "NoSuchNamespaceException")
+
+
 def test_cluster_admins_manage_their_own_keys(
     catalog_server: CatalogProcess, two_clusters: TwoClusters
 ) -> None:
