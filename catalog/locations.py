@@ -115,6 +115,12 @@ def is_within(location: str, root: str) -> bool:
     return location == root or location.startswith(root + "/")
 
 
+def path_of(location: str) -> str:
+    """Canonical `location` without its scheme (`/tmp/t`, `bucket/t`): the part every spelling of it
+    (`file:/tmp/t`, `s3a://bucket/t`) contains."""
+    return location.split("://", 1)[1] if location.startswith("s3://") else location[len("file://") :]
+
+
 def confine(location: object, root: str, what: str = "location") -> str:
     """`location` in canonical form, or `Forbidden` when it lies outside canonical `root`."""
     canonical = normalize_location(location, what)
@@ -223,6 +229,7 @@ __all__ = [
     "is_within",
     "namespace_root",
     "normalize_location",
+    "path_of",
     "path_properties",
     "path_segment",
     "stored_form",

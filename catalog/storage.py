@@ -21,7 +21,9 @@ from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
+from pyarrow.fs import FileSelector, FileType
 from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 
@@ -193,6 +195,29 @@ class Storage:
         candidates.append(metadata_location or "")
         files.update(f for f in map(owned_file, candidates) if f is not None)
         return self.delete_many(files)
+
+    def purge_folder(self, location: str) -> int:
+        """Delete every file in the folder `location` (canonical, inside this storage's root), as
+        storage lists them, and on local disks the folders left empty. Returns how many files were
+        deleted."""
+        folder = self.confined(location)
+        io = self._io()
+        if not isinstance(io, PyArrowFileIO):
+            log.warning("purge of %s lists no folder: FileIO %s cannot list", folder, type(io).__name__)
+            return 0
+        scheme, netloc, path = io.parse_location(folder, io.properties)
+        fs = io.fs_by_scheme(scheme, netloc)
+        listed = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
+        prefix = "file://" if scheme == "file" else f"{scheme}://"
+        files = [prefix + info.path for info in listed if info.type == FileType.File]
+        deleted = self.delete_many(files)
+        if scheme == "file":
+            # Deepest first; a folder something new appeared in since the listing stays.
+            folders = sorted((info.path for info in listed if info.type == FileType.Directory), reverse=True)
+            for directory in [*folders, path]:
+                with contextlib.suppress(OSError):
+                    Path(directory).rmdir()
+        return deleted
 
 
 class StorageRunner:

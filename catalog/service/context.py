@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 import uuid
 import weakref
@@ -14,7 +15,14 @@ from typing import Any
 import anyio.to_thread
 
 from catalog.auth import Principal
-from catalog.errors import AlreadyExists, NoSuchNamespace, NoSuchTable, NoSuchView, NoSuchWarehouse
+from catalog.errors import (
+    AlreadyExists,
+    CatalogError,
+    NoSuchNamespace,
+    NoSuchTable,
+    NoSuchView,
+    NoSuchWarehouse,
+)
 from catalog.events import EventBus
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
@@ -26,6 +34,8 @@ from catalog.store import CatalogStore, NamespaceRecord, TabularKind, TabularRec
 WAREHOUSE_CACHE_SECONDS = 2.0
 # The namespace property engines read as the folder of the namespace's tables (Hive's convention).
 NAMESPACE_LOCATION = "location"
+# Hex digits of the id that ends a default table location (`<name>-<id>`).
+_DEFAULT_SUFFIX_LENGTH = 12
 
 
 async def run_blocking(func: Any, *args: Any) -> Any:
@@ -165,4 +175,17 @@ class CatalogContext:
     ) -> str:
         """`<namespace location>/<name>-<id>`: the id keeps a re-created table's files apart."""
         base = cls.namespace_location(warehouse, ident.namespace, namespace.properties)
-        return f"{base}/{path_segment(ident.name)}-{uuid.uuid4().hex[:12]}"
+        return f"{base}/{path_segment(ident.name)}-{uuid.uuid4().hex[:_DEFAULT_SUFFIX_LENGTH]}"
+
+    @classmethod
+    def is_default_location(
+        cls, warehouse: WarehouseRecord, namespace: NamespaceRecord, ident: TableIdent, location: str
+    ) -> bool:
+        """Whether `location` has the shape `default_location` gives `ident` (a client that staged a
+        create sends back the location floe assigned it)."""
+        default = cls.default_location(warehouse, namespace, ident)
+        shape = re.escape(default[:-_DEFAULT_SUFFIX_LENGTH]) + f"[0-9a-f]{{{_DEFAULT_SUFFIX_LENGTH}}}"
+        try:
+            return re.fullmatch(shape, normalize_location(location)) is not None
+        except CatalogError:
+            return False

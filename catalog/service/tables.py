@@ -35,6 +35,7 @@ from catalog.locations import (
     confine_table_metadata,
     is_within,
     normalize_location,
+    path_of,
     path_properties,
 )
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
@@ -50,7 +51,7 @@ from catalog.service.table_model import (
     table_location,
 )
 from catalog.storage import StorageCredential, client_properties
-from catalog.store import PendingCommit, WarehouseRecord
+from catalog.store import DroppedTabular, NamespaceRecord, PendingCommit, WarehouseRecord
 
 log = logging.getLogger(__name__)
 
@@ -232,9 +233,21 @@ class TableService:
         await self.ctx.run_storage(
             warehouse, principal, storage.write, metadata_location, metadata_json.encode()
         )
+        managed = self._managed_location(warehouse, ns, ident, metadata.location)
         try:
             await self.ctx.store.swap(
-                [PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "table")]
+                [
+                    PendingCommit(
+                        None,
+                        0,
+                        metadata_location,
+                        metadata_json,
+                        ns.id,
+                        name,
+                        "table",
+                        managed_location=managed,
+                    )
+                ]
             )
         except AlreadyExists:
             await self.ctx.run_storage(warehouse, principal, storage.delete, metadata_location)
@@ -276,6 +289,15 @@ class TableService:
             await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "table")])
         await self.ctx.events.publish(TableChanged(warehouse, namespace, name))
         return LoadedTable(location, metadata_json, self.table_config(warehouse))
+
+    def _managed_location(
+        self, warehouse: WarehouseRecord, namespace: NamespaceRecord, ident: TableIdent, location: str
+    ) -> str | None:
+        """A new table's location in canonical form when floe assigned it (directly, or through a
+        stage-create whose location the client sends back), else None: purge deletes all of it."""
+        if self.ctx.is_default_location(warehouse, namespace, ident, location):
+            return normalize_location(location)
+        return None
 
     def _note_placement(
         self, principal: Principal, warehouse: WarehouseRecord, namespace: Namespace, location: str
@@ -392,9 +414,12 @@ class TableService:
                 progress = kafka_progress(change.updates)
                 if progress is not None:
                     check_kafka_progress(progress, {})
+                managed = self._managed_location(warehouse, ns, ident, metadata.location)
                 pending.append(
                     (
-                        PendingCommit(None, 0, location, metadata_json, ns.id, ident.name, "table", progress),
+                        PendingCommit(
+                            None, 0, location, metadata_json, ns.id, ident.name, "table", progress, managed
+                        ),
                         True,
                     )
                 )
@@ -443,27 +468,31 @@ class TableService:
         if dropped is None:
             raise NoSuchTable(f"Table does not exist: {ident}")
         await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
-        metadata_location, metadata_json = dropped
         if purge:
             # The table is gone: nothing about its files may turn that into an error now.
             try:
-                await self._purge(warehouse, principal, ident, metadata_location, metadata_json)
+                await self._purge(warehouse, principal, ident, dropped)
             except Exception:
                 log.exception("purge of %s failed after it was dropped; its files are left", ident)
-        return LoadedTable(metadata_location, metadata_json, {})
+        return LoadedTable(dropped.metadata_location, dropped.metadata_json, {})
 
     async def _purge(
         self,
         warehouse: WarehouseRecord,
         principal: Principal,
         ident: TableIdent,
-        metadata_location: str | None,
-        metadata_json: str,
+        dropped: DroppedTabular,
     ) -> None:
         """Delete a dropped table's files: only under the table's own locations (its location, data
         and metadata paths), and only those inside its cluster's folder (for a table of a global
-        administrator's namespace, that namespace's folder)."""
-        metadata = core.parse_table_metadata(metadata_json)
+        administrator's namespace, that namespace's folder).
+
+        The files its metadata lists go first; then, for a table in a catalog-assigned folder, every
+        file left in that folder (written by commits that lost a race, or never committed), unless
+        another table or view still mentions the folder (a location chosen inside it, a registered
+        copy of the metadata), which keeps the folder to the listed files."""
+        metadata = core.parse_table_metadata(dropped.metadata_json)
+        metadata_location = dropped.metadata_location
         root = self.ctx.table_root(warehouse, ident.namespace)
         owned = []
         for what, path in [("location", metadata.location), *path_properties(metadata.properties)]:
@@ -475,6 +504,18 @@ class TableService:
         deleted = await self.ctx.run_storage(
             warehouse, principal, storage.purge_table, metadata, metadata_location, owned
         )
+        folder = dropped.managed_location
+        if folder is not None:
+            try:
+                folder = confine(folder, root, "location")
+            except CatalogError as exc:
+                log.warning("purge of %s keeps its folder %s: %s", ident, folder, exc.message)
+                folder = None
+        if folder is not None:
+            if await self.ctx.store.mentions_path(path_of(folder)):
+                log.warning("purge of %s deletes only its listed files: another table uses %s", ident, folder)
+            else:
+                deleted += await self.ctx.run_storage(warehouse, principal, storage.purge_folder, folder)
         log.info("purged %s: %d files deleted", ident, deleted)
 
     async def unregister(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:

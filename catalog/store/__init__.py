@@ -3,6 +3,7 @@
 
 from catalog.store.interfaces import CatalogStore
 from catalog.store.records import (
+    DroppedTabular,
     NamespaceRecord,
     PendingCommit,
     TabularKind,
@@ -13,6 +14,7 @@ from catalog.store.sql import SqlCatalogStore, create_store
 
 __all__ = [
     "CatalogStore",
+    "DroppedTabular",
     "NamespaceRecord",
     "PendingCommit",
     "SqlCatalogStore",

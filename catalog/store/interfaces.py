@@ -12,7 +12,14 @@ from typing import Any, Protocol
 from catalog.store.idempotency import IdempotencyRecord, IdempotencyState
 from catalog.store.maintenance import MaintenancePassRecord
 from catalog.store.pipelines import PipelineRevisionRecord
-from catalog.store.records import NamespaceRecord, PendingCommit, TabularKind, TabularRecord, WarehouseRecord
+from catalog.store.records import (
+    DroppedTabular,
+    NamespaceRecord,
+    PendingCommit,
+    TabularKind,
+    TabularRecord,
+    WarehouseRecord,
+)
 from catalog.store.security import ApiKeyRecord, AuditEntry, ClusterRecord, SigningKeyRecord
 
 
@@ -61,7 +68,9 @@ class TabularStore(Protocol):
 
     async def name_exists(self, namespace_id: str, name: str) -> str | None: ...
 
-    async def drop_tabular(self, tabular_id: str) -> tuple[str | None, str] | None: ...
+    async def drop_tabular(self, tabular_id: str) -> DroppedTabular | None: ...
+
+    async def mentions_path(self, path: str) -> bool: ...
 
     async def rename_tabular(
         self, tabular_id: str, namespace_id: str, name: str, kind: TabularKind

@@ -40,6 +40,15 @@ class TabularRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class DroppedTabular:
+    """A table or view as it was when its row was deleted."""
+
+    metadata_location: str | None
+    metadata_json: str
+    managed_location: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class PendingCommit:
     """One pointer swap of a commit: `tabular_id` None means create in `namespace_id`."""
 
@@ -52,3 +61,5 @@ class PendingCommit:
     kind: TabularKind = "table"
     # Kafka offsets this commit advances the table to (ingestion commits only).
     kafka: KafkaProgress | None = None
+    # Creates only: the catalog-assigned folder of a new table (canonical), None for a chosen location.
+    managed_location: str | None = None

@@ -56,6 +56,9 @@ tabulars = Table(
     Column("version", Integer, nullable=False, server_default="0"),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # The catalog-assigned folder a table was created in (canonical), None for a location the client
+    # chose: purge deletes everything in it, not only the files the metadata lists.
+    Column("managed_location", Text, nullable=True),
     UniqueConstraint("namespace_id", "name", name="uq_tabulars_namespace_name"),
 )
 

@@ -22,7 +22,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
 from catalog.store.kafka_offsets import save_kafka_offsets
-from catalog.store.records import NamespaceRecord, PendingCommit, TabularKind, TabularRecord, WarehouseRecord
+from catalog.store.records import (
+    DroppedTabular,
+    NamespaceRecord,
+    PendingCommit,
+    TabularKind,
+    TabularRecord,
+    WarehouseRecord,
+)
 from catalog.store.schema import namespaces, table_metrics, tabulars, warehouses
 
 SEPARATOR = "\x1f"
@@ -262,6 +269,14 @@ class TabularStoreMixin:
         .where(tabulars.c.namespace_id == bindparam("p_namespace_id"), tabulars.c.kind == bindparam("p_kind"))
         .order_by(tabulars.c.name)
     )
+    _MENTIONS_PATH = (
+        select(tabulars.c.id)
+        .where(
+            tabulars.c.metadata_json.like(bindparam("p_pattern"), escape="!")
+            | tabulars.c.metadata_location.like(bindparam("p_pattern"), escape="!")
+        )
+        .limit(bindparam("p_limit"))
+    )
     _LIST_TABULAR_NAMES_AFTER = _LIST_TABULAR_NAMES.where(tabulars.c.name > bindparam("p_after"))
     # Page variants: LIMIT is a bound parameter too, so every page size shares one statement.
     _LIST_TABULAR_PAGE = _LIST_TABULAR_NAMES.limit(bindparam("p_limit"))
@@ -322,6 +337,7 @@ class TabularStoreMixin:
                                     kind=commit.kind,
                                     metadata_location=commit.metadata_location,
                                     metadata_json=commit.metadata_json,
+                                    managed_location=commit.managed_location,
                                     version=0,
                                     created_at=now,
                                     updated_at=now,
@@ -365,19 +381,29 @@ class TabularStoreMixin:
             ).first()
         return row.kind if row else None
 
-    async def drop_tabular(self, tabular_id: str) -> tuple[str | None, str] | None:
-        """Delete the row; returns its (metadata location, metadata JSON) as of the delete, so a commit
-        that landed after the caller's read is not missed, or None when it was already gone."""
+    async def drop_tabular(self, tabular_id: str) -> DroppedTabular | None:
+        """Delete the row; returns it as of the delete, so a commit that landed after the caller's read
+        is not missed, or None when it was already gone."""
         async with self._writing() as conn:
             await conn.execute(delete(table_metrics).where(table_metrics.c.tabular_id == tabular_id))
             row = (
                 await conn.execute(
                     delete(tabulars)
                     .where(tabulars.c.id == tabular_id)
-                    .returning(tabulars.c.metadata_location, tabulars.c.metadata_json)
+                    .returning(
+                        tabulars.c.metadata_location, tabulars.c.metadata_json, tabulars.c.managed_location
+                    )
                 )
             ).first()
-        return (row.metadata_location, row.metadata_json) if row else None
+        if row is None:
+            return None
+        return DroppedTabular(row.metadata_location, row.metadata_json, row.managed_location)
+
+    async def mentions_path(self, path: str) -> bool:
+        """Whether any table or view (of any warehouse) mentions `path` in its metadata or metadata
+        location: before a purge deletes a folder, whether another table keeps files in it."""
+        escaped = path.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+        return bool(await self._fetch(self._MENTIONS_PATH, {"p_pattern": f"%{escaped}%", "p_limit": 1}))
 
     async def rename_tabular(self, tabular_id: str, namespace_id: str, name: str, kind: TabularKind) -> None:
         try:

@@ -346,6 +346,81 @@ def test_purge_spares_neighbouring_table(rest_catalog: RestCatalog, namespace: s
     assert ids(rest_catalog.load_table((namespace, "kept"))) == [1, 3, 4, 5]
 
 
+def plant_unlisted_files(location: Path) -> set[Path]:
+    """Files a table's metadata does not list: those of commits that lost a race, or never committed."""
+    planted = {
+        location / "data" / "lost-race-00000.parquet",
+        location / "data" / "id_bucket=3" / "lost-race-00001.parquet",
+        location / "metadata" / "00042-lost.metadata.json",
+        location / "metadata" / "snap-42-lost.avro",
+    }
+    for path in planted:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"never committed")
+    return planted
+
+
+def test_purge_empties_a_catalog_assigned_location(rest_catalog: RestCatalog, namespace: str) -> None:
+    """A table in the folder floe assigned it loses everything in it, listed or not; the folder goes."""
+    kept = written_table(rest_catalog, namespace, "kept")
+    kept_files = files_under(local_path(kept.location()))
+    table = written_table(rest_catalog, namespace)
+    location = local_path(table.location())
+    plant_unlisted_files(location)
+
+    rest_catalog.purge_table((namespace, "t"))
+    assert not location.exists()
+    assert files_under(local_path(kept.location())) == kept_files
+    assert ids(rest_catalog.load_table((namespace, "kept"))) == [1, 3, 4, 5]
+
+
+def test_purge_of_a_staged_create_empties_its_assigned_location(
+    rest_catalog: RestCatalog, namespace: str
+) -> None:
+    """A create transaction sends back the location floe assigned when it was staged: it is floe's too."""
+    with rest_catalog.create_table_transaction((namespace, "staged"), schema=PEOPLE) as txn:
+        txn.set_properties(owner="staged")
+    table = rest_catalog.load_table((namespace, "staged"))
+    table.append(people([1]))
+    location = local_path(table.location())
+    plant_unlisted_files(location)
+    rest_catalog.purge_table((namespace, "staged"))
+    assert not location.exists()
+
+
+def test_purge_of_a_chosen_location_deletes_only_listed_files(
+    catalog_server: CatalogProcess, rest_catalog: RestCatalog, namespace: str
+) -> None:
+    """A location the client chose may hold files that are not the table's: only listed files go."""
+    folder = catalog_server.warehouse_path.resolve() / namespace
+    location = folder / f"chosen-{uuid.uuid4().hex[:8]}" / "table"
+    table = rest_catalog.create_table((namespace, "t"), schema=PEOPLE, location=location.as_uri())
+    table.append(people([1, 2]))
+    assert any(p.suffix == ".parquet" for p in files_under(location))
+    planted = plant_unlisted_files(location)
+    rest_catalog.purge_table((namespace, "t"))
+    assert files_under(location) == planted
+
+
+def test_purge_keeps_a_table_placed_inside_the_purged_location(
+    rest_catalog: RestCatalog, namespace: str
+) -> None:
+    """Another table whose location a client chose inside the purged table's folder keeps its files: the
+    purge falls back to the files the purged table's metadata lists."""
+    outer = written_table(rest_catalog, namespace, "outer")
+    outer_location = local_path(outer.location())
+    inner = rest_catalog.create_table(
+        (namespace, "inner"), schema=PEOPLE, location=(outer_location / "nested").as_uri()
+    )
+    inner.append(people([7]))
+    inner_files = files_under(outer_location / "nested")
+    planted = plant_unlisted_files(outer_location)
+
+    rest_catalog.purge_table((namespace, "outer"))
+    assert files_under(outer_location) == inner_files | planted
+    assert ids(rest_catalog.load_table((namespace, "inner"))) == [7]
+
+
 # -- register ----------------------------------------------------------------------------------------
 
 
