@@ -6,7 +6,7 @@ deletion vectors (Puffin files) and floe tracks row lineage (each snapshot's `fi
 `next-row-id` before it, which then advances by the snapshot's `added-rows`). Spark, pyiceberg 0.12 and
 DuckDB 1.5.5 (offline extensions) read the same rows back; a purge empties the table's folder.
 A v2 table upgraded with `ALTER TABLE ... SET TBLPROPERTIES ('format-version'='3')` keeps its rows and
-starts row lineage at 0.
+starts row lineage at 0; DuckDB then appends to it.
 """
 
 from __future__ import annotations
@@ -190,3 +190,10 @@ def test_spark_upgrades_a_v2_table_to_v3(
     loaded = catalog_server.catalog().load_table((namespace, "old"))
     assert sorted(loaded.scan().to_arrow().column("id").to_pylist()) == [2, 3]
     assert duck.execute(f'SELECT id FROM floe."{namespace}".old ORDER BY id').fetchall() == [(2,), (3,)]
+
+    # DuckDB writes to the v3 table too, taking its row ids after Spark's.
+    duck.execute(f'INSERT INTO floe."{namespace}".old VALUES (4), (5)')
+    after = stored_metadata(http, namespace, "old")
+    check_row_lineage(after, lineage_from=1)
+    assert after["next-row-id"] == metadata["next-row-id"] + 2
+    assert sorted(row.id for row in spark.sql(f"SELECT id FROM {table}").collect()) == [2, 3, 4, 5]
