@@ -359,3 +359,17 @@ def test_v3_metadata_written_by_iceberg_java_registers_unchanged() -> None:
     assert written["next-row-id"] == 9
     assert written["encryption-keys"] == java["encryption-keys"]
     assert written["snapshots"][0]["key-id"] == "k"
+
+
+@pytest.mark.parametrize("type_name", ["timestamp_ns", "timestamptz_ns", "unknown", "geometry", "geography"])
+def test_v3_types_are_kept_at_v3_and_refused_below(type_name: str) -> None:
+    schema = {"type": "struct", "fields": [{"id": 1, "name": "c", "type": type_name, "required": False}]}
+    assert round_trip(create(3, schema))["schemas"][0]["fields"][0]["type"] == type_name
+    with pytest.raises(BadRequest, match=type_name):
+        create(2, schema)
+
+
+def test_the_variant_type_is_a_bad_request() -> None:
+    schema = {"type": "struct", "fields": [{"id": 1, "name": "v", "type": "variant", "required": False}]}
+    with pytest.raises(BadRequest, match="Unsupported field type: 'variant'"):
+        create(3, schema)
