@@ -24,13 +24,6 @@ KIT_TESTS = 157
 
 # Kit test (`Class.method`) → why floe answers differently from the Java reference.
 DEVIATIONS: dict[str, str] = {
-    "RESTCompatibilityKitCatalogTests.createTableTransaction[3]": (
-        "format-version 3: pyiceberg cannot write v3 table metadata yet (issue 11, deliverable 2)"
-    ),
-    "RESTCompatibilityKitCatalogTests.testCreateTableWithDefaultColumnValue": (
-        "column default values need format-version 3, which pyiceberg cannot write yet "
-        "(issue 11, deliverable 2)"
-    ),
     "RESTCompatibilityKitCatalogTests.testLoadTableWithMissingMetadataFile": (
         "deliberate: floe serves a table's metadata from its database, so a table whose current metadata "
         "file was deleted from storage still loads (the reference reads the file and fails)"
