@@ -17,6 +17,7 @@ from urllib.parse import quote, urlparse
 import httpx
 import pytest
 
+from catalog.locations import path_segment
 from catalog.store import create_store
 from devtools.catalog_server import CatalogProcess
 
@@ -221,7 +222,12 @@ def test_namespace_names_round_trip(http: httpx.Client, namespace: str, level: s
     create_namespace(http, *levels, properties={"k": level})
     response = http.get(f"{PREFIX}/namespaces/{ns_path(*levels)}")
     assert response.status_code == 200, response.text
-    assert response.json() == {"namespace": list(levels), "properties": {"k": level}}
+    loaded = response.json()
+    # floe adds the namespace's folder as `location`: its last segment is the storage-safe name.
+    location = loaded["properties"].pop("location")
+    assert location.startswith("file:///")
+    assert location.endswith("/" + path_segment(level))
+    assert loaded == {"namespace": list(levels), "properties": {"k": level}}
     assert http.head(f"{PREFIX}/namespaces/{ns_path(*levels)}").status_code == 204
     # `parent` is encoded like a path and then once more as a query value, as Java and pyiceberg do.
     listed = http.get(f"{PREFIX}/namespaces", params={"parent": ns_path(namespace)})
