@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from catalog.client import FloeClient
     from catalog.pipelines import SourceCluster
+    from ingest.protobuf_decode import WriterSchema
     from ingest.registry_client import RegistryClient, RegistryConnection
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class IngestTable:
     namespace: tuple[str, ...]
     table: str
     dlq_table: str
-    source_format: str  # json | avro
+    source_format: str  # json | avro | protobuf
     schema: Schema  # the data table's schema: the user's fields and `_kafka`
     kafka_options: Mapping[str, str]  # Spark Kafka source options (kafka.bootstrap.servers, security…)
     consumer_config: Mapping[str, str]  # the same connection for confluent-kafka (partitions, lag)
@@ -64,6 +65,9 @@ class IngestTable:
     fingerprint: str = ""  # changes when the table's ingestion settings change (restart its query)
     extra: Mapping[str, str] = field(default_factory=dict)
     source_cluster: SourceCluster | None = None  # floe.yaml's cluster (connection errors name its settings)
+    # Inline-schema protobuf: the compiled schema and the message type; whether values are framed.
+    protobuf_inline: tuple[WriterSchema, str] | None = None
+    protobuf_framing: bool = True
 
     @property
     def name(self) -> str:
@@ -132,8 +136,39 @@ class BatchWriter:
         if self.on_commit is not None and (result.records or result.dead_letters):
             self.on_commit(self.table, result)
 
+    def _schema_ids(self, raw: DataFrame) -> list[int]:
+        """The distinct schema ids of the batch's Confluent-framed values (registry mode)."""
+        return [
+            int(row[0])
+            for row in raw.select(confluent_schema_id(raw["value"]).alias("id"))
+            .where("id IS NOT NULL")
+            .distinct()
+            .collect()
+        ]
+
+    def _registry(self) -> RegistryClient:
+        if self.registry is None:
+            raise ValueError(f"{self.table.name}: registry mode without a schema registry client")
+        return self.registry
+
     def _decode(self, raw: DataFrame) -> DataFrame:
         t = self.table
+        if t.source_format == "protobuf":
+            from ingest.protobuf_decode import decode_protobuf_table, registry_writers
+
+            if t.registry is not None:
+                found, unusable = registry_writers(self._registry(), self._schema_ids(raw))
+                for schema_id, why in unusable.items():
+                    log.warning("%s: schema id %d %s", t.name, schema_id, why)
+                return decode_protobuf_table(raw, t.schema, writers=found, unusable=unusable)
+            if t.protobuf_inline is None:
+                raise ValueError(f"{t.name}: inline protobuf table without its schema")
+            return decode_protobuf_table(raw, t.schema, inline=t.protobuf_inline, framed=t.protobuf_framing)
+        if t.source_format == "json" and t.registry is not None:
+            from ingest.json_schema_decode import decode_registry_json, json_schema_ids
+
+            known = json_schema_ids(self._registry(), self._schema_ids(raw))
+            return decode_registry_json(raw, t.schema, known)
         if t.source_format == "json":
             return decode_json(raw, t.schema)
         if t.source_format == "avro":

@@ -87,10 +87,20 @@ class SchemaNotFoundError(SchemaRegistryError, LookupError):
 
 
 @dataclass(frozen=True, slots=True)
+class SchemaReference:
+    """A schema's reference to another (a protobuf import): the import name, the subject and version."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
 class RegisteredSchema:
     id: int
     schema_type: str
     schema_str: str
+    references: tuple[SchemaReference, ...] = ()
 
 
 class RegistryClient:
@@ -139,9 +149,39 @@ class RegistryClient:
             raise SchemaRegistryError(
                 f"Schema registry {self.url} answered schema id {schema_id} without a schema"
             )
-        registered = RegisteredSchema(schema_id, found.schema_type or "AVRO", found.schema_str)
+        registered = RegisteredSchema(
+            schema_id, found.schema_type or "AVRO", found.schema_str, _references(found)
+        )
         self._schemas[schema_id] = registered
         return registered
+
+    def version(self, subject: str, version: int) -> RegisteredSchema:
+        """A subject's version (what a schema reference points at)."""
+        try:
+            found = self.confluent.get_version(subject, version)
+        except _REGISTRY_ERRORS as exc:
+            raise self._error(f"GET /subjects/{subject}/versions/{version}", exc) from exc
+        schema = found.schema
+        if schema is None or schema.schema_str is None or found.schema_id is None:
+            raise SchemaRegistryError(
+                f"Schema registry {self.url} answered {subject} version {version} without a schema"
+            )
+        return RegisteredSchema(
+            found.schema_id, schema.schema_type or "AVRO", schema.schema_str, _references(schema)
+        )
+
+    def referenced_schemas(self, schema: RegisteredSchema) -> dict[str, str]:
+        """Every schema `schema` references, directly or not: import name → schema string."""
+        found: dict[str, str] = {}
+        pending = list(schema.references)
+        while pending:
+            reference = pending.pop()
+            if reference.name in found:
+                continue
+            target = self.version(reference.subject, reference.version)
+            found[reference.name] = target.schema_str
+            pending += target.references
+        return found
 
     def check(self) -> None:
         """Raise SchemaRegistryError unless the registry answers and accepts floe's credentials."""
@@ -194,6 +234,14 @@ class RegistryClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _references(schema: Schema) -> tuple[SchemaReference, ...]:
+    return tuple(
+        SchemaReference(r.name, r.subject, int(r.version))
+        for r in schema.references or ()
+        if r.name is not None and r.subject is not None and r.version is not None
+    )
 
 
 # -- Confluent wire format: magic byte 0, big-endian int32 schema id, then the serialized payload ---------

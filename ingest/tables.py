@@ -26,6 +26,7 @@ from catalog.pipelines.sources import SourceCluster
 from ingest.batches import IngestTable
 from ingest.kafka_connection import PresentedCertificates
 from ingest.metrics import TableProblems
+from ingest.protobuf_decode import WriterSchema
 from ingest.registry_client import BasicAuth, RegistryConnection
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,10 @@ def ingest_tables(
         )
         schema = data_schema(table)
         avro = avro_schema(table) if table.source_format == "avro" else None
+        protobuf_inline = None
+        if table.protobuf is not None and table.schema_mode == "inline":
+            files, main = table.protobuf.descriptor_set()
+            protobuf_inline = (WriterSchema.of(files, main), table.protobuf.message)
         settings = {
             "table": table.to_json(),
             "cluster": {
@@ -108,6 +113,8 @@ def ingest_tables(
                 avro_schema=avro,
                 registry=registry,
                 confluent_framing=table.avro_framing == "confluent",
+                protobuf_inline=protobuf_inline,
+                protobuf_framing=table.protobuf_framing == "confluent",
                 fingerprint=hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
                 source_cluster=cluster,
             )

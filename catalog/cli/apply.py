@@ -25,14 +25,20 @@ def apply(path: str, dry_run: bool, output: str) -> None:
     """Apply a floe.yaml: create and evolve its tables, store it as the desired state ingestion reads.
 
     The file is validated here first: every error is printed with its YAML path and nothing is sent."""
+    from pathlib import Path
+
     from catalog.pipelines import InvalidConfig, load_yaml
     from catalog.pipelines.config import read_yaml
+    from catalog.pipelines.protobuf import inline_schema_files
 
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     try:
-        load_yaml(text)
+        # `.proto` files named by protobuf.schema_file are read here, next to floe.yaml, and sent as text.
+        base = Path(path).resolve().parent
+        load_yaml(text, base=base)
         data = read_yaml(text)[0]
+        inline_schema_files(data, base)
     except InvalidConfig as exc:
         console.print(f"[red]{path}: {len(exc.errors)} error(s), nothing applied[/red]", highlight=False)
         for error in exc.errors:

@@ -13,6 +13,7 @@ turns pydantic's errors into floe's. This module is the whole document and re-ex
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import (
@@ -29,6 +30,7 @@ from pydantic import (
 from catalog.pipelines.errors import ConfigError, InvalidConfig
 from catalog.pipelines.maintenance import MaintenanceConfig
 from catalog.pipelines.partitioning import PartitionFieldConfig, resolve_column
+from catalog.pipelines.protobuf import inline_schema_files
 from catalog.pipelines.schema_fields import (
     NESTED_TYPES,
     PRIMITIVE_TYPES,
@@ -223,13 +225,20 @@ def _unshared(value: Any) -> Any:
     return value
 
 
-def load_yaml(text: str) -> PipelineConfig:
-    """Parse and validate floe.yaml text; errors carry their line numbers."""
+def load_yaml(text: str, base: Path | None = None) -> PipelineConfig:
+    """Parse and validate floe.yaml text; errors carry their line numbers. With `base` (floe.yaml's
+    folder), the `.proto` files its protobuf blocks name as `schema_file` are read from there."""
     data, marks, duplicates = read_yaml(text)
+    read = inline_schema_files(data, base) if base is not None else []
+    unread = [ConfigError(where, message) for where, message in read]
     try:
         config = parse_config(data)
+        if unread:
+            raise InvalidConfig([])
     except InvalidConfig as exc:
-        located = [*duplicates, *(with_line(e, marks) for e in exc.errors)]
+        # A file that could not be read: its error, not "schema_file is read by floe apply".
+        errors = [*unread, *(e for e in exc.errors if e.path not in {u.path for u in unread})]
+        located = [*duplicates, *(with_line(e, marks) for e in errors)]
         # Document order (Python's sort is stable: errors without a line keep their order, last).
         located.sort(key=lambda e: e.line if e.line is not None else 1 << 30)
         raise InvalidConfig(located) from None

@@ -20,6 +20,7 @@ from pydantic import (
 from catalog.pipelines.columns import DLQ_SUFFIX
 from catalog.pipelines.maintenance import MaintenanceConfig
 from catalog.pipelines.partitioning import PartitionFieldConfig, check_partitioning, partition_fields
+from catalog.pipelines.protobuf import ProtobufConfig
 from catalog.pipelines.schema_fields import FieldConfig, TableSchema
 from catalog.pipelines.validation import (
     ConfigModel,
@@ -34,7 +35,7 @@ from catalog.pipelines.validation import (
     problems,
 )
 
-SourceFormat = Literal["json", "avro"]
+SourceFormat = Literal["json", "avro", "protobuf"]
 SchemaMode = Literal["inline", "registry"]
 # How Avro values are framed: `confluent` (magic byte + 4-byte schema id first; in inline mode the
 # prefix is stripped and the id ignored, as WarpStream does) or `raw` (plain Avro binary).
@@ -42,6 +43,9 @@ AvroFraming = Literal["confluent", "raw"]
 SOURCE_FORMATS = ("json", "avro", "protobuf")
 SCHEMA_MODES = ("inline", "registry")
 AVRO_FRAMINGS = ("confluent", "raw")
+# Protobuf values: `confluent` (magic byte, schema id, message indexes; inline mode skips them) or `raw`.
+ProtobufFraming = Literal["confluent", "raw"]
+PROTOBUF_FRAMINGS = ("confluent", "raw")
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 MAX_COMMIT_INTERVAL_SECONDS = 86_400
 # The shortest commit interval, in floe.yaml and on the command line alike (one rule).
@@ -55,10 +59,7 @@ def table_name_for_topic(topic: str) -> str:
 
 
 def _source_format(value: Any) -> str:
-    name = choose(value, SOURCE_FORMATS)
-    if name == "protobuf":
-        raise problem("protobuf is not supported yet: use json or avro")
-    return name
+    return choose(value, SOURCE_FORMATS)
 
 
 class TableConfig(ConfigModel):
@@ -77,6 +78,11 @@ class TableConfig(ConfigModel):
     avro_framing: Annotated[AvroFraming, choice(AVRO_FRAMINGS)] = Field(
         default="confluent", exclude_if=lambda framing: framing == "confluent"
     )
+    protobuf_framing: Annotated[ProtobufFraming, choice(PROTOBUF_FRAMINGS)] = Field(
+        default="confluent", exclude_if=lambda framing: framing == "confluent"
+    )
+    # An inline-schema protobuf table's message type and `.proto` text.
+    protobuf: ProtobufConfig | None = None
     maintenance: MaintenanceConfig | None = None
 
     @field_serializer("commit_interval_seconds")
@@ -183,18 +189,54 @@ class TableConfig(ConfigModel):
             found.append(
                 (("avro_framing",), "schema_mode registry needs the Confluent framing (the schema id)")
             )
+        found += self._protobuf_rules(given)
         if found:
             raise problems(found)
         self._registry_url = registry_url if self.schema_mode == "registry" else None
         return self
 
+    def _protobuf_rules(self, given: set[str]) -> list[tuple[Loc, str]]:
+        found: list[tuple[Loc, str]] = []
+        if self.source_format != "protobuf":
+            for key in ("protobuf", "protobuf_framing"):
+                if key in given:
+                    found.append(((key,), f"{key} is only used with source_format: protobuf"))
+            return found
+        if self.schema_mode == "registry":
+            if "protobuf" in given:
+                found.append(
+                    (
+                        ("protobuf",),
+                        "schema_mode registry takes each record's message type from the registry: "
+                        "remove the protobuf block",
+                    )
+                )
+            if self.protobuf_framing == "raw":
+                found.append(
+                    (
+                        ("protobuf_framing",),
+                        "schema_mode registry needs the Confluent framing (the schema id)",
+                    )
+                )
+        elif "protobuf" not in given:
+            found.append(
+                (
+                    ("protobuf",),
+                    "source_format protobuf with schema_mode inline needs a protobuf block: "
+                    "message (the type's full name) and schema (the .proto text)",
+                )
+            )
+        return found
+
 
 __all__ = [
     "AVRO_FRAMINGS",
     "MAX_COMMIT_INTERVAL_SECONDS",
+    "PROTOBUF_FRAMINGS",
     "SCHEMA_MODES",
     "SOURCE_FORMATS",
     "AvroFraming",
+    "ProtobufFraming",
     "SchemaMode",
     "SourceFormat",
     "TableConfig",

@@ -397,10 +397,10 @@ BAD_INPUTS: list[tuple[str, Any, str, str]] = [
         "unknown source cluster 'nope'",
     ),
     (
-        "protobuf",
+        "protobuf without its schema",
         _with(["tables", 0, "source_format"], "protobuf"),
-        "tables[0].source_format",
-        "protobuf is not supported yet",
+        "tables[0].protobuf",
+        "source_format protobuf with schema_mode inline needs a protobuf block",
     ),
     (
         "bad format",
