@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,6 +127,9 @@ def spark_session(
     home = java_home()
     if home:
         os.environ["JAVA_HOME"] = home
+    # Python workers (protobuf decoding) run this interpreter, which has floe and its dependencies;
+    # PySpark reads the variable, not `spark.pyspark.python`, when it starts them.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).master(master)
     settings: dict[str, str] = {
         "spark.jars": ",".join(str(path) for path in spark_jars()),

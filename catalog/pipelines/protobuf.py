@@ -57,20 +57,27 @@ class ProtoSchemaError(ValueError):
 
 
 def compile_proto(
-    files: Mapping[str, str], main: str, known: Iterable[descriptor_pb2.FileDescriptorProto] = ()
+    files: Mapping[str, str],
+    main: str | Iterable[str],
+    known: Iterable[descriptor_pb2.FileDescriptorProto] = (),
 ) -> descriptor_pb2.FileDescriptorSet:
-    """`files` (import path → `.proto` text) compiled with protoc: `main` and everything it imports.
+    """`files` (import path → `.proto` text) compiled with protoc: `main` (one file or several) and
+    everything it imports.
 
     `known` are already-compiled files the sources may import (a registry's base64 references).
     ProtoSchemaError carries protoc's message, with the temporary folder's path taken out.
     """
     return descriptor_pb2.FileDescriptorSet.FromString(
-        _compile(tuple(sorted(files.items())), main, tuple(f.SerializeToString() for f in known))
+        _compile(
+            tuple(sorted(files.items())),
+            (main,) if isinstance(main, str) else tuple(main),
+            tuple(f.SerializeToString() for f in known),
+        )
     )
 
 
 @lru_cache(maxsize=64)
-def _compile(files: tuple[tuple[str, str], ...], main: str, known: tuple[bytes, ...]) -> bytes:
+def _compile(files: tuple[tuple[str, str], ...], mains: tuple[str, ...], known: tuple[bytes, ...]) -> bytes:
     with tempfile.TemporaryDirectory(prefix="floe-proto-") as tmp:
         root = Path(tmp) / "src"
         for name, text in files:
@@ -96,7 +103,7 @@ def _compile(files: tuple[tuple[str, str], ...], main: str, known: tuple[bytes, 
             )
             given.write_bytes(known_set.SerializeToString())
             command.append(f"--descriptor_set_in={given}")
-        command.append(main)
+        command += mains
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=PROTOC_TIMEOUT_SECONDS, check=False
         )
@@ -160,7 +167,7 @@ def descriptor_set(
     if sources:
         # protoc compiles the text files; the base64 ones (and well-known files) are handed to it.
         known = [*compiled.values(), *_missing_well_known(compiled.values(), sources)]
-        built = compile_proto(sources, main_name, known)
+        built = compile_proto(sources, sorted(sources), known)
         for file in built.file:
             compiled.setdefault(file.name, file)
     return _ordered(compiled, main_name), main_name

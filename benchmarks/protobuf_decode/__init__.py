@@ -1,0 +1,1 @@
+"""The protobuf decode-path benchmark: `python -m benchmarks.protobuf_decode`."""
