@@ -12,8 +12,8 @@ into the table's rows and `_error`, written to Spark's `noop` sink, so every col
 - `protobuf-via-json`: the Python workers turn each value into JSON (`json_format.MessageToJson`) and
   the JVM reads it with floe's JSON path (reusing `from_json`).
 
-Also the Python decoder alone (no Spark) on the same values. Best of `--repeat` runs per path; results
-to benchmarks/results/protobuf-decode.{json,md}.
+Also the Python decoder alone (no Spark) on the same values. Each path runs once untimed (warm-up), then
+`--repeat` times; the best run counts. Results to benchmarks/results/protobuf-decode.{json,md}.
 """
 
 from __future__ import annotations
@@ -298,8 +298,8 @@ def measure(
 ) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    frame().write.format("noop").mode("overwrite").save()  # warm-up, untimed (JIT, Python workers)
     runs = []
-    bad = -1
     for _ in range(repeat):
         started = time.perf_counter()
         decoded = frame()
@@ -420,7 +420,8 @@ def markdown(report: dict[str, Any]) -> str:
         "# Protobuf decode paths (benchmarks/protobuf_decode)",
         "",
         f"`{report['command'].strip()}` — {report['records']:,} records of a 10-field event, Spark "
-        f"{report['spark_master']}, {report['machine']['cpus']} CPUs (shared), best of the runs.",
+        f"{report['spark_master']}, {report['machine']['cpus']} CPUs (shared), after a warm-up run, "
+        "best of the runs.",
         "",
         "| path | records/s | MiB/s of values | best s | runs (s) | dead letters |",
         "|---|---:|---:|---:|---|---:|",
