@@ -372,7 +372,7 @@ def test_dry_run_changes_nothing(http: httpx.Client, rest_catalog: RestCatalog) 
 def test_every_error_is_listed_with_its_path(http: httpx.Client) -> None:
     before = revision(http)
     config = seed_config()
-    config["tables"][0]["source_format"] = "protobuf"
+    config["tables"][0]["source_format"] = "csv"
     config["tables"][1]["schema"]["fields"][3]["fields"][0]["id"] = 2
     config["tables"][1]["partitioning_scheme"] = ["hour(user_id)"]
     config["tables"][1]["bogus"] = True
@@ -383,7 +383,7 @@ def test_every_error_is_listed_with_its_path(http: httpx.Client) -> None:
         "tables[1].partitioning_scheme[0]",
         "tables[1].bogus",
     }
-    assert "protobuf is not supported yet" in errors["tables[0].source_format"]
+    assert "expected one of json, avro, protobuf; got 'csv'" in errors["tables[0].source_format"]
     assert revision(http) == before
 
 

@@ -57,13 +57,13 @@ def test_floe_apply_cli_refuses_a_bad_file(
     before = revision(http)
     config = seed_config()
     config["tables"][1]["schema"]["fields"][3]["fields"][0]["id"] = 2
-    config["tables"][0]["source_format"] = "protobuf"
+    config["tables"][0]["source_format"] = "csv"
     path = tmp_path / "floe.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     result = floe_cli(catalog_server, "apply", "-f", str(path))
     assert result.returncode == 1
     assert "tables[0].source_format (line" in result.stderr
-    assert "protobuf is not supported yet" in result.stderr
+    assert "expected one of json, avro, protobuf; got 'csv'" in result.stderr
     assert "tables[1].schema.fields[3].fields[0].id (line" in result.stderr
     assert "duplicate field id 2" in result.stderr
     assert "nothing applied" in result.stderr
