@@ -128,6 +128,8 @@ class BatchWriter:
         self.catalog = catalog
         self.registry = registry
         self.on_commit = on_commit
+        # Protobuf writer schemas by id, compiled once (registry mode).
+        self.protobuf_writers: dict[int, WriterSchema] = {}
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -157,7 +159,9 @@ class BatchWriter:
             from ingest.protobuf_decode import decode_protobuf_table, registry_writers
 
             if t.registry is not None:
-                found, unusable = registry_writers(self._registry(), self._schema_ids(raw))
+                found, unusable = registry_writers(
+                    self._registry(), self._schema_ids(raw), self.protobuf_writers
+                )
                 for schema_id, why in unusable.items():
                     log.warning("%s: schema id %d %s", t.name, schema_id, why)
                 return decode_protobuf_table(raw, t.schema, writers=found, unusable=unusable)

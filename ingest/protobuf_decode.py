@@ -555,15 +555,20 @@ def decode_protobuf_table(
 
 
 def registry_writers(
-    registry: RegistryClient, schema_ids: Iterable[int]
+    registry: RegistryClient, schema_ids: Iterable[int], known: dict[int, WriterSchema] | None = None
 ) -> tuple[dict[int, WriterSchema], dict[int, str]]:
     """The writer schemas of these ids from the registry (references resolved), and the ids that cannot
-    be used with why (unknown id, not a protobuf schema, does not compile)."""
+    be used with why (unknown id, not a protobuf schema, does not compile). `known` keeps the usable ones
+    across batches (a schema id never changes)."""
     from ingest.registry_client import SchemaNotFoundError
 
+    known = {} if known is None else known
     writers: dict[int, WriterSchema] = {}
     unusable: dict[int, str] = {}
     for schema_id in schema_ids:
+        if schema_id in known:
+            writers[schema_id] = known[schema_id]
+            continue
         try:
             found = registry.schema(schema_id)
         except SchemaNotFoundError:
@@ -577,7 +582,7 @@ def registry_writers(
         except ProtoSchemaError as exc:
             unusable[schema_id] = f"cannot be used: {exc}"
             continue
-        writers[schema_id] = WriterSchema.of(files, main)
+        writers[schema_id] = known[schema_id] = WriterSchema.of(files, main)
     return writers, unusable
 
 
