@@ -304,7 +304,7 @@ def reader(message: Descriptor, target: NestedField, path: str) -> Read:
             return [(key(k), value(entries[k])) for k in entries]
 
         return converted
-    if field.is_repeated:
+    if _repeated(field):
         if not isinstance(kind, ListType):
             return _read_fail(name, _mismatch(path, f"repeated {_kind(field)}", kind))
         element = _scalar(field, kind.element_type, f"{path}[]")
@@ -319,6 +319,12 @@ def reader(message: Descriptor, target: NestedField, path: str) -> Read:
     if convert is _identity:
         return lambda m: getattr(m, name)
     return lambda m: convert(getattr(m, name))
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    # protobuf 7 dropped `label` for `is_repeated`; older runtimes have only `label`.
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == FieldDescriptor.LABEL_REPEATED
 
 
 def _read_fail(name: str, fail: Convert) -> Read:
