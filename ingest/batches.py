@@ -7,6 +7,10 @@ to, and floe refuses (409) a commit whose start does not match what it has store
 are committed first, so a crash between the two commits is repaired by the next batch: the good
 records are re-read from the table's (older) offsets and the dead letters are filtered out by the
 dead-letter table's (newer) offsets.
+
+Upsert tables (`ingest.upsert`) take the same path up to the write: their good records (upserts and
+deletes, deduplicated to the latest per key) are merged instead of appended, in one snapshot carrying
+the same offsets.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.schema import Schema
 
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
-from ingest import metrics
+from ingest import metrics, upsert
+from ingest.debezium import decode_debezium_json
 from ingest.decode import (
     ERROR_COLUMN,
     KAFKA_COLUMN,
@@ -64,6 +69,12 @@ class IngestTable:
     fingerprint: str = ""  # changes when the table's ingestion settings change (restart its query)
     extra: Mapping[str, str] = field(default_factory=dict)
     source_cluster: SourceCluster | None = None  # floe.yaml's cluster (connection errors name its settings)
+    table_mode: str = "append"  # append | upsert (the key: the schema's identifier fields)
+    envelope: str = "none"  # none | debezium
+
+    @property
+    def is_upsert(self) -> bool:
+        return self.table_mode == "upsert"
 
     @property
     def name(self) -> str:
@@ -133,7 +144,13 @@ class BatchWriter:
             self.on_commit(self.table, result)
 
     def _decode(self, raw: DataFrame) -> DataFrame:
+        decoded = self._decode_values(raw)
+        return upsert.with_deletes(decoded, self.table.schema) if self.table.is_upsert else decoded
+
+    def _decode_values(self, raw: DataFrame) -> DataFrame:
         t = self.table
+        if t.envelope == "debezium":
+            return decode_debezium_json(raw, t.schema)
         if t.source_format == "json":
             return decode_json(raw, t.schema)
         if t.source_format == "avro":
@@ -226,11 +243,14 @@ class BatchWriter:
                 ).append()
             start = {p: main_committed[p] for p in batch_end if p in main_committed}
             end = {p: max(main_committed.get(p, 0), batch_end[p]) for p in batch_end}
-            columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
-            good = batch.where(is_good).select(*columns)
-            good.writeTo(t.spark_name(catalog=self.spark_catalog)).options(
-                **_summary(t.topic, start, end)
-            ).append()
+            summary = _summary(t.topic, start, end)
+            target = t.spark_name(catalog=self.spark_catalog)
+            if t.is_upsert and result.records:
+                upsert.merge_batch(batch.where(is_good), t.schema, target, summary)
+            else:  # an append, or an upsert batch of dead letters only (its offsets still advance)
+                columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
+                good = batch.where(is_good).select(*columns)
+                good.writeTo(target).options(**summary).append()
             result.end_offsets = end
             return result
         finally:

@@ -108,6 +108,8 @@ def ingest_tables(
                 avro_schema=avro,
                 registry=registry,
                 confluent_framing=table.avro_framing == "confluent",
+                table_mode=table.table_mode,
+                envelope=table.envelope,
                 fingerprint=hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
                 source_cluster=cluster,
             )
