@@ -9,8 +9,11 @@ applies its own table on its own topic.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -21,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.table.snapshots import Snapshot
 
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
 from devtools.catalog_server import CatalogProcess
@@ -137,8 +141,14 @@ def assert_offsets_chain(catalog: RestCatalog, name: str, ends: dict[int, int]) 
     assert committed == ends
 
 
-def duck_rows(ingest: IngestProcess, tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
-    duck = connect(tmp_path / "duckdb")
+@pytest.fixture(scope="module")
+def duck_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One DuckDB extension directory for the module (installing the extensions copies ~150 MB)."""
+    return tmp_path_factory.mktemp("duckdb")
+
+
+def duck_rows(ingest: IngestProcess, duck_dir: Path, sql: str) -> list[tuple[Any, ...]]:
+    duck = connect(duck_dir)
     attach_catalog(
         duck,
         endpoint=ingest.server.url,
@@ -147,6 +157,22 @@ def duck_rows(ingest: IngestProcess, tmp_path: Path, sql: str) -> list[tuple[Any
         client_secret=ingest.credential[1],
     )
     return duck.execute(sql).fetchall()
+
+
+def snapshot_at_cli(ingest: IngestProcess, table: str, partition: int, offset: int) -> int:
+    """`floe snapshot-at` as a user runs it."""
+    env = {
+        **os.environ,
+        "FLOE_URL": ingest.server.url,
+        "FLOE_CLIENT_ID": ingest.credential[0],
+        "FLOE_CLIENT_SECRET": ingest.credential[1],
+    }
+    command = [sys.executable, "-m", "catalog.cli", "snapshot-at", table, "--partition", str(partition)]
+    done = subprocess.run(
+        [*command, "--offset", str(offset)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip())
 
 
 def _customer(key: int, version: int) -> bytes:
@@ -180,7 +206,7 @@ def _produce_wave(
 
 
 def _assert_customers(
-    catalog: RestCatalog, ingest: IngestProcess, tmp_path: Path, table: str, produced: Produced
+    catalog: RestCatalog, ingest: IngestProcess, duck_dir: Path, table: str, produced: Produced
 ) -> dict[int, tuple[int, int, dict[str, Any] | None]]:
     state = latest_state(produced, _customer_key)
     expected = {k: v for k, (_, _, v) in state.items() if v is not None}
@@ -195,7 +221,7 @@ def _assert_customers(
         assert (row["_kafka"]["partition"], row["_kafka"]["offset"]) == (partition, offset)
     duck = duck_rows(
         ingest,
-        tmp_path,
+        duck_dir,
         f'SELECT customer_id, region, version, email FROM floe.{CLUSTER}."{table}" ORDER BY 1',
     )
     assert duck == [(k, v["region"], v["version"], v["email"]) for k, v in sorted(expected.items())]
@@ -208,7 +234,7 @@ def test_compacted_topic_with_updates_and_tombstones_ends_in_its_current_state(
     ingest: IngestProcess,
     admin: httpx.Client,
     catalog: RestCatalog,
-    tmp_path: Path,
+    duck_dir: Path,
 ) -> None:
     topic = _topic(kafka, "customers")
     table = _table(topic)
@@ -249,7 +275,7 @@ def test_compacted_topic_with_updates_and_tombstones_ends_in_its_current_state(
         _produce_wave(kafka, topic, produced, records)
         wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
 
-    state = _assert_customers(catalog, ingest, tmp_path, table, produced)
+    state = _assert_customers(catalog, ingest, duck_dir, table, produced)
     assert 0 < len([v for *_, v in state.values() if v is None]) < len(keys)
     assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
     # Merge-on-read: the replaced rows are position deletes, not rewritten files.
@@ -260,6 +286,29 @@ def test_compacted_topic_with_updates_and_tombstones_ends_in_its_current_state(
     assert sorted(d["key"] for d in dead) == [b"not-a-key"] * 3
     assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
 
+    # History by Kafka position: `floe snapshot-at` names the first snapshot holding a record, as the
+    # snapshots' own summaries say; reading that snapshot gives the table as of that record.
+    history = sorted(
+        (s for s in catalog.load_table(f"{CLUSTER}.{table}").snapshots() if s.summary and s.summary[TOPIC]),
+        key=lambda s: s.sequence_number or 0,
+    )
+    for partition, offset in sorted(produced.records)[::211]:
+        expected = next(s for s in history if _ends(s).get(partition, 0) > offset)
+        found = snapshot_at_cli(ingest, f"{CLUSTER}.{table}", partition, offset)
+        assert found == expected.snapshot_id, (partition, offset)
+        ends: dict[int, int] = {}  # what the table holds as of that snapshot, partition by partition
+        for snapshot in history[: history.index(expected) + 1]:
+            ends.update(_ends(snapshot))
+        covered = Produced({p: r for p, r in produced.records.items() if p[1] < ends.get(p[0], 0)})
+        model = {k: v for k, (_, _, v) in latest_state(covered, _customer_key).items() if v is not None}
+        as_of = catalog.load_table(f"{CLUSTER}.{table}").scan(snapshot_id=found).to_arrow().to_pylist()
+        assert {r["customer_id"]: {k: r[k] for k in model.get(r["customer_id"], {})} for r in as_of} == model
+
+
+def _ends(snapshot: Snapshot) -> dict[int, int]:
+    assert snapshot.summary is not None
+    return {int(p): o for p, o in json.loads(snapshot.summary[END_OFFSETS] or "{}").items()}
+
 
 def test_restart_mid_stream_keeps_exactly_once(
     kafka: LocalKafka,
@@ -267,7 +316,7 @@ def test_restart_mid_stream_keeps_exactly_once(
     ingest: IngestProcess,
     admin: httpx.Client,
     catalog: RestCatalog,
-    tmp_path: Path,
+    duck_dir: Path,
 ) -> None:
     topic = _topic(kafka, "accounts", partitions=2)
     table = _table(topic)
@@ -310,7 +359,7 @@ def test_restart_mid_stream_keeps_exactly_once(
         stop.set()
         producer.join(60)
     wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), timeout=300, ingest=ingest)
-    _assert_customers(catalog, ingest, tmp_path, table, produced)
+    _assert_customers(catalog, ingest, duck_dir, table, produced)
     assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
 
 
@@ -387,7 +436,7 @@ def test_debezium_stream_ends_in_the_source_tables_state(
     ingest: IngestProcess,
     admin: httpx.Client,
     catalog: RestCatalog,
-    tmp_path: Path,
+    duck_dir: Path,
 ) -> None:
     topic = _topic(kafka, "dbserver1.inventory.customers")
     table = _table(topic)
@@ -464,7 +513,7 @@ def test_debezium_stream_ends_in_the_source_tables_state(
         assert dict(r["_cdc"]["source"])["connector"] == "postgresql"
     duck = duck_rows(
         ingest,
-        tmp_path,
+        duck_dir,
         f'SELECT id, first_name, last_name, email, _cdc.op FROM floe.{CLUSTER}."{table}" ORDER BY 1',
     )
     assert duck == [
