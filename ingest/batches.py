@@ -59,7 +59,7 @@ class IngestTable:
     table: str
     dlq_table: str
     source_format: str  # json | avro
-    schema: Schema  # the data table's schema: the user's fields and `_kafka`
+    schema: Schema  # the data table's schema: the user's fields, `_kafka` (and `_cdc` for Debezium)
     kafka_options: Mapping[str, str]  # Spark Kafka source options (kafka.bootstrap.servers, security…)
     consumer_config: Mapping[str, str]  # the same connection for confluent-kafka (partitions, lag)
     commit_interval: float
