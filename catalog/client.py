@@ -220,6 +220,17 @@ class TopicOffsets(msgspec.Struct, frozen=True):
     partitions: list[PartitionOffset]
 
 
+class SnapshotAt(msgspec.Struct, frozen=True):
+    """The first snapshot of a table holding a Kafka record, and the offsets that snapshot covers."""
+
+    snapshot_id: int = msgspec.field(name="snapshot-id")
+    sequence_number: int = msgspec.field(name="sequence-number")
+    timestamp_ms: int = msgspec.field(name="timestamp-ms")
+    topic: str
+    start_offsets: dict[str, int] = msgspec.field(name="start-offsets")
+    end_offsets: dict[str, int] = msgspec.field(name="end-offsets")
+
+
 class TableCounts(msgspec.Struct, frozen=True):
     """A table at one moment: live data and delete files of its current snapshot, manifests, snapshots."""
 
@@ -452,6 +463,28 @@ class FloeClient:
             return self._call("GET", "/kafka-offsets", _Offsets, params=params).topics
         except NotFound as exc:
             raise TableNotFound(f"Table {'.'.join(namespace)}.{table} does not exist in floe") from exc
+
+    def snapshot_at(
+        self,
+        warehouse: str,
+        namespace: tuple[str, ...],
+        table: str,
+        partition: int,
+        offset: int,
+        topic: str | None = None,
+    ) -> SnapshotAt:
+        """The first snapshot of the table whose data includes Kafka record (partition, offset);
+        `NotFound` (with the server's reason) when none holds it yet or it has been expired."""
+        params: dict[str, str | int] = {
+            "warehouse": warehouse,
+            "namespace": NAMESPACE_SEPARATOR.join(namespace),
+            "table": table,
+            "partition": partition,
+            "offset": offset,
+        }
+        if topic is not None:
+            params["topic"] = topic
+        return self._call("GET", "/snapshots/at", SnapshotAt, params=params)
 
     def next_offsets(
         self, warehouse: str, namespace: tuple[str, ...], table: str, topic: str

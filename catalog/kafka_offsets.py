@@ -11,6 +11,9 @@ floe keeps the latest end offsets per table in its database, in the same transac
 swap, so they survive snapshot expiry and compaction. A commit is accepted only when its start offsets
 equal the stored ones for every partition it covers: a batch committed twice (a restart that lost its
 Spark checkpoint, a zombie writer) is refused with a 409 instead of duplicating rows.
+
+The same summaries answer "which snapshot first holds Kafka record (partition, offset)?" (`snapshot_at`),
+so any engine can time-travel to the table as of a Kafka position.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import AddSnapshotUpdate, TableUpdate
 
-from catalog.errors import BadRequest, CommitFailed
+from catalog.errors import BadRequest, CommitFailed, NotFound
 
 TOPIC = "floe.kafka.topic"
 START_OFFSETS = "floe.kafka.start-offsets"
@@ -100,3 +104,60 @@ def check_kafka_progress(progress: KafkaProgress, committed: Mapping[int, int]) 
                 f"{'the beginning' if claimed is None else claimed}; the batch was already committed "
                 "or another writer is ingesting this table"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotAtPosition:
+    """The first snapshot holding a Kafka record, and the offsets it covers."""
+
+    snapshot: Snapshot
+    progress: KafkaProgress
+
+
+def _progress_of(snapshot: Snapshot) -> KafkaProgress | None:
+    summary = snapshot.summary
+    if summary is None or summary[TOPIC] is None:
+        return None
+    try:
+        start = _offsets(summary[START_OFFSETS], START_OFFSETS, required=False)
+        end = _offsets(summary[END_OFFSETS], END_OFFSETS, required=True)
+    except BadRequest:
+        return None  # a summary floe did not write (it validates its own on commit)
+    return KafkaProgress(str(summary[TOPIC]), start, end)
+
+
+def snapshot_at(
+    snapshots: Sequence[Snapshot], partition: int, offset: int, topic: str | None = None
+) -> SnapshotAtPosition:
+    """The first of the table's snapshots whose data includes record `offset` of `partition`: the
+    ingestion snapshot whose offsets advanced past it. NotFound, saying which, when no snapshot holds it
+    yet, or when the snapshot that added it has been expired (the oldest one left starts after it)."""
+    if partition < 0 or offset < 0:
+        raise BadRequest("partition and offset must be >= 0")
+    covering = [
+        (snapshot, progress)
+        for snapshot in sorted(snapshots, key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
+        if (progress := _progress_of(snapshot)) is not None
+        and (topic is None or progress.topic == topic)
+        and partition in progress.end
+    ]
+    topics = {progress.topic for _, progress in covering}
+    if len(topics) > 1:
+        raise BadRequest(f"The table holds several topics ({', '.join(sorted(topics))}): name one with topic")
+    for snapshot, progress in covering:
+        if progress.end[partition] <= offset:
+            continue
+        started = progress.start.get(partition)
+        if started is not None and started > offset:
+            raise NotFound(
+                f"Offset {offset} of partition {partition} was committed by a snapshot that has been "
+                f"expired: the oldest snapshot left covers partition {partition} from offset {started} "
+                f"(snapshot {snapshot.snapshot_id})"
+            )
+        return SnapshotAtPosition(snapshot, progress)
+    newest = max((progress.end[partition] for _, progress in covering), default=None)
+    committed = "nothing" if newest is None else f"up to offset {newest - 1}"
+    raise NotFound(
+        f"No snapshot holds offset {offset} of partition {partition} yet: the table's snapshots hold "
+        f"{committed} of that partition"
+    )

@@ -7,6 +7,10 @@ to, and floe refuses (409) a commit whose start does not match what it has store
 are committed first, so a crash between the two commits is repaired by the next batch: the good
 records are re-read from the table's (older) offsets and the dead letters are filtered out by the
 dead-letter table's (newer) offsets.
+
+Upsert tables (`ingest.upsert`) take the same path up to the write: their good records (upserts and
+deletes, deduplicated to the latest per key) are merged instead of appended, in one snapshot carrying
+the same offsets.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.schema import Schema
 
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
-from ingest import metrics
+from ingest import metrics, upsert
+from ingest.debezium import decode_debezium_json
 from ingest.decode import (
     ERROR_COLUMN,
     KAFKA_COLUMN,
@@ -55,7 +60,7 @@ class IngestTable:
     table: str
     dlq_table: str
     source_format: str  # json | avro | protobuf
-    schema: Schema  # the data table's schema: the user's fields and `_kafka`
+    schema: Schema  # the data table's schema: the user's fields, `_kafka` (and `_cdc` for Debezium)
     kafka_options: Mapping[str, str]  # Spark Kafka source options (kafka.bootstrap.servers, security…)
     consumer_config: Mapping[str, str]  # the same connection for confluent-kafka (partitions, lag)
     commit_interval: float
@@ -68,6 +73,12 @@ class IngestTable:
     # Inline-schema protobuf: the compiled schema and the message type; whether values are framed.
     protobuf_inline: tuple[WriterSchema, str] | None = None
     protobuf_framing: bool = True
+    table_mode: str = "append"  # append | upsert (the key: the schema's identifier fields)
+    envelope: str = "none"  # none | debezium
+
+    @property
+    def is_upsert(self) -> bool:
+        return self.table_mode == "upsert"
 
     @property
     def name(self) -> str:
@@ -154,7 +165,13 @@ class BatchWriter:
         return self.registry
 
     def _decode(self, raw: DataFrame) -> DataFrame:
+        decoded = self._decode_values(raw)
+        return upsert.with_deletes(decoded, self.table.schema) if self.table.is_upsert else decoded
+
+    def _decode_values(self, raw: DataFrame) -> DataFrame:
         t = self.table
+        if t.envelope == "debezium":
+            return decode_debezium_json(raw, t.schema)
         if t.source_format == "protobuf":
             from ingest.protobuf_decode import decode_protobuf_table, registry_writers
 
@@ -265,11 +282,14 @@ class BatchWriter:
                 ).append()
             start = {p: main_committed[p] for p in batch_end if p in main_committed}
             end = {p: max(main_committed.get(p, 0), batch_end[p]) for p in batch_end}
-            columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
-            good = batch.where(is_good).select(*columns)
-            good.writeTo(t.spark_name(catalog=self.spark_catalog)).options(
-                **_summary(t.topic, start, end)
-            ).append()
+            summary = _summary(t.topic, start, end)
+            target = t.spark_name(catalog=self.spark_catalog)
+            if t.is_upsert and result.records:
+                upsert.merge_batch(batch.where(is_good), t.schema, target, summary)
+            else:  # an append, or an upsert batch of dead letters only (its offsets still advance)
+                columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
+                good = batch.where(is_good).select(*columns)
+                good.writeTo(target).options(**summary).append()
             result.end_offsets = end
             return result
         finally:

@@ -115,6 +115,8 @@ def ingest_tables(
                 confluent_framing=table.avro_framing == "confluent",
                 protobuf_inline=protobuf_inline,
                 protobuf_framing=table.protobuf_framing == "confluent",
+                table_mode=table.table_mode,
+                envelope=table.envelope,
                 fingerprint=hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
                 source_cluster=cluster,
             )

@@ -30,7 +30,7 @@ from catalog.api.dependencies import (
     provide_views,
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
-from catalog.api.kafka_offsets import KafkaOffsetsController
+from catalog.api.kafka_offsets import KafkaOffsetsController, SnapshotAtController
 from catalog.api.maintenance import MaintenanceController
 from catalog.api.management import ManagementController
 from catalog.api.middleware import RawPathApp, idempotency_middleware, request_context_middleware
@@ -107,6 +107,7 @@ def build_litestar(settings: Settings) -> Litestar:
             ManagementController,
             PipelineController,
             KafkaOffsetsController,
+            SnapshotAtController,
             MaintenanceController,
             healthz,
             readyz,

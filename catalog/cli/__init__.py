@@ -27,6 +27,7 @@ from catalog.cli.ingest import ingest_command
 from catalog.cli.maintain import maintain_command
 from catalog.cli.openapi import openapi
 from catalog.cli.serve import serve
+from catalog.cli.snapshot_at import snapshot_at_command
 from catalog.cli.status import status_command
 from catalog.cli.up import up_command
 from catalog.cli.warehouses import warehouses
@@ -53,5 +54,6 @@ for _command in (
     status_command,
     up_command,
     maintain_command,
+    snapshot_at_command,
 ):
     main.add_command(_command)

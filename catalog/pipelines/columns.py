@@ -1,6 +1,8 @@
 """The columns floe adds to every table: the `_kafka` record metadata and the dead-letter table's schema.
 
-`_kafka` uses RESERVED field ids from 2_000_000_000 up, so the user's ids (1..1_999_999_999) never
+Debezium tables also get `_cdc` (the change event's op, source time and source block).
+
+`_kafka` and `_cdc` use RESERVED field ids from 2_000_000_000 up, so the user's ids (1..1_999_999_999) never
 collide with it and a table's schema keeps exactly the ids written in floe.yaml. Every `_kafka` field
 is optional: writers (Spark's Iceberg sink checks nullability) may hand over nullable columns.
 """
@@ -13,6 +15,7 @@ from pyiceberg.types import (
     IntegerType,
     ListType,
     LongType,
+    MapType,
     NestedField,
     StringType,
     StructType,
@@ -56,6 +59,33 @@ KAFKA_STRUCT = StructType(
 
 KAFKA_FIELD = NestedField(
     KAFKA_FIELD_ID, KAFKA_COLUMN, KAFKA_STRUCT, required=False, doc="Kafka record metadata (floe)"
+)
+
+# Debezium tables (`envelope: debezium`) also get `_cdc`: what the change event said about the change.
+CDC_COLUMN = "_cdc"
+CDC_FIELD_ID = 2_000_000_100
+CDC_OP_ID = 2_000_000_101
+CDC_TS_MS_ID = 2_000_000_102
+CDC_SOURCE_ID = 2_000_000_103
+CDC_SOURCE_KEY_ID = 2_000_000_104
+CDC_SOURCE_VALUE_ID = 2_000_000_105
+
+CDC_STRUCT = StructType(
+    NestedField(CDC_OP_ID, "op", StringType(), required=False, doc="c, r (snapshot read), u or d"),
+    NestedField(
+        CDC_TS_MS_ID, "ts_ms", LongType(), required=False, doc="source.ts_ms: when the source changed"
+    ),
+    NestedField(
+        CDC_SOURCE_ID,
+        "source",
+        MapType(CDC_SOURCE_KEY_ID, StringType(), CDC_SOURCE_VALUE_ID, StringType(), value_required=False),
+        required=False,
+        doc="the event's source block (connector, db, table and its position: lsn, file/pos, …)",
+    ),
+)
+
+CDC_FIELD = NestedField(
+    CDC_FIELD_ID, CDC_COLUMN, CDC_STRUCT, required=False, doc="the change event behind the row (floe)"
 )
 
 DLQ_SUFFIX = "_dlq"

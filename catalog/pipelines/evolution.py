@@ -3,7 +3,8 @@
 Existing tables are compared with the configuration BY FIELD ID. Allowed: adding an optional column,
 required → optional, int → long, float → double, a wider decimal precision, renames, doc changes and
 re-ordering. Refused, with the YAML path of the offending field: dropping a field, optional →
-required, any other type change, moving a field to another parent, and changing the partitioning.
+required, any other type change, moving a field to another parent, changing the partitioning, and
+changing an existing table's `table_mode` or `key_fields` (its rows were written under the old key).
 
 A create is one commit with an `assert-create` requirement and add-schema/add-spec/… updates (which keep
 the configured field ids; the createTable route reassigns them). An evolution is one commit with
@@ -39,6 +40,7 @@ from pyiceberg.types import (
 from catalog.pipelines.columns import dlq_schema
 from catalog.pipelines.config import ConfigError, InvalidConfig, PipelineConfig, field_paths
 from catalog.pipelines.iceberg import (
+    TABLE_MODE_PROPERTY,
     data_properties,
     data_schema,
     dlq_properties,
@@ -69,6 +71,8 @@ class TableTarget:
     fields_path: str = ""
     partitioning_path: str = ""
     table_path: str = ""
+    table_mode: str = "append"
+    key_fields: tuple[str, ...] = ()
 
 
 def table_targets(config: PipelineConfig) -> list[TableTarget]:
@@ -91,6 +95,8 @@ def table_targets(config: PipelineConfig) -> list[TableTarget]:
                 fields_path=f"{table.path}.schema.fields",
                 partitioning_path=f"{table.path}.partitioning_scheme",
                 table_path=table.path,
+                table_mode=table.table_mode,
+                key_fields=table.key_fields or (),
             )
         )
         targets.append(
@@ -209,13 +215,15 @@ def plan_table(target: TableTarget, current: TableMetadata | None) -> TablePlan:
                 f"{_describe_spec(target.spec, target.schema)} is not supported",
             )
         )
+    if target.kind == "data":
+        errors += _mode_changes(target, current)
     if errors:
         raise InvalidConfig(errors)
     updates: list[dict[str, Any]] = []
     if changes:
         new_id = max(s.schema_id for s in current.schemas) + 1
-        kept_identifiers = [i for i in current_schema.identifier_field_ids if i in set(_ids(target.schema))]
-        schema = Schema(*target.schema.fields, schema_id=new_id, identifier_field_ids=kept_identifiers)
+        identifiers = list(target.schema.identifier_field_ids)
+        schema = Schema(*target.schema.fields, schema_id=new_id, identifier_field_ids=identifiers)
         updates += [
             {
                 "action": "add-schema",
@@ -236,6 +244,34 @@ def plan_table(target: TableTarget, current: TableMetadata | None) -> TablePlan:
         {"type": "assert-default-spec-id", "default-spec-id": current.default_spec_id},
     )
     return TablePlan(*base, "evolve", tuple(changes), requirements, tuple(updates))
+
+
+def _mode_changes(target: TableTarget, current: TableMetadata) -> list[ConfigError]:
+    """An existing table keeps its mode and key: its rows were merged (or appended) under them."""
+    name = f"{target.namespace}.{target.name}"
+    mode = current.properties.get(TABLE_MODE_PROPERTY, "append")
+    if mode != target.table_mode:
+        return [
+            ConfigError(
+                f"{target.table_path}.table_mode",
+                f"{name} is an {mode} table: its table_mode cannot change to {target.table_mode} (create "
+                "a new table for the other mode, e.g. from another topic, and drop this one)",
+            )
+        ]
+    schema = current.schema()
+    old_key = list(schema.identifier_field_ids)
+    new_key = list(target.schema.identifier_field_ids)
+    if mode == "upsert" and sorted(old_key) != sorted(new_key):
+        old_names = ", ".join(schema.find_column_name(i) or f"field {i}" for i in old_key)
+        new_names = ", ".join(target.key_fields)
+        return [
+            ConfigError(
+                f"{target.table_path}.key_fields",
+                f"{name} is keyed by [{old_names}] (field ids {old_key}): key_fields cannot change to "
+                f"[{new_names}] (field ids {new_key}); renaming a key field (same id) is allowed",
+            )
+        ]
+    return []
 
 
 def create_updates(target: TableTarget) -> tuple[dict[str, Any], ...]:

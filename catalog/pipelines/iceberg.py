@@ -7,6 +7,7 @@ from pyiceberg.partitioning import PARTITION_FIELD_ID_START, PartitionField, Par
 from pyiceberg.schema import Schema
 
 from catalog.pipelines.columns import (
+    CDC_FIELD,
     KAFKA_COLUMN,
     KAFKA_FIELD,
     KAFKA_FIELD_ID,
@@ -25,11 +26,31 @@ BASE_PROPERTIES = {
 # floe's own properties: kept in sync with floe.yaml on every apply.
 SOURCE_PROPERTIES = ("floe.source.cluster", "floe.source.topic", "floe.source.format")
 DLQ_PROPERTY = "floe.dlq-for"
+# append | upsert, set at creation; `floe apply` refuses to change it (absent: append).
+TABLE_MODE_PROPERTY = "floe.table-mode"
+# Upsert tables are merged with merge-on-read: a batch writes its new rows and position delete files for
+# the rows it replaces, instead of rewriting every data file it touches (copy-on-write). Position
+# deletes (format v2) are what every engine floe serves reads: pyiceberg 0.12 cannot read equality
+# deletes, and Spark's MERGE never writes them.
+UPSERT_PROPERTIES = {
+    TABLE_MODE_PROPERTY: "upsert",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.delete.mode": "merge-on-read",
+}
 
 
 def data_schema(table: TableConfig, schema_id: int = 0) -> Schema:
-    """The data table's schema: the user's fields with their ids, then the `_kafka` column."""
-    return Schema(*(f.nested_field() for f in table.fields), KAFKA_FIELD, schema_id=schema_id)
+    """The data table's schema: the user's fields with their ids, then the `_kafka` column (and `_cdc`
+    for Debezium tables); an upsert table's key fields are its identifier fields."""
+    extra = (CDC_FIELD,) if table.envelope == "debezium" else ()
+    return Schema(
+        *(f.nested_field() for f in table.fields),
+        KAFKA_FIELD,
+        *extra,
+        schema_id=schema_id,
+        identifier_field_ids=[f.id for f in table.key_field_configs],
+    )
 
 
 def source_id(table: TableConfig, column: str) -> int:
@@ -74,7 +95,8 @@ def source_properties(table: TableConfig) -> dict[str, str]:
 
 def data_properties(table: TableConfig) -> dict[str, str]:
     """The data table's properties at creation."""
-    return {**BASE_PROPERTIES, **source_properties(table)}
+    mode = UPSERT_PROPERTIES if table.is_upsert else {}
+    return {**BASE_PROPERTIES, **source_properties(table), **mode}
 
 
 def dlq_properties(table: TableConfig) -> dict[str, str]:
@@ -87,6 +109,8 @@ __all__ = [
     "DLQ_PROPERTY",
     "KAFKA_FIELD_ID",
     "SOURCE_PROPERTIES",
+    "TABLE_MODE_PROPERTY",
+    "UPSERT_PROPERTIES",
     "data_properties",
     "data_schema",
     "dlq_properties",

@@ -1,5 +1,9 @@
 """One floe.yaml table: a Kafka topic and the Iceberg table it becomes (`<cluster>.<topic, sanitized>`,
-plus `<table>_dlq` for records that do not decode)."""
+plus `<table>_dlq` for records that do not decode).
+
+`table_mode: upsert` makes the table the topic's current state: `key_fields` (required primitive value
+fields) are the key and the table's Iceberg identifier fields; a record with a null value (tombstone)
+deletes its key. `envelope: debezium` reads Debezium change events into such a table."""
 
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pyiceberg.types import DoubleType, FloatType
 
-from catalog.pipelines.columns import DLQ_SUFFIX
+from catalog.pipelines.columns import CDC_COLUMN, DLQ_SUFFIX
 from catalog.pipelines.maintenance import MaintenanceConfig
 from catalog.pipelines.partitioning import PartitionFieldConfig, check_partitioning, partition_fields
 from catalog.pipelines.protobuf import ProtobufConfig
@@ -26,6 +31,7 @@ from catalog.pipelines.validation import (
     ConfigModel,
     HttpUrl,
     Loc,
+    NonEmpty,
     Text,
     choice,
     choose,
@@ -40,6 +46,10 @@ SchemaMode = Literal["inline", "registry"]
 # How Avro values are framed: `confluent` (magic byte + 4-byte schema id first; in inline mode the
 # prefix is stripped and the id ignored, as WarpStream does) or `raw` (plain Avro binary).
 AvroFraming = Literal["confluent", "raw"]
+TableMode = Literal["append", "upsert"]
+Envelope = Literal["none", "debezium"]
+TABLE_MODES = ("append", "upsert")
+ENVELOPES = ("none", "debezium")
 SOURCE_FORMATS = ("json", "avro", "protobuf")
 SCHEMA_MODES = ("inline", "registry")
 AVRO_FRAMINGS = ("confluent", "raw")
@@ -84,6 +94,15 @@ class TableConfig(ConfigModel):
     # An inline-schema protobuf table's message type and `.proto` text.
     protobuf: ProtobufConfig | None = None
     maintenance: MaintenanceConfig | None = None
+    # Defaults are left out of the normalized form, so tables configured before these keys existed keep
+    # their stored form (and their ingestion fingerprint).
+    table_mode: Annotated[TableMode, choice(TABLE_MODES)] = Field(
+        default="append", exclude_if=lambda mode: mode == "append"
+    )
+    key_fields: Annotated[tuple[Text, ...], NonEmpty] | None = Field(default=None, strict=False)
+    envelope: Annotated[Envelope, choice(ENVELOPES)] = Field(
+        default="none", exclude_if=lambda envelope: envelope == "none"
+    )
 
     @field_serializer("commit_interval_seconds")
     def _whole_seconds_stay_integers(self, seconds: float | None) -> float | int | None:
@@ -116,6 +135,16 @@ class TableConfig(ConfigModel):
     @property
     def dlq_table_name(self) -> str:
         return self.table_name + DLQ_SUFFIX
+
+    @property
+    def is_upsert(self) -> bool:
+        return self.table_mode == "upsert"
+
+    @property
+    def key_field_configs(self) -> tuple[FieldConfig, ...]:
+        """The (validated) key fields, in key_fields order; empty for append tables."""
+        by_name = {f.name: f for f in self.fields}
+        return tuple(by_name[name] for name in self.key_fields or ())
 
     def walk_fields(self) -> Iterator[FieldConfig]:
         for f in self.fields:
@@ -228,17 +257,91 @@ class TableConfig(ConfigModel):
             )
         return found
 
+    @model_validator(mode="after")
+    def _upsert_rules(self) -> TableConfig:
+        """Upsert tables have a key of required primitive top-level fields; Debezium needs upsert."""
+        found: list[tuple[Loc, str]] = []
+        given = self.model_fields_set
+        if self.table_mode == "upsert" and self.key_fields is None:
+            found.append(
+                (
+                    ("table_mode",),
+                    "table_mode upsert needs key_fields: the value fields that identify a row "
+                    "(keys taken from the raw Kafka record key are not supported yet)",
+                )
+            )
+        if self.table_mode != "upsert" and "key_fields" in given:
+            found.append((("key_fields",), "key_fields is only used with table_mode: upsert"))
+        if self.envelope == "debezium":
+            if self.table_mode != "upsert":
+                found.append(
+                    (
+                        ("envelope",),
+                        "envelope debezium needs table_mode: upsert (the table holds the source "
+                        "table's current rows)",
+                    )
+                )
+            if self.source_format != "json":
+                found.append(
+                    (
+                        ("envelope",),
+                        "envelope debezium reads JSON change events (source_format: json); Avro change "
+                        "events are not supported yet",
+                    )
+                )
+            for index, f in enumerate(self.fields):
+                if f.name == CDC_COLUMN:
+                    found.append(
+                        (
+                            ("schema", "fields", index, "name"),
+                            f"{CDC_COLUMN} is reserved: floe adds it with the change event's metadata",
+                        )
+                    )
+        by_name = {f.name: f for f in self.fields}
+        seen: set[str] = set()
+        for index, name in enumerate(self.key_fields or ()):
+            where: Loc = ("key_fields", index)
+            column = by_name.get(name)
+            if name in seen:
+                found.append((where, f"key field {name!r} is listed twice"))
+            elif column is None:
+                known = ", ".join(by_name)
+                nested = " (key fields are top-level fields)" if "." in name else ""
+                found.append((where, f"unknown field {name!r}{nested}; the schema's fields: {known}"))
+            elif column.optional:
+                found.append(
+                    (where, f"key field {name!r} must be required: remove optional: true from {column.path}")
+                )
+            elif column.type in ("struct", "list", "map"):
+                found.append((where, f"key field {name!r} must be a primitive type; it is a {column.type}"))
+            elif isinstance(column.iceberg_type(), FloatType | DoubleType):
+                found.append(
+                    (
+                        where,
+                        f"key field {name!r} cannot be a {column.type} (Iceberg identifier fields exclude "
+                        "float and double: equality on them is unreliable)",
+                    )
+                )
+            seen.add(name)
+        if found:
+            raise problems(found)
+        return self
+
 
 __all__ = [
     "AVRO_FRAMINGS",
+    "ENVELOPES",
     "MAX_COMMIT_INTERVAL_SECONDS",
     "PROTOBUF_FRAMINGS",
     "SCHEMA_MODES",
     "SOURCE_FORMATS",
+    "TABLE_MODES",
     "AvroFraming",
+    "Envelope",
     "ProtobufFraming",
     "SchemaMode",
     "SourceFormat",
     "TableConfig",
+    "TableMode",
     "table_name_for_topic",
 ]

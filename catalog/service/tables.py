@@ -27,7 +27,7 @@ from catalog.errors import (
 )
 from catalog.events import TableChanged
 from catalog.identifiers import Namespace, TableIdent
-from catalog.kafka_offsets import check_kafka_progress, kafka_progress
+from catalog.kafka_offsets import SnapshotAtPosition, check_kafka_progress, kafka_progress, snapshot_at
 from catalog.locations import (
     confine,
     confine_properties,
@@ -165,6 +165,24 @@ class TableService:
         for topic, partition, offset, updated_at in await self.ctx.store.list_kafka_offsets(record.id):
             topics.setdefault(topic, {})[partition] = (offset, updated_at)
         return topics
+
+    async def snapshot_at(
+        self,
+        principal: Principal,
+        prefix: str,
+        ident: TableIdent,
+        partition: int,
+        offset: int,
+        topic: str | None = None,
+    ) -> SnapshotAtPosition:
+        """The first snapshot of the table that holds Kafka record (partition, offset)."""
+        from pyiceberg.table.snapshots import Snapshot
+
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        record = await self.ctx.tabular(warehouse, ident, "table")
+        raw = json.loads(record.metadata_json).get("snapshots") or []
+        return snapshot_at([Snapshot.model_validate(s) for s in raw], partition, offset, topic)
 
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)

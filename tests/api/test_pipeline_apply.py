@@ -476,3 +476,33 @@ def test_no_pipeline_yet_is_404(fresh_database_url: str, tmp_path: Path) -> None
         assert response.status_code == 404
         assert response.json()["error"]["type"] == "NotFoundException"
         assert "No pipeline configuration has been applied yet" in response.json()["error"]["message"]
+
+
+def test_upsert_table_is_created_keyed_and_its_mode_cannot_change(
+    http: httpx.Client, rest_catalog: RestCatalog
+) -> None:
+    fields = [
+        {"name": "customer_id", "id": 1, "type": "long"},
+        {"name": "email", "id": 2, "type": "string", "optional": True},
+    ]
+    config = one_table(fields, table_mode="upsert", key_fields=["customer_id"])
+    namespace = config["source_clusters"][0]["name"]
+    applied = apply(http, config)
+    table = rest_catalog.load_table((namespace, "events"))
+    assert table.schema().identifier_field_ids == [1]
+    assert table.properties["floe.table-mode"] == "upsert"
+    assert table.properties["write.merge.mode"] == "merge-on-read"
+    location = table.metadata_location
+    assert apply(http, config)["plan"][0]["action"] == "unchanged"
+
+    append = copy.deepcopy(config)
+    del append["tables"][0]["table_mode"], append["tables"][0]["key_fields"]
+    errors = refused(http, append)
+    assert "is an upsert table: its table_mode cannot change to append" in errors["tables[0].table_mode"]
+    rekeyed = copy.deepcopy(config)
+    rekeyed["tables"][0]["schema"]["fields"][1]["optional"] = False
+    rekeyed["tables"][0]["key_fields"] = ["customer_id", "email"]
+    errors = refused(http, rekeyed)
+    assert "key_fields cannot change" in errors["tables[0].key_fields"]
+    assert metadata_location(rest_catalog, namespace, "events") == location
+    assert revision(http) == applied["revision"]

@@ -10,8 +10,15 @@ import pytest
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate
 
-from catalog.errors import BadRequest, CommitFailed
-from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC, check_kafka_progress, kafka_progress
+from catalog.errors import BadRequest, CommitFailed, NotFound
+from catalog.kafka_offsets import (
+    END_OFFSETS,
+    START_OFFSETS,
+    TOPIC,
+    check_kafka_progress,
+    kafka_progress,
+    snapshot_at,
+)
 
 
 def _update(**summary: str) -> AddSnapshotUpdate:
@@ -85,3 +92,35 @@ def test_the_fence_accepts_only_commits_starting_where_the_table_is() -> None:
         check_kafka_progress(progress, {0: 5, 1: 2})
     with pytest.raises(CommitFailed, match="committed up to nothing"):
         check_kafka_progress(progress, {})
+
+
+# -- snapshot_at: the first snapshot holding a Kafka record ----------------------------------------
+
+
+def _snapshot(snapshot_id: int, topic: str | None, start: dict[int, int], end: dict[int, int]) -> Snapshot:
+    props = progress_props(topic, start, end) if topic is not None else {}
+    return Snapshot(
+        snapshot_id=snapshot_id,
+        sequence_number=snapshot_id,
+        timestamp_ms=1_700_000_000_000 + snapshot_id,
+        manifest_list=f"s3://b/m-{snapshot_id}.avro",
+        summary=Summary(Operation.APPEND, **props),
+    )
+
+
+def test_snapshot_at_skips_snapshots_without_offsets_and_orders_by_sequence() -> None:
+    snapshots = [_snapshot(3, "t", {0: 4}, {0: 9}), _snapshot(2, None, {}, {}), _snapshot(1, "t", {}, {0: 4})]
+    assert snapshot_at(snapshots, 0, 0).snapshot.snapshot_id == 1
+    assert snapshot_at(snapshots, 0, 4).snapshot.snapshot_id == 3
+    assert snapshot_at(snapshots, 0, 8).progress.end == {0: 9}
+    with pytest.raises(NotFound, match="up to offset 8"):
+        snapshot_at(snapshots, 0, 9)
+
+
+def test_snapshot_at_needs_the_topic_when_a_table_has_several() -> None:
+    snapshots = [_snapshot(1, "a", {}, {0: 4}), _snapshot(2, "b", {}, {0: 4})]
+    with pytest.raises(BadRequest, match="several topics"):
+        snapshot_at(snapshots, 0, 1)
+    assert snapshot_at(snapshots, 0, 1, topic="b").snapshot.snapshot_id == 2
+    with pytest.raises(BadRequest, match=">= 0"):
+        snapshot_at(snapshots, 0, -1)

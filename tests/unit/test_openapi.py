@@ -49,6 +49,7 @@ MANAGEMENT_OPERATIONS = frozenset(
         "createCluster", "listClusters", "getCluster", "deleteCluster", "createKey", "listKeys", "revokeKey",
         "rotateKey", "rotateSigningKey", "listAudit",
         "applyPipeline", "getPipeline", "getKafkaOffsets",
+        "getSnapshotAtKafkaPosition",
         "recordMaintenancePass", "listMaintenancePasses",
     }
 )  # fmt: skip

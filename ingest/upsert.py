@@ -1,0 +1,219 @@
+"""Upsert tables: each micro-batch is merged into the table, which holds the topic's current state.
+
+The semantics (`apply_batch` states them in plain Python; the tests hold the Spark path to them):
+
+- a record's key is the table's `key_fields`, read from its value; a tombstone (null value) carries no
+  value, so its key is read from the Kafka record key: a JSON object with those fields (optionally in
+  Debezium's `{"schema": …, "payload": {…}}` wrapper), or, for a single key field, its plain value
+  (`42`, `"abc"` or the raw text);
+- within a batch the record with the highest offset per key wins (a key's records share a partition;
+  the partition breaks a tie between partitions); across batches the later batch wins;
+- the winner upserts the row, or deletes it (a tombstone, or a Debezium `d` event);
+- a record whose key cannot be read is a dead letter.
+
+The merge is Spark SQL `MERGE INTO` on a merge-on-read table (position deletes, format v2), committed as
+one snapshot that carries the batch's Kafka offsets: the same exactly-once fence as appends (floe
+refuses a commit that does not start where the table's stored offsets are). Spark's MERGE takes no
+write options, so the offsets go in through Iceberg's session-level `snapshot-property` settings, set
+on the streaming query's own session (each query has its own clone) for the one statement.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.schema import Schema
+from pyiceberg.types import NestedField
+
+from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, spark_type, user_fields
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+# True for a record that deletes its key (a tombstone or a Debezium delete); only inside a batch.
+DELETE_COLUMN = "_floe_delete"
+_SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
+_WRITE_SNAPSHOT_PROPERTY = "snapshot-property."
+
+Key = tuple[Any, ...]
+
+
+# -- the semantics, in plain Python ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """One keyed record: its position, its key, and its row (None: delete the key)."""
+
+    partition: int
+    offset: int
+    key: Key
+    row: Mapping[str, Any] | None
+
+
+def latest_per_key(changes: Iterable[Change]) -> dict[Key, Change]:
+    """The winning change of each key in one batch: the highest offset (then partition)."""
+    latest: dict[Key, Change] = {}
+    for change in changes:
+        found = latest.get(change.key)
+        if found is None or (change.offset, change.partition) > (found.offset, found.partition):
+            latest[change.key] = change
+    return latest
+
+
+def apply_batch(
+    state: Mapping[Key, Mapping[str, Any]], changes: Iterable[Change]
+) -> dict[Key, Mapping[str, Any]]:
+    """The table after merging one batch into `state` (key → row)."""
+    after = dict(state)
+    for key, change in latest_per_key(changes).items():
+        if change.row is None:
+            after.pop(key, None)
+        else:
+            after[key] = change.row
+    return after
+
+
+# -- Spark -----------------------------------------------------------------------------------------
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def merge_statement(target: str, source: str, keys: Sequence[str], columns: Sequence[str]) -> str:
+    """The MERGE of a batch (one row per key, `_floe_delete` saying which delete) into the table."""
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+    updates = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
+    names = ", ".join(quote(c) for c in columns)
+    values = ", ".join(f"s.{quote(c)}" for c in columns)
+    flag = f"s.{quote(DELETE_COLUMN)}"
+    return (
+        f"MERGE INTO {target} t USING {source} s ON {on} "
+        f"WHEN MATCHED AND {flag} THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET {updates} "
+        f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({names}) VALUES ({values})"
+    )
+
+
+def key_fields_of(schema: Schema) -> list[NestedField]:
+    """The table's key: its identifier fields, in key order."""
+    return [schema.find_field(field_id) for field_id in schema.identifier_field_ids]
+
+
+def record_key_columns(key_fields: Sequence[NestedField]) -> list[Column]:
+    """Each key field as read from the Kafka record key (NULL where the key does not hold it)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as st
+
+    text = F.col("key").cast("string")
+    fields = st.StructType([st.StructField(f.name, spark_type(f.field_type), True) for f in key_fields])
+    wrapped = st.StructType([st.StructField("payload", fields, True), *fields.fields])
+    parsed = F.from_json(text, wrapped)
+    columns = [
+        F.coalesce(parsed.getField("payload").getField(f.name), parsed.getField(f.name)) for f in key_fields
+    ]
+    if len(key_fields) == 1:
+        # A plain key: a JSON string ("abc"), or the value's text (42, abc); never a JSON object.
+        (only,) = key_fields
+        trimmed = F.trim(text)
+        plain = F.when(trimmed.rlike(r'^".*"$'), F.regexp_extract(trimmed, r'^"(.*)"$', 1)).otherwise(trimmed)
+        scalar = F.when(~trimmed.startswith("{"), plain.cast(spark_type(only.field_type)))
+        columns = [F.coalesce(columns[0], scalar)]
+    return columns
+
+
+def with_deletes(decoded: DataFrame, schema: Schema) -> DataFrame:
+    """Decoded records with `_floe_delete`: a tombstone deletes the key its Kafka record key names, and
+    is a dead letter when that key cannot be read."""
+    from pyspark.sql import functions as F
+
+    keys = key_fields_of(schema)
+    tombstone = F.col("value").isNull()
+    from_key = record_key_columns(keys)
+    missing = F.coalesce(
+        *(F.when(column.isNull(), F.lit(f.name)) for f, column in zip(keys, from_key, strict=True))
+    )
+    names = ", ".join(f.name for f in keys)
+    shape = (
+        f"a JSON object with {names}" if len(keys) > 1 else f"a JSON object with {names}, or its plain value"
+    )
+    error = F.when(
+        missing.isNotNull(),
+        F.concat(
+            F.lit("tombstone without a usable key: the record key must be "),
+            F.lit(shape),
+            F.lit(" (missing or not readable: "),
+            missing,
+            F.lit(")"),
+        ),
+    )
+    already = F.col(DELETE_COLUMN) if DELETE_COLUMN in decoded.columns else F.lit(False)
+    result = decoded
+    for f, column in zip(keys, from_key, strict=True):
+        result = result.withColumn(f.name, F.when(tombstone, column).otherwise(F.col(f.name)))
+    return result.withColumn(
+        ERROR_COLUMN, F.when(tombstone, error).otherwise(F.col(ERROR_COLUMN))
+    ).withColumn(DELETE_COLUMN, tombstone | F.coalesce(already, F.lit(False)))
+
+
+def latest_rows(good: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """One row per key: the record with the highest offset (then partition) of the batch."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(
+        F.col("offset").desc(), F.col("partition").desc()
+    )
+    return (
+        good.withColumn("_floe_rank", F.row_number().over(order)).where("_floe_rank = 1").drop("_floe_rank")
+    )
+
+
+def table_columns(schema: Schema) -> list[str]:
+    """The columns a batch writes: the table's own fields (and `_cdc`), then `_kafka`."""
+    return [f.name for f in user_fields(schema)] + [KAFKA_COLUMN]
+
+
+def merge_batch(good: DataFrame, schema: Schema, target: str, write_options: Mapping[str, str]) -> None:
+    """Merge a batch's good records into the upsert table `target`, as one snapshot whose summary
+    carries `write_options`' `snapshot-property.*` entries (the batch's Kafka offsets)."""
+    keys = [f.name for f in key_fields_of(schema)]
+    columns = table_columns(schema)
+    source = latest_rows(good, keys).select(*columns, DELETE_COLUMN)
+    session = good.sparkSession
+    view = f"floe_upsert_{uuid.uuid4().hex}"
+    properties = {
+        _SESSION_SNAPSHOT_PROPERTY + key[len(_WRITE_SNAPSHOT_PROPERTY) :]: value
+        for key, value in write_options.items()
+        if key.startswith(_WRITE_SNAPSHOT_PROPERTY)
+    }
+    source.createOrReplaceTempView(view)
+    try:
+        for key, value in properties.items():
+            session.conf.set(key, value)
+        session.sql(merge_statement(target, quote(view), keys, columns))
+    finally:
+        for key in properties:
+            session.conf.unset(key)
+        session.catalog.dropTempView(view)
+
+
+__all__ = [
+    "DELETE_COLUMN",
+    "Change",
+    "apply_batch",
+    "key_fields_of",
+    "latest_per_key",
+    "latest_rows",
+    "merge_batch",
+    "merge_statement",
+    "quote",
+    "record_key_columns",
+    "table_columns",
+    "with_deletes",
+]

@@ -1,0 +1,527 @@
+"""Upsert tables end to end: a real Kafka broker, `floe ingest` (Spark MERGE, merge-on-read) and a real
+floe server on PostgreSQL; the tables read back with pyiceberg and DuckDB equal the latest-state model
+computed here from what the broker acknowledged.
+
+One `floe ingest` runs for the module (the restart test kills it and starts it again); each test
+applies its own table on its own topic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.table.snapshots import Snapshot
+
+from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
+from devtools.catalog_server import CatalogProcess
+from devtools.kafka_broker import LocalKafka
+from devtools.postgres import LocalPostgres
+from tests.e2e.duckdb_client import attach_catalog, connect
+from tests.e2e.ingest_harness import (
+    IngestProcess,
+    Produced,
+    apply_pipeline,
+    committed_offsets,
+    produce,
+    wait_until_committed,
+)
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "shop"
+CUSTOMER_FIELDS = [
+    {"name": "customer_id", "id": 1, "type": "long"},
+    {"name": "region", "id": 2, "type": "string"},
+    {"name": "version", "id": 3, "type": "int"},
+    {"name": "email", "id": 4, "type": "string", "optional": True},
+]
+
+
+@pytest.fixture(scope="module")
+def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogProcess]:
+    url = postgres.create_database(f"floe_upsert_{uuid.uuid4().hex[:8]}")
+    with CatalogProcess(url, home=tmp_path_factory.mktemp("upsert-floe")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {server.token()}"}, timeout=60
+    ) as client:
+        yield client
+
+
+class Pipeline:
+    """The module's floe.yaml: tests add their tables and apply the whole document again."""
+
+    def __init__(self, kafka: LocalKafka, admin: httpx.Client) -> None:
+        host, port = kafka.bootstrap_servers.split(":")
+        self.admin = admin
+        self.config: dict[str, Any] = {
+            "source_clusters": [
+                {"name": CLUSTER, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]}
+            ],
+            "tables": [],
+        }
+
+    def add(self, **table: Any) -> dict[str, Any]:
+        self.config["tables"].append({"source_cluster_name": CLUSTER, "source_format": "json", **table})
+        return apply_pipeline(self.admin, self.config)
+
+
+@pytest.fixture(scope="module")
+def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
+    return Pipeline(kafka, admin)
+
+
+@pytest.fixture(scope="module")
+def ingest(
+    server: CatalogProcess, pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[IngestProcess]:
+    with IngestProcess(
+        server, tmp_path_factory.mktemp("upsert-ingest"), args=["--commit-interval", "1"]
+    ) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def catalog(server: CatalogProcess) -> RestCatalog:
+    return server.catalog()
+
+
+def _topic(kafka: LocalKafka, name: str, partitions: int = 3) -> str:
+    topic = f"{name}.{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, partitions)
+    return topic
+
+
+def _table(topic: str) -> str:
+    return topic.replace(".", "_").replace("-", "_")
+
+
+def latest_state(produced: Produced, key_of: Any) -> dict[Any, tuple[int, int, dict[str, Any] | None]]:
+    """key → (partition, offset, value or None) of its last record: records of a key share a partition,
+    so its last offset is its current state (None: deleted)."""
+    state: dict[Any, tuple[int, int, dict[str, Any] | None]] = {}
+    for (partition, offset), (key, value) in sorted(produced.records.items()):
+        found = key_of(key, value)
+        if found is None:
+            continue
+        state[found] = (partition, offset, json.loads(value) if value is not None else None)
+    return state
+
+
+def assert_offsets_chain(catalog: RestCatalog, name: str, ends: dict[int, int]) -> None:
+    """Exactly once: every snapshot starts where the previous one ended, and the last ends at `ends`."""
+    table = catalog.load_table(name)
+    committed: dict[int, int] = {}
+    for snapshot in sorted(table.snapshots(), key=lambda s: s.sequence_number or 0):
+        summary = snapshot.summary
+        if summary is None or summary[TOPIC] is None:
+            continue
+        start = {int(p): o for p, o in json.loads(summary[START_OFFSETS] or "{}").items()}
+        end = {int(p): o for p, o in json.loads(summary[END_OFFSETS] or "{}").items()}
+        assert start == {p: committed[p] for p in end if p in committed}, (start, committed)
+        committed.update(end)
+    assert committed == ends
+
+
+@pytest.fixture(scope="module")
+def duck_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One DuckDB extension directory for the module (installing the extensions copies ~150 MB)."""
+    return tmp_path_factory.mktemp("duckdb")
+
+
+def duck_rows(ingest: IngestProcess, duck_dir: Path, sql: str) -> list[tuple[Any, ...]]:
+    duck = connect(duck_dir)
+    attach_catalog(
+        duck,
+        endpoint=ingest.server.url,
+        warehouse="default",
+        client_id=ingest.credential[0],
+        client_secret=ingest.credential[1],
+    )
+    return duck.execute(sql).fetchall()
+
+
+def snapshot_at_cli(ingest: IngestProcess, table: str, partition: int, offset: int) -> int:
+    """`floe snapshot-at` as a user runs it."""
+    env = {
+        **os.environ,
+        "FLOE_URL": ingest.server.url,
+        "FLOE_CLIENT_ID": ingest.credential[0],
+        "FLOE_CLIENT_SECRET": ingest.credential[1],
+    }
+    command = [sys.executable, "-m", "catalog.cli", "snapshot-at", table, "--partition", str(partition)]
+    done = subprocess.run(
+        [*command, "--offset", str(offset)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip())
+
+
+def _customer(key: int, version: int) -> bytes:
+    return json.dumps(
+        {
+            "customer_id": key,
+            "region": f"r{key % 7}",
+            "version": version,
+            "email": f"c{key}@v{version}.example",
+        }
+    ).encode()
+
+
+def _customer_key(key: bytes | None, value: bytes | None) -> int | None:
+    """The key the table reads: from the value, else (tombstones) from the record key."""
+    if value is not None:
+        return int(json.loads(value)["customer_id"])
+    assert key is not None
+    text = key.decode()
+    if text.startswith("{"):
+        return int(json.loads(text)["customer_id"])
+    return int(text) if text.isdigit() else None
+
+
+def _produce_wave(
+    kafka: LocalKafka, topic: str, produced: Produced, records: list[tuple[bytes, bytes | None]]
+) -> None:
+    produce(
+        kafka.bootstrap_servers, topic, (v for _, v in records), keys=lambda i: records[i][0], into=produced
+    )
+
+
+def _assert_customers(
+    catalog: RestCatalog, ingest: IngestProcess, duck_dir: Path, table: str, produced: Produced
+) -> dict[int, tuple[int, int, dict[str, Any] | None]]:
+    state = latest_state(produced, _customer_key)
+    expected = {k: v for k, (_, _, v) in state.items() if v is not None}
+    loaded = catalog.load_table(f"{CLUSTER}.{table}")
+    rows = loaded.scan().to_arrow().to_pylist()
+    assert len(rows) == len({r["customer_id"] for r in rows}), "a key has two rows"
+    assert {
+        r["customer_id"]: {k: r[k] for k in ("customer_id", "region", "version", "email")} for r in rows
+    } == expected
+    for row in rows:  # `_kafka` is the metadata of the record that wrote the row
+        partition, offset, _ = state[row["customer_id"]]
+        assert (row["_kafka"]["partition"], row["_kafka"]["offset"]) == (partition, offset)
+    duck = duck_rows(
+        ingest,
+        duck_dir,
+        f'SELECT customer_id, region, version, email FROM floe.{CLUSTER}."{table}" ORDER BY 1',
+    )
+    assert duck == [(k, v["region"], v["version"], v["email"]) for k, v in sorted(expected.items())]
+    return state
+
+
+def test_compacted_topic_with_updates_and_tombstones_ends_in_its_current_state(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+) -> None:
+    topic = _topic(kafka, "customers")
+    table = _table(topic)
+    pipeline.add(
+        source_topic=topic,
+        table_mode="upsert",
+        key_fields=["customer_id"],
+        partitioning_scheme=["bucket(4, customer_id)"],
+        schema={"fields": CUSTOMER_FIELDS},
+    )
+    loaded = catalog.load_table(f"{CLUSTER}.{table}")
+    assert loaded.schema().identifier_field_ids == [1]
+    assert loaded.properties["write.merge.mode"] == "merge-on-read"
+    rng = random.Random(13)
+    keys = list(range(400))
+    produced = Produced()
+
+    # Wave 1: every key inserted; waves 2-4: updates, tombstones, deletes of keys never seen, re-inserts,
+    # and one key inserted, updated and deleted within one wave. Odd keys' records carry a JSON record
+    # key, even keys' the plain id (a key always the same bytes, so always the same partition).
+    def record_key(k: int) -> bytes:
+        return json.dumps({"customer_id": k}).encode() if k % 2 else str(k).encode()
+
+    waves: list[list[tuple[bytes, bytes | None]]] = [[(record_key(k), _customer(k, 1)) for k in keys]]
+    for wave in range(2, 5):
+        records: list[tuple[bytes, bytes | None]] = []
+        for k in rng.sample(keys, 150):
+            records.append((record_key(k), _customer(k, wave)))
+        for k in rng.sample(keys, 40):
+            records.append((record_key(k), None))
+        records += [(record_key(10_000 + wave), None)]  # never seen
+        new = 20_000 + wave
+        records += [(record_key(new), _customer(new, 1)), (record_key(new), _customer(new, 2))]
+        records += [(record_key(new), None)]
+        records.append((b"not-a-key", None))  # a tombstone without a usable key: a dead letter
+        waves.append(records)
+    for records in waves:
+        _produce_wave(kafka, topic, produced, records)
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    state = _assert_customers(catalog, ingest, duck_dir, table, produced)
+    assert 0 < len([v for *_, v in state.values() if v is None]) < len(keys)
+    assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
+    # Merge-on-read: the replaced rows are position deletes, not rewritten files.
+    files = catalog.load_table(f"{CLUSTER}.{table}").inspect.files().to_pylist()
+    assert {f["content"] for f in files} == {0, 1}
+    # The unkeyed tombstones are dead letters, with the reason.
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert sorted(d["key"] for d in dead) == [b"not-a-key"] * 3
+    assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
+
+    # History by Kafka position: `floe snapshot-at` names the first snapshot holding a record, as the
+    # snapshots' own summaries say; reading that snapshot gives the table as of that record.
+    history = sorted(
+        (s for s in catalog.load_table(f"{CLUSTER}.{table}").snapshots() if s.summary and s.summary[TOPIC]),
+        key=lambda s: s.sequence_number or 0,
+    )
+    for partition, offset in sorted(produced.records)[::211]:
+        expected = next(s for s in history if _ends(s).get(partition, 0) > offset)
+        found = snapshot_at_cli(ingest, f"{CLUSTER}.{table}", partition, offset)
+        assert found == expected.snapshot_id, (partition, offset)
+        ends: dict[int, int] = {}  # what the table holds as of that snapshot, partition by partition
+        for snapshot in history[: history.index(expected) + 1]:
+            ends.update(_ends(snapshot))
+        covered = Produced({p: r for p, r in produced.records.items() if p[1] < ends.get(p[0], 0)})
+        model = {k: v for k, (_, _, v) in latest_state(covered, _customer_key).items() if v is not None}
+        as_of = catalog.load_table(f"{CLUSTER}.{table}").scan(snapshot_id=found).to_arrow().to_pylist()
+        assert {r["customer_id"]: {k: r[k] for k in model.get(r["customer_id"], {})} for r in as_of} == model
+
+
+def _ends(snapshot: Snapshot) -> dict[int, int]:
+    assert snapshot.summary is not None
+    return {int(p): o for p, o in json.loads(snapshot.summary[END_OFFSETS] or "{}").items()}
+
+
+def test_restart_mid_stream_keeps_exactly_once(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+) -> None:
+    topic = _topic(kafka, "accounts", partitions=2)
+    table = _table(topic)
+    pipeline.add(
+        source_topic=topic,
+        table_mode="upsert",
+        key_fields=["customer_id"],
+        schema={"fields": CUSTOMER_FIELDS},
+    )
+    produced = Produced()
+    stop = threading.Event()
+    rng = random.Random(7)
+
+    def keep_producing() -> None:
+        version = 0
+        while not stop.is_set():
+            version += 1
+            records = [
+                (str(k).encode(), None if rng.random() < 0.1 else _customer(k, version))
+                for k in rng.sample(range(200), 60)
+            ]
+            _produce_wave(kafka, topic, produced, records)
+            time.sleep(0.1)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        # Wait for a few commits, then kill -9 mid-stream, its Spark checkpoints lost with it.
+        before = sum(committed_offsets(admin, CLUSTER, table, topic).values())
+        deadline = time.monotonic() + 180
+        while sum(committed_offsets(admin, CLUSTER, table, topic).values()) <= before:
+            assert time.monotonic() < deadline, ingest.log_text()[-4000:]
+            time.sleep(0.5)
+        time.sleep(2.5)
+        ingest.kill()
+        shutil.rmtree(ingest.state_dir, ignore_errors=True)
+        ingest.start()
+        time.sleep(5)  # the producer goes on while the new run starts
+    finally:
+        stop.set()
+        producer.join(60)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), timeout=300, ingest=ingest)
+    _assert_customers(catalog, ingest, duck_dir, table, produced)
+    assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
+
+
+# -- Debezium --------------------------------------------------------------------------------------
+
+_ROW_SCHEMA = {
+    "type": "struct",
+    "optional": True,
+    "name": "dbserver1.inventory.customers.Value",
+    "fields": [
+        {"type": "int32", "optional": False, "field": "id"},
+        {"type": "string", "optional": False, "field": "first_name"},
+        {"type": "string", "optional": False, "field": "last_name"},
+        {"type": "string", "optional": True, "field": "email"},
+    ],
+}
+_KEY_SCHEMA = {
+    "type": "struct",
+    "optional": False,
+    "name": "dbserver1.inventory.customers.Key",
+    "fields": [{"type": "int32", "optional": False, "field": "id"}],
+}
+
+
+def _debezium_key(row_id: int) -> bytes:
+    return json.dumps({"schema": _KEY_SCHEMA, "payload": {"id": row_id}}).encode()
+
+
+def _debezium_event(
+    op: str, before: dict[str, Any] | None, after: dict[str, Any] | None, lsn: int, *, wrapped: bool
+) -> bytes:
+    """A change event as Debezium's PostgreSQL connector writes it with Kafka Connect's JSON converter."""
+    payload = {
+        "before": before,
+        "after": after,
+        "source": {
+            "version": "2.7.3.Final",
+            "connector": "postgresql",
+            "name": "dbserver1",
+            "ts_ms": 1_700_000_000_000 + lsn,
+            "snapshot": "true" if op == "r" else "false",
+            "db": "inventory",
+            "sequence": json.dumps([str(lsn - 1), str(lsn)]),
+            "schema": "inventory",
+            "table": "customers",
+            "txId": 500 + lsn,
+            "lsn": lsn,
+            "xmin": None,
+        },
+        "op": op,
+        "ts_ms": 1_700_000_000_500 + lsn,
+        "transaction": None,
+    }
+    if not wrapped:
+        return json.dumps(payload).encode()
+    envelope_schema = {
+        "type": "struct",
+        "optional": False,
+        "name": "dbserver1.inventory.customers.Envelope",
+        "fields": [
+            {**_ROW_SCHEMA, "field": "before"},
+            {**_ROW_SCHEMA, "field": "after"},
+            {"type": "struct", "optional": False, "field": "source", "fields": []},
+            {"type": "string", "optional": False, "field": "op"},
+            {"type": "int64", "optional": True, "field": "ts_ms"},
+        ],
+    }
+    return json.dumps({"schema": envelope_schema, "payload": payload}).encode()
+
+
+def test_debezium_stream_ends_in_the_source_tables_state(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+) -> None:
+    topic = _topic(kafka, "dbserver1.inventory.customers")
+    table = _table(topic)
+    pipeline.add(
+        source_topic=topic,
+        table_mode="upsert",
+        key_fields=["id"],
+        envelope="debezium",
+        schema={
+            "fields": [
+                {"name": "id", "id": 1, "type": "int"},
+                {"name": "first_name", "id": 2, "type": "string"},
+                {"name": "last_name", "id": 3, "type": "string"},
+                {"name": "email", "id": 4, "type": "string", "optional": True},
+            ]
+        },
+    )
+    rng = random.Random(5)
+    source: dict[int, dict[str, Any]] = {}  # the source database table, as the test changes it
+    last_lsn: dict[int, tuple[str, int]] = {}
+    lsn = 1000
+    produced = Produced()
+
+    def change(op: str, row_id: int, after: dict[str, Any] | None) -> list[tuple[bytes, bytes | None]]:
+        nonlocal lsn
+        lsn += 1
+        before = source.get(row_id)
+        if after is None:
+            del source[row_id]
+        else:
+            source[row_id] = after
+        last_lsn[row_id] = (op, lsn)
+        event = _debezium_event(op, before, after, lsn, wrapped=lsn % 3 != 0)
+        records: list[tuple[bytes, bytes | None]] = [(_debezium_key(row_id), event)]
+        if op == "d":
+            records.append((_debezium_key(row_id), None))  # Debezium's tombstone after a delete
+        return records
+
+    def row(row_id: int, n: int) -> dict[str, Any]:
+        email = None if n % 4 == 0 else f"u{row_id}.{n}@example.com"
+        return {"id": row_id, "first_name": f"F{row_id}", "last_name": f"L{n}", "email": email}
+
+    # The snapshot (op r), then live changes: inserts, updates and deletes (each followed by a tombstone).
+    snapshot = [r for i in range(1, 201) for r in change("r", i, row(i, 0))]
+    _produce_wave(kafka, topic, produced, snapshot)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    for wave in range(1, 4):
+        records: list[tuple[bytes, bytes | None]] = []
+        for _ in range(150):
+            row_id = rng.randrange(1, 260)
+            if row_id not in source:
+                records += change("c", row_id, row(row_id, wave))
+            elif rng.random() < 0.2:
+                records += change("d", row_id, None)
+            else:
+                records += change("u", row_id, row(row_id, wave * 100 + rng.randrange(100)))
+        _produce_wave(kafka, topic, produced, records)
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    bad: list[tuple[bytes, bytes | None]] = [
+        (_debezium_key(1), b'{"op": "t", "source": {"ts_ms": 1}}'),
+        (_debezium_key(1), b'{"id": 1}'),
+    ]
+    _produce_wave(kafka, topic, produced, bad)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    loaded = catalog.load_table(f"{CLUSTER}.{table}")
+    rows = loaded.scan().to_arrow().to_pylist()
+    assert {r["id"]: {k: r[k] for k in ("id", "first_name", "last_name", "email")} for r in rows} == source
+    for r in rows:
+        op, at = last_lsn[r["id"]]
+        assert r["_cdc"]["op"] == op
+        assert r["_cdc"]["ts_ms"] == 1_700_000_000_000 + at
+        assert dict(r["_cdc"]["source"])["lsn"] == str(at)
+        assert dict(r["_cdc"]["source"])["connector"] == "postgresql"
+    duck = duck_rows(
+        ingest,
+        duck_dir,
+        f'SELECT id, first_name, last_name, email, _cdc.op FROM floe.{CLUSTER}."{table}" ORDER BY 1',
+    )
+    assert duck == [
+        (i, v["first_name"], v["last_name"], v["email"], last_lsn[i][0]) for i, v in sorted(source.items())
+    ]
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert sorted(d["error"] for d in dead) == [
+        "Debezium op 't' is not applied (only c, r, u and d change rows)",
+        "value is not a Debezium change event (no op; for unwrapped rows, e.g. from Debezium's "
+        "ExtractNewRecordState, use envelope: none)",
+    ]
