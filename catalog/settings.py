@@ -216,7 +216,19 @@ class Settings(FloeSettings):
         description="the default warehouse's location: a path, `file://…` or `s3://bucket/prefix`",
         json_schema_extra=shown_default("`$FLOE_HOME/warehouse`"),
     )
-    s3_endpoint: str | None = Field(None, description="S3 or S3-compatible storage endpoint (MinIO, …)")
+    s3_endpoint: str | None = Field(
+        None,
+        description="S3 or S3-compatible storage endpoint (MinIO, …) the catalog uses, and engines too unless "
+        "`FLOE_S3_CLIENT_ENDPOINT` is set",
+    )
+    s3_client_endpoint: str | None = Field(
+        None,
+        description="the S3 endpoint engines are told (`/v1/config`, `loadTable`, vended credentials) when they "
+        "reach the storage at another address than the catalog, e.g. `http://localhost:9000` for the host "
+        "while the catalog in a container uses `http://minio:9000`; engines on the catalog's network send "
+        "`X-Floe-Storage-Endpoint: internal` (`FLOE_SPARK_STORAGE_ENDPOINT=internal`) to get `FLOE_S3_ENDPOINT`",
+        json_schema_extra=shown_default("`FLOE_S3_ENDPOINT`"),
+    )
     s3_region: str | None = Field(None, description="S3 region")
     s3_path_style_access: bool | None = Field(
         None, description="path-style S3 URLs (MinIO and most S3-compatibles)"
@@ -349,6 +361,7 @@ class Settings(FloeSettings):
         """The default warehouse's storage properties, from `FLOE_S3_*` and `FLOE_STS_*`."""
         values = {
             "s3.endpoint": self.s3_endpoint,
+            "s3.client-endpoint": self.s3_client_endpoint,
             "s3.region": self.s3_region,
             "s3.path-style-access": None
             if self.s3_path_style_access is None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -39,6 +39,15 @@ S3_REQUEST_TIMEOUT_SECONDS = "30"
 
 # Warehouse settings that engines may see (endpoint, region, addressing); secrets are kept server-side.
 CLIENT_VISIBLE_PROPERTIES = ("s3.endpoint", "s3.region", "client.region", "s3.path-style-access")
+# The S3 endpoint engines are told, where they reach the storage at another address than the catalog
+# does (`s3.endpoint`, the catalog's own): MinIO is `minio:9000` inside a compose network but
+# `localhost:9000` on the host. A floe setting, not a FileIO property (pyiceberg ignores it).
+CLIENT_ENDPOINT_PROPERTY = "s3.client-endpoint"
+# The request header with which an engine on the catalog's own network (compose's ingest and maintain)
+# asks for the catalog's endpoint instead of the client endpoint.
+STORAGE_ENDPOINT_HEADER = "X-Floe-Storage-Endpoint"
+StorageEndpoint = Literal["client", "internal"]
+STORAGE_ENDPOINTS: tuple[StorageEndpoint, ...] = ("client", "internal")
 
 
 class MetadataFileError(BadRequest):
@@ -321,9 +330,31 @@ class StorageCredential:
     config: dict[str, str]
 
 
-def client_properties(properties: Mapping[str, str]) -> dict[str, str]:
-    """The part of a warehouse's storage settings that engines need to reach the storage."""
+def parse_storage_endpoint(header: str | None) -> StorageEndpoint:
+    """The endpoint an `X-Floe-Storage-Endpoint` header asks for (`client` when absent); BadRequest
+    for any other value."""
+    value = (header or "client").strip().lower()
+    for choice in STORAGE_ENDPOINTS:
+        if value == choice:
+            return choice
+    raise BadRequest(f"{STORAGE_ENDPOINT_HEADER} must be 'client' or 'internal', not {header!r}")
+
+
+def endpoint_for(properties: Mapping[str, str], choice: StorageEndpoint = "client") -> str | None:
+    """The S3 endpoint an engine is told: the client endpoint when the warehouse has one and the engine
+    did not ask for the catalog's own (`internal`), else `s3.endpoint` (None: the provider's default)."""
+    if choice == "client" and properties.get(CLIENT_ENDPOINT_PROPERTY):
+        return properties[CLIENT_ENDPOINT_PROPERTY]
+    return properties.get("s3.endpoint") or None
+
+
+def client_properties(properties: Mapping[str, str], choice: StorageEndpoint = "client") -> dict[str, str]:
+    """The part of a warehouse's storage settings that engines need to reach the storage, with the
+    endpoint `choice` names (see `endpoint_for`)."""
     visible = {k: v for k, v in properties.items() if k in CLIENT_VISIBLE_PROPERTIES}
+    endpoint = endpoint_for(properties, choice)
+    if endpoint:
+        visible["s3.endpoint"] = endpoint
     if "s3.region" in visible:
         visible.setdefault("client.region", visible["s3.region"])
     return visible

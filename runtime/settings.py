@@ -1,5 +1,5 @@
 """The `FLOE_*` variables of the Spark runtime that `floe ingest` and `floe maintain` share: where pinned
-jars come from and are cached, and the Spark master and log level.
+jars come from and are cached, the Spark master and log level, and which storage endpoint Spark uses.
 
 Each field's description is its documentation (README's configuration table is generated from it). An
 empty variable counts as unset. `read_settings` is the one way to build a settings class here and in
@@ -73,6 +73,12 @@ class RuntimeSettings(BaseSettings):
         description="the Spark master of `floe ingest` and `floe maintain` (`local[N]`, `spark://host:7077`, "
         "`k8s://…`); `--master` overrides it",
         json_schema_extra={"shown_default": "`local[*]` (ingest), `local[2]` (maintain)"},
+    )
+    spark_storage_endpoint: Literal["client", "internal"] = Field(
+        "client",
+        description="which S3 endpoint of a warehouse Spark asks the catalog for: `client` (what every engine "
+        "is told) or `internal` (the catalog's own `FLOE_S3_ENDPOINT`, for Spark on the catalog's network "
+        "when `FLOE_S3_CLIENT_ENDPOINT` names an address only the outside reaches, as in compose)",
     )
     spark_log_level: Annotated[SparkLogLevel, BeforeValidator(_upper)] = Field(
         "WARN", description="Spark's log level (`INFO`, `WARN`, `ERROR`, …)"

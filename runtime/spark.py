@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 SPARK_VERSION = "4.0.0"
 ICEBERG_VERSION = "1.11.0"
 CATALOG_NAME = "floe"
+# floe's REST extension (catalog.storage.STORAGE_ENDPOINT_HEADER; runtime does not import the catalog):
+# `internal` asks for the S3 endpoint the catalog itself uses instead of the one engines are told.
+STORAGE_ENDPOINT_HEADER = "X-Floe-Storage-Endpoint"
+
 
 # The connectors' runtime dependencies that pyspark's own jars folder does not already ship
 # (pyspark has zstd-jni, lz4-java, snappy-java, slf4j, jsr305 and scala-parallel-collections).
@@ -67,15 +71,21 @@ def spark_jars() -> list[Path]:
     return fetch_all(SPARK_JARS)
 
 
+def _storage_endpoint() -> str:
+    return read_settings(RuntimeSettings).spark_storage_endpoint
+
+
 @dataclass(frozen=True)
 class CatalogConnection:
-    """How Spark reaches floe: the REST URI, the warehouse (prefix) and an API key."""
+    """How Spark reaches floe: the REST URI, the warehouse (prefix), an API key, and which of the
+    warehouse's S3 endpoints to use (`FLOE_SPARK_STORAGE_ENDPOINT` unless given)."""
 
     uri: str
     warehouse: str
     client_id: str
     client_secret: str
     extra: dict[str, str] = field(default_factory=dict)
+    storage_endpoint: str = field(default_factory=_storage_endpoint)
 
     def spark_properties(self, name: str = CATALOG_NAME) -> dict[str, str]:
         prefix = f"spark.sql.catalog.{name}"
@@ -91,6 +101,9 @@ class CatalogConnection:
             # Each write must see the table's current schema (floe apply evolves it while ingest runs).
             f"{prefix}.cache-enabled": "false",
         }
+        if self.storage_endpoint != "client":
+            # Iceberg's REST client sends every `header.*` property as a request header.
+            properties[f"{prefix}.header.{STORAGE_ENDPOINT_HEADER}"] = self.storage_endpoint
         properties.update({f"{prefix}.{key}": value for key, value in self.extra.items()})
         return properties
 
@@ -106,9 +119,7 @@ def register_warehouse(session: SparkSession, connection: CatalogConnection, war
     """Make another floe warehouse available as a Spark catalog (Spark loads catalogs lazily)."""
     name = catalog_name(warehouse, connection.warehouse)
     if name != CATALOG_NAME:
-        other = CatalogConnection(
-            connection.uri, warehouse, connection.client_id, connection.client_secret, connection.extra
-        )
+        other = replace(connection, warehouse=warehouse)
         for key, value in other.spark_properties(name).items():
             session.conf.set(key, value)
     return name

@@ -8,12 +8,13 @@ from litestar import Litestar, Request, Response, get
 from litestar.datastructures import State
 from litestar.handlers import HTTPRouteHandler
 
+from catalog.api.dependencies import StorageEndpointHeader
 from catalog.api.schemas import CatalogConfig
 from catalog.auth import Action, Principal, authorize
 from catalog.errors import ServiceUnavailable
 from catalog.observability import metrics_payload
 from catalog.service.context import CatalogContext
-from catalog.storage import client_properties
+from catalog.storage import client_properties, parse_storage_endpoint
 
 _PARAM_TYPE = re.compile(r"\{([^}:]+):[^}]+\}")
 
@@ -37,6 +38,7 @@ async def get_config(
     principal: Principal,
     context: CatalogContext,
     warehouse: str | None = None,
+    storage_endpoint: StorageEndpointHeader = None,
 ) -> CatalogConfig:
     """Catalog configuration for a warehouse (`?warehouse=`; default: the caller's cluster's warehouse,
     else the default warehouse)."""
@@ -48,7 +50,7 @@ async def get_config(
         endpoints = request.app.state["endpoints"] = served_endpoints(request.app)
     minutes = context.settings.idempotency_lifetime_seconds // 60
     return CatalogConfig(
-        defaults=client_properties(record.properties),
+        defaults=client_properties(record.properties, parse_storage_endpoint(storage_endpoint)),
         overrides={"prefix": record.name, "warehouse": record.name},
         endpoints=endpoints,
         idempotency_key_lifetime=f"PT{minutes}M",

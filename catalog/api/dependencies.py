@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from litestar import Request
 from litestar.datastructures import State
+from litestar.params import Parameter
 
 from catalog.api.guards import principal_of
 from catalog.auth import Principal
@@ -18,6 +21,19 @@ from catalog.service.pipelines import PipelineService
 from catalog.service.security import AuthService
 from catalog.service.tables import TableService
 from catalog.service.views import ViewService
+from catalog.storage import STORAGE_ENDPOINT_HEADER, parse_storage_endpoint
+
+# floe's extension of the REST API: which of the warehouse's S3 endpoints the engine is told.
+StorageEndpointHeader = Annotated[
+    str | None,
+    Parameter(
+        header=STORAGE_ENDPOINT_HEADER,
+        required=False,
+        description="`internal`: tell this engine the S3 endpoint the catalog itself uses (`FLOE_S3_ENDPOINT`), "
+        "for engines on the catalog's network; default `client`, the endpoint engines are told "
+        "(`FLOE_S3_CLIENT_ENDPOINT` when set)",
+    ),
+]
 
 
 async def provide_principal(request: Request) -> Principal:  # type: ignore[type-arg]
@@ -40,12 +56,16 @@ def provide_namespaces(state: State, principal: Principal) -> NamespaceService:
     return NamespaceService(state.ctx)
 
 
-def provide_tables(state: State, principal: Principal) -> TableService:
-    return TableService(state.ctx)
+def provide_tables(
+    state: State, principal: Principal, storage_endpoint: StorageEndpointHeader = None
+) -> TableService:
+    return TableService(state.ctx, parse_storage_endpoint(storage_endpoint))
 
 
-def provide_views(state: State, principal: Principal) -> ViewService:
-    return ViewService(state.ctx)
+def provide_views(
+    state: State, principal: Principal, storage_endpoint: StorageEndpointHeader = None
+) -> ViewService:
+    return ViewService(state.ctx, parse_storage_endpoint(storage_endpoint))
 
 
 def provide_clusters(state: State, principal: Principal) -> ClusterService:

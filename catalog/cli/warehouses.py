@@ -27,6 +27,11 @@ def warehouses() -> None:
 @click.argument("name")
 @click.option("--location", required=True, help="file:///path, /path or s3://bucket/prefix")
 @click.option("--s3-endpoint", default=None, help="S3-compatible endpoint URL")
+@click.option(
+    "--s3-client-endpoint",
+    default=None,
+    help="the endpoint engines are told, when they reach the storage at another address than the catalog",
+)
 @click.option("--s3-region", default=None)
 @click.option("--s3-path-style/--no-s3-path-style", default=False)
 @click.option(
@@ -39,6 +44,7 @@ def warehouses_create(
     name: str,
     location: str,
     s3_endpoint: str | None,
+    s3_client_endpoint: str | None,
     s3_region: str | None,
     s3_path_style: bool,
     sts_role_arn: str | None,
@@ -48,6 +54,8 @@ def warehouses_create(
     props: dict[str, str] = {}
     if s3_endpoint:
         props["s3.endpoint"] = s3_endpoint
+    if s3_client_endpoint:
+        props["s3.client-endpoint"] = s3_client_endpoint
     if s3_region:
         props["s3.region"] = s3_region
     if s3_path_style:

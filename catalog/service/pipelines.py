@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 # (endpoint and keys of an S3-compatible store); an STS role is scoped to its own bucket.
 _INHERITED_S3_PROPERTIES = (
     "s3.endpoint",
+    "s3.client-endpoint",
     "s3.region",
     "s3.path-style-access",
     "s3.access-key-id",
@@ -162,7 +163,11 @@ class PipelineService:
                 properties = {
                     k: v for k, v in settings.warehouse_properties.items() if k in _INHERITED_S3_PROPERTIES
                 }
+            inherited_endpoint = properties.get("s3.endpoint")
             properties.update(destination.storage_properties())
+            if properties.get("s3.endpoint") != inherited_endpoint:
+                # The server's client endpoint is another address of the server's endpoint only.
+                properties.pop("s3.client-endpoint", None)
             if existing is not None and existing.location.rstrip("/") != destination.location:
                 errors.append(
                     ConfigError(

@@ -50,15 +50,19 @@ from catalog.service.table_model import (
     table_etag,
     table_location,
 )
-from catalog.storage import StorageCredential, client_properties
+from catalog.storage import StorageCredential, StorageEndpoint, client_properties, endpoint_for
 from catalog.store import DroppedTabular, NamespaceRecord, PendingCommit, WarehouseRecord
 
 log = logging.getLogger(__name__)
 
 
 class TableService:
-    def __init__(self, ctx: CatalogContext) -> None:
+    """Tables of the Iceberg REST API; `storage_endpoint` is the S3 endpoint this request's engine is
+    told (`client`, or the catalog's own for engines on its network: `X-Floe-Storage-Endpoint`)."""
+
+    def __init__(self, ctx: CatalogContext, storage_endpoint: StorageEndpoint = "client") -> None:
         self.ctx = ctx
+        self.storage_endpoint = storage_endpoint
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -76,7 +80,7 @@ class TableService:
         return await self.ctx.store.list_tabulars(ns.id, "table", page_token, page_size)
 
     def table_config(self, warehouse: WarehouseRecord) -> dict[str, str]:
-        return client_properties(warehouse.properties)
+        return client_properties(warehouse.properties, self.storage_endpoint)
 
     async def vend(
         self, principal: Principal, warehouse: WarehouseRecord, location: str, *, strict: bool = False
@@ -101,7 +105,11 @@ class TableService:
         if vended is None:  # STS AssumeRole: blocking
             assume = functools.partial(vendor.vend, warehouse.properties, location, read_only=read_only)
             vended = await run_blocking(assume)
-        return StorageCredential(vended.prefix, vended.config)
+        config = dict(vended.config)
+        endpoint = endpoint_for(warehouse.properties, self.storage_endpoint)
+        if endpoint:  # the cached credential names the catalog's own endpoint
+            config["s3.endpoint"] = endpoint
+        return StorageCredential(vended.prefix, config)
 
     async def load(
         self,

@@ -14,7 +14,7 @@ from catalog.locations import confine, confine_metadata, confine_properties, con
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext
 from catalog.service.table_model import LoadedTable
-from catalog.storage import client_properties
+from catalog.storage import StorageEndpoint, client_properties
 from catalog.store import PendingCommit, WarehouseRecord
 
 
@@ -46,8 +46,11 @@ class ViewRegistration:
 
 
 class ViewService:
-    def __init__(self, ctx: CatalogContext) -> None:
+    """Views of the Iceberg REST API; `storage_endpoint` as `TableService`'s."""
+
+    def __init__(self, ctx: CatalogContext, storage_endpoint: StorageEndpoint = "client") -> None:
         self.ctx = ctx
+        self.storage_endpoint = storage_endpoint
 
     async def list_views(
         self,
@@ -63,7 +66,7 @@ class ViewService:
         return await self.ctx.store.list_tabulars(ns.id, "view", page_token, page_size)
 
     def _loaded(self, warehouse: WarehouseRecord, location: str | None, metadata_json: str) -> LoadedTable:
-        return LoadedTable(location, metadata_json, client_properties(warehouse.properties))
+        return LoadedTable(location, metadata_json, client_properties(warehouse.properties, self.storage_endpoint))
 
     async def load(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)

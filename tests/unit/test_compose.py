@@ -204,3 +204,25 @@ def test_dockerfile_runs_floe_as_a_non_root_user() -> None:
     assert packages is not None
     wanted = {name.strip().strip('"').rstrip("*") for name in packages.group(1).split(",")}
     assert wanted | {"pyproject.toml", "README.md"} <= allowed
+
+
+def test_engines_on_the_host_and_spark_in_the_network_each_get_a_minio_they_reach() -> None:
+    """The catalog tells engines MinIO's published address on the host; ingest and maintain (inside the
+    compose network) ask for the catalog's own endpoint, the MinIO service's name there."""
+    from urllib.parse import urlsplit
+
+    from runtime.settings import RuntimeSettings
+
+    services = compose()["services"]
+    catalog = Settings.from_env({k: str(v) for k, v in services["catalog"]["environment"].items()})
+    internal = urlsplit(catalog.s3_endpoint or "")
+    assert internal.hostname in services and services[internal.hostname]["image"].startswith("minio/")
+    published = {port.split(":")[-2] for port in services[internal.hostname]["ports"]}  # host:published:target
+    client = urlsplit(catalog.s3_client_endpoint or "")
+    assert client.hostname in ("localhost", "127.0.0.1")
+    assert str(client.port) in published, "the client endpoint's port is published on the host"
+    assert catalog.warehouse_properties["s3.client-endpoint"] == catalog.s3_client_endpoint
+    for name in ("ingest", "maintain"):
+        env = {k: str(v) for k, v in services[name]["environment"].items()}
+        assert env["FLOE_SPARK_STORAGE_ENDPOINT"] == "internal"
+        assert RuntimeSettings(spark_storage_endpoint=env["FLOE_SPARK_STORAGE_ENDPOINT"]).spark_storage_endpoint

@@ -1,0 +1,128 @@
+"""The S3 endpoint engines are told: `FLOE_S3_CLIENT_ENDPOINT` when set (storage reached at another
+address than the catalog's, as the host reaches compose's MinIO), the catalog's own `FLOE_S3_ENDPOINT` to
+engines that ask with `X-Floe-Storage-Endpoint: internal` — in `/v1/config`, in table answers and in
+vended credentials. Against moto (S3, STS, IAM): its two names here are `127.0.0.1` (the catalog's) and
+`localhost` (the clients'), and both reach it, so a client really reads and writes through the endpoint
+it was told.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pyarrow as pa
+import pytest
+
+from catalog.storage import STORAGE_ENDPOINT_HEADER
+from runtime.spark import STORAGE_ENDPOINT_HEADER as SPARK_STORAGE_ENDPOINT_HEADER
+from runtime.spark import CatalogConnection
+from tests.api.catalog_thread import CatalogThread
+from tests.e2e.test_vending import DELEGATION, REGION, Aws, _create_body, moto_aws
+
+INTERNAL = {STORAGE_ENDPOINT_HEADER: "internal"}
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[Aws]:
+    yield from moto_aws()
+
+
+@pytest.fixture(scope="module")
+def client_endpoint(aws: Aws) -> str:
+    return aws.endpoint.replace("127.0.0.1", "localhost")
+
+
+@pytest.fixture(scope="module")
+def server(
+    aws: Aws, client_endpoint: str, new_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CatalogThread]:
+    env = {
+        "FLOE_WAREHOUSE": f"s3://{aws.bucket}/endpoints-{uuid.uuid4().hex[:8]}",
+        "FLOE_S3_ENDPOINT": aws.endpoint,
+        "FLOE_S3_CLIENT_ENDPOINT": client_endpoint,
+        "FLOE_S3_REGION": REGION,
+        "FLOE_S3_PATH_STYLE_ACCESS": "true",
+        # The catalog's own identity (an in-process server cannot have AWS_* of its own).
+        "FLOE_S3_ACCESS_KEY_ID": aws.server_keys["aws_access_key_id"],
+        "FLOE_S3_SECRET_ACCESS_KEY": aws.server_keys["aws_secret_access_key"],
+        "FLOE_STS_ROLE_ARN": aws.role_arn,
+        "FLOE_STS_ENDPOINT": aws.endpoint,
+    }
+    home = Path(tmp_path_factory.mktemp("endpoints-home"))
+    with CatalogThread(new_database(), home=home, env=env) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def admin(server: CatalogThread) -> Iterator[httpx.Client]:
+    headers = {"Authorization": f"Bearer {server.token()}"}
+    with httpx.Client(base_url=server.url, timeout=60, headers=headers) as client:
+        yield client
+
+
+def test_config_tells_engines_the_client_endpoint_unless_they_ask_for_the_internal_one(
+    admin: httpx.Client, aws: Aws, client_endpoint: str
+) -> None:
+    assert admin.get("/v1/config").json()["defaults"]["s3.endpoint"] == client_endpoint
+    assert admin.get("/v1/config", headers={STORAGE_ENDPOINT_HEADER: "client"}).json()["defaults"][
+        "s3.endpoint"
+    ] == (client_endpoint)
+    assert admin.get("/v1/config", headers=INTERNAL).json()["defaults"]["s3.endpoint"] == aws.endpoint
+    refused = admin.get("/v1/config", headers={STORAGE_ENDPOINT_HEADER: "elsewhere"})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["type"] == "BadRequestException"
+    assert STORAGE_ENDPOINT_HEADER in refused.json()["error"]["message"]
+
+
+def test_tables_and_vended_credentials_carry_the_chosen_endpoint(
+    admin: httpx.Client, aws: Aws, client_endpoint: str
+) -> None:
+    namespace = f"ns_{uuid.uuid4().hex[:8]}"
+    assert admin.post("/v1/default/namespaces", json={"namespace": [namespace]}).status_code == 200
+    tables = f"/v1/default/namespaces/{namespace}/tables"
+    created = admin.post(tables, json=_create_body("t"), headers=DELEGATION)
+    assert created.status_code == 200, created.text
+    assert created.json()["config"]["s3.endpoint"] == client_endpoint
+    [credential] = created.json()["storage-credentials"]
+    assert credential["config"]["s3.endpoint"] == client_endpoint
+
+    for headers, endpoint in (({}, client_endpoint), (INTERNAL, aws.endpoint)):
+        loaded = admin.get(f"{tables}/t", headers={**DELEGATION, **headers}).json()
+        assert loaded["config"]["s3.endpoint"] == endpoint
+        assert loaded["storage-credentials"][0]["config"]["s3.endpoint"] == endpoint
+        plain = admin.get(f"{tables}/t", headers=headers).json()
+        assert plain["config"]["s3.endpoint"] == endpoint
+        assert "storage-credentials" not in plain
+        vended = admin.get(f"{tables}/t/credentials", headers=headers).json()["storage-credentials"]
+        assert vended[0]["config"]["s3.endpoint"] == endpoint
+    # The catalog itself keeps using its own endpoint; the client endpoint is no storage setting of its.
+    warehouse = admin.get("/v1/config", headers=INTERNAL).json()["defaults"]
+    assert "s3.client-endpoint" not in warehouse
+
+
+def test_a_client_reads_and_writes_through_the_endpoint_it_is_told(
+    server: CatalogThread, client_endpoint: str
+) -> None:
+    """pyiceberg with no storage settings of its own: endpoint and keys both come from the catalog."""
+    catalog = server.catalog(**{"header.X-Iceberg-Access-Delegation": "vended-credentials"})
+    namespace = f"ns_{uuid.uuid4().hex[:8]}"
+    catalog.create_namespace(namespace)
+    data = pa.table({"id": pa.array(range(20), pa.int64())})
+    table = catalog.create_table(f"{namespace}.rows", schema=data.schema)
+    assert table.io.properties["s3.endpoint"] == client_endpoint
+    table.append(data)
+    loaded = catalog.load_table(f"{namespace}.rows")
+    assert loaded.io.properties["s3.endpoint"] == client_endpoint
+    assert loaded.scan().to_arrow().sort_by("id").equals(data)
+
+
+def test_spark_sends_the_header_the_catalog_reads() -> None:
+    assert SPARK_STORAGE_ENDPOINT_HEADER == STORAGE_ENDPOINT_HEADER
+    connection = CatalogConnection("http://catalog:8181", "default", "id", "secret", storage_endpoint="internal")
+    header = f"spark.sql.catalog.floe.header.{STORAGE_ENDPOINT_HEADER}"
+    assert connection.spark_properties()[header] == "internal"
+    client = CatalogConnection("http://catalog:8181", "default", "id", "secret", storage_endpoint="client")
+    assert header not in client.spark_properties()
