@@ -218,15 +218,16 @@ class Settings(FloeSettings):
     )
     s3_endpoint: str | None = Field(
         None,
-        description="S3 or S3-compatible storage endpoint (MinIO, …) the catalog uses, and engines too unless "
-        "`FLOE_S3_CLIENT_ENDPOINT` is set",
+        description="S3 or S3-compatible storage endpoint (MinIO, …) the catalog uses, and engines too "
+        "unless `FLOE_S3_CLIENT_ENDPOINT` is set",
     )
     s3_client_endpoint: str | None = Field(
         None,
-        description="the S3 endpoint engines are told (`/v1/config`, `loadTable`, vended credentials) when they "
-        "reach the storage at another address than the catalog, e.g. `http://localhost:9000` for the host "
-        "while the catalog in a container uses `http://minio:9000`; engines on the catalog's network send "
-        "`X-Floe-Storage-Endpoint: internal` (`FLOE_SPARK_STORAGE_ENDPOINT=internal`) to get `FLOE_S3_ENDPOINT`",
+        description="the S3 endpoint engines are told (`/v1/config`, `loadTable`, vended credentials) when "
+        "they reach the storage at another address than the catalog, e.g. `http://localhost:9000` for the "
+        "host while the catalog in a container uses `http://minio:9000`; engines on the catalog's network "
+        "send `X-Floe-Storage-Endpoint: internal` (`FLOE_SPARK_STORAGE_ENDPOINT=internal`) to get "
+        "`FLOE_S3_ENDPOINT`",
         json_schema_extra=shown_default("`FLOE_S3_ENDPOINT`"),
     )
     s3_region: str | None = Field(None, description="S3 region")

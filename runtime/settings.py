@@ -76,9 +76,9 @@ class RuntimeSettings(BaseSettings):
     )
     spark_storage_endpoint: Literal["client", "internal"] = Field(
         "client",
-        description="which S3 endpoint of a warehouse Spark asks the catalog for: `client` (what every engine "
-        "is told) or `internal` (the catalog's own `FLOE_S3_ENDPOINT`, for Spark on the catalog's network "
-        "when `FLOE_S3_CLIENT_ENDPOINT` names an address only the outside reaches, as in compose)",
+        description="which S3 endpoint of a warehouse Spark asks the catalog for: `client` (what every "
+        "engine is told) or `internal` (the catalog's own `FLOE_S3_ENDPOINT`, for Spark on the catalog's "
+        "network when `FLOE_S3_CLIENT_ENDPOINT` names an address only the outside reaches, as in compose)",
     )
     spark_log_level: Annotated[SparkLogLevel, BeforeValidator(_upper)] = Field(
         "WARN", description="Spark's log level (`INFO`, `WARN`, `ERROR`, …)"

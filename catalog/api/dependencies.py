@@ -29,9 +29,9 @@ StorageEndpointHeader = Annotated[
     Parameter(
         header=STORAGE_ENDPOINT_HEADER,
         required=False,
-        description="`internal`: tell this engine the S3 endpoint the catalog itself uses (`FLOE_S3_ENDPOINT`), "
-        "for engines on the catalog's network; default `client`, the endpoint engines are told "
-        "(`FLOE_S3_CLIENT_ENDPOINT` when set)",
+        description="`internal`: tell this engine the S3 endpoint the catalog itself uses "
+        "(`FLOE_S3_ENDPOINT`), for engines on the catalog's network; default `client`, the endpoint "
+        "engines are told (`FLOE_S3_CLIENT_ENDPOINT` when set)",
     ),
 ]
 

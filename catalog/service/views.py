@@ -66,7 +66,9 @@ class ViewService:
         return await self.ctx.store.list_tabulars(ns.id, "view", page_token, page_size)
 
     def _loaded(self, warehouse: WarehouseRecord, location: str | None, metadata_json: str) -> LoadedTable:
-        return LoadedTable(location, metadata_json, client_properties(warehouse.properties, self.storage_endpoint))
+        return LoadedTable(
+            location, metadata_json, client_properties(warehouse.properties, self.storage_endpoint)
+        )
 
     async def load(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
         warehouse = await self.ctx.warehouse(prefix)

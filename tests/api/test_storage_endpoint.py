@@ -52,8 +52,11 @@ def server(
         "FLOE_STS_ENDPOINT": aws.endpoint,
     }
     home = Path(tmp_path_factory.mktemp("endpoints-home"))
-    with CatalogThread(new_database(), home=home, env=env) as process:
+    process = CatalogThread(new_database(), home=home, env=env).start()
+    try:
         yield process
+    finally:
+        process.stop()
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +124,9 @@ def test_a_client_reads_and_writes_through_the_endpoint_it_is_told(
 
 def test_spark_sends_the_header_the_catalog_reads() -> None:
     assert SPARK_STORAGE_ENDPOINT_HEADER == STORAGE_ENDPOINT_HEADER
-    connection = CatalogConnection("http://catalog:8181", "default", "id", "secret", storage_endpoint="internal")
+    uri = "http://catalog:8181"
+    connection = CatalogConnection(uri, "default", "id", "secret", storage_endpoint="internal")
     header = f"spark.sql.catalog.floe.header.{STORAGE_ENDPOINT_HEADER}"
     assert connection.spark_properties()[header] == "internal"
-    client = CatalogConnection("http://catalog:8181", "default", "id", "secret", storage_endpoint="client")
+    client = CatalogConnection(uri, "default", "id", "secret", storage_endpoint="client")
     assert header not in client.spark_properties()

@@ -88,3 +88,55 @@ def test_tables_live_in_the_bucket(s3_catalog: tuple[CatalogProcess, str], s3_en
     # pyarrow leaves empty "folder/" marker objects behind after deleting the last file of a prefix.
     remaining = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
     assert [k for k in remaining if not k.endswith("/")] == []
+
+
+def test_compose_readme_duckdb_block_reads_a_table_through_the_client_endpoint(
+    fresh_database_url: str, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """compose/README.md's DuckDB block, run as written (values and ports substituted): the catalog uses
+    `127.0.0.1` (as compose's catalog uses `minio`) and tells engines `localhost` (`FLOE_S3_CLIENT_ENDPOINT`),
+    and DuckDB on "the host" reads the table with the MinIO-style S3 secret."""
+    import re
+    from pathlib import Path
+
+    from tests.e2e.duckdb_client import connect
+
+    bucket = f"floe-{uuid.uuid4().hex[:8]}"
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **_keys())
+    s3.create_bucket(Bucket=bucket)
+    port = s3_endpoint.rsplit(":", 1)[1]
+    client_endpoint = f"http://localhost:{port}"
+    env = {
+        **AWS_ENV,
+        "FLOE_WAREHOUSE": f"s3://{bucket}/warehouse",
+        "FLOE_S3_ENDPOINT": s3_endpoint,
+        "FLOE_S3_CLIENT_ENDPOINT": client_endpoint,
+        "FLOE_S3_REGION": "us-east-1",
+        "FLOE_S3_PATH_STYLE_ACCESS": "true",
+    }
+    with CatalogProcess(fresh_database_url, env=env) as server:
+        catalog = server.catalog(**{"s3.access-key-id": "testing", "s3.secret-access-key": "testing"})
+        assert catalog.properties["s3.endpoint"] == client_endpoint
+        catalog.create_namespace("compose")
+        data = pa.table({"id": pa.array(range(42), pa.int64())})
+        table = catalog.create_table("compose.events", schema=data.schema)
+        assert table.io.properties["s3.endpoint"] == client_endpoint
+        table.append(data)
+
+        readme = (Path(__file__).resolve().parents[2] / "compose" / "README.md").read_text()
+        [block] = [b for b in re.findall(r"```sql\n(.*?)```", readme, re.DOTALL) if "TYPE ICEBERG" in b]
+        sql = (
+            block.replace("localhost:9000", f"localhost:{port}")
+            .replace("http://localhost:8181", server.url)
+            .replace("KEY_ID 'floe'", "KEY_ID 'testing'")
+            .replace("<MINIO_ROOT_PASSWORD>", "testing")
+            .replace("'floe-admin'", f"'{server.admin_client_id}'")
+            .replace("<FLOE_ADMIN_CLIENT_SECRET>", server.admin_client_secret)
+        )
+        statements = [s.strip() for s in sql.split(";") if s.strip()]
+        # The extensions come from the installed wheels (no network): connect() installs and loads them.
+        connection = connect(tmp_path_factory.mktemp("duckdb-ext"))
+        *setup, query = [s for s in statements if not s.startswith(("INSTALL", "LOAD"))]
+        for statement in setup:
+            connection.execute(statement)
+        assert connection.execute(query).fetchone() == (42,)

@@ -216,8 +216,10 @@ def test_engines_on_the_host_and_spark_in_the_network_each_get_a_minio_they_reac
     services = compose()["services"]
     catalog = Settings.from_env({k: str(v) for k, v in services["catalog"]["environment"].items()})
     internal = urlsplit(catalog.s3_endpoint or "")
-    assert internal.hostname in services and services[internal.hostname]["image"].startswith("minio/")
-    published = {port.split(":")[-2] for port in services[internal.hostname]["ports"]}  # host:published:target
+    assert internal.hostname in services
+    assert services[internal.hostname]["image"].startswith("minio/")
+    # Each port is "address:published:target".
+    published = {port.split(":")[-2] for port in services[internal.hostname]["ports"]}
     client = urlsplit(catalog.s3_client_endpoint or "")
     assert client.hostname in ("localhost", "127.0.0.1")
     assert str(client.port) in published, "the client endpoint's port is published on the host"
@@ -225,4 +227,5 @@ def test_engines_on_the_host_and_spark_in_the_network_each_get_a_minio_they_reac
     for name in ("ingest", "maintain"):
         env = {k: str(v) for k, v in services[name]["environment"].items()}
         assert env["FLOE_SPARK_STORAGE_ENDPOINT"] == "internal"
-        assert RuntimeSettings(spark_storage_endpoint=env["FLOE_SPARK_STORAGE_ENDPOINT"]).spark_storage_endpoint
+        runtime = RuntimeSettings(spark_storage_endpoint=env["FLOE_SPARK_STORAGE_ENDPOINT"])
+        assert runtime.spark_storage_endpoint == "internal"
