@@ -125,6 +125,11 @@ def register_warehouse(session: SparkSession, connection: CatalogConnection, war
     return name
 
 
+def is_local_master(master: str) -> bool:
+    """Whether `master` runs the executors inside the driver's JVM (`local`, `local[N]`, `local[N,F]`)."""
+    return master == "local" or master.startswith("local[")
+
+
 def spark_session(
     app_name: str,
     connection: CatalogConnection,
@@ -132,7 +137,12 @@ def spark_session(
     master: str = "local[*]",
     conf: dict[str, str] | None = None,
 ) -> SparkSession:
-    """A SparkSession with the Iceberg, Kafka and Avro connectors and floe as catalog `floe`."""
+    """A SparkSession with the Iceberg, Kafka and Avro connectors and floe as catalog `floe`.
+
+    On a cluster (`spark://…`, `k8s://…`, `yarn`) executors get the connector jars from the driver
+    (`spark.jars`) and run no Python of floe's (decoding is Spark SQL, maintenance Iceberg's procedures),
+    so they need Spark 4.0 and Java 17+ only; they connect back to the driver at Spark's default address
+    (this host's name; `SPARK_LOCAL_IP` or `spark.driver.host` choose another)."""
     from pyspark.sql import SparkSession
 
     home = java_home()
@@ -146,8 +156,6 @@ def spark_session(
         "spark.jars": ",".join(str(path) for path in spark_jars()),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.defaultCatalog": CATALOG_NAME,
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "4",
         # Decoding must turn a bad value into a dead letter, not fail the batch (ANSI casts throw).
@@ -156,6 +164,9 @@ def spark_session(
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     }
+    if is_local_master(master):
+        # Nothing outside this process talks to a local driver: keep it off the network.
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(connection.spark_properties())
     settings.update(conf or {})
     for key, value in settings.items():

@@ -1,0 +1,75 @@
+"""What floe asks of a Spark cluster's executors: Spark and Java only, never floe's Python.
+
+Ingestion's decoding is Spark SQL expressions and maintenance runs Iceberg's procedures, so on a cluster
+(tests/e2e/test_spark_cluster.py) executors need no Python environment and no floe installation, and the
+README promises exactly that. A Python UDF, `rdd` or `mapInPandas` in ingest/ or maintenance/ would run
+floe's Python on the executors (which then need the driver's Python with floe and its dependencies): this
+test names such a change, so it comes with its cluster story (README "Running on a Spark cluster").
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from runtime.spark import is_local_master
+
+ROOT = Path(__file__).resolve().parents[2]
+# Spark APIs that ship Python functions (or Python-side data) to the executors.
+EXECUTOR_PYTHON = frozenset(
+    {
+        "udf",  # also spark.udf.register
+        "pandas_udf",
+        "udtf",
+        "UserDefinedFunction",
+        "rdd",
+        "mapInPandas",
+        "mapInArrow",
+        "applyInPandas",
+        "applyInPandasWithState",
+        "applyInArrow",
+        "foreachPartition",
+        "transformWithStateInPandas",
+    }
+)
+
+
+def _names(tree: ast.AST) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.ImportFrom):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("package", ["ingest", "maintenance"])
+def test_no_floe_python_runs_on_executors(package: str) -> None:
+    used = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name in _names(ast.parse(path.read_text())) & EXECUTOR_PYTHON
+    }
+    assert used == set(), "Python that Spark would run on executors (see this module's docstring)"
+
+
+@pytest.mark.parametrize(
+    ("master", "local"),
+    [
+        ("local", True),
+        ("local[*]", True),
+        ("local[2]", True),
+        ("local[2,3]", True),
+        ("spark://127.0.0.1:7077", False),
+        ("k8s://https://kubernetes.default.svc", False),
+        ("yarn", False),
+        ("localhost", False),
+    ],
+)
+def test_only_local_masters_keep_the_driver_on_loopback(master: str, local: bool) -> None:
+    assert is_local_master(master) is local
