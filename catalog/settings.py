@@ -224,7 +224,7 @@ class Settings(FloeSettings):
     s3_client_endpoint: str | None = Field(
         None,
         description="the S3 endpoint engines are told (`/v1/config`, `loadTable`, vended credentials) when "
-        "they reach the storage at another address than the catalog, e.g. `http://localhost:9000` for the "
+        "they reach the storage at another address than the catalog, e.g. `http://127.0.0.1:9000` for the "
         "host while the catalog in a container uses `http://minio:9000`; engines on the catalog's network "
         "send `X-Floe-Storage-Endpoint: internal` (`FLOE_SPARK_STORAGE_ENDPOINT=internal`) to get "
         "`FLOE_S3_ENDPOINT`",

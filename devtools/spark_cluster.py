@@ -28,8 +28,19 @@ from runtime.java import java_home
 
 # An executor's log lines for a task starting and ending (finished, failed or killed).
 _TASK_EVENT = re.compile(
-    r"Executor: (?P<event>Running|Finished|Exception in|Executor killed) task .*?\(TID (?P<tid>\d+)\)"
+    r"Executor: (?P<event>Running|Finished|Exception in|Executor killed) task (?P<index>\d+)\.\d+ "
+    r"in stage (?P<stage>\d+)\.\d+ \(TID (?P<tid>\d+)\)"
 )
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task attempt as an executor logged it: Spark's task id, and the stage and partition it
+    computes (a retry of the same work has the same stage and index and a new id)."""
+
+    tid: int
+    stage: int
+    index: int
 
 
 def spark_home() -> Path:
@@ -150,17 +161,27 @@ class LocalSparkCluster:
         answer = httpx.get(f"http://127.0.0.1:{node.web_port}/json/", timeout=30).json()
         return {str(executor["appid"]) for executor in answer.get("executors", [])}
 
-    def tasks(self, node: _Node, app_id: str) -> tuple[set[str], set[str]]:
-        """The task ids executors of `app_id` on `node` have started and finished, from their logs (read
-        locally: a file read, fast enough to catch a task while it runs)."""
-        started: set[str] = set()
-        ended: set[str] = set()
+    def tasks(self, node: _Node, app_id: str) -> tuple[set[Task], set[Task]]:
+        """The tasks executors of `app_id` on `node` have started, and those that ended (finished,
+        failed or killed), from their logs: a local file read, fast enough to catch a task running."""
+        started: set[Task] = set()
+        ended: set[Task] = set()
         for log in (self.base_dir / node.name / app_id).glob("*/stderr"):
             for line in log.read_text(errors="replace").splitlines():
                 match = _TASK_EVENT.search(line)
                 if match:
-                    (started if match["event"] == "Running" else ended).add(match["tid"])
+                    task = Task(int(match["tid"]), int(match["stage"]), int(match["index"]))
+                    (started if match["event"] == "Running" else ended).add(task)
         return started, ended
+
+    def finished(self, node: _Node, app_id: str) -> set[Task]:
+        """The tasks of `app_id` that finished on `node` (ended without failure or kill)."""
+        done: set[Task] = set()
+        for log in (self.base_dir / node.name / app_id).glob("*/stderr"):
+            for match in _TASK_EVENT.finditer(log.read_text(errors="replace")):
+                if match["event"] == "Finished":
+                    done.add(Task(int(match["tid"]), int(match["stage"]), int(match["index"])))
+        return done
 
     def kill_worker(self, node: _Node) -> None:
         """SIGKILL to the worker and its executors at once: no shutdown hooks, as a lost machine."""

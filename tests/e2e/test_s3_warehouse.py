@@ -126,8 +126,8 @@ def test_compose_readme_duckdb_block_reads_a_table_through_the_client_endpoint(
         readme = (Path(__file__).resolve().parents[2] / "compose" / "README.md").read_text()
         [block] = [b for b in re.findall(r"```sql\n(.*?)```", readme, re.DOTALL) if "TYPE ICEBERG" in b]
         sql = (
-            block.replace("localhost:9000", f"localhost:{port}")
-            .replace("http://localhost:8181", server.url)
+            block.replace("127.0.0.1:9000", f"localhost:{port}")
+            .replace("http://127.0.0.1:8181", server.url)
             .replace("KEY_ID 'floe'", "KEY_ID 'testing'")
             .replace("<MINIO_ROOT_PASSWORD>", "testing")
             .replace("'floe-admin'", f"'{server.admin_client_id}'")
