@@ -166,11 +166,15 @@ class MaintenanceWorker:
     def _catalog(self, warehouse: str) -> RestCatalog:
         catalog = self._catalogs.get(warehouse)
         if catalog is None:
+            # Metadata is read where Spark reads it: the same storage endpoint (pyiceberg also sends
+            # every `header.*` property as a request header).
+            headers = {f"header.{key}": value for key, value in self._connection(warehouse).headers.items()}
             catalog = RestCatalog(
                 f"floe-{warehouse}",
                 uri=self.options.url,
                 credential=f"{self.options.client_id}:{self.options.client_secret}",
                 warehouse=warehouse,
+                **headers,
             )
             self._catalogs[warehouse] = catalog
         return catalog

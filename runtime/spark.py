@@ -87,6 +87,13 @@ class CatalogConnection:
     extra: dict[str, str] = field(default_factory=dict)
     storage_endpoint: str = field(default_factory=_storage_endpoint)
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """Request headers of floe's extensions this connection sends with every catalog request."""
+        if self.storage_endpoint == "client":
+            return {}
+        return {STORAGE_ENDPOINT_HEADER: self.storage_endpoint}
+
     def spark_properties(self, name: str = CATALOG_NAME) -> dict[str, str]:
         prefix = f"spark.sql.catalog.{name}"
         uri = self.uri.rstrip("/")
@@ -101,9 +108,8 @@ class CatalogConnection:
             # Each write must see the table's current schema (floe apply evolves it while ingest runs).
             f"{prefix}.cache-enabled": "false",
         }
-        if self.storage_endpoint != "client":
-            # Iceberg's REST client sends every `header.*` property as a request header.
-            properties[f"{prefix}.header.{STORAGE_ENDPOINT_HEADER}"] = self.storage_endpoint
+        # Iceberg's REST client sends every `header.*` property as a request header.
+        properties.update({f"{prefix}.header.{key}": value for key, value in self.headers.items()})
         properties.update({f"{prefix}.{key}": value for key, value in self.extra.items()})
         return properties
 

@@ -16,6 +16,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from catalog.pipelines.maintenance import DEFAULT_POLICY
 from catalog.storage import STORAGE_ENDPOINT_HEADER
 from runtime.spark import STORAGE_ENDPOINT_HEADER as SPARK_STORAGE_ENDPOINT_HEADER
 from runtime.spark import CatalogConnection
@@ -130,3 +131,32 @@ def test_spark_sends_the_header_the_catalog_reads() -> None:
     assert connection.spark_properties()[header] == "internal"
     client = CatalogConnection(uri, "default", "id", "secret", storage_endpoint="client")
     assert header not in client.spark_properties()
+
+
+def test_maintenance_reads_table_state_through_the_internal_endpoint_when_told(
+    server: CatalogThread, aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`floe maintain` in compose (FLOE_SPARK_STORAGE_ENDPOINT=internal) reads manifests with pyiceberg
+    where its Spark reads them: the catalog's own endpoint."""
+    from maintenance.worker import MaintainedTable, MaintenanceWorker, WorkerOptions
+
+    catalog = server.catalog(**{"header.X-Iceberg-Access-Delegation": "vended-credentials"})
+    namespace = f"ns_{uuid.uuid4().hex[:8]}"
+    catalog.create_namespace(namespace)
+    data = pa.table({"id": pa.array(range(5), pa.int64())})
+    catalog.create_table(f"{namespace}.state", schema=data.schema).append(data)
+
+    monkeypatch.setenv("FLOE_SPARK_STORAGE_ENDPOINT", "internal")
+    # Its storage keys come from the AWS variables, as in compose.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", aws.tester_keys["aws_access_key_id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", aws.tester_keys["aws_secret_access_key"])
+    options = WorkerOptions(server.url, server.admin_client_id, server.admin_client_secret)
+    # Reading a table's state is pyiceberg only: this worker never starts a Spark action.
+    worker = MaintenanceWorker(None, options)  # type: ignore[arg-type]
+    try:
+        table = MaintainedTable("default", (namespace,), "state", DEFAULT_POLICY)
+        loaded = worker._catalog("default").load_table((namespace, "state"))
+        assert loaded.io.properties["s3.endpoint"] == aws.endpoint
+        assert worker._load(table).stats.data_files == 1
+    finally:
+        worker.close()
