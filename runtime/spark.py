@@ -146,9 +146,11 @@ def spark_session(
     """A SparkSession with the Iceberg, Kafka and Avro connectors and floe as catalog `floe`.
 
     On a cluster (`spark://…`, `k8s://…`, `yarn`) executors get the connector jars from the driver
-    (`spark.jars`) and run no Python of floe's (decoding is Spark SQL, maintenance Iceberg's procedures),
-    so they need Spark 4.0 and Java 17+ only; they connect back to the driver at Spark's default address
-    (this host's name; `SPARK_LOCAL_IP` or `spark.driver.host` choose another)."""
+    (`spark.jars`). JSON and Avro decoding are Spark SQL and maintenance is Iceberg's procedures, so they
+    need Spark 4.0 and Java 17+ only; protobuf tables decode in Python workers, which run
+    `PYSPARK_PYTHON` on the executors (an interpreter with floe installed there). Executors connect back
+    to the driver at Spark's default address (this host's name; `SPARK_LOCAL_IP` or `spark.driver.host`
+    choose another)."""
     from pyspark.sql import SparkSession
 
     home = java_home()
