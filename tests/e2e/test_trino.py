@@ -6,6 +6,11 @@ module with three catalogs, each README's block with only the placeholders fille
 cluster's reader key) and `lake` (`trino-s3`, a writer key on an S3 warehouse of a second floe server
 that vends credentials). The S3 warehouse is moto with IAM authentication on: Trino has no storage keys
 of its own, so every file it reads or writes there goes through credentials floe vended for that table.
+
+One Spark 4.0 + Iceberg 1.11 session (local[2]) joins the module for the Spark <-> Trino cross reads on
+both warehouses and for format v3 tables (Spark's deletion vectors). It is started here, not Trino in
+test_format_v3.py, because that module runs once per backend and would start Trino twice (measured here:
+the Spark session starts in ~13 s, this module's moto, two floe servers and Trino in ~76 s).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pyarrow as pa
@@ -24,7 +30,11 @@ from devtools.catalog_server import CatalogProcess
 from devtools.trino import LocalTrino, TrinoQueryError
 from tests.e2e.duckdb_client import attach_catalog, connect, quote
 from tests.e2e.readme_blocks import engine_block, filled
+from tests.e2e.test_format_v3 import MERGE_ON_READ, check_row_lineage, stored_metadata
 from tests.e2e.test_vending import REGION, Aws, _server_env, moto_aws
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass(frozen=True)
@@ -242,3 +252,124 @@ def test_trino_476_does_not_create_format_v3_tables(trino: LocalTrino, sides: di
     with pytest.raises(TrinoQueryError, match="format_version must be between 1 and 2"):
         trino.query(f"CREATE TABLE {s}.{name} (id bigint) WITH (format_version = 3)")
     assert not sides["local"].pyiceberg().table_exists(f"{sides['local'].cluster}.{name}")
+
+
+@pytest.fixture(scope="module")
+def spark(sides: dict[str, Side]) -> Iterator[SparkSession]:
+    """One Spark 4.0 + Iceberg 1.11 session for the module, its catalogs named as Trino's: `floe` (the
+    local warehouse) and `lake` (the S3 warehouse, files only through credentials floe vends)."""
+    from runtime.spark import CatalogConnection, spark_session
+
+    local, s3 = sides["local"], sides["s3"]
+    lake = CatalogConnection(
+        s3.server.url,
+        "default",
+        *s3.writer,
+        extra={"header.X-Iceberg-Access-Delegation": "vended-credentials"},
+    )
+    session = spark_session(
+        "floe-trino-cross-engine",
+        CatalogConnection(local.server.url, "default", *local.writer),
+        master="local[2]",
+        conf={
+            "spark.driver.memory": "1g",
+            "spark.ui.showConsoleProgress": "false",
+            **lake.spark_properties(s3.trino_catalog),
+        },
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def _spark_rows(spark: SparkSession, table: str) -> list[tuple[object, ...]]:
+    return [tuple(row) for row in spark.sql(f"SELECT * FROM {table} ORDER BY id").collect()]
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_spark_and_trino_read_each_others_tables(
+    trino: LocalTrino, sides: dict[str, Side], spark: SparkSession, kind: str
+) -> None:
+    side = sides[kind]
+    in_spark = f"{side.trino_catalog}.`{side.cluster}`"
+    by_spark, by_trino = _name("by_spark"), _name("by_trino")
+    # Spark writes position delete files (merge-on-read, format v2): Trino applies them.
+    spark.sql(
+        f"CREATE TABLE {in_spark}.{by_spark} (id BIGINT, name STRING) USING iceberg "
+        f"TBLPROPERTIES ({MERGE_ON_READ})"
+    )
+    spark.sql(f"INSERT INTO {in_spark}.{by_spark} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    spark.sql(f"DELETE FROM {in_spark}.{by_spark} WHERE id = 2")
+    assert trino.rows(f"SELECT * FROM {side.schema()}.{by_spark} ORDER BY id") == [(1, "a"), (3, "c")]
+    # Trino's table, with Trino's own position deletes: Spark applies them.
+    trino.query(
+        f"CREATE TABLE {side.schema()}.{by_trino} AS "
+        "SELECT * FROM (VALUES (BIGINT '1', 'a'), (2, 'b'), (3, 'c')) AS v(id, name)"
+    )
+    trino.query(f"DELETE FROM {side.schema()}.{by_trino} WHERE id = 2")
+    assert _spark_rows(spark, f"{in_spark}.{by_trino}") == [(1, "a"), (3, "c")]
+
+
+def _metadata(side: Side, table: str) -> dict[str, Any]:
+    """The table's metadata as floe stores it (read with the admin token)."""
+    headers = {"Authorization": f"Bearer {side.server.token()}"}
+    with httpx.Client(base_url=side.server.url, timeout=60, headers=headers) as http:
+        return stored_metadata(http, side.cluster, table)
+
+
+def test_trino_476_reads_and_appends_to_v3_tables_but_not_their_deletion_vectors(
+    trino: LocalTrino, sides: dict[str, Side], spark: SparkSession
+) -> None:
+    """Measured for README: Trino 476 (Iceberg 1.9.1 inside) reads and appends to a v3 table Spark
+    created, with row lineage kept; its row-level writes are refused by its own Iceberg library, and once
+    Spark's merge-on-read DELETE added a deletion vector Trino can no longer read the table."""
+    side = sides["local"]
+    name = _name("v3_by_spark")
+    in_spark, in_trino = f"floe.`{side.cluster}`.{name}", f"{side.schema()}.{name}"
+    spark.sql(
+        f"CREATE TABLE {in_spark} (id BIGINT, name STRING) USING iceberg "
+        f"TBLPROPERTIES ('format-version'='3', {MERGE_ON_READ})"
+    )
+    spark.sql(f"INSERT INTO {in_spark} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    assert trino.rows(f"SELECT * FROM {in_trino} ORDER BY id") == [(1, "a"), (2, "b"), (3, "c")]
+    trino.query(f"INSERT INTO {in_trino} VALUES (4, 'd')")
+    # Trino writes position delete files, which v3 forbids: refused before anything reaches floe.
+    for statement in (
+        f"DELETE FROM {in_trino} WHERE id = 1",
+        f"UPDATE {in_trino} SET name = 'B' WHERE id = 2",
+    ):
+        with pytest.raises(TrinoQueryError, match="Must use DVs for position deletes in V3"):
+            trino.query(statement)
+    metadata = _metadata(side, name)
+    assert metadata["format-version"] == 3
+    assert [s["summary"]["engine-name"] for s in metadata["snapshots"]] == ["spark", "trino"]
+    check_row_lineage(metadata)  # Trino's append took the row ids after Spark's
+    assert metadata["next-row-id"] == 4
+
+    spark.sql(f"DELETE FROM {in_spark} WHERE id = 2")  # a deletion vector (Puffin)
+    assert {
+        row.file_format for row in spark.sql(f"SELECT file_format FROM {in_spark}.all_delete_files").collect()
+    } == {"PUFFIN"}
+    with pytest.raises(TrinoQueryError, match="Unexpected PUFFIN file format"):
+        trino.rows(f"SELECT * FROM {in_trino}")
+    # Spark reads what both engines wrote, the deletion vector applied.
+    assert _spark_rows(spark, in_spark) == [(1, "a"), (3, "c"), (4, "d")]
+
+
+def test_trino_476_reads_and_appends_to_a_v3_table_pyiceberg_created(
+    trino: LocalTrino, sides: dict[str, Side]
+) -> None:
+    side = sides["local"]
+    name = _name("v3_by_pyiceberg")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("label", pa.string())])
+    side.pyiceberg().create_table(f"{side.cluster}.{name}", schema=schema, properties={"format-version": "3"})
+    assert trino.rows(f"SELECT * FROM {side.schema()}.{name}") == []
+    trino.query(f"INSERT INTO {side.schema()}.{name} VALUES (1, 'one'), (2, 'two')")
+    assert trino.rows(f"SELECT * FROM {side.schema()}.{name} ORDER BY id") == [(1, "one"), (2, "two")]
+    metadata = _metadata(side, name)
+    assert (metadata["format-version"], metadata["next-row-id"]) == (3, 2)
+    check_row_lineage(metadata)
+    table = side.pyiceberg().load_table(f"{side.cluster}.{name}")
+    assert table.format_version == 3
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [1, 2]
