@@ -9,8 +9,9 @@ of its own, so every file it reads or writes there goes through credentials floe
 
 One Spark 4.0 + Iceberg 1.11 session (local[2]) joins the module for the Spark <-> Trino cross reads on
 both warehouses and for format v3 tables (Spark's deletion vectors). It is started here, not Trino in
-test_format_v3.py, because that module runs once per backend and would start Trino twice (measured here:
-the Spark session starts in ~13 s, this module's moto, two floe servers and Trino in ~76 s).
+test_format_v3.py, because that module runs once per backend (SQLite, PostgreSQL) and would start Trino
+twice. Measured on the shared 2-core machine: the Spark session starts in 13-20 s and the Spark tests add
+about a minute in all; this module's moto, two floe servers and Trino take 27-76 s.
 """
 
 from __future__ import annotations
