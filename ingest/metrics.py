@@ -63,6 +63,12 @@ BATCH_SECONDS = Histogram(
 QUERY_RESTARTS = Counter(
     "floe_ingest_query_restarts", "Streaming queries restarted after a failure", ("table",), registry=REGISTRY
 )
+TOPIC_MISSING = Gauge(
+    "floe_ingest_topic_missing",
+    "1 while the table's topic does not exist on its cluster (its ingestion waits for it)",
+    ("table", "topic"),
+    registry=REGISTRY,
+)
 TABLES = Gauge("floe_ingest_tables", "Tables being ingested", registry=REGISTRY)
 
 

@@ -5,6 +5,12 @@ query per table: new tables start, removed tables stop, tables whose settings or
 (so a schema migration applied while ingesting takes effect within one poll), and failed queries restart
 with backoff. Each query starts from the offsets floe has committed for its table — the catalog is the
 source of truth, so Spark checkpoints are per-run scratch and losing one loses nothing.
+
+A table whose topic does not exist is not started (a query on a missing topic fails and restarts in a
+loop): on a broker floe itself runs (`create_topics_at`, `floe up`'s) the topic is created; elsewhere
+one WARNING a minute per topic says so, and the `floe_ingest_topic_missing` metric shows it in
+`floe status`, until the topic appears. Commits are logged as one INFO line on a table's first commit
+and then one summary line per table per minute.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ class IngestOptions:
     poll_interval: float = 5.0
     clusters: frozenset[str] = frozenset()  # only these source clusters (empty: all)
     state_dir: Path | None = None
+    # Bootstrap servers of brokers floe itself runs (`floe up`): missing topics are created there.
+    create_topics_at: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -86,28 +94,49 @@ class IngestService:
             shutil.rmtree(stale, ignore_errors=True)
         self._lag = LagTracker()
         self._throughput = metrics.Throughput()
+        self._commit_log = CommitLog()
+        self._missing_warned: dict[str, float] = {}  # topic table → when its missing topic was last logged
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def stop(self) -> None:
         self._stop.set()
 
-    def run(self) -> None:
-        """Reconcile until `stop()`; every query is stopped on the way out."""
+    def run(self, on_started: Callable[[list[IngestTable]], None] | None = None) -> None:
+        """Reconcile until `stop()`; every query is stopped on the way out. `on_started` is called once,
+        with the tables being ingested, when the first reconciliation's queries have each finished their
+        first trigger (they read their topics' offsets): records produced from then on are picked up."""
         try:
             while not self._stop.is_set():
                 try:
                     self.reconcile()
                 except ClientError as exc:
                     log.warning("cannot read the pipeline from floe (will retry): %s", exc)
+                if on_started is not None:
+                    self._wait_first_triggers()
+                    on_started(self.running_tables())
+                    on_started = None
                 self._lag.refresh(self.running_tables())
+                self._commit_log.flush()
                 self._stop.wait(self.options.poll_interval)
         finally:
             for name in list(self.running):
                 self._stop_query(name)
+            self._commit_log.flush(force=True)
             self._lag.close()
             for registry in self._registries.values():
                 registry.close()
+
+    def _wait_first_triggers(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        for running in list(self.running.values()):
+            while (
+                not self._stop.is_set()
+                and running.query.isActive
+                and running.query.lastProgress is None
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
 
     def running_tables(self) -> list[IngestTable]:
         return [r.table for r in self.running.values()]
@@ -137,7 +166,10 @@ class IngestService:
                 self._stop_query(name)
             elif not running.query.isActive:
                 error = running.query.exception()
-                metrics.PROBLEMS.report(name, f"ingestion query stopped: {error}")
+                # The exception's first line says why; the rest (Spark's dump of the query plan, the Java
+                # stack) is in the Spark log.
+                reason = str(error).strip().splitlines()[0] if error is not None else "no error"
+                metrics.PROBLEMS.report(name, f"ingestion query stopped: {reason}")
                 metrics.QUERY_RESTARTS.labels(name).inc()
                 self._stop_query(name)
                 count = self._failures.get(name, (0, 0.0))[0] + 1
@@ -148,6 +180,8 @@ class IngestService:
             failures = self._failures.get(name)
             if failures and time.monotonic() < failures[1]:
                 continue
+            if not self._topic_ready(table):
+                continue
             try:
                 self._start_query(table)
             except Exception as exc:  # one table's bad settings must not stop the others
@@ -155,6 +189,33 @@ class IngestService:
                 count = (failures or (0, 0.0))[0] + 1
                 self._failures[name] = (count, time.monotonic() + min(60.0, 2.0**count))
         metrics.TABLES.set(len(self.running))
+
+    def _topic_ready(self, table: IngestTable) -> bool:
+        """Whether the table's topic exists (created first on a broker floe runs); a missing one is
+        logged at most once a minute and shown by the `floe_ingest_topic_missing` metric."""
+        try:
+            exists = bool(self._lag.partitions(table))
+            if not exists and table.consumer_config.get("bootstrap.servers") in self.options.create_topics_at:
+                create_topic(table)
+                log.info("%s: created topic %s on floe's broker", table.name, table.topic)
+                exists = True
+        except Exception as exc:  # an unreachable cluster: the query's own start reports it
+            log.debug("%s: topic check: %s", table.name, exc)
+            return True
+        metrics.TOPIC_MISSING.labels(table.name, table.topic).set(0 if exists else 1)
+        if exists:
+            self._missing_warned.pop(table.name, None)
+            return True
+        last = self._missing_warned.get(table.name)
+        if last is None or time.monotonic() - last >= MISSING_TOPIC_WARNING_SECONDS:
+            self._missing_warned[table.name] = time.monotonic()
+            log.warning(
+                "%s: topic %s does not exist on cluster %s; ingestion starts when it does",
+                table.name,
+                table.topic,
+                table.cluster,
+            )
+        return False
 
     def _starting_offsets(self, table: IngestTable) -> str:
         committed = self.catalog.next_offsets(table.warehouse, table.namespace, table.table, table.topic)
@@ -191,6 +252,7 @@ class IngestService:
         writer = BatchWriter(
             table, self.catalog, registry, on_commit=self._committed, spark_catalog=spark_catalog
         )
+        self._warm_up(writer, spark_catalog)
         query = (
             reader.load()
             .writeStream.queryName(f"floe:{table.name}")
@@ -201,6 +263,16 @@ class IngestService:
         )
         self.running[table.name] = _Running(table, query, checkpoint)
         log.info("%s: ingesting topic %s every %gs", table.name, table.topic, interval)
+
+    def _warm_up(self, writer: BatchWriter, spark_catalog: str) -> None:
+        """Run the batch path once on no records (it commits nothing) and load the table in Spark: the
+        first real batch then finds the decoder compiled and the catalog connected (seconds saved on
+        the first record after a start)."""
+        try:
+            self.spark.table(writer.table.spark_name(catalog=spark_catalog)).schema  # noqa: B018
+            writer.write(self.spark.createDataFrame([], KAFKA_SOURCE_SCHEMA))
+        except Exception as exc:  # only a warm-up: the query reports real problems
+            log.debug("%s: warm-up: %s", writer.table.name, exc)
 
     def _registry_client(self, connection: RegistryConnection) -> RegistryClient:
         client = self._registries.get(connection)
@@ -231,6 +303,89 @@ class IngestService:
         metrics.DEAD_LETTERS.labels(table.name, table.topic, "all").inc(result.dead_letters)
         self._throughput.add(table.name, result.records, result.value_bytes, now)
         self._lag.committed(table, result)
+        self._commit_log.committed(table, result)
+
+
+MISSING_TOPIC_WARNING_SECONDS = 60.0
+# The rows Spark's Kafka source reads (with includeHeaders), for the warm-up batch.
+KAFKA_SOURCE_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+    "timestampType int, headers array<struct<key: string, value: binary>>"
+)
+
+
+def create_topic(table: IngestTable, timeout: float = 30.0) -> None:
+    """Create the table's topic with the broker's default partitions (an existing one is fine)."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": table.consumer_config["bootstrap.servers"]})
+    future = admin.create_topics([NewTopic(table.topic)], request_timeout=timeout)[table.topic]
+    try:
+        future.result(timeout=timeout)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if not (isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            raise
+
+
+class CommitLog:
+    """Commits in the log without drowning it: a table's first commit as its own INFO line, then one
+    line per table per `period` seconds summing the commits since (commits can come every 2 s)."""
+
+    def __init__(self, period: float = 60.0) -> None:
+        self.period = period
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()
+        # table → (commits, rows, dead letters, newest end offsets, window start)
+        self._pending: dict[str, tuple[int, int, int, dict[int, int], float]] = {}
+
+    def committed(self, table: IngestTable, result: BatchResult) -> None:
+        with self._lock:
+            if table.name not in self._seen:
+                self._seen.add(table.name)
+                log.info(
+                    "%s: first commit, %d rows%s (offsets %s)",
+                    table.name,
+                    result.records,
+                    f" and {result.dead_letters} dead letters" if result.dead_letters else "",
+                    _offsets(result.end_offsets),
+                )
+                return
+            commits, rows, dead, offsets, since = self._pending.get(
+                table.name, (0, 0, 0, {}, time.monotonic())
+            )
+            self._pending[table.name] = (
+                commits + 1,
+                rows + result.records,
+                dead + result.dead_letters,
+                {**offsets, **result.end_offsets},
+                since,
+            )
+        self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        """Log the summaries whose period is over (every pending one when `force`)."""
+        now = time.monotonic()
+        with self._lock:
+            due = [n for n, p in self._pending.items() if force or now - p[4] >= self.period]
+            entries = [(n, self._pending.pop(n)) for n in due]
+        for name, (commits, rows, dead, offsets, since) in entries:
+            log.info(
+                "%s: %d commits, %d rows%s in the last %.0f s (offsets %s)",
+                name,
+                commits,
+                rows,
+                f", {dead} dead letters" if dead else "",
+                now - since,
+                _offsets(offsets),
+            )
+
+
+def _offsets(end_offsets: Mapping[int, int]) -> str:
+    """Next offsets per partition, as `p0=120 p1=98`."""
+    return " ".join(f"p{p}={o}" for p, o in sorted(end_offsets.items())) or "none"
 
 
 class LagTracker:

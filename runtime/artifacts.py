@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from runtime.settings import RuntimeSettings, read_settings
 
@@ -59,17 +60,44 @@ def _download(url: str) -> bytes:
         return data
 
 
-def _download_to(url: str, target: Path) -> str:
+class DownloadProgress(Protocol):
+    """Told about each download as it happens (`floe up` draws progress bars from it)."""
+
+    def started(self, artifact: Artifact, total_bytes: int | None) -> None: ...
+
+    def advanced(self, artifact: Artifact, chunk_bytes: int) -> None: ...
+
+    def finished(self, artifact: Artifact) -> None: ...
+
+
+def _download_to(
+    url: str, target: Path, artifact: Artifact | None = None, progress: DownloadProgress | None = None
+) -> str:
     """Stream `url` into `target` (an archive may be hundreds of MB: never held in memory); its SHA-1."""
     digest = hashlib.sha1()
     with urllib.request.urlopen(url, timeout=300) as response, target.open("wb") as out:
+        if artifact is not None and progress is not None:
+            length = response.headers.get("Content-Length")
+            progress.started(artifact, int(length) if length and length.isdigit() else None)
         while chunk := response.read(1 << 20):
             digest.update(chunk)
             out.write(chunk)
+            if artifact is not None and progress is not None:
+                progress.advanced(artifact, len(chunk))
+    if artifact is not None and progress is not None:
+        progress.finished(artifact)
     return digest.hexdigest()
 
 
-def fetch(artifact: Artifact, directory: Path | None = None) -> Path:
+def missing(artifacts: Iterable[Artifact], directory: Path | None = None) -> list[Artifact]:
+    """The artifacts not in the cache yet: what a first run downloads."""
+    directory = directory or jar_dir()
+    return [a for a in artifacts if not (directory / a.file_name).exists()]
+
+
+def fetch(
+    artifact: Artifact, directory: Path | None = None, progress: DownloadProgress | None = None
+) -> Path:
     """The artifact's file from the cache, downloaded and SHA-1-verified first when missing."""
     directory = directory or jar_dir()
     target = directory / artifact.file_name
@@ -84,7 +112,7 @@ def fetch(artifact: Artifact, directory: Path | None = None) -> Path:
     # never write into the same partial file.
     partial = target.with_name(f"{target.name}.{os.getpid()}.part")
     try:
-        actual = _download_to(artifact.url, partial)
+        actual = _download_to(artifact.url, partial, artifact, progress)
         if actual != expected:
             raise RuntimeError(f"SHA-1 mismatch for {artifact.url}: expected {expected}, got {actual}")
         partial.replace(target)
@@ -93,5 +121,7 @@ def fetch(artifact: Artifact, directory: Path | None = None) -> Path:
     return target
 
 
-def fetch_all(artifacts: Iterable[Artifact], directory: Path | None = None) -> list[Path]:
-    return [fetch(artifact, directory) for artifact in artifacts]
+def fetch_all(
+    artifacts: Iterable[Artifact], directory: Path | None = None, progress: DownloadProgress | None = None
+) -> list[Path]:
+    return [fetch(artifact, directory, progress) for artifact in artifacts]

@@ -136,12 +136,34 @@ def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
+# Everything Spark and its Kafka client log (warnings with stack traces included) goes to one file.
+_FILE_LOGGING = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def _log_to_file(log_file: Path, level: str) -> str:
+    """Write a log4j2 configuration sending every Spark log line to `log_file`; the JVM option using it."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    config = log_file.with_name(log_file.stem + "-log4j2.properties")
+    config.write_text(_FILE_LOGGING.format(level=level.lower(), path=log_file))
+    return f"-Dlog4j2.configurationFile=file:{config}"
+
+
 def spark_session(
     app_name: str,
     connection: CatalogConnection,
     *,
     master: str = "local[*]",
     conf: dict[str, str] | None = None,
+    log_file: Path | None = None,
 ) -> SparkSession:
     """A SparkSession with the Iceberg, Kafka and Avro connectors and floe as catalog `floe`.
 
@@ -150,7 +172,12 @@ def spark_session(
     need Spark 4.0 and Java 17+ only; protobuf tables decode in Python workers, which run
     `PYSPARK_PYTHON` on the executors (an interpreter with floe installed there). Executors connect back
     to the driver at Spark's default address (this host's name; `SPARK_LOCAL_IP` or `spark.driver.host`
-    choose another)."""
+    choose another).
+
+    With `log_file`, Spark's logs, its JVM's own output and no progress bars: the terminal stays quiet
+    (`floe up`); without, Spark logs to the terminal as usual."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
     home = java_home()
@@ -177,8 +204,26 @@ def spark_session(
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(connection.spark_properties())
     settings.update(conf or {})
+    log_level = read_settings(RuntimeSettings).spark_log_level
+    if log_file is not None:
+        # The driver's JVM (which runs the executors of a local master); a cluster's executors log as
+        # their cluster does.
+        java_option = _log_to_file(log_file, log_level)
+        key = "spark.driver.extraJavaOptions"
+        settings[key] = f"{settings.get(key, '')} {java_option}".strip()
+        settings["spark.ui.showConsoleProgress"] = "false"
+        if SparkContext._gateway is None:
+            # The JVM's own stdout/stderr (its startup notes) go to the log file too: the gateway is
+            # launched here, with the settings it needs at start (driver options, jars), before the session.
+            launch_conf = SparkConf(loadDefaults=False).setAppName(app_name).setMaster(master)
+            launch_conf.setAll(list(settings.items()))
+            with log_file.open("ab") as output:
+                gateway = launch_gateway(  # type: ignore[no-untyped-call]
+                    launch_conf, popen_kwargs={"stdout": output, "stderr": output}
+                )
+            SparkContext._ensure_initialized(gateway=gateway)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel(read_settings(RuntimeSettings).spark_log_level)
+    session.sparkContext.setLogLevel(log_level)
     return session

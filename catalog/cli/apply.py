@@ -12,7 +12,13 @@ from rich.table import Table
 from catalog.cli.output import OUTPUT, as_json, console
 from catalog.cli.remote import call
 
-_ACTION_STYLES = {"create": "green", "evolve": "yellow", "unchanged": "dim", "removed": "red"}
+_ACTION_STYLES = {
+    "create": "green",
+    "evolve": "yellow",
+    "resumed": "cyan",
+    "unchanged": "dim",
+    "removed": "red",
+}
 
 
 @click.command("apply")
@@ -58,7 +64,8 @@ def apply(path: str, dry_run: bool, output: str) -> None:
     counts = {a: sum(1 for e in result.plan if e.action == a) for a in _ACTION_STYLES}
     summary = ", ".join(f"{action}: {count}" for action, count in counts.items())
     if result.dry_run:
-        click.echo(f"dry run: nothing changed ({summary}); current revision {result.revision}", err=True)
+        against = "no revision is applied yet" if result.revision is None else f"revision {result.revision}"
+        click.echo(f"dry run against {against}: {summary}; nothing applied", err=True)
     elif result.applied:
         click.echo(f"revision {result.revision} applied to warehouse {result.warehouse}: {summary}", err=True)
     else:

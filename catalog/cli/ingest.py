@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,6 +17,11 @@ from catalog.cli.services import configure_logging, parse_spark_conf
 from catalog.cli.settings import INGEST_METRICS_PORT, client_settings
 from catalog.client import DEFAULT_URL, FloeClient
 from catalog.pipelines.table_config import MAX_COMMIT_INTERVAL_SECONDS, MIN_COMMIT_INTERVAL_SECONDS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ingest.batches import IngestTable
 
 DEFAULT_METRICS_PORT = INGEST_METRICS_PORT
 
@@ -34,8 +41,12 @@ def run_ingest(
     driver_memory: str = "2g",
     spark_conf: dict[str, str] | None = None,
     state_dir: Path | None = None,
+    spark: SparkSession | None = None,
+    create_topics_at: frozenset[str] = frozenset(),
+    on_started: Callable[[list[IngestTable]], None] | None = None,
 ) -> None:
-    """Run the ingestion service in the foreground until SIGINT/SIGTERM."""
+    """Run the ingestion service in the foreground until SIGINT/SIGTERM. A `spark` session passed in is
+    used and left running (`floe up` shares it with maintenance); else one is started and stopped."""
     from prometheus_client import start_http_server
 
     from ingest.kafka_connection import PresentedCertificates
@@ -49,10 +60,15 @@ def run_ingest(
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host, registry=REGISTRY)
         console.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics", highlight=False)
-    conf = {"spark.driver.memory": driver_memory, **(spark_conf or {})}
-    spark = spark_session(
-        "floe-ingest", CatalogConnection(url, warehouse, client_id, client_secret), master=master, conf=conf
-    )
+    owns_spark = spark is None
+    if spark is None:
+        conf = {"spark.driver.memory": driver_memory, **(spark_conf or {})}
+        spark = spark_session(
+            "floe-ingest",
+            CatalogConnection(url, warehouse, client_id, client_secret),
+            master=master,
+            conf=conf,
+        )
     # Kept between polls: brokers' certificates for tls_insecure_skip_verify are fetched once in a while.
     certificates = PresentedCertificates(os.environ)
     service = IngestService(
@@ -68,6 +84,7 @@ def run_ingest(
             poll_interval=poll_interval,
             clusters=frozenset(clusters),
             state_dir=state_dir,
+            create_topics_at=create_topics_at,
         ),
     )
 
@@ -77,13 +94,15 @@ def run_ingest(
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    console.print(
-        f"[bold]floe ingest[/bold]: Spark {spark.version} on {master}, catalog {url}", highlight=False
-    )
+    if owns_spark:
+        console.print(
+            f"[bold]floe ingest[/bold]: Spark {spark.version} on {master}, catalog {url}", highlight=False
+        )
     try:
-        service.run()
+        service.run(on_started)
     finally:
-        spark.stop()
+        if owns_spark:
+            spark.stop()
         catalog.close()
 
 

@@ -55,6 +55,8 @@ def read_status(metrics_url: str) -> dict[str, Any]:
                 entry["last_commit"] = sample.value
             elif name == "floe_ingest_table_error" and sample.value:
                 entry["error"] = sample.labels.get("error", "")
+            elif name == "floe_ingest_topic_missing" and sample.value:
+                entry["missing_topic"] = sample.labels.get("topic")
     for entry in tables.values():
         entry["partitions"] = sorted(entry["partitions"].values(), key=lambda p: p["partition"])
     return {"tables": sorted(tables.values(), key=lambda t: t["table"])}
@@ -138,6 +140,12 @@ def status_command(metrics_url: str, url: str, output: str) -> None:
     for entry in status["tables"]:
         if entry.get("error"):
             out.print(f"[red]{escape(entry['table'])}[/red]: {escape(entry['error'])}", highlight=False)
+        if entry.get("missing_topic"):
+            out.print(
+                f"[yellow]WARNING[/yellow]: topic {entry['missing_topic']} of {entry['table']} does not "
+                "exist on its cluster; its ingestion starts when it does",
+                highlight=False,
+            )
     if status.get("maintenance"):
         out.print(_maintenance_grid(status["maintenance"]))
     elif "maintenance_error" in status:

@@ -1,13 +1,31 @@
-"""`floe up`: the whole product on one machine with embedded defaults, until Ctrl-C."""
+"""`floe up`: the whole product on one machine with embedded defaults, until Ctrl-C.
+
+Start-up, in order: the jars a first run needs (downloaded with progress bars), then the local Kafka
+broker, the catalog server and the Spark session at once, then the configuration (the applied pipeline
+in the catalog is the source of truth: floe.yaml is applied on a fresh catalog, or when the file changed
+since floe up last applied it), then ingestion; "ready" is printed once every table's streaming query
+has read its topic's offsets, so a record produced from then on is picked up by the next trigger. The
+maintenance worker shares the Spark session (a second JVM would double the memory) unless
+`--no-maintenance`. Spark's and Kafka's own logs go to files in $FLOE_HOME, not the terminal.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,10 +33,17 @@ from catalog.cli.ingest import DEFAULT_METRICS_PORT, check_commit_interval, run_
 from catalog.cli.output import console
 from catalog.cli.services import configure_logging
 from catalog.cli.settings import client_settings
-from catalog.client import ClientError, FloeClient, admin_credentials
-from devtools.kafka_broker import LocalKafka
+from catalog.client import ClientError, FloeClient, Pipeline, admin_credentials
+from devtools.kafka_broker import KAFKA_CLASSPATH, LocalKafka
 from devtools.ports import port_is_free
 from devtools.processes import stop_process, wait_until_answering
+from runtime.artifacts import Artifact, fetch, missing
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ingest.batches import IngestTable
+    from runtime.spark import CatalogConnection
 
 
 def port_answers(host: str, port: int) -> bool:
@@ -33,23 +58,41 @@ def floe_home() -> Path:
     return client_settings().home.expanduser()
 
 
-EXAMPLE_CONFIG = """\
+LOCAL_CLUSTER = "local"
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+# Commits in floe up: often enough that a produced record is queryable within seconds.
+UP_COMMIT_INTERVAL = 1.0
+# The maintenance worker's first look at the tables waits this long, so that it never competes with
+# the first batches for a laptop's cores.
+MAINTENANCE_FIRST_DELAY_SECONDS = 60.0
+# What floe up remembers of the floe.yaml it applied: its SHA-256 and the revision it became.
+APPLIED_RECORD = "floe.yaml.applied.json"
+MAINTENANCE_JOB_GROUP = "floe-maintenance"
+
+
+def example_config(kafka_port: int) -> str:
+    """The floe.yaml a fresh home starts with: complete (its cluster included), so that
+    `floe apply -f .floe/floe.yaml` accepts it as it is."""
+    return f"""\
 # floe.yaml: Kafka topics to Iceberg tables (compatible with WarpStream Tableflow's format).
-# With no source_clusters, `floe up` runs a local Kafka broker as cluster `local`.
+# Edit it and run `floe apply -f {{this file}}` (or restart `floe up`, which applies it when it changed).
+source_clusters:
+  # floe up runs this broker itself (creating the topics below on it).
+  - name: {LOCAL_CLUSTER}
+    bootstrap_brokers:
+      - {{ hostname: 127.0.0.1, port: {kafka_port} }}
 tables:
-  - source_cluster_name: local
+  - source_cluster_name: {LOCAL_CLUSTER}
     source_topic: events
     source_format: json
     schema_mode: inline
     partitioning_scheme: hour
     schema:
       fields:
-        - { name: user_id, id: 1, type: long }
-        - { name: action, id: 2, type: string }
-        - { name: amount, id: 3, type: double, optional: true }
+        - {{ name: user_id, id: 1, type: long }}
+        - {{ name: action, id: 2, type: string }}
+        - {{ name: amount, id: 3, type: double, optional: true }}
 """
-LOCAL_CLUSTER = "local"
-_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
 def _local_broker_port(raw: dict[str, Any], kafka_port: int) -> int | None:
@@ -69,6 +112,276 @@ def _local_broker_port(raw: dict[str, Any], kafka_port: int) -> int | None:
     return None
 
 
+# -- first-run downloads ------------------------------------------------------------------------------
+
+
+class _DownloadBars:
+    """`runtime.artifacts.DownloadProgress` as rich progress bars: one per file while it downloads,
+    and one for the whole set."""
+
+    def __init__(self, count: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TaskID,
+            TextColumn,
+            TransferSpeedColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.overall = self.progress.add_task(f"{count} files", total=count)
+        self._tasks: dict[Artifact, TaskID] = {}
+        self._lock = threading.Lock()
+        self.bytes = 0
+
+    def started(self, artifact: Artifact, total_bytes: int | None) -> None:
+        with self._lock:
+            self._tasks[artifact] = self.progress.add_task(f"  {artifact.file_name}", total=total_bytes)
+
+    def advanced(self, artifact: Artifact, chunk_bytes: int) -> None:
+        with self._lock:
+            self.bytes += chunk_bytes
+            self.progress.advance(self._tasks[artifact], chunk_bytes)
+
+    def finished(self, artifact: Artifact) -> None:
+        with self._lock:
+            self.progress.remove_task(self._tasks.pop(artifact))
+            self.progress.advance(self.overall, 1)
+
+
+def download_missing(artifacts: Sequence[Artifact]) -> None:
+    """Fetch what the cache lacks (a first run: about 200 MB of jars), with progress bars."""
+    needed = missing(artifacts)
+    if not needed:
+        return
+    console.print(f"downloading {len(needed)} jars from Maven Central (once; cached for later runs)")
+    started = time.monotonic()
+    bars = _DownloadBars(len(needed))
+    with bars.progress, ThreadPoolExecutor(max_workers=6) as pool:
+        for future in [pool.submit(fetch, artifact, None, bars) for artifact in needed]:
+            future.result()
+    seconds = time.monotonic() - started
+    console.print(f"downloaded {bars.bytes / 2**20:.0f} MiB in {seconds:.0f} s", highlight=False)
+
+
+# -- the configuration ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppliedRecord:
+    """The floe.yaml floe up last applied from this home."""
+
+    sha256: str
+    revision: int | None
+
+    @classmethod
+    def read(cls, home: Path) -> AppliedRecord | None:
+        try:
+            data = json.loads((home / APPLIED_RECORD).read_text())
+            return cls(str(data["sha256"]), data.get("revision"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write(self, home: Path) -> None:
+        (home / APPLIED_RECORD).write_text(json.dumps({"sha256": self.sha256, "revision": self.revision}))
+
+
+def settle_configuration(
+    client: FloeClient, home: Path, config_file: Path, text: str, raw: dict[str, Any]
+) -> Pipeline:
+    """Apply floe.yaml only when the catalog has no configuration yet, or the file changed since floe up
+    last applied it; otherwise keep what the catalog has (a newer `floe apply` stays). Says which."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    current = client.pipeline()
+    record = AppliedRecord.read(home)
+    if current is not None and record is not None and record.sha256 == digest:
+        console.print(
+            f"configuration: revision {current.revision} (applied by {current.applied_by} "
+            f"{current.applied_at:%Y-%m-%d %H:%M}); {config_file} unchanged since floe up applied it",
+            highlight=False,
+        )
+        return current
+    if current is not None and record is None:
+        console.print(
+            f"configuration: revision {current.revision} as applied (applied by {current.applied_by}); "
+            f"{config_file} was not applied — run floe apply -f {config_file} to apply it",
+            highlight=False,
+        )
+        AppliedRecord(digest, None).write(home)
+        return current
+    outcome = client.apply_pipeline(raw)
+    AppliedRecord(digest, outcome.revision).write(home)
+    if current is None:
+        console.print(f"configuration: {config_file} applied as revision {outcome.revision}", highlight=False)
+    elif not outcome.applied:
+        console.print(
+            f"configuration: {config_file} changed and matches revision {outcome.revision}: nothing to apply",
+            highlight=False,
+        )
+    else:
+        replaced = ""
+        if record is not None and record.revision is not None and current.revision > record.revision:
+            replaced = f" (it replaces revision {current.revision}, applied by {current.applied_by})"
+        console.print(
+            f"configuration: {config_file} changed since floe up last applied it: applied as "
+            f"revision {outcome.revision}{replaced}",
+            highlight=False,
+        )
+    pipeline = client.pipeline()
+    assert pipeline is not None
+    return pipeline
+
+
+# -- start-up ---------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _step(text: str) -> Iterator[None]:
+    """A spinner while a start-up step runs, then one line saying how long it took."""
+    started = time.monotonic()
+    with console.status(text):
+        yield
+    console.print(f"{text} ({time.monotonic() - started:.1f} s)", highlight=False)
+
+
+def _start_spark(url: str, client_id: str, client_secret: str, log_file: Path) -> SparkSession:
+    from runtime.spark import CatalogConnection, spark_session
+
+    warehouse = client_settings().warehouse_name
+    conf = {
+        "spark.driver.memory": "2g",
+        # One session for ingestion and maintenance: pools share the cores fairly between them.
+        "spark.scheduler.mode": "FAIR",
+    }
+    return spark_session(
+        "floe-up",
+        CatalogConnection(url, warehouse, client_id, client_secret),
+        master=os.environ.get("FLOE_SPARK_MASTER") or "local[*]",
+        conf=conf,
+        log_file=log_file,
+    )
+
+
+def _start_maintenance(
+    spark: SparkSession, connection: CatalogConnection, stop: threading.Event
+) -> threading.Thread:
+    """The maintenance worker on floe up's Spark session, in a pool of its own, in the background."""
+    from catalog.pipelines.maintenance import DEFAULT_POLICY
+    from maintenance.worker import MaintenanceWorker, WorkerOptions
+
+    options = WorkerOptions(
+        url=connection.uri,
+        client_id=connection.client_id,
+        client_secret=connection.client_secret,
+        default_warehouse=connection.warehouse,
+        defaults=DEFAULT_POLICY,
+    )
+
+    def run() -> None:
+        if stop.wait(MAINTENANCE_FIRST_DELAY_SECONDS):
+            return
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", "maintenance")
+        spark.sparkContext.setJobGroup(MAINTENANCE_JOB_GROUP, "floe up maintenance", interruptOnCancel=True)
+        worker = MaintenanceWorker(spark, options)
+        try:
+            worker.run_forever(stop)
+        except Exception as exc:  # floe up goes on ingesting; the log says why maintenance stopped
+            if not stop.is_set():
+                console.print(f"[yellow]maintenance stopped: {exc}[/yellow]", highlight=False)
+        finally:
+            worker.close()
+
+    thread = threading.Thread(target=run, name="floe-maintenance", daemon=True)
+    thread.start()
+    return thread
+
+
+def _stop_maintenance(spark: SparkSession, thread: threading.Thread | None, stop: threading.Event) -> None:
+    """Stop the worker before the session and the catalog it uses: a pass in flight is cancelled (its
+    Spark jobs), and what it then reports about the cancellation is not a user's concern."""
+    stop.set()
+    if thread is None or not thread.is_alive():
+        return
+    logging.getLogger("maintenance").setLevel(logging.CRITICAL)
+    spark.sparkContext.cancelJobGroup(MAINTENANCE_JOB_GROUP)
+    thread.join(timeout=60)
+
+
+def ready_summary(
+    *,
+    url: str,
+    home: Path,
+    client_id: str,
+    client_secret: str,
+    warehouse: str,
+    tables: Sequence[IngestTable],
+    broker: str | None,
+    logs: Sequence[Path],
+    metrics_port: int,
+    maintenance: bool,
+    seconds: float,
+) -> str:
+    """What `floe up` prints when it is ready: where everything is, and how to query and stop."""
+    tokens = f"{url}/v1/oauth/tokens"
+    first = tables[0].name if tables else "<namespace>.<table>"
+    lines = [
+        f"[bold green]floe is ready[/bold green] ({seconds:.1f} s)",
+        f"  catalog      {url}  (Iceberg REST, warehouse '{warehouse}')",
+        f"  admin key    {home / 'admin.json'}  (client_id {client_id})",
+    ]
+    if broker:
+        lines.append(f"  Kafka        {broker}  (run by floe up; data in {home / 'kafka'})")
+    for table in tables:
+        lines.append(
+            f"  ingesting    topic {table.topic} → table {table.name} (bad records: {table.dlq_table})"
+        )
+    if not tables:
+        lines.append("  ingesting    nothing yet: add tables to floe.yaml and run floe apply -f floe.yaml")
+    lines.append(
+        f"  status       floe status  (metrics http://127.0.0.1:{metrics_port}/metrics)"
+        if metrics_port
+        else "  status       floe status --url …  (metrics off)"
+    )
+    lines.append(
+        "  maintenance  compaction, snapshot expiry and orphan removal every 10 min (--no-maintenance: off)"
+        if maintenance
+        else "  maintenance  off (--no-maintenance); run floe maintain yourself"
+    )
+    lines.append("  logs         " + ", ".join(str(p) for p in logs))
+    lines += [
+        "query it with",
+        "  DuckDB     INSTALL iceberg; LOAD iceberg;",
+        f"             CREATE SECRET floe_key (TYPE ICEBERG, CLIENT_ID '{client_id}', "
+        f"CLIENT_SECRET '{client_secret}', OAUTH2_SERVER_URI '{tokens}');",
+        f"             ATTACH '{warehouse}' AS floe (TYPE ICEBERG, ENDPOINT '{url}', SECRET floe_key);",
+        f"             SELECT count(*) FROM floe.{first};",
+        f"  pyiceberg  load_catalog('floe', uri='{url}', credential='{client_id}:{client_secret}', "
+        f"warehouse='{warehouse}').load_table('{first}').scan().to_arrow()",
+        "  Spark      --conf spark.sql.catalog.floe=org.apache.iceberg.spark.SparkCatalog "
+        f"--conf spark.sql.catalog.floe.type=rest --conf spark.sql.catalog.floe.uri={url} "
+        f"--conf spark.sql.catalog.floe.warehouse={warehouse} "
+        f"--conf spark.sql.catalog.floe.credential={client_id}:{client_secret} "
+        "--conf spark.sql.catalog.floe.scope=catalog",
+        "  Trino      connector.name=iceberg, iceberg.catalog.type=rest, "
+        f"iceberg.rest-catalog.uri={url}, iceberg.rest-catalog.warehouse={warehouse}, "
+        "iceberg.rest-catalog.security=OAUTH2, "
+        f"iceberg.rest-catalog.oauth2.credential={client_id}:{client_secret}, "
+        "iceberg.rest-catalog.oauth2.scope=catalog",
+    ]
+    topic = tables[0].topic if tables else None
+    produce = f"produce JSON records to topic {topic} on {broker}; " if topic and broker else ""
+    lines.append(f"[bold]ready[/bold]: {produce}Ctrl-C stops floe (everything stays in {home})")
+    return "\n".join(lines)
+
+
 @click.command("up")
 @click.option(
     "-f",
@@ -82,27 +395,46 @@ def _local_broker_port(raw: dict[str, Any], kafka_port: int) -> int | None:
 @click.option(
     "--kafka-port", default=9092, show_default=True, help="Port of the local broker, when one is started."
 )
-@click.option("--commit-interval", type=float, default=None, help="Seconds between commits (default 2).")
+@click.option(
+    "--commit-interval",
+    type=float,
+    default=None,
+    help=f"Seconds between commits for every table (default: floe.yaml's, else {UP_COMMIT_INTERVAL:g}).",
+)
 @click.option("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, show_default=True)
+@click.option(
+    "--no-maintenance",
+    is_flag=True,
+    help="Do not run the maintenance worker (compaction, snapshot expiry, orphan removal) in floe up.",
+)
 def up_command(
-    config_file: Path | None, port: int, kafka_port: int, commit_interval: float | None, metrics_port: int
+    config_file: Path | None,
+    port: int,
+    kafka_port: int,
+    commit_interval: float | None,
+    metrics_port: int,
+    no_maintenance: bool,
 ) -> None:
     """Run floe end to end on embedded defaults: catalog (SQLite in $FLOE_HOME), a local Kafka broker
-    when floe.yaml names none, floe.yaml applied, and ingestion — until Ctrl-C."""
+    when floe.yaml names none, floe.yaml applied (on a fresh catalog, or when the file changed),
+    ingestion and maintenance — until Ctrl-C."""
     from catalog.pipelines import InvalidConfig, parse_config
     from catalog.pipelines.config import read_yaml
+    from runtime.spark import SPARK_JARS
 
     check_commit_interval(commit_interval)
-    configure_logging("info")
+    started = time.monotonic()
+    configure_logging("info", quiet=("py4j", "httpx", "httpx2", "pyiceberg"))
     home = floe_home()
     home.mkdir(parents=True, exist_ok=True)
     if config_file is None:
         config_file = home / "floe.yaml"
         if not config_file.exists():
-            config_file.write_text(EXAMPLE_CONFIG)
-            console.print(f"wrote an example configuration to {config_file}")
+            config_file.write_text(example_config(kafka_port))
+            console.print(f"wrote an example configuration to {config_file}", highlight=False)
     try:
-        raw, _, _ = read_yaml(config_file.read_text())
+        text = config_file.read_text()
+        raw, _, _ = read_yaml(text)
     except (OSError, InvalidConfig) as exc:
         raise click.ClickException(str(exc)) from exc
     if not isinstance(raw, dict):
@@ -120,58 +452,100 @@ def up_command(
                 f"port {taken} on 127.0.0.1 is in use (is floe already running?); "
                 f"pass {option} to use another"
             )
-    kafka = None
+    download_missing([*SPARK_JARS, *(KAFKA_CLASSPATH if broker_port is not None else ())])
+
+    url = f"http://127.0.0.1:{port}"
+    spark_log = home / "spark.log"
+    catalog_log = home / "catalog.log"
+    kafka = LocalKafka(port=broker_port, data_dir=home / "kafka") if broker_port is not None else None
     server: subprocess.Popen[bytes] | None = None
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="floe-up-start")
+    spark_future: Future[SparkSession] | None = None
     try:
-        if broker_port is not None:
-            console.print(f"starting a local Kafka broker on 127.0.0.1:{broker_port}")
-            kafka = LocalKafka(port=broker_port, data_dir=home / "kafka").start()
-        url = f"http://127.0.0.1:{port}"
-        log_path = home / "catalog.log"
         env = {**os.environ, "FLOE_HOME": str(home)}
-        with log_path.open("ab") as log_file:
+        with catalog_log.open("ab") as log_file:
             server = subprocess.Popen(
                 [sys.executable, "-m", "catalog.cli", "serve", "--port", str(port)],
                 env=env,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
+                # Its own session: Ctrl-C reaches floe up, which stops the catalog after ingestion.
+                start_new_session=True,
             )
-        wait_until_answering(
-            server, f"{url}/healthz", name="floe catalog", timeout=120, log_text=log_path.read_text
-        )
-        console.print(f"catalog on {url} (log: {log_path})")
-        client_id, client_secret = admin_credentials({**os.environ, "FLOE_HOME": str(home)})
-        _apply(url, client_id, client_secret, raw)
-        tables = parse_config(raw).tables
-        for table in tables:
-            console.print(
-                f"  topic [bold]{table.source_topic}[/bold] → table "
-                f"[bold]{table.namespace}.{table.table_name}[/bold] (dead letters: {table.dlq_table_name})",
-                highlight=False,
+        kafka_future = pool.submit(kafka.start) if kafka is not None else None
+        with _step(f"catalog on {url}"):
+            wait_until_answering(
+                server, f"{url}/healthz", name="floe catalog", timeout=120, log_text=catalog_log.read_text
             )
-        console.print(
-            f"query from DuckDB: ATTACH 'default' AS floe (TYPE ICEBERG, ENDPOINT '{url}', "
-            f"CLIENT_ID '{client_id}', CLIENT_SECRET '…'); credentials in {home / 'admin.json'}",
-            highlight=False,
+        client_id, client_secret = admin_credentials(env)
+        spark_future = pool.submit(_start_spark, url, client_id, client_secret, spark_log)
+        if kafka is not None and kafka_future is not None:
+            with _step(f"Kafka broker on {kafka.bootstrap_servers}"):
+                kafka_future.result()
+        try:
+            with FloeClient(url, client_id, client_secret) as client:
+                pipeline = settle_configuration(client, home, config_file, text, raw)
+        except ClientError as exc:
+            raise click.ClickException(str(exc)) from exc
+        with _step("Spark session"):
+            spark = spark_future.result()
+        logs = [catalog_log, spark_log, *([kafka.log_path] if kafka is not None else [])]
+        broker = kafka.bootstrap_servers if kafka is not None else None
+        own_brokers = frozenset(
+            {f"127.0.0.1:{broker_port}", f"localhost:{broker_port}"} if broker_port else ()
         )
-        run_ingest(
-            url,
-            client_id,
-            client_secret,
-            commit_interval=commit_interval,
-            metrics_port=metrics_port,
-            state_dir=home / "ingest",
-        )
+        stop_maintenance = threading.Event()
+        maintenance: list[threading.Thread] = []
+
+        def on_started(tables: list[IngestTable]) -> None:
+            from runtime.spark import CatalogConnection
+
+            if not no_maintenance:
+                connection = CatalogConnection(url, pipeline.warehouse, client_id, client_secret)
+                maintenance.append(_start_maintenance(spark, connection, stop_maintenance))
+            summary = ready_summary(
+                url=url,
+                home=home,
+                client_id=client_id,
+                client_secret=client_secret,
+                warehouse=pipeline.warehouse,
+                tables=tables,
+                broker=broker,
+                logs=logs,
+                metrics_port=metrics_port,
+                maintenance=not no_maintenance,
+                seconds=time.monotonic() - started,
+            )
+            console.print(summary, highlight=False, soft_wrap=True)
+
+        try:
+            run_ingest(
+                url,
+                client_id,
+                client_secret,
+                commit_interval=commit_interval or _default_interval(pipeline),
+                metrics_port=metrics_port,
+                state_dir=home / "ingest",
+                spark=spark,
+                create_topics_at=own_brokers,
+                on_started=on_started,
+            )
+        finally:
+            _stop_maintenance(spark, maintenance[0] if maintenance else None, stop_maintenance)
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        if spark_future is not None and spark_future.done() and spark_future.exception() is None:
+            spark_future.result().stop()
         stop_process(server)
         if kafka is not None:
             kafka.stop()
+        console.print("floe stopped", highlight=False)
 
 
-def _apply(url: str, client_id: str, client_secret: str, raw: dict[str, Any]) -> None:
-    try:
-        with FloeClient(url, client_id, client_secret) as client:
-            result = client.apply_pipeline(raw)
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from exc
-    console.print(f"applied the configuration (revision {result.revision})")
+def _default_interval(pipeline: Pipeline) -> float | None:
+    """floe up's commit interval: the tables' own when floe.yaml sets one, else a short one."""
+    from catalog.pipelines import parse_config
+
+    if any(t.commit_interval_seconds for t in parse_config(pipeline.config).tables):
+        return None
+    return UP_COMMIT_INTERVAL

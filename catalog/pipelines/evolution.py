@@ -18,7 +18,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pyiceberg.partitioning import PartitionSpec
@@ -49,7 +49,7 @@ from catalog.pipelines.iceberg import (
 )
 
 TableKind = Literal["data", "dlq"]
-Action = Literal["create", "evolve", "unchanged", "removed"]
+Action = Literal["create", "evolve", "unchanged", "resumed", "removed"]
 FORMAT_VERSION = 2
 
 
@@ -169,12 +169,23 @@ def plan_pipeline(
     plans: list[TablePlan] = []
     errors: list[ConfigError] = []
     wanted: set[tuple[str, str]] = set()
+    ingested = {(t.namespace, t.name) for t in table_targets(previous)} if previous is not None else None
     for target in table_targets(config):
-        wanted.add((target.namespace, target.name))
+        key = (target.namespace, target.name)
+        wanted.add(key)
         try:
-            plans.append(plan_table(target, current.get((target.namespace, target.name))))
+            plan = plan_table(target, current.get(key))
         except InvalidConfig as exc:
             errors.extend(exc.errors)
+            continue
+        if ingested is not None and key not in ingested and plan.action != "create":
+            # An existing table the applied revision no longer ingests: applying resumes its ingestion.
+            resumed = "ingested again (the applied revision does not ingest it)"
+            if plan.action == "unchanged":
+                plan = replace(plan, action="resumed", changes=(resumed,))
+            else:
+                plan = replace(plan, changes=(*plan.changes, resumed))
+        plans.append(plan)
     if errors:
         raise InvalidConfig(errors)
     if previous is not None:

@@ -40,7 +40,8 @@ def test_floe_apply_cli(catalog_server: CatalogProcess, http: httpx.Client, tmp_
     assert dry.returncode == 0, dry.stderr
     assert "example_json_logs_topic_dlq" in dry.stdout
     assert "create" in dry.stdout
-    assert "dry run: nothing changed" in dry.stderr
+    assert "dry run against " in dry.stderr
+    assert "nothing applied" in dry.stderr
     assert revision(http) == before
     applied = floe_cli(catalog_server, "apply", "-f", str(path))
     assert applied.returncode == 0, applied.stderr

@@ -1211,6 +1211,22 @@ def test_plan_lists_removed_tables() -> None:
     assert plan.commits == ()
 
 
+def test_plan_reports_a_table_the_applied_revision_no_longer_ingests_as_resumed() -> None:
+    # Issue 12: add.yaml (a, b) applied, then a.yaml (a only): a dry run of add.yaml must say b comes back.
+    both = parse_config(_two_tables("a", "b"))
+    applied = parse_config(minimal(source_topic="a"))
+    existing = {(t.namespace, t.name): commit(plan_table(t, None), None) for t in table_targets(both)}
+    plan = plan_pipeline(both, existing, applied)
+    assert [(t.table, t.action) for t in plan.tables] == [
+        ("a", "unchanged"),
+        ("a_dlq", "unchanged"),
+        ("b", "resumed"),
+        ("b_dlq", "resumed"),
+    ]
+    assert plan.tables[2].changes == ("ingested again (the applied revision does not ingest it)",)
+    assert plan.commits == ()
+
+
 def test_plan_collects_errors_of_every_table() -> None:
     data = _two_tables("a", "b")
     config = parse_config(data)
