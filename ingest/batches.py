@@ -164,7 +164,8 @@ class BatchWriter:
             raise ValueError(f"{self.table.name}: registry mode without a schema registry client")
         return self.registry
 
-    def _decode(self, raw: DataFrame) -> DataFrame:
+    def decode(self, raw: DataFrame) -> DataFrame:
+        """The batch's records decoded: the table's columns, `_kafka` and the decoding error."""
         decoded = self._decode_values(raw)
         return upsert.with_deletes(decoded, self.table.schema) if self.table.is_upsert else decoded
 
@@ -230,7 +231,7 @@ class BatchWriter:
         dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
         if t.registry is not None:
             raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
-        decoded = self._decode(raw)
+        decoded = self.decode(raw)
         main_from = _offset_lookup(main_committed)
         dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
         is_good = F.col(ERROR_COLUMN).isNull()

@@ -51,6 +51,8 @@ class IngestOptions:
     state_dir: Path | None = None
     # Bootstrap servers of brokers floe itself runs (`floe up`): missing topics are created there.
     create_topics_at: frozenset[str] = frozenset()
+    # Run each table's batch path once before its query starts (`floe up`: fast first records).
+    warm_up: bool = False
 
 
 @dataclass
@@ -252,7 +254,8 @@ class IngestService:
         writer = BatchWriter(
             table, self.catalog, registry, on_commit=self._committed, spark_catalog=spark_catalog
         )
-        self._warm_up(writer, spark_catalog)
+        if self.options.warm_up:
+            self._warm_up(writer, spark_catalog)
         query = (
             reader.load()
             .writeStream.queryName(f"floe:{table.name}")
@@ -265,14 +268,37 @@ class IngestService:
         log.info("%s: ingesting topic %s every %gs", table.name, table.topic, interval)
 
     def _warm_up(self, writer: BatchWriter, spark_catalog: str) -> None:
-        """Run the batch path once on no records (it commits nothing) and load the table in Spark: the
-        first real batch then finds the decoder compiled and the catalog connected (seconds saved on
-        the first record after a start)."""
+        """Before the query starts, run a batch's work once on a record that commits nothing: the batch
+        path (decoding, the offsets filter, the statistics job) on a record below every offset, and an
+        Iceberg write of it into a scratch table of a local catalog. The first real batch then finds the
+        JVM's classes loaded and its code compiled: seconds off the first record after a start."""
+        from pyspark.sql import functions as F
+
+        from ingest.decode import KAFKA_COLUMN, user_fields
+
+        scratch = self._state / "warm-up"
         try:
             self.spark.table(writer.table.spark_name(catalog=spark_catalog)).schema  # noqa: B018
-            writer.write(self.spark.createDataFrame([], KAFKA_SOURCE_SCHEMA))
+            row: tuple[Any, ...] = (None, b"{}", writer.table.topic, 0, -10, None, 0, [])
+            record = self.spark.createDataFrame([row], KAFKA_SOURCE_SCHEMA).withColumn(
+                "timestamp", F.current_timestamp()
+            )
+            writer.write(record)  # below every committed offset: filtered out, nothing committed
+            for key, value in {
+                "": "org.apache.iceberg.spark.SparkCatalog",
+                ".type": "hadoop",
+                ".warehouse": scratch.resolve().as_uri(),
+            }.items():
+                self.spark.conf.set(f"spark.sql.catalog.{WARM_UP_CATALOG}{key}", value)
+            columns = [F.col(f.name) for f in user_fields(writer.table.schema)] + [F.col(KAFKA_COLUMN)]
+            decoded = writer.decode(record).select(*columns)
+            decoded.writeTo(f"{WARM_UP_CATALOG}.scratch.t{abs(hash(writer.table.name))}").using(
+                "iceberg"
+            ).createOrReplace()
         except Exception as exc:  # only a warm-up: the query reports real problems
             log.debug("%s: warm-up: %s", writer.table.name, exc)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def _registry_client(self, connection: RegistryConnection) -> RegistryClient:
         client = self._registries.get(connection)
@@ -307,6 +333,7 @@ class IngestService:
 
 
 MISSING_TOPIC_WARNING_SECONDS = 60.0
+WARM_UP_CATALOG = "floe_warm_up"
 # The rows Spark's Kafka source reads (with includeHeaders), for the warm-up batch.
 KAFKA_SOURCE_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -320,7 +347,13 @@ def create_topic(table: IngestTable, timeout: float = 30.0) -> None:
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": table.consumer_config["bootstrap.servers"]})
+    # librdkafka's own notes go through logging from warnings up, not raw onto the terminal.
+    config: dict[str, Any] = {
+        "bootstrap.servers": table.consumer_config["bootstrap.servers"],
+        "logger": logging.getLogger("ingest.kafka"),
+        "log_level": 4,
+    }
+    admin = AdminClient(config)
     future = admin.create_topics([NewTopic(table.topic)], request_timeout=timeout)[table.topic]
     try:
         future.result(timeout=timeout)

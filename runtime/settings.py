@@ -70,9 +70,9 @@ class RuntimeSettings(BaseSettings):
     )
     spark_master: str | None = Field(
         None,
-        description="the Spark master of `floe ingest` and `floe maintain` (`local[N]`, `spark://host:7077`, "
-        "`k8s://…`); `--master` overrides it",
-        json_schema_extra={"shown_default": "`local[*]` (ingest), `local[2]` (maintain)"},
+        description="the Spark master of `floe ingest`, `floe maintain` and `floe up` (`local[N]`, "
+        "`spark://host:7077`, `k8s://…`); `--master` overrides it",
+        json_schema_extra={"shown_default": "`local[*]` (ingest, up), `local[2]` (maintain)"},
     )
     spark_storage_endpoint: Literal["client", "internal"] = Field(
         "client",

@@ -44,6 +44,7 @@ def run_ingest(
     spark: SparkSession | None = None,
     create_topics_at: frozenset[str] = frozenset(),
     on_started: Callable[[list[IngestTable]], None] | None = None,
+    warm_up: bool = False,
 ) -> None:
     """Run the ingestion service in the foreground until SIGINT/SIGTERM. A `spark` session passed in is
     used and left running (`floe up` shares it with maintenance); else one is started and stopped."""
@@ -85,6 +86,7 @@ def run_ingest(
             clusters=frozenset(clusters),
             state_dir=state_dir,
             create_topics_at=create_topics_at,
+            warm_up=warm_up,
         ),
     )
 

@@ -38,6 +38,7 @@ from devtools.kafka_broker import KAFKA_CLASSPATH, LocalKafka
 from devtools.ports import port_is_free
 from devtools.processes import stop_process, wait_until_answering
 from runtime.artifacts import Artifact, fetch, missing
+from runtime.settings import RuntimeSettings, read_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -264,7 +265,7 @@ def _start_spark(url: str, client_id: str, client_secret: str, log_file: Path) -
     return spark_session(
         "floe-up",
         CatalogConnection(url, warehouse, client_id, client_secret),
-        master=os.environ.get("FLOE_SPARK_MASTER") or "local[*]",
+        master=read_settings(RuntimeSettings).spark_master or "local[*]",
         conf=conf,
         log_file=log_file,
     )
@@ -529,6 +530,7 @@ def up_command(
                 spark=spark,
                 create_topics_at=own_brokers,
                 on_started=on_started,
+                warm_up=True,
             )
         finally:
             _stop_maintenance(spark, maintenance[0] if maintenance else None, stop_maintenance)

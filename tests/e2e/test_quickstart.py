@@ -1,96 +1,269 @@
-"""README's quick start, for real: `floe up` on a fresh FLOE_HOME starts the catalog, a local Kafka broker and
-ingestion; records produced to `events` are queryable from DuckDB within a minute; Ctrl-C stops it all."""
+"""README's quick start, driven the way a user does it: `floe up` in a terminal (a pseudo-terminal here).
+
+One fresh FLOE_HOME through the daily path (issue 12): start and wait for the ready line, produce, query
+(the first record must be visible within 10 s of "ready"), Ctrl-C, restart at once, `floe apply` a
+floe.yaml that adds a table, Ctrl-C and restart again — the added table is still ingested (a restart
+never undoes `floe apply`). The whole terminal output of a healthy run has no traceback and no ERROR.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
 import signal
+import statistics
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from confluent_kafka import Producer
+from pyiceberg.catalog.rest import RestCatalog
 
 from catalog.cli.up import port_answers
 from devtools.ports import free_port
 from tests.e2e.duckdb_client import attach_catalog, connect
-from tests.e2e.ingest_harness import produce
 
-# `floe up` (catalog, Kafka broker and Spark ingestion) queried with DuckDB: `pytest -m "not e2e"` skips it.
+# `floe up` (catalog, Kafka broker, Spark ingestion and maintenance): `pytest -m "not e2e"` skips it.
 pytestmark = pytest.mark.e2e
 
+ROOT = Path(__file__).resolve().parents[2]
+_ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+READY = "ready: "
+FIRST_RECORD_SECONDS = 10.0
+STEADY_P50_SECONDS = 5.0
 
-def _wait_for(log: Path, text: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+
+class Terminal:
+    """A command in a pseudo-terminal of its own (it is the terminal's foreground process group, so
+    typing Ctrl-C sends SIGINT as a shell would), its output collected as a user would read it."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: becomes the command
+            os.chdir(cwd)
+            os.execve(argv[0], argv, env)
+        # 160 columns: rich wraps the ready summary at the terminal's width.
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
+        self.pid, self.fd = pid, fd
+        self._output = bytearray()
+        self._lock = threading.Lock()
+        self.returncode: int | None = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:  # EIO: the command exited and the terminal closed
+                return
+            if not chunk:
+                return
+            with self._lock:
+                self._output += chunk
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return _ESCAPES.sub(b"", bytes(self._output)).decode(errors="replace")
+
+    def wait_for(self, needle: str, timeout: float, after: int = 0) -> float:
+        """Wait until `needle` is printed (past character `after`); when it was seen (monotonic)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.text[after:]:
+                return time.monotonic()
+            if self.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"{needle!r} not printed (exit {self.returncode}):\n{self.text[-6000:]}")
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def ctrl_c(self) -> None:
+        os.write(self.fd, b"\x03")
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                raise AssertionError(f"still running {timeout} s after Ctrl-C:\n{self.text[-6000:]}")
+            time.sleep(0.1)
+        self._reader.join(timeout=5)
+        os.close(self.fd)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def _produce(bootstrap: str, topic: str, records: list[dict[str, Any]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for record in records:
+        producer.produce(topic, json.dumps(record).encode())
+    assert producer.flush(30) == 0
+
+
+def _visible_after(
+    catalog: RestCatalog, table: str, user_id: int, since: float, timeout: float = 60
+) -> float:
+    """Seconds from `since` until the row with `user_id` is in the table (scanned as a reader does)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        content = log.read_text(errors="replace") if log.exists() else ""
-        if text in content:
-            return
-        assert process.poll() is None, content[-4000:]
-        time.sleep(0.5)
-    raise AssertionError(f"{text!r} not seen: {log.read_text(errors='replace')[-4000:]}")
+        loaded = catalog.load_table(table)
+        if loaded.current_snapshot() is not None:
+            rows = loaded.scan(row_filter=f"user_id = {user_id}", selected_fields=("user_id",)).to_arrow()
+            if rows.num_rows:
+                return time.monotonic() - since
+        time.sleep(0.2)
+    raise AssertionError(f"user_id {user_id} not in {table} after {timeout} s")
 
 
-def test_floe_up_ingests_a_topic_that_duckdb_then_queries(tmp_path: Path) -> None:
+def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     port, kafka_port, metrics_port = free_port(), free_port(), free_port()
+    url, bootstrap = f"http://127.0.0.1:{port}", f"127.0.0.1:{kafka_port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
-    env |= {"FLOE_HOME": str(home), "FLOE_SPARK_MASTER": "local[2]"}
-    log = tmp_path / "up.log"
-    command = [
-        sys.executable,
-        "-m",
-        "catalog.cli",
-        "up",
-        "--port",
-        str(port),
-        "--kafka-port",
-        str(kafka_port),
-        "--metrics-port",
-        str(metrics_port),
-    ]
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_for(log, "floe ingest", process, timeout=240)
-        assert (home / "floe.yaml").exists()
+    env |= {"FLOE_HOME": str(home), "FLOE_SPARK_MASTER": "local[2]", "TERM": "xterm-256color"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    argv = [sys.executable, "-m", "catalog.cli", "up", "--port", str(port), "--kafka-port", str(kafka_port)]
+    argv += ["--metrics-port", str(metrics_port)]
+    transcript: list[str] = []
+    timings: dict[str, float] = {}
+
+    def run_until_ready(label: str) -> tuple[Terminal, float]:
         started = time.monotonic()
-        produce(
-            f"127.0.0.1:{kafka_port}",
-            "events",
-            (json.dumps({"user_id": i, "action": "click", "amount": i / 2}).encode() for i in range(100)),
-        )
+        terminal = Terminal(argv, env, tmp_path)
+        ready = terminal.wait_for(READY, timeout=300)
+        timings[f"{label}: start → ready"] = ready - started
+        return terminal, ready
+
+    def stop(terminal: Terminal) -> None:
+        terminal.ctrl_c()
+        assert terminal.wait(timeout=120) == 0, terminal.text[-6000:]
+        assert "floe stopped" in terminal.text
+        transcript.append(terminal.text)
+
+    # 1. First start on a fresh home: the example floe.yaml is written and applied.
+    terminal, ready = run_until_ready("first start")
+    try:
+        assert (home / "floe.yaml").exists()
+        assert "applied as revision 1" in terminal.text
+        assert str(home / "admin.json") in terminal.text
         admin = json.loads((home / "admin.json").read_text())
+        catalog = RestCatalog(
+            "floe", uri=url, credential=f"{admin['client_id']}:{admin['client_secret']}", warehouse="default"
+        )
+        _produce(bootstrap, "events", [{"user_id": 0, "action": "first", "amount": 0.0}])
+        timings["first start: ready → first record visible"] = first = _visible_after(
+            catalog, "local.events", 0, ready
+        )
+        assert first <= FIRST_RECORD_SECONDS, (timings, terminal.text[-4000:])
+        latencies = []
+        for user_id in range(1, 4):
+            produced = time.monotonic()
+            _produce(bootstrap, "events", [{"user_id": user_id, "action": "probe", "amount": 1.0}])
+            latencies.append(_visible_after(catalog, "local.events", user_id, produced))
+        timings["steady: produce → visible p50"] = statistics.median(latencies)
+        assert statistics.median(latencies) <= STEADY_P50_SECONDS, latencies
+        _produce(
+            bootstrap, "events", [{"user_id": 100 + i, "action": "click", "amount": i / 2} for i in range(96)]
+        )
+        terminal.wait_for("local.events:", timeout=60)  # the commit lines
         duck = connect(tmp_path / "duckdb")
         attach_catalog(
             duck,
-            endpoint=f"http://127.0.0.1:{port}",
+            endpoint=url,
             warehouse="default",
             client_id=admin["client_id"],
             client_secret=admin["client_secret"],
         )
-        count = 0
-        while time.monotonic() - started < 60:
-            try:
-                row = duck.execute("SELECT count(*) FROM floe.local.events").fetchone()
-                count = int(row[0]) if row else 0
-            except Exception:
-                count = 0
-            if count == 100:
-                break
+        deadline = time.monotonic() + 60
+        while (duck.execute("SELECT count(*) FROM floe.local.events").fetchone() or (0,))[0] < 100:
+            assert time.monotonic() < deadline, terminal.text[-4000:]
             time.sleep(1)
-        assert count == 100, log.read_text(errors="replace")[-4000:]
-        assert duck.execute("SELECT sum(amount) FROM floe.local.events").fetchone() == (
-            sum(i / 2 for i in range(100)),
+        assert duck.execute("SELECT count(*), sum(amount) FROM floe.local.events").fetchone() == (
+            100,
+            3.0 + sum(i / 2 for i in range(96)),
         )
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            pytest.fail(f"floe up did not stop on Ctrl-C: {log.read_text(errors='replace')[-4000:]}")
+        stop(terminal)
     assert not port_answers("127.0.0.1", port), "the catalog kept running"
     assert not port_answers("127.0.0.1", kafka_port), "the broker kept running"
+
+    # 2. Restart at once (ports in TIME-WAIT), then add a table with floe apply.
+    terminal, ready = run_until_ready("restart")
+    try:
+        assert "unchanged since floe up applied it" in terminal.text
+        _produce(bootstrap, "events", [{"user_id": 1000, "action": "again"}])
+        timings["restart: ready → first record visible"] = after_restart = _visible_after(
+            catalog, "local.events", 1000, ready
+        )
+        assert after_restart <= FIRST_RECORD_SECONDS, timings
+        config = yaml.safe_load((home / "floe.yaml").read_text())
+        clicks = json.loads(json.dumps(config["tables"][0]))
+        clicks["source_topic"] = "clicks"
+        config["tables"].append(clicks)
+        add = tmp_path / "add.yaml"
+        add.write_text(yaml.safe_dump(config, sort_keys=False))
+        apply_env = {**env, "FLOE_URL": url}
+        applied = subprocess.run(
+            [sys.executable, "-m", "catalog.cli", "apply", "-f", str(add)],
+            env=apply_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert applied.returncode == 0, applied.stderr
+        assert "revision 2 applied" in applied.stderr
+        # floe up creates the new topic on its broker and starts ingesting it (within a poll).
+        mark = len(terminal.text)
+        terminal.wait_for("local.clicks: ingesting topic clicks", timeout=60, after=mark)
+        _produce(bootstrap, "clicks", [{"user_id": 2000, "action": "added"}])
+        _visible_after(catalog, "local.clicks", 2000, time.monotonic())
+    finally:
+        stop(terminal)
+
+    # 3. Restart again: revision 2 stays applied, so clicks is still ingested.
+    terminal, ready = run_until_ready("second restart")
+    try:
+        assert "revision 2" in terminal.text
+        assert "topic clicks → table local.clicks" in terminal.text
+        _produce(bootstrap, "clicks", [{"user_id": 2001, "action": "still"}])
+        timings["second restart: ready → first record visible"] = again = _visible_after(
+            catalog, "local.clicks", 2001, ready
+        )
+        assert again <= FIRST_RECORD_SECONDS, timings
+        dry = subprocess.run(
+            [sys.executable, "-m", "catalog.cli", "apply", "-f", str(add), "--dry-run"],
+            env=apply_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert dry.returncode == 0, dry.stderr
+        assert "resumed" not in dry.stdout  # add.yaml is what runs
+    finally:
+        stop(terminal)
+
+    print("\n".join(f"{name}: {seconds:.1f} s" for name, seconds in timings.items()))
+    output = "\n".join(transcript)
+    assert "Traceback" not in output, output[-6000:]
+    assert " ERROR " not in output, [line for line in output.splitlines() if " ERROR " in line]
+    assert "WARN" not in output, [line for line in output.splitlines() if "WARN" in line]
