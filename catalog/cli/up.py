@@ -208,6 +208,7 @@ def settle_configuration(
             f"configuration: revision {current.revision} (applied by {current.applied_by} "
             f"{current.applied_at:%Y-%m-%d %H:%M}); {config_file} unchanged since floe up applied it",
             highlight=False,
+            soft_wrap=True,
         )
         return current
     if current is not None and record is None:
@@ -215,17 +216,23 @@ def settle_configuration(
             f"configuration: revision {current.revision} as applied (applied by {current.applied_by}); "
             f"{config_file} was not applied — run floe apply -f {config_file} to apply it",
             highlight=False,
+            soft_wrap=True,
         )
         AppliedRecord(digest, None).write(home)
         return current
     outcome = client.apply_pipeline(raw)
     AppliedRecord(digest, outcome.revision).write(home)
     if current is None:
-        console.print(f"configuration: {config_file} applied as revision {outcome.revision}", highlight=False)
+        console.print(
+            f"configuration: {config_file} applied as revision {outcome.revision}",
+            highlight=False,
+            soft_wrap=True,
+        )
     elif not outcome.applied:
         console.print(
             f"configuration: {config_file} changed and matches revision {outcome.revision}: nothing to apply",
             highlight=False,
+            soft_wrap=True,
         )
     else:
         replaced = ""
@@ -235,6 +242,7 @@ def settle_configuration(
             f"configuration: {config_file} changed since floe up last applied it: applied as "
             f"revision {outcome.revision}{replaced}",
             highlight=False,
+            soft_wrap=True,
         )
     pipeline = client.pipeline()
     assert pipeline is not None
@@ -250,7 +258,7 @@ def _step(text: str) -> Iterator[None]:
     started = time.monotonic()
     with console.status(text):
         yield
-    console.print(f"{text} ({time.monotonic() - started:.1f} s)", highlight=False)
+    console.print(f"{text} ({time.monotonic() - started:.1f} s)", highlight=False, soft_wrap=True)
 
 
 def _start_spark(url: str, client_id: str, client_secret: str, log_file: Path) -> SparkSession:
@@ -432,7 +440,7 @@ def up_command(
         config_file = home / "floe.yaml"
         if not config_file.exists():
             config_file.write_text(example_config(kafka_port))
-            console.print(f"wrote an example configuration to {config_file}", highlight=False)
+            console.print(f"wrote an example configuration to {config_file}", highlight=False, soft_wrap=True)
     try:
         text = config_file.read_text()
         raw, _, _ = read_yaml(text)

@@ -792,3 +792,28 @@ def test_compaction_while_ingesting_keeps_every_record_exactly_once(
     maintained = {entry["table"]: entry for entry in json.loads(result.output).get("maintenance", [])}
     assert f"{COMPACT_CLUSTER}.{table}" in maintained, result.output
     assert "rewrite_data_files" in [a["name"] for a in maintained[f"{COMPACT_CLUSTER}.{table}"]["actions"]]
+
+
+def test_a_missing_topic_waits_with_one_warning_and_is_ingested_once_it_exists(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client
+) -> None:
+    # Issue 12: no restart loop of stack traces while a topic does not exist on an external cluster; one
+    # WARNING (at most one a minute), the topic_missing metric (floe status), then ingestion once it exists.
+    topic = f"not-yet.{uuid.uuid4().hex[:6]}"
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": EVENT_FIELDS}
+    )
+    gauge = f'floe_ingest_topic_missing{{table="{CLUSTER}.{table}",topic="{topic}"}}'
+    deadline = time.monotonic() + 60
+    while f"{gauge} 1.0" not in httpx.get(ingest.metrics_url, timeout=10).text:
+        assert time.monotonic() < deadline, ingest.log_text()[-4000:]
+        time.sleep(0.5)
+    time.sleep(12)  # a few reconciliations: still one warning, and no query started on the missing topic
+    log = ingest.log_text()
+    assert log.count(f"topic {topic} does not exist") == 1, log[-4000:]
+    assert f"{CLUSTER}.{table}: ingestion query stopped" not in log
+    kafka.create_topic(topic, 1)
+    produced = produce(kafka.bootstrap_servers, topic, [json.dumps(_event(i)).encode() for i in range(3)])
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest, timeout=90)
+    assert f"{gauge} 0.0" in httpx.get(ingest.metrics_url, timeout=10).text

@@ -129,7 +129,7 @@ def _visible_after(
             rows = loaded.scan(row_filter=f"user_id = {user_id}", selected_fields=("user_id",)).to_arrow()
             if rows.num_rows:
                 return time.monotonic() - since
-        time.sleep(0.2)
+        time.sleep(0.25)
     raise AssertionError(f"user_id {user_id} not in {table} after {timeout} s")
 
 

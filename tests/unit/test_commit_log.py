@@ -1,0 +1,57 @@
+"""Commit lines of the ingestion service (issue 12, item 4): a table's first commit as its own line, then one
+summary per table per period — commits every second must not drown the terminal."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from pyiceberg.schema import Schema
+
+from ingest.batches import BatchResult, IngestTable
+from ingest.service import CommitLog
+
+
+def _table(name: str) -> IngestTable:
+    return IngestTable(
+        cluster="local",
+        topic=name,
+        warehouse="default",
+        namespace=("local",),
+        table=name,
+        dlq_table=f"{name}_dlq",
+        source_format="json",
+        schema=Schema(),
+        kafka_options={},
+        consumer_config={},
+        commit_interval=1.0,
+    )
+
+
+def test_first_commit_then_one_summary_per_period(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ingest.service")
+    log = CommitLog(period=0.2)
+    events = _table("events")
+    log.committed(events, BatchResult(records=5, end_offsets={0: 5}))
+    for offset in range(6, 16):
+        log.committed(events, BatchResult(records=1, dead_letters=1, end_offsets={0: offset}))
+    assert [r.getMessage() for r in caplog.records] == ["local.events: first commit, 5 rows (offsets p0=5)"]
+    time.sleep(0.25)
+    log.flush()
+    summary = caplog.records[-1].getMessage()
+    assert summary.startswith("local.events: 10 commits, 10 rows, 10 dead letters in the last")
+    assert summary.endswith("(offsets p0=15)")
+    log.flush(force=True)  # nothing pending: no empty summary
+    assert len(caplog.records) == 2
+
+
+def test_each_table_has_its_first_commit_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="ingest.service")
+    log = CommitLog()
+    log.committed(_table("a"), BatchResult(records=1, end_offsets={0: 1, 1: 3}))
+    log.committed(_table("b"), BatchResult(records=2, end_offsets={0: 2}))
+    assert [r.getMessage() for r in caplog.records] == [
+        "local.a: first commit, 1 rows (offsets p0=1 p1=3)",
+        "local.b: first commit, 2 rows (offsets p0=2)",
+    ]
