@@ -340,6 +340,7 @@ def ready_summary(
 ) -> str:
     """What `floe up` prints when it is ready: where everything is, and how to query and stop."""
     tokens = f"{url}/v1/oauth/tokens"
+    key = f"{client_id}:{client_secret}"
     first = tables[0].name if tables else "<namespace>.<table>"
     lines = [
         f"[bold green]floe is ready[/bold green] ({seconds:.1f} s)",
@@ -372,18 +373,21 @@ def ready_summary(
         f"CLIENT_SECRET '{client_secret}', OAUTH2_SERVER_URI '{tokens}');",
         f"             ATTACH '{warehouse}' AS floe (TYPE ICEBERG, ENDPOINT '{url}', SECRET floe_key);",
         f"             SELECT count(*) FROM floe.{first};",
-        f"  pyiceberg  load_catalog('floe', uri='{url}', credential='{client_id}:{client_secret}', "
+        f"  pyiceberg  load_catalog('floe', type='rest', uri='{url}', credential='{key}', "
         f"warehouse='{warehouse}').load_table('{first}').scan().to_arrow()",
-        "  Spark      --conf spark.sql.catalog.floe=org.apache.iceberg.spark.SparkCatalog "
+        "  Spark      pyspark --packages org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0 "
+        "--conf spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions "
+        "--conf spark.sql.catalog.floe=org.apache.iceberg.spark.SparkCatalog "
         f"--conf spark.sql.catalog.floe.type=rest --conf spark.sql.catalog.floe.uri={url} "
-        f"--conf spark.sql.catalog.floe.warehouse={warehouse} "
-        f"--conf spark.sql.catalog.floe.credential={client_id}:{client_secret} "
+        f"--conf spark.sql.catalog.floe.warehouse={warehouse} --conf spark.sql.catalog.floe.credential={key} "
+        f"--conf spark.sql.catalog.floe.oauth2-server-uri={tokens} "
         "--conf spark.sql.catalog.floe.scope=catalog",
-        "  Trino      connector.name=iceberg, iceberg.catalog.type=rest, "
-        f"iceberg.rest-catalog.uri={url}, iceberg.rest-catalog.warehouse={warehouse}, "
-        "iceberg.rest-catalog.security=OAUTH2, "
-        f"iceberg.rest-catalog.oauth2.credential={client_id}:{client_secret}, "
-        "iceberg.rest-catalog.oauth2.scope=catalog",
+        "  Trino      etc/catalog/floe.properties, one per line: connector.name=iceberg "
+        "iceberg.catalog.type=rest "
+        f"iceberg.rest-catalog.uri={url} iceberg.rest-catalog.warehouse={warehouse} "
+        f"iceberg.rest-catalog.security=OAUTH2 iceberg.rest-catalog.oauth2.credential={key} "
+        f"iceberg.rest-catalog.oauth2.server-uri={tokens} fs.native-local.enabled=true local.location=/",
+        "  (README, Connecting engines: each engine's block in full)",
     ]
     topic = tables[0].topic if tables else None
     produce = f"produce JSON records to topic {topic} on {broker}; " if topic and broker else ""
