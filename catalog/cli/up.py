@@ -329,7 +329,6 @@ def ready_summary(
     url: str,
     home: Path,
     client_id: str,
-    client_secret: str,
     warehouse: str,
     tables: Sequence[IngestTable],
     broker: str | None,
@@ -340,7 +339,10 @@ def ready_summary(
 ) -> str:
     """What `floe up` prints when it is ready: where everything is, and how to query and stop."""
     tokens = f"{url}/v1/oauth/tokens"
-    key = f"{client_id}:{client_secret}"
+    # The secret is never printed: terminals are scrolled back, recorded and pasted into tickets. The
+    # snippets carry a placeholder and say where the secret is.
+    secret = "<client_secret>"
+    key = f"{client_id}:{secret}"
     first = tables[0].name if tables else "<namespace>.<table>"
     lines = [
         f"[bold green]floe is ready[/bold green] ({seconds:.1f} s)",
@@ -367,10 +369,10 @@ def ready_summary(
     )
     lines.append("  logs         " + ", ".join(str(p) for p in logs))
     lines += [
-        "query it with",
+        f"query it with (<client_secret>: client_secret in {home / 'admin.json'})",
         "  DuckDB     INSTALL iceberg; LOAD iceberg;",
         f"             CREATE SECRET floe_key (TYPE ICEBERG, CLIENT_ID '{client_id}', "
-        f"CLIENT_SECRET '{client_secret}', OAUTH2_SERVER_URI '{tokens}');",
+        f"CLIENT_SECRET '{secret}', OAUTH2_SERVER_URI '{tokens}');",
         f"             ATTACH '{warehouse}' AS floe (TYPE ICEBERG, ENDPOINT '{url}', SECRET floe_key);",
         f"             SELECT count(*) FROM floe.{first};",
         f"  pyiceberg  load_catalog('floe', type='rest', uri='{url}', credential='{key}', "
@@ -521,7 +523,6 @@ def up_command(
                 url=url,
                 home=home,
                 client_id=client_id,
-                client_secret=client_secret,
                 warehouse=pipeline.warehouse,
                 tables=tables,
                 broker=broker,

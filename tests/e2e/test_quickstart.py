@@ -268,3 +268,6 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     for marker in ("Traceback", " ERROR ", "WARN"):
         at = output.find(marker)
         assert at < 0, f"{marker!r} in floe up's output:\n{output[max(0, at - 2000) : at + 2000]}"
+    # The ready summary says where the admin secret is; the secret itself never reaches the terminal.
+    secret = json.loads((home / "admin.json").read_text())["client_secret"]
+    assert secret not in output
