@@ -353,6 +353,10 @@ class Settings(FloeSettings):
         8, ge=1, description="storage calls running at once for one cluster (or one global key)"
     )
     storage_timeout_seconds: float = Field(60.0, gt=0, description="deadline of one storage call (then 503)")
+    console: bool = Field(
+        True,
+        description="serve the web console at `/console` (sign in with an API key); `off` turns it off",
+    )
     max_metadata_file_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="largest metadata file `register` reads"
     )

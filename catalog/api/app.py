@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Tag
@@ -100,8 +100,16 @@ def build_litestar(settings: Settings) -> Litestar:
             await glue.stop()
             await store.close()
 
+    console: list[Router] = []
+    templates = None
+    if settings.console:
+        # Imported only when served: FLOE_CONSOLE=off loads none of it.
+        from catalog.console import console_router, template_config
+
+        console, templates = [console_router()], template_config()
     return Litestar(
         route_handlers=[
+            *console,
             get_config,
             get_token,
             ManagementController,
@@ -142,6 +150,7 @@ def build_litestar(settings: Settings) -> Litestar:
         openapi_config=openapi_config(),
         request_max_body_size=settings.max_body_bytes,
         request_class=FloeRequest,
+        template_config=templates,
         logging_config=None,
         debug=False,
     )

@@ -1,7 +1,9 @@
 """Authentication before anything else runs: body parsing, idempotency replay, the handler.
 
 Every route but the probes, the token endpoint and the API documentation needs a valid bearer token;
-the principal is put in the request state, where `provide_principal` hands it to the handlers.
+the principal is put in the request state, where `provide_principal` hands it to the handlers. The web
+console's routes (`/console`) carry the same token in a session cookie instead, which its own middleware
+checks with the same `AuthService` (catalog/console/session.py).
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from catalog.auth import ANONYMOUS_ADMIN
 from catalog.errors import CatalogError
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/oauth/tokens"})
+COOKIE_AUTHENTICATED_PREFIX = "/console"
 
 
 def _is_public(scope: Scope) -> bool:
     template = str(scope.get("path_template") or "")
+    if template == COOKIE_AUTHENTICATED_PREFIX or template.startswith(COOKIE_AUTHENTICATED_PREFIX + "/"):
+        return True  # authenticated by the console's session middleware, from its cookie
     return template in PUBLIC_PATHS or template.startswith("/openapi")
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from catalog.auth import Principal, managed_cluster
 from catalog.store.interfaces import AuditStore
-from catalog.store.security import AuditEntry
+from catalog.store.security import AuditEntry, AuditFilter
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,11 +26,16 @@ class AuditService:
         await self.store.add_audit_entries(list(entries))
 
     async def list(
-        self, principal: Principal, cluster: str | None, limit: int, before: int | None
+        self,
+        principal: Principal,
+        cluster: str | None,
+        limit: int,
+        before: int | None,
+        filters: AuditFilter | None = None,
     ) -> AuditPage:
         """A page of the log: all of it (or one cluster's) for a global administrator, a cluster
-        admin's own cluster's."""
+        admin's own cluster's; `filters` narrow it further."""
         entries = await self.store.list_audit(
-            cluster=managed_cluster(principal, cluster), limit=limit, before_id=before
+            cluster=managed_cluster(principal, cluster), limit=limit, before_id=before, filters=filters
         )
         return AuditPage(entries, entries[-1].id if len(entries) == limit else None)

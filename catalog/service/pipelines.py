@@ -92,6 +92,18 @@ class PipelineService:
             config = config.for_cluster(principal.cluster)
         return PipelineState(record, config)
 
+    async def history(self, principal: Principal, limit: int = 50) -> list[PipelineState]:
+        """Applied revisions newest first, each as `current` shows it (a cluster key: its cluster's part)."""
+        authorize_pipeline_read(principal)
+        states = []
+        for record in await self.ctx.store.list_pipeline_revisions(limit=limit):
+            config = parse_config(record.config)
+            if not principal.is_admin:
+                assert principal.cluster is not None
+                config = config.for_cluster(principal.cluster)
+            states.append(PipelineState(record, config))
+        return states
+
     async def apply(self, principal: Principal, raw_config: Any, *, dry_run: bool) -> ApplyResult:
         """Validate, plan and (unless `dry_run`) apply; `InvalidConfig` lists every refused change."""
         require_admin(principal, "apply a pipeline configuration")

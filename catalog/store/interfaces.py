@@ -20,7 +20,7 @@ from catalog.store.records import (
     TabularRecord,
     WarehouseRecord,
 )
-from catalog.store.security import ApiKeyRecord, AuditEntry, ClusterRecord, SigningKeyRecord
+from catalog.store.security import ApiKeyRecord, AuditEntry, AuditFilter, ClusterRecord, SigningKeyRecord
 
 
 class WarehouseStore(Protocol):
@@ -153,7 +153,12 @@ class AuditStore(Protocol):
     async def add_audit_entries(self, entries: Sequence[AuditEntry]) -> None: ...
 
     async def list_audit(
-        self, *, cluster: str | None = None, limit: int = 100, before_id: int | None = None
+        self,
+        *,
+        cluster: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+        filters: AuditFilter | None = None,
     ) -> list[AuditEntry]: ...
 
 
@@ -163,6 +168,10 @@ class SecurityStore(ClusterStore, ApiKeyStore, SigningKeyStore, AuditStore, Prot
 
 class PipelineStore(Protocol):
     async def latest_pipeline_revision(self) -> PipelineRevisionRecord | None: ...
+
+    async def list_pipeline_revisions(
+        self, *, limit: int = 100, revision: int | None = None
+    ) -> list[PipelineRevisionRecord]: ...
 
     async def add_pipeline_revision(
         self,

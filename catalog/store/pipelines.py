@@ -42,19 +42,29 @@ class PipelineStoreMixin:
         raise NotImplementedError
 
     async def latest_pipeline_revision(self) -> PipelineRevisionRecord | None:
-        query = select(pipeline_revisions).order_by(pipeline_revisions.c.revision.desc()).limit(1)
+        revisions = await self.list_pipeline_revisions(limit=1)
+        return revisions[0] if revisions else None
+
+    async def list_pipeline_revisions(
+        self, *, limit: int = 100, revision: int | None = None
+    ) -> list[PipelineRevisionRecord]:
+        """Revisions newest first (only `revision`, when given)."""
+        query = select(pipeline_revisions).order_by(pipeline_revisions.c.revision.desc()).limit(limit)
+        if revision is not None:
+            query = query.where(pipeline_revisions.c.revision == revision)
         async with self._reading() as conn:
-            row = (await conn.execute(query)).first()
-        if row is None:
-            return None
-        return PipelineRevisionRecord(
-            row.revision,
-            row.warehouse,
-            json.loads(row.config),
-            json.loads(row.plan),
-            row.applied_by,
-            _aware(row.applied_at),
-        )
+            rows = (await conn.execute(query)).all()
+        return [
+            PipelineRevisionRecord(
+                row.revision,
+                row.warehouse,
+                json.loads(row.config),
+                json.loads(row.plan),
+                row.applied_by,
+                _aware(row.applied_at),
+            )
+            for row in rows
+        ]
 
     async def add_pipeline_revision(
         self,

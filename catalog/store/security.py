@@ -80,6 +80,19 @@ class AuditEntry:
     id: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    """Narrows an audit listing: exact subject, action and outcome, a substring of the target, and a time
+    range (`since` inclusive, `until` exclusive)."""
+
+    subject: str | None = None
+    action: str | None = None
+    target: str | None = None
+    outcome: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
 def _aware(value: datetime) -> datetime:
     """SQLite hands back naive datetimes; everything floe stores is UTC."""
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
@@ -391,13 +404,33 @@ class SecurityStoreMixin:
             )
 
     async def list_audit(
-        self, *, cluster: str | None = None, limit: int = 100, before_id: int | None = None
+        self,
+        *,
+        cluster: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+        filters: AuditFilter | None = None,
     ) -> list[AuditEntry]:
         query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
         if cluster is not None:
             query = query.where(audit_log.c.cluster == cluster)
         if before_id is not None:
             query = query.where(audit_log.c.id < before_id)
+        if filters is not None:
+            if filters.subject:
+                query = query.where(audit_log.c.subject == filters.subject)
+            if filters.action:
+                query = query.where(audit_log.c.action == filters.action)
+            if filters.target:
+                # A substring of the target (`table=orders`); LIKE's wildcards in it are taken literally.
+                pattern = filters.target.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                query = query.where(audit_log.c.target.like(f"%{pattern}%", escape="\\"))
+            if filters.outcome:
+                query = query.where(audit_log.c.outcome == filters.outcome)
+            if filters.since is not None:
+                query = query.where(audit_log.c.at >= filters.since)
+            if filters.until is not None:
+                query = query.where(audit_log.c.at < filters.until)
         async with self._reading() as conn:
             rows = (await conn.execute(query)).all()
         return [
