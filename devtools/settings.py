@@ -26,3 +26,8 @@ class DevSettings(BaseSettings):
         description="a JDK 24+ for the Trino 476 that `devtools/trino.py` starts (tests); else `JAVA_HOME` "
         "when it is 24+, else the newest JDK under `/usr/lib/jvm`, `/usr/local/lib/jvm` or `/opt`",
     )
+    chromium: Path | None = Field(
+        None,
+        description="the Chromium the console's browser test drives (`devtools/chromium.py`); else Debian's "
+        "`chromium` on the PATH, installed with apt-get when missing and running as root",
+    )

@@ -55,6 +55,8 @@ MANAGEMENT_OPERATIONS = frozenset(
 )  # fmt: skip
 # Litestar serves the OpenAPI document itself (JSON, YAML and viewers) under this path.
 OPENAPI_ROUTES_PREFIX = "/openapi"
+# The web console (catalog/console): HTML pages for browsers, not an API; left out of the document.
+CONSOLE_ROUTES_PREFIX = "/console"
 
 # Spec schema properties floe's schemas leave out, with the reason.
 PROPERTIES_NOT_OFFERED: dict[tuple[str, str], str] = {
@@ -296,7 +298,7 @@ def test_every_served_route_is_documented_or_an_extension(floe: dict[str, Any]) 
     undocumented = set()
     for route in app.routes:
         path = route.path_format
-        if path in FLOE_EXTENSIONS or path.startswith(OPENAPI_ROUTES_PREFIX):
+        if path in FLOE_EXTENSIONS or path.startswith((OPENAPI_ROUTES_PREFIX, CONSOLE_ROUTES_PREFIX)):
             continue
         for method in route.methods:
             if method != "OPTIONS" and f"{method} {path}" not in documented:
