@@ -357,6 +357,12 @@ class Settings(FloeSettings):
         True,
         description="serve the web console at `/console` (sign in with an API key); `off` turns it off",
     )
+    console_ingest_metrics_url: str | None = Field(
+        None,
+        description="the ingestion service's Prometheus endpoint (`http://127.0.0.1:9464/metrics` beside "
+        "`floe ingest`): the console's overview shows each table's offset lag, time lag and records/s",
+        json_schema_extra=shown_default("not shown"),
+    )
     max_metadata_file_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="largest metadata file `register` reads"
     )

@@ -79,5 +79,7 @@ def find_chromium() -> Path:
         _install()
         found = _on_path()
     if found is None:
-        raise ChromiumUnavailable(f"apt-get installed {APT_PACKAGE} but no {' or '.join(NAMES)} is on the PATH")
+        raise ChromiumUnavailable(
+            f"apt-get installed {APT_PACKAGE} but no {' or '.join(NAMES)} is on the PATH"
+        )
     return found

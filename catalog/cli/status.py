@@ -16,50 +16,16 @@ from rich.table import Table
 from catalog.cli.ingest import DEFAULT_METRICS_PORT
 from catalog.cli.output import as_json
 from catalog.client import DEFAULT_URL, ClientError, FloeClient, admin_credentials
+from catalog.ingest_metrics import ingest_status
 
 
 def read_status(metrics_url: str) -> dict[str, Any]:
     """The ingestion service's metrics, per table and partition."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     try:
         text = httpx.get(metrics_url, timeout=10).text
     except httpx.HTTPError as exc:
         raise click.ClickException(f"Cannot reach the ingestion service at {metrics_url}: {exc}") from exc
-    tables: dict[str, dict[str, Any]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            table = sample.labels.get("table")
-            if table is None:
-                continue
-            entry = tables.setdefault(table, {"table": table, "partitions": {}})
-            partition = sample.labels.get("partition")
-            name = sample.name
-            if partition is not None and partition != "all":
-                part = entry["partitions"].setdefault(partition, {"partition": int(partition)})
-                if name == "floe_ingest_partition_offset_lag":
-                    part["offset_lag"] = int(sample.value)
-                elif name == "floe_ingest_partition_time_lag_seconds":
-                    part["time_lag_seconds"] = round(sample.value, 3)
-                elif name == "floe_ingest_committed_offset":
-                    part["committed_offset"] = int(sample.value)
-            elif name == "floe_ingest_records_per_second":
-                entry["records_per_second"] = round(sample.value, 1)
-            elif name == "floe_ingest_bytes_per_second":
-                entry["mib_per_second"] = round(sample.value / 2**20, 3)
-            elif name == "floe_ingest_dead_letters_total":
-                entry["dead_letters"] = int(sample.value)
-            elif name == "floe_ingest_records_total":
-                entry["records"] = int(sample.value)
-            elif name == "floe_ingest_last_commit_timestamp_seconds":
-                entry["last_commit"] = sample.value
-            elif name == "floe_ingest_table_error" and sample.value:
-                entry["error"] = sample.labels.get("error", "")
-            elif name == "floe_ingest_topic_missing" and sample.value:
-                entry["missing_topic"] = sample.labels.get("topic")
-    for entry in tables.values():
-        entry["partitions"] = sorted(entry["partitions"].values(), key=lambda p: p["partition"])
-    return {"tables": sorted(tables.values(), key=lambda t: t["table"])}
+    return ingest_status(text)
 
 
 def read_maintenance(url: str, client_id: str, client_secret: str, limit: int = 200) -> list[dict[str, Any]]:

@@ -189,7 +189,8 @@ class PagesController(Controller):
         pipelines: PipelineService,
     ) -> Template:
         reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
-        return page(request, principal, "overview.html", clusters=await reader.overview())
+        overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url)
+        return page(request, principal, "overview.html", overview=overview)
 
     @get("/overview/rows")
     async def overview_rows(
@@ -204,7 +205,8 @@ class PagesController(Controller):
     ) -> Template:
         """The overview's tables alone: htmx polls this to refresh the page in place."""
         reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
-        return page(request, principal, "overview_rows.html", clusters=await reader.overview())
+        overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url)
+        return page(request, principal, "overview_rows.html", overview=overview)
 
     @get("/tables/{warehouse:str}/{namespace:str}/{table:str}")
     async def table_page(

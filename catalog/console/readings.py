@@ -6,15 +6,19 @@ REST API, and turned into plain values for the templates. Table facts come from 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import httpx
+
 from catalog.auth import Principal
 from catalog.errors import CatalogError, Forbidden, NotFound
 from catalog.identifiers import Namespace, TableIdent
+from catalog.ingest_metrics import ingest_status
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
 from catalog.service.clusters import ClusterService
 from catalog.service.maintenance import MaintenancePass, MaintenanceService
@@ -22,7 +26,10 @@ from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
 from catalog.service.tables import TableService
 
+log = logging.getLogger(__name__)
+
 DLQ_SUFFIX = "_dlq"
+INGEST_METRICS_TIMEOUT_SECONDS = 3.0
 # Freshness thresholds of the overview's lights: a table last committed longer ago turns amber, then red.
 AMBER_AFTER_SECONDS = 5 * 60
 RED_AFTER_SECONDS = 60 * 60
@@ -54,6 +61,50 @@ class TableRef:
 
 
 @dataclass(frozen=True, slots=True)
+class IngestReading:
+    """What the ingestion service reports about one table right now."""
+
+    offset_lag: int | None  # records produced but not committed, over all partitions
+    time_lag_seconds: float | None  # the most behind partition's
+    records_per_second: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class IngestMetrics:
+    """The ingestion service's readings per table (`namespace.table`), or why there are none."""
+
+    tables: dict[str, IngestReading]
+    error: str | None = None
+
+
+def ingest_readings(status: Mapping[str, Any]) -> dict[str, IngestReading]:
+    """Per table, from `catalog.ingest_metrics.ingest_status`'s shape."""
+    readings = {}
+    for entry in status.get("tables", []):
+        parts = entry.get("partitions") or []
+        lags = [p["offset_lag"] for p in parts if "offset_lag" in p]
+        times = [p["time_lag_seconds"] for p in parts if "time_lag_seconds" in p]
+        readings[str(entry["table"])] = IngestReading(
+            sum(lags) if lags else None, max(times) if times else None, entry.get("records_per_second")
+        )
+    return readings
+
+
+async def read_ingest_metrics(url: str | None) -> IngestMetrics | None:
+    """The ingestion service's metrics (None when no URL is configured; an error when unreachable)."""
+    if not url:
+        return None
+    try:
+        async with httpx.AsyncClient(timeout=INGEST_METRICS_TIMEOUT_SECONDS) as client:
+            response = await client.get(url)
+            response.raise_for_status()
+        return IngestMetrics(ingest_readings(ingest_status(response.text)))
+    except (httpx.HTTPError, ValueError) as exc:
+        log.warning("ingestion metrics at %s unavailable: %s", url, exc)
+        return IngestMetrics({}, "the ingestion service's metrics are unavailable")
+
+
+@dataclass(frozen=True, slots=True)
 class TableSummary:
     """One overview row."""
 
@@ -68,6 +119,7 @@ class TableSummary:
     last_pass: MaintenancePass | None
     health: Health
     reasons: tuple[str, ...]
+    ingest: IngestReading | None = None
 
     @property
     def age_seconds(self) -> float | None:
@@ -79,6 +131,12 @@ class ClusterOverview:
     name: str
     warehouse: str
     tables: list[TableSummary]
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    clusters: list[ClusterOverview]
+    ingest: IngestMetrics | None  # None: no ingestion metrics URL configured
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,20 +331,31 @@ def partition_fields(metadata: Mapping[str, Any], fields: list[FieldRow]) -> lis
 
 
 def health_of(
-    age_seconds: float | None, dead_letters: int | None, last_pass: MaintenancePass | None
+    age_seconds: float | None,
+    dead_letters: int | None,
+    last_pass: MaintenancePass | None,
+    ingest: IngestReading | None = None,
 ) -> tuple[Health, tuple[str, ...]]:
-    """Red when the table has not been committed to for an hour, amber for five minutes, for dead letters
-    in the last hour or a failed last maintenance pass; green otherwise. The reasons say which."""
+    """Red when the table has not been committed to for an hour (or its ingestion is an hour behind),
+    amber for five minutes, for dead letters in the last hour or a failed last maintenance pass; green
+    otherwise. The reasons say which."""
     reasons: list[str] = []
     health = Health.GREEN
-    if age_seconds is None:
+    time_lag = ingest.time_lag_seconds if ingest is not None else None
+    if time_lag is not None and time_lag >= RED_AFTER_SECONDS:
+        health = Health.RED
+        reasons.append("ingestion over an hour behind")
+    elif time_lag is not None and time_lag >= AMBER_AFTER_SECONDS:
         health = Health.AMBER
+        reasons.append("ingestion over five minutes behind")
+    if age_seconds is None:
+        health = max(health, Health.AMBER, key=_severity)
         reasons.append("no commits yet")
     elif age_seconds >= RED_AFTER_SECONDS:
         health = Health.RED
         reasons.append("no commit for over an hour")
     elif age_seconds >= AMBER_AFTER_SECONDS:
-        health = Health.AMBER
+        health = max(health, Health.AMBER, key=_severity)
         reasons.append("no commit for over five minutes")
     if dead_letters:
         health = max(health, Health.AMBER, key=_severity)
@@ -364,8 +433,11 @@ class ConsoleReader:
             newest.setdefault((p.warehouse, ".".join(p.namespace), p.table), p)
         return newest
 
-    async def overview(self) -> list[ClusterOverview]:
-        """Every cluster the key sees, each with its tables (dead-letter tables are folded into theirs)."""
+    async def overview(self, ingest_metrics_url: str | None = None) -> Overview:
+        """Every cluster the key sees, each with its tables (dead-letter tables are folded into theirs),
+        with the ingestion service's lag of each when its metrics URL is configured."""
+        metrics = await read_ingest_metrics(ingest_metrics_url)
+        readings = metrics.tables if metrics is not None else {}
         ingested = await self._ingested_tables()
         passes = await self.last_passes()
         now_ms = int(time.time() * 1000)
@@ -377,9 +449,10 @@ class ConsoleReader:
             for ref in refs:
                 if ref.name.endswith(DLQ_SUFFIX) and ref.dotted.removesuffix(DLQ_SUFFIX) in names:
                     continue
-                rows.append(await self._summary(ref, names, ingested, passes, now_ms))
+                reading = readings.get(ref.dotted)
+                rows.append(await self._summary(ref, names, ingested, passes, now_ms, reading))
             result.append(ClusterOverview(cluster.name, cluster.warehouse, rows))
-        return result
+        return Overview(result, metrics)
 
     async def _summary(
         self,
@@ -388,6 +461,7 @@ class ConsoleReader:
         ingested: set[tuple[str, str]] | None,
         passes: dict[tuple[str, str, str], MaintenancePass],
         now_ms: int,
+        reading: IngestReading | None,
     ) -> TableSummary:
         try:
             _, metadata = await self.metadata(ref)
@@ -406,7 +480,7 @@ class ConsoleReader:
         last_pass = passes.get((ref.warehouse, ".".join(ref.namespace), ref.name))
         last_ms = int(snapshot["timestamp-ms"]) if snapshot else None
         age = None if last_ms is None else max(0.0, (now_ms - last_ms) / 1000)
-        health, reasons = health_of(age, dead_letters, last_pass)
+        health, reasons = health_of(age, dead_letters, last_pass, reading)
         return TableSummary(
             ref=ref,
             snapshots=len(metadata.get("snapshots") or []),
@@ -419,6 +493,7 @@ class ConsoleReader:
             last_pass=last_pass,
             health=health,
             reasons=reasons,
+            ingest=reading,
         )
 
     async def table(self, ref: TableRef) -> TableDetails:

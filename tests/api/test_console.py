@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,6 +27,8 @@ from catalog.api.app import build_litestar
 from catalog.console.session import CSRF_COOKIE, CSRF_FIELD, SESSION_COOKIE
 from catalog.settings import Settings
 from devtools.catalog_server import CatalogProcess
+from devtools.ports import free_port
+from tests.api.catalog_thread import CatalogThread
 from tests.api.test_maintenance import pass_body
 from tests.unit.test_kafka_offsets import progress_props
 
@@ -533,3 +536,47 @@ def test_the_console_can_be_turned_off() -> None:
 
     assert "/console" in console_paths({})
     assert console_paths({"FLOE_CONSOLE": "off"}) == []
+
+
+def test_overview_shows_the_ingestion_services_lag(fresh_database_url: str, tmp_path: Path) -> None:
+    """With FLOE_CONSOLE_INGEST_METRICS_URL, the overview reads `floe ingest`'s metrics endpoint (its
+    registry, served as `floe ingest` serves it) and shows lag and throughput of the tables the key sees."""
+    from prometheus_client import start_http_server
+
+    from ingest import metrics
+
+    port = free_port()
+    httpd, thread = start_http_server(port, addr="127.0.0.1", registry=metrics.REGISTRY)
+    cluster = f"lag_{uuid.uuid4().hex[:6]}"
+    env = {"FLOE_CONSOLE_INGEST_METRICS_URL": f"http://127.0.0.1:{port}/metrics"}
+    try:
+        with CatalogThread(fresh_database_url, home=tmp_path / "home", env=env) as server:
+            admin = Key(server.admin_client_id, server.admin_client_secret)
+            headers = {"Authorization": f"Bearer {server.token()}"}
+            with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
+                assert http.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+            table = server.catalog(warehouse="default").create_table(f"{cluster}.clicks", SCHEMA)
+            table.append(rows(1), snapshot_properties=progress_props("clicks", {}, {0: 1}))
+            for partition, lag, seconds in (("0", 120, 7200.0), ("1", 30, 12.5)):
+                metrics.OFFSET_LAG.labels(f"{cluster}.clicks", "clicks", partition).set(lag)
+                metrics.TIME_LAG.labels(f"{cluster}.clicks", "clicks", partition).set(seconds)
+            metrics.RECORDS_RATE.labels(f"{cluster}.clicks").set(41.5)
+            metrics.OFFSET_LAG.labels("someone_else.secret", "s", "0").set(9)
+
+            browser = signed_in(server, admin)
+            try:
+                text = browser.page("/console")
+                row = text[text.index(f"{cluster}.clicks") :][:200]
+                assert re.search(r"clicks not ingested \d+ s ago 150 2\.0 h 41\.5 1 ", row), row
+                assert re.search(r"red ?: ingestion over an hour behind", text)
+                assert "someone_else" not in text  # only tables this key sees
+                httpd.shutdown()
+                text = browser.page("/console/overview/rows")
+                assert "Lag not shown: the ingestion service's metrics are unavailable." in text
+                assert f"{cluster}.clicks" in text
+            finally:
+                browser.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)

@@ -44,7 +44,9 @@ def cluster(catalog_server: CatalogProcess) -> str:
     """A cluster with a table of two ingestion-like commits and a dead-letter table."""
     name = f"web_{uuid.uuid4().hex[:6]}"
     headers = {"Authorization": f"Bearer {catalog_server.token()}"}
-    response = httpx.post(f"{catalog_server.url}/management/v1/clusters", json={"name": name}, headers=headers)
+    response = httpx.post(
+        f"{catalog_server.url}/management/v1/clusters", json={"name": name}, headers=headers
+    )
     assert response.status_code == 201, response.text
     catalog = catalog_server.catalog(warehouse="default")
     table = catalog.create_table(f"{name}.orders", Schema(NestedField(1, "id", LongType())))
@@ -156,7 +158,9 @@ def test_reader_sees_no_write_buttons_and_a_hand_made_post_is_refused(
 ) -> None:
     headers = {"Authorization": f"Bearer {catalog_server.token()}"}
     created = httpx.post(
-        f"{catalog_server.url}/management/v1/keys", json={"role": "reader", "cluster": cluster}, headers=headers
+        f"{catalog_server.url}/management/v1/keys",
+        json={"role": "reader", "cluster": cluster},
+        headers=headers,
     )
     key = created.json()
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
