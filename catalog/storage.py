@@ -229,6 +229,83 @@ class Storage:
         return deleted
 
 
+@dataclass(frozen=True, slots=True)
+class TableSample:
+    """A table's live data files (sizes) and its newest rows, read from its current snapshot.
+
+    `rows` is None when no rows were read: the table has delete files (rows read without applying them
+    could be deleted ones) or no snapshot. `skipped` counts manifests and data files outside the table's
+    folder, which are neither read nor counted."""
+
+    file_sizes: list[int]
+    delete_files: int
+    rows: list[dict[str, Any]] | None
+    columns: list[str]
+    skipped: int = 0
+
+
+def _cell(value: Any, max_chars: int) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= max_chars else text[:max_chars] + "…"
+
+
+def sample_table(
+    storage: Storage, metadata: TableMetadata, owned: str, limit: int, max_cell_chars: int = 300
+) -> TableSample:
+    """The current snapshot's data file sizes and up to `limit` of its newest rows (newest data files
+    first), reading only manifests and files inside canonical `owned` (the table's cluster folder)."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.manifest import DataFileContent
+    from pyiceberg.table import FileScanTask
+
+    snapshot = metadata.current_snapshot()
+    if snapshot is None:
+        return TableSample([], 0, None, [])
+    io = storage._io()
+
+    def inside(path: str | None) -> bool:
+        if not path:
+            return False
+        try:
+            return is_within(normalize_location(path), owned)
+        except BadRequest:
+            return False
+
+    if not inside(snapshot.manifest_list):
+        return TableSample([], 0, None, [], skipped=1)
+    sizes: list[int] = []
+    data_files: list[tuple[int, Any]] = []
+    delete_files = skipped = 0
+    for manifest in snapshot.manifests(io):
+        if not inside(manifest.manifest_path):
+            skipped += 1
+            continue
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+            data_file = entry.data_file
+            if data_file.content != DataFileContent.DATA:
+                delete_files += 1
+            elif not inside(data_file.file_path):
+                skipped += 1
+            else:
+                sizes.append(data_file.file_size_in_bytes)
+                data_files.append((entry.sequence_number or 0, data_file))
+    schema = metadata.schema()
+    columns = [f.name for f in schema.fields]
+    if delete_files or limit <= 0:
+        return TableSample(sizes, delete_files, None, columns, skipped)
+    data_files.sort(key=lambda item: item[0], reverse=True)
+    rows: list[dict[str, Any]] = []
+    scan = ArrowScan(metadata, io, schema, AlwaysTrue(), True, limit)
+    for _, data_file in data_files:
+        if len(rows) >= limit:
+            break
+        table = scan.to_table([FileScanTask(data_file)])
+        for row in table.slice(0, limit - len(rows)).to_pylist():
+            rows.append({name: _cell(row.get(name), max_cell_chars) for name in columns})
+    return TableSample(sizes, delete_files, rows, columns, skipped)
+
+
 class StorageRunner:
     """Runs blocking storage calls in worker threads: at most `total` at once, at most `per_tenant`
     for one tenant (a cluster, or an administrator), each with an overall deadline.

@@ -5,6 +5,7 @@ key's principal, so a console user can do exactly what the key can do through th
 from __future__ import annotations
 
 import difflib
+import logging
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -15,7 +16,7 @@ from litestar.response import Redirect, Template
 
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
 from catalog.auth import Principal, Role
-from catalog.console.readings import ConsoleReader, TableRef
+from catalog.console.readings import ConsoleReader, TableRef, size_histogram
 from catalog.console.session import (
     CONSOLE_PATH,
     CSRF_FIELD,
@@ -25,7 +26,7 @@ from catalog.console.session import (
     session_cookie,
 )
 from catalog.console.snippets import connect_snippets
-from catalog.errors import BadRequest, NotFound
+from catalog.errors import BadRequest, CatalogError, NotFound
 from catalog.identifiers import parse_name, parse_namespace
 from catalog.pipelines import InvalidConfig, load_yaml
 from catalog.pipelines.yaml_values import read_yaml, with_line
@@ -38,6 +39,8 @@ from catalog.service.pipelines import PipelineService
 from catalog.service.security import CLIENT_CREDENTIALS, AuthService, OAuthFailure, TokenRequest
 from catalog.service.tables import TableService
 from catalog.store.security import AuditFilter
+
+log = logging.getLogger(__name__)
 
 AUDIT_PAGE_SIZE = 100
 MAX_PIPELINE_BYTES = 1024 * 1024
@@ -225,6 +228,40 @@ class PagesController(Controller):
         reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
         details = await reader.table(_ref(warehouse, namespace, table))
         return page(request, principal, "table.html", table=details)
+
+    @get("/tables/{warehouse:str}/{namespace:str}/{table:str}/sample")
+    async def sample_fragment(
+        self,
+        request: Request[Any, Any, Any],
+        warehouse: str,
+        namespace: str,
+        table: str,
+        principal: Principal,
+        clusters: ClusterService,
+        namespaces: NamespaceService,
+        tables: TableService,
+        maintenance: MaintenanceService,
+        pipelines: PipelineService,
+    ) -> Template:
+        """Data file sizes and the newest rows (for a dead-letter table: its latest errors), loaded by the
+        table page on request because it reads files."""
+        reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
+        ref = _ref(warehouse, namespace, table)
+        try:
+            sample = await reader.sample(ref)
+        except CatalogError:
+            raise
+        except Exception as exc:  # a file that cannot be read: said so, without its contents or path
+            log.warning("sample of %s failed: %s", ref.dotted, type(exc).__name__)
+            return page(request, principal, "table_sample.html", sample=None, ref=ref)
+        return page(
+            request,
+            principal,
+            "table_sample.html",
+            sample=sample,
+            ref=ref,
+            histogram=size_histogram(sample.file_sizes),
+        )
 
     @get("/tables/{warehouse:str}/{namespace:str}/{table:str}/connect")
     async def connect_page(

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 import httpx
+from pyiceberg.table.metadata import TableMetadataUtil
 
 from catalog.auth import Principal
 from catalog.errors import CatalogError, Forbidden, NotFound
@@ -25,6 +26,7 @@ from catalog.service.maintenance import MaintenancePass, MaintenanceService
 from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
 from catalog.service.tables import TableService
+from catalog.storage import TableSample, sample_table
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,16 @@ AMBER_AFTER_SECONDS = 5 * 60
 RED_AFTER_SECONDS = 60 * 60
 DEAD_LETTER_WINDOW_SECONDS = 3600
 MAX_TABLES_PER_NAMESPACE = 1000
+SAMPLE_ROWS = 20
+# Data file size buckets of the small-file histogram: (upper bound in bytes, label).
+SIZE_BUCKETS: tuple[tuple[int | None, str], ...] = (
+    (1 << 20, "< 1 MiB"),
+    (8 << 20, "1 to 8 MiB"),
+    (32 << 20, "8 to 32 MiB"),
+    (128 << 20, "32 to 128 MiB"),
+    (512 << 20, "128 to 512 MiB"),
+    (None, "≥ 512 MiB"),
+)
 
 
 class Health(StrEnum):
@@ -366,6 +378,17 @@ def health_of(
     return health, tuple(reasons)
 
 
+def size_histogram(sizes: Iterable[int]) -> list[tuple[str, int]]:
+    """How many data files fall in each size bucket (many small ones are the compaction debt)."""
+    counts = [0] * len(SIZE_BUCKETS)
+    for size in sizes:
+        for i, (bound, _) in enumerate(SIZE_BUCKETS):
+            if bound is None or size < bound:
+                counts[i] += 1
+                break
+    return [(label, counts[i]) for i, (_, label) in enumerate(SIZE_BUCKETS)]
+
+
 def _severity(health: Health) -> int:
     return (Health.GREEN, Health.AMBER, Health.RED).index(health)
 
@@ -544,3 +567,19 @@ class ConsoleReader:
                 if s.operation == "append"
             ],
         )
+
+    async def sample(self, ref: TableRef, limit: int = SAMPLE_ROWS) -> TableSample:
+        """The table's data file sizes and newest rows: read on request only (it reads files), with
+        the key's read permission on the table, in the key's share of the storage pool, and only from
+        the table's cluster folder."""
+        loaded = await self.tables.load(self.principal, ref.warehouse, ref.ident)
+        assert loaded is not None
+        ctx = self.tables.ctx
+        warehouse = await ctx.warehouse(ref.warehouse)
+        metadata = TableMetadataUtil.parse_raw(loaded.metadata_json)
+        owned = ctx.table_root(warehouse, ref.ident.namespace)
+        storage = ctx.storage(warehouse, owned)
+        sample: TableSample = await ctx.run_storage(
+            warehouse, self.principal, sample_table, storage, metadata, owned, limit
+        )
+        return sample

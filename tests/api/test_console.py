@@ -580,3 +580,24 @@ def test_overview_shows_the_ingestion_services_lag(fresh_database_url: str, tmp_
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
+
+
+def test_files_and_newest_rows_on_request(catalog_server: CatalogProcess, world: World) -> None:
+    browser = signed_in(catalog_server, world.reader)
+    try:
+        page = browser.get(f"/console/tables/default/{world.cluster}/orders")
+        assert f'hx-get="/console/tables/default/{world.cluster}/orders/sample"' in page.text
+        text = browser.page(f"/console/tables/default/{world.cluster}/orders/sample")
+        assert "Data file sizes (2 files in the current snapshot)" in text
+        assert "< 1 MiB 2 1 to 8 MiB 0" in text
+        # The newest data file first: the second commit's rows, then the first's.
+        assert "id region device 4 eu {'os': 'linux'} 5 eu {'os': 'linux'} 1 eu" in text
+        dead = browser.page(f"/console/tables/default/{world.cluster}/orders_dlq/sample")
+        assert "Latest dead letters error bad json missing id" in dead
+    finally:
+        browser.close()
+    other = signed_in(catalog_server, world.other_reader)
+    try:
+        assert other.get(f"/console/tables/default/{world.cluster}/orders/sample").status_code == 404
+    finally:
+        other.close()

@@ -112,6 +112,9 @@ def test_admin_journey(
         expect(snapshots).to_contain_text("o 0:3 → 0:4")
         expect(snapshots).to_contain_text("o ∅ → 0:3")
         expect(page.locator(".uplot canvas")).to_have_count(1)  # the chart drew, from vendored uPlot
+        page.get_by_role("link", name="Load files and rows").click()  # htmx loads the fragment in place
+        expect(page.get_by_role("region", name="Files and newest rows")).to_contain_text("2 files")
+        expect(page.get_by_role("region", name="Files and newest rows")).to_contain_text("Newest rows")
         assert _fits_width(page), "the table page overflows the viewport"
         _shoot(page, screenshots, f"{width}-table")
 
@@ -180,5 +183,46 @@ def test_reader_sees_no_write_buttons_and_a_hand_made_post_is_refused(
         )
         assert status == 403
         _shoot(page, screenshots, "reader-overview")
+    finally:
+        context.close()
+
+
+PIPELINE = """\
+source_clusters:
+  - name: {cluster}
+    bootstrap_brokers: [{{hostname: localhost, port: 9092}}]
+tables:
+  - source_cluster_name: {cluster}
+    source_topic: views
+    source_format: json
+    schema:
+      fields:
+        - {{name: id, id: 1, type: long}}
+{extra}"""
+
+
+def test_apply_a_pipeline_from_the_browser(
+    chromium: Browser, catalog_server: CatalogProcess, screenshots: Path
+) -> None:
+    cluster = f"yaml_{uuid.uuid4().hex[:6]}"
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        _sign_in(page, catalog_server.url, catalog_server.admin_client_id, catalog_server.admin_client_secret)
+        page.get_by_role("link", name="Pipeline").click()
+        editor = page.get_by_role("textbox", name="floe.yaml")
+        editor.fill(PIPELINE.format(cluster=cluster, extra="        - {name: at, id: 1, type: long}\n"))
+        page.get_by_role("button", name="Dry run").click()
+        expect(page.get_by_role("alert")).to_contain_text("line 11")
+        expect(page.get_by_role("alert")).to_contain_text("duplicate field id 1")
+        _shoot(page, screenshots, "pipeline-error")
+        page.get_by_role("textbox", name="floe.yaml").fill(PIPELINE.format(cluster=cluster, extra=""))
+        page.get_by_role("button", name="Dry run").click()
+        expect(page.get_by_role("status")).to_contain_text("Dry run: nothing changed yet")
+        page.get_by_role("button", name="Apply this configuration").click()
+        expect(page.get_by_role("status")).to_contain_text("applied")
+        _shoot(page, screenshots, "pipeline-applied")
+        page.get_by_role("link", name="Overview").click()
+        expect(page.get_by_role("link", name=f"{cluster}.views")).to_be_visible()
     finally:
         context.close()

@@ -29,10 +29,18 @@ function drawThroughput() {
   if (!element || !data || typeof uPlot === "undefined") return;
   const points = JSON.parse(data.textContent);
   const width = Math.max(280, element.clientWidth);
+  // One point per append commit, oldest first; the x axis counts commits (a time axis collapses when
+  // commits come seconds apart), the legend shows each commit's time.
+  const xs = points.map((_, i) => i + 1);
+  const times = points.map((p) => new Date(p[0] * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
   new uPlot({
     width: width, height: 220,
-    series: [{}, { label: "records added", stroke: "#0b5cad", fill: "rgba(11,92,173,0.12)", points: { show: points.length < 60 } }],
-    axes: [{}, { size: 70 }],
-  }, [points.map((p) => p[0]), points.map((p) => p[1])], element);
+    scales: { x: { time: false } },
+    series: [
+      { label: "commit", value: (u, v) => (v == null ? "--" : `#${v} at ${times[v - 1]}`) },
+      { label: "records added", stroke: "#0b5cad", fill: "rgba(11,92,173,0.12)", points: { show: points.length < 60 } },
+    ],
+    axes: [{ label: "commit (oldest to newest)", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, { size: 70 }],
+  }, [xs, points.map((p) => p[1])], element);
 }
 window.addEventListener("DOMContentLoaded", drawThroughput);
