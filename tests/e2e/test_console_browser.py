@@ -102,9 +102,13 @@ def test_admin_journey(
         assert _fits_width(page), "the overview overflows the viewport"
         _shoot(page, screenshots, f"{width}-overview")
 
-        # Keyboard: the first Tab reaches the skip link, which moves focus to the content.
+        # Keyboard: the first Tab reaches the skip link; focus on a table link survives the auto-refresh.
         page.keyboard.press("Tab")
         expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+        table_link = page.get_by_role("link", name=f"{cluster}.orders")
+        table_link.focus()
+        page.wait_for_timeout(10_500)  # one polling interval
+        expect(table_link).to_be_focused()
 
         page.get_by_role("link", name=f"{cluster}.orders").click()
         expect(page.get_by_role("heading", name=f"{cluster}.orders", exact=True)).to_be_visible()

@@ -44,3 +44,11 @@ function drawThroughput() {
   }, [xs, points.map((p) => p[1])], element);
 }
 window.addEventListener("DOMContentLoaded", drawThroughput);
+// The overview refreshes itself every 10 s; while keyboard focus is inside it, a refresh would throw
+// the focus away, so it waits until focus leaves.
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const region = event.detail.elt;
+  if (region && region.id === "overview-rows" && region.contains(document.activeElement)) {
+    event.preventDefault();
+  }
+});
