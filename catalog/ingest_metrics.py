@@ -1,6 +1,7 @@
 """The ingestion service's Prometheus metrics as floe reads them back: per table (`namespace.table`),
 its partitions' offset lag, time lag and committed offsets, records and bytes per second, dead letters,
-last commit and the error that stopped it, if any. `floe status` prints them; the web console shows them beside each table. Pure."""
+last commit and the error that stopped it, if any. `floe status` prints them; the web console shows
+them beside each table. Pure."""
 
 from __future__ import annotations
 

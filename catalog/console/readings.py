@@ -79,6 +79,7 @@ class IngestReading:
     offset_lag: int | None  # records produced but not committed, over all partitions
     time_lag_seconds: float | None  # the most behind partition's
     records_per_second: float | None
+    error: str | None = None  # why the table cannot be ingested right now
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,10 @@ def ingest_readings(status: Mapping[str, Any]) -> dict[str, IngestReading]:
         lags = [p["offset_lag"] for p in parts if "offset_lag" in p]
         times = [p["time_lag_seconds"] for p in parts if "time_lag_seconds" in p]
         readings[str(entry["table"])] = IngestReading(
-            sum(lags) if lags else None, max(times) if times else None, entry.get("records_per_second")
+            sum(lags) if lags else None,
+            max(times) if times else None,
+            entry.get("records_per_second"),
+            entry.get("error"),
         )
     return readings
 
@@ -348,17 +352,20 @@ def health_of(
     last_pass: MaintenancePass | None,
     ingest: IngestReading | None = None,
 ) -> tuple[Health, tuple[str, ...]]:
-    """Red when the table has not been committed to for an hour (or its ingestion is an hour behind),
-    amber for five minutes, for dead letters in the last hour or a failed last maintenance pass; green
-    otherwise. The reasons say which."""
+    """Red when the ingestion service reports an error for the table, or it has not been committed to
+    (or its ingestion has fallen behind) for an hour; amber after five minutes, for dead letters in the
+    last hour or a failed last maintenance pass; green otherwise. The reasons say which."""
     reasons: list[str] = []
     health = Health.GREEN
     time_lag = ingest.time_lag_seconds if ingest is not None else None
+    if ingest is not None and ingest.error:
+        health = Health.RED
+        reasons.append(f"ingestion stopped: {ingest.error}")
     if time_lag is not None and time_lag >= RED_AFTER_SECONDS:
         health = Health.RED
         reasons.append("ingestion over an hour behind")
     elif time_lag is not None and time_lag >= AMBER_AFTER_SECONDS:
-        health = Health.AMBER
+        health = max(health, Health.AMBER, key=_severity)
         reasons.append("ingestion over five minutes behind")
     if age_seconds is None:
         health = max(health, Health.AMBER, key=_severity)

@@ -562,13 +562,17 @@ def test_overview_shows_the_ingestion_services_lag(fresh_database_url: str, tmp_
                 metrics.TIME_LAG.labels(f"{cluster}.clicks", "clicks", partition).set(seconds)
             metrics.RECORDS_RATE.labels(f"{cluster}.clicks").set(41.5)
             metrics.OFFSET_LAG.labels("someone_else.secret", "s", "0").set(9)
+            metrics.TABLE_ERROR.labels(f"{cluster}.clicks", "topic clicks does not exist").set(1)
 
             browser = signed_in(server, admin)
             try:
                 text = browser.page("/console")
                 row = text[text.index(f"{cluster}.clicks") :][:200]
                 assert re.search(r"clicks not ingested \d+ s ago 150 2\.0 h 41\.5 1 ", row), row
-                assert re.search(r"red ?: ingestion over an hour behind", text)
+                assert re.search(
+                    r"red ?: ingestion stopped: topic clicks does not exist; ingestion over an hour behind",
+                    text,
+                )
                 assert "someone_else" not in text  # only tables this key sees
                 httpd.shutdown()
                 text = browser.page("/console/overview/rows")
@@ -577,6 +581,7 @@ def test_overview_shows_the_ingestion_services_lag(fresh_database_url: str, tmp_
             finally:
                 browser.close()
     finally:
+        metrics.TABLE_ERROR.remove(f"{cluster}.clicks", "topic clicks does not exist")
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
