@@ -363,6 +363,14 @@ class Settings(FloeSettings):
         "`floe ingest`): the console's overview shows each table's offset lag, time lag and records/s",
         json_schema_extra=shown_default("not shown"),
     )
+    console_metrics_interval_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="how often the catalog samples those metrics into its database for the console's charts",
+    )
+    console_metrics_retention_hours: float = Field(
+        24.0, gt=0, description="how long the sampled metrics are kept (the charts' window)"
+    )
     max_metadata_file_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="largest metadata file `register` reads"
     )

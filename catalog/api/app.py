@@ -6,6 +6,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import anyio.to_thread
 from litestar import Litestar, Router
@@ -43,6 +44,7 @@ from catalog.api.views import ViewController, ViewOperationsController
 from catalog.migrations import upgrade_database
 from catalog.service.context import CatalogContext
 from catalog.service.glue import ConfiguredGlueTarget, GluePublisher
+from catalog.service.ingest_history import IngestHistory
 from catalog.service.security import AuthService
 from catalog.settings import Settings
 from catalog.store import create_store
@@ -93,10 +95,23 @@ def build_litestar(settings: Settings) -> Litestar:
         # lives as long as the process: freezing it keeps the collector from rescanning it in every
         # full collection, which cost more CPU than the request itself on large responses.
         gc.freeze()
+        history = None
+        if settings.console and settings.console_ingest_metrics_url:
+            # The console's lag and throughput charts: the ingestion service sampled into the database.
+            history = app.state.ingest_history = IngestHistory(
+                store,
+                settings.console_ingest_metrics_url,
+                settings.console_metrics_interval_seconds,
+                timedelta(hours=settings.console_metrics_retention_hours),
+            )
         await glue.start()
+        if history is not None:
+            history.start()
         try:
             yield
         finally:
+            if history is not None:
+                await history.stop()
             await glue.stop()
             await store.close()
 

@@ -32,6 +32,7 @@ from catalog.pipelines import InvalidConfig, load_yaml
 from catalog.pipelines.yaml_values import read_yaml, with_line
 from catalog.service.audit import AuditService
 from catalog.service.clusters import ClusterService
+from catalog.service.ingest_history import IngestHistory
 from catalog.service.keys import KeyService, NewKey
 from catalog.service.maintenance import MaintenanceService
 from catalog.service.namespaces import NamespaceService
@@ -226,8 +227,22 @@ class PagesController(Controller):
         pipelines: PipelineService,
     ) -> Template:
         reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
-        details = await reader.table(_ref(warehouse, namespace, table))
-        return page(request, principal, "table.html", table=details)
+        details = await reader.table(_ref(warehouse, namespace, table))  # authorized: the key reads it
+        history: IngestHistory | None = getattr(request.app.state, "ingest_history", None)
+        samples = await history.samples(details.ref.dotted) if history is not None else None
+        return page(
+            request,
+            principal,
+            "table.html",
+            table=details,
+            history_hours=tables.ctx.settings.console_metrics_retention_hours,
+            history=None
+            if samples is None
+            else [
+                [round(s.at.timestamp(), 3), s.records_per_second, s.time_lag_seconds, s.offset_lag]
+                for s in samples
+            ],
+        )
 
     @get("/tables/{warehouse:str}/{namespace:str}/{table:str}/sample")
     async def sample_fragment(

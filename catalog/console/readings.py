@@ -6,32 +6,27 @@ REST API, and turned into plain values for the templates. Table facts come from 
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import httpx
 from pyiceberg.table.metadata import TableMetadataUtil
 
 from catalog.auth import Principal
 from catalog.errors import CatalogError, Forbidden, NotFound
 from catalog.identifiers import Namespace, TableIdent
-from catalog.ingest_metrics import ingest_status
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
 from catalog.service.clusters import ClusterService
+from catalog.service.ingest_history import IngestMetrics, IngestReading, read_ingest_metrics
 from catalog.service.maintenance import MaintenancePass, MaintenanceService
 from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
 from catalog.service.tables import TableService
 from catalog.storage import TableSample, sample_table
 
-log = logging.getLogger(__name__)
-
 DLQ_SUFFIX = "_dlq"
-INGEST_METRICS_TIMEOUT_SECONDS = 3.0
 # Freshness thresholds of the overview's lights: a table last committed longer ago turns amber, then red.
 AMBER_AFTER_SECONDS = 5 * 60
 RED_AFTER_SECONDS = 60 * 60
@@ -70,54 +65,6 @@ class TableRef:
     @property
     def dotted(self) -> str:
         return ".".join([*self.namespace, self.name])
-
-
-@dataclass(frozen=True, slots=True)
-class IngestReading:
-    """What the ingestion service reports about one table right now."""
-
-    offset_lag: int | None  # records produced but not committed, over all partitions
-    time_lag_seconds: float | None  # the most behind partition's
-    records_per_second: float | None
-    error: str | None = None  # why the table cannot be ingested right now
-
-
-@dataclass(frozen=True, slots=True)
-class IngestMetrics:
-    """The ingestion service's readings per table (`namespace.table`), or why there are none."""
-
-    tables: dict[str, IngestReading]
-    error: str | None = None
-
-
-def ingest_readings(status: Mapping[str, Any]) -> dict[str, IngestReading]:
-    """Per table, from `catalog.ingest_metrics.ingest_status`'s shape."""
-    readings = {}
-    for entry in status.get("tables", []):
-        parts = entry.get("partitions") or []
-        lags = [p["offset_lag"] for p in parts if "offset_lag" in p]
-        times = [p["time_lag_seconds"] for p in parts if "time_lag_seconds" in p]
-        readings[str(entry["table"])] = IngestReading(
-            sum(lags) if lags else None,
-            max(times) if times else None,
-            entry.get("records_per_second"),
-            entry.get("error"),
-        )
-    return readings
-
-
-async def read_ingest_metrics(url: str | None) -> IngestMetrics | None:
-    """The ingestion service's metrics (None when no URL is configured; an error when unreachable)."""
-    if not url:
-        return None
-    try:
-        async with httpx.AsyncClient(timeout=INGEST_METRICS_TIMEOUT_SECONDS) as client:
-            response = await client.get(url)
-            response.raise_for_status()
-        return IngestMetrics(ingest_readings(ingest_status(response.text)))
-    except (httpx.HTTPError, ValueError) as exc:
-        log.warning("ingestion metrics at %s unavailable: %s", url, exc)
-        return IngestMetrics({}, "the ingestion service's metrics are unavailable")
 
 
 @dataclass(frozen=True, slots=True)

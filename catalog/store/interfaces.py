@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from catalog.store.idempotency import IdempotencyRecord, IdempotencyState
+from catalog.store.ingest_history import IngestSample
 from catalog.store.maintenance import MaintenancePassRecord
 from catalog.store.pipelines import PipelineRevisionRecord
 from catalog.store.records import (
@@ -220,6 +221,16 @@ class IdempotencyStore(Protocol):
     async def expire_idempotency_keys(self, older_than: timedelta) -> int: ...
 
 
+class IngestHistoryStore(Protocol):
+    async def add_ingest_samples(self, bucket: int, samples: Sequence[IngestSample]) -> bool: ...
+
+    async def list_ingest_samples(
+        self, table: str, since: datetime, limit: int = 5000
+    ) -> list[IngestSample]: ...
+
+    async def prune_ingest_samples(self, before: datetime) -> int: ...
+
+
 class CatalogStore(
     WarehouseStore,
     NamespaceStore,
@@ -229,6 +240,7 @@ class CatalogStore(
     PipelineStore,
     MaintenanceStore,
     IdempotencyStore,
+    IngestHistoryStore,
     Protocol,
 ):
     """The whole store, as the catalog process opens it."""

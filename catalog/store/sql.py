@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool
 
 from catalog.store.idempotency import IdempotencyStoreMixin
+from catalog.store.ingest_history import IngestHistoryStoreMixin
 from catalog.store.interfaces import CatalogStore
 from catalog.store.kafka_offsets import KafkaOffsetStoreMixin
 from catalog.store.maintenance import MaintenanceStoreMixin
@@ -111,6 +112,7 @@ class SqlCatalogStore(
     PipelineStoreMixin,
     MaintenanceStoreMixin,
     IdempotencyStoreMixin,
+    IngestHistoryStoreMixin,
 ):
     """The catalog store on any SQLAlchemy async database (PostgreSQL or SQLite)."""
 

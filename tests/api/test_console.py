@@ -8,7 +8,9 @@ it in tests/e2e/test_console_browser.py.
 from __future__ import annotations
 
 import html
+import json
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -548,7 +550,10 @@ def test_overview_shows_the_ingestion_services_lag(fresh_database_url: str, tmp_
     port = free_port()
     httpd, thread = start_http_server(port, addr="127.0.0.1", registry=metrics.REGISTRY)
     cluster = f"lag_{uuid.uuid4().hex[:6]}"
-    env = {"FLOE_CONSOLE_INGEST_METRICS_URL": f"http://127.0.0.1:{port}/metrics"}
+    env = {
+        "FLOE_CONSOLE_INGEST_METRICS_URL": f"http://127.0.0.1:{port}/metrics",
+        "FLOE_CONSOLE_METRICS_INTERVAL_SECONDS": "0.2",
+    }
     try:
         with CatalogThread(fresh_database_url, home=tmp_path / "home", env=env) as server:
             admin = Key(server.admin_client_id, server.admin_client_secret)
@@ -574,6 +579,22 @@ def test_overview_shows_the_ingestion_services_lag(fresh_database_url: str, tmp_
                     text,
                 )
                 assert "someone_else" not in text  # only tables this key sees
+                # The catalog samples the readings into its database: the table page charts them.
+                deadline = time.monotonic() + 20
+                while True:
+                    page = browser.get(f"/console/tables/default/{cluster}/clicks").text
+                    found = re.search(
+                        r'<script type="application/json" id="history-data">(.*?)</script>', page
+                    )
+                    assert found is not None, page
+                    history = json.loads(found.group(1))
+                    if len(history) >= 2:
+                        break
+                    assert time.monotonic() < deadline, history
+                    time.sleep(0.2)
+                assert all(row[1:] == [41.5, 7200.0, 150] for row in history), history
+                assert history == sorted(history)  # oldest first
+                assert "Latest sample: 41.5 records/s, time lag 2.0 h, offset lag 150." in text_of(page)
                 httpd.shutdown()
                 text = browser.page("/console/overview/rows")
                 assert "Lag not shown: the ingestion service's metrics are unavailable." in text

@@ -1,11 +1,20 @@
-"""The console's pure readings: the overview's lights and the small-file histogram."""
+"""The console's readings: the overview's lights, the small-file histogram, the snapshot timeline, and the
+store of sampled ingestion metrics (one sample per interval whichever worker took it, pruned by age)."""
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
 import pytest
 
-from catalog.console.readings import Health, IngestReading, health_of, size_histogram, snapshot_rows
+from catalog.console.readings import Health, health_of, size_histogram, snapshot_rows
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
+from catalog.migrations import upgrade_database
+from catalog.service.ingest_history import IngestReading
+from catalog.store import create_store
+from catalog.store.ingest_history import IngestSample
 
 
 @pytest.mark.parametrize(
@@ -75,3 +84,28 @@ def test_snapshot_rows_newest_first_with_offsets() -> None:
     assert [(r.snapshot_id, r.current) for r in rows] == [(2, True), (1, False)]
     assert (rows[0].kafka_topic, rows[0].start_offsets, rows[0].end_offsets) == ("t", {"0": 3}, {"0": 5})
     assert rows[1].added_records == 3
+
+
+def test_ingest_samples_are_kept_once_per_interval_and_pruned(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'catalog.db'}"
+    upgrade_database(url)
+
+    async def run() -> None:
+        store = create_store(url)
+        try:
+            now = datetime.now(UTC)
+            first = [IngestSample("c.t", now - timedelta(hours=2), 5, 1.5, 10.0)]
+            assert await store.add_ingest_samples(1, first)
+            # Another worker sampling the same interval stores nothing.
+            assert not await store.add_ingest_samples(1, [IngestSample("c.t", now, 6, 2.0, 11.0)])
+            assert await store.add_ingest_samples(2, [IngestSample("c.t", now, 7, 0.0, 12.0)])
+            samples = await store.list_ingest_samples("c.t", now - timedelta(hours=3))
+            assert [(s.offset_lag, s.records_per_second) for s in samples] == [(5, 10.0), (7, 12.0)]
+            assert await store.prune_ingest_samples(now - timedelta(hours=1)) == 1
+            assert [
+                s.offset_lag for s in await store.list_ingest_samples("c.t", now - timedelta(days=1))
+            ] == [7]
+        finally:
+            await store.close()
+
+    asyncio.run(run())

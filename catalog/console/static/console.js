@@ -44,6 +44,35 @@ function drawThroughput() {
   }, [xs, points.map((p) => p[1])], element);
 }
 window.addEventListener("DOMContentLoaded", drawThroughput);
+// The ingestion history (sampled by the catalog): records/s, and time lag with offset lag beside it.
+function drawHistory() {
+  const data = document.getElementById("history-data");
+  if (!data || typeof uPlot === "undefined") return;
+  const rows = JSON.parse(data.textContent);
+  const times = rows.map((r) => r[0]);
+  const charts = {
+    throughput: {
+      series: [{}, { label: "records/s", stroke: "#0b5cad", fill: "rgba(11,92,173,0.12)" }],
+      axes: [{}, { size: 70 }],
+      values: [rows.map((r) => r[1])],
+    },
+    lag: {
+      scales: { records: {} },
+      series: [{}, { label: "time lag (s)", stroke: "#a4161a" }, { label: "offset lag", stroke: "#1a7f37", scale: "records" }],
+      axes: [{}, { size: 70 }, { scale: "records", side: 1, size: 70, grid: { show: false } }],
+      values: [rows.map((r) => r[2]), rows.map((r) => r[3])],
+    },
+  };
+  for (const [name, chart] of Object.entries(charts)) {
+    const element = document.querySelector(`[data-history="${name}"]`);
+    if (!element) continue;
+    new uPlot({
+      width: Math.max(280, element.clientWidth), height: 200,
+      scales: chart.scales || {}, series: chart.series, axes: chart.axes,
+    }, [times, ...chart.values], element);
+  }
+}
+window.addEventListener("DOMContentLoaded", drawHistory);
 // The overview refreshes itself every 10 s; while keyboard focus is inside it, a refresh would throw
 // the focus away, so it waits until focus leaves.
 document.addEventListener("htmx:beforeRequest", (event) => {
