@@ -596,6 +596,7 @@ def test_overview_shows_the_ingestion_services_lag(fresh_database_url: str, tmp_
                 assert history == sorted(history)  # oldest first
                 assert "Latest sample: 41.5 records/s, time lag 2.0 h, offset lag 150." in text_of(page)
                 httpd.shutdown()
+                httpd.server_close()  # refused at once (a listening socket nobody serves would time out)
                 text = browser.page("/console/overview/rows")
                 assert "Lag not shown: the ingestion service's metrics are unavailable." in text
                 assert f"{cluster}.clicks" in text
