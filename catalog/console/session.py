@@ -5,7 +5,8 @@
   `POST /v1/oauth/tokens` does (same failure limits, same audit entry); the token goes into an HttpOnly,
   SameSite=Strict cookie scoped to `/console` (Secure when the request came over HTTPS).
 - Every later request hands that token to `AuthService.authenticate_token`: a revoked or rotated key, or
-  an expired token, ends the session at once (within the key-state cache's seconds).
+  an expired token, ends the session at once (within the key-state cache's seconds). A page loaded past
+  half the token's lifetime renews it by token exchange, so an active session outlives its first token.
 - CSRF: double submit. A random token lives in a second HttpOnly, SameSite=Strict cookie; every form
   carries it in a hidden field (rendered by the server), and every POST whose field does not match the
   cookie is refused with 403 before its handler runs.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import time
 from http.cookies import SimpleCookie
 from typing import Any
 
@@ -25,7 +27,14 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.auth import ANONYMOUS_ADMIN
-from catalog.errors import CatalogError, Forbidden
+from catalog.errors import CatalogError, Forbidden, NotAuthorized
+from catalog.service.security import (
+    ACCESS_TOKEN_TYPE,
+    TOKEN_EXCHANGE,
+    AuthService,
+    OAuthFailure,
+    TokenRequest,
+)
 
 CONSOLE_PATH = "/console"
 SESSION_COOKIE = "floe_console_session"
@@ -36,11 +45,8 @@ CSRF_STATE_KEY = "console_csrf"
 PUBLIC_OPTION = "console_public"
 
 
-class NotSignedIn(CatalogError):
+class NotSignedIn(NotAuthorized):
     """No session, or one whose token no longer authenticates: the console answers with the sign-in page."""
-
-    status_code = 401
-    error_type = "NotAuthorizedException"
 
 
 def _cookies(scope: Scope) -> dict[str, str]:
@@ -101,6 +107,31 @@ def _is_public(scope: Scope) -> bool:
     return bool(handler is not None and handler.opt.get(PUBLIC_OPTION))
 
 
+async def _renewed_session(auth: AuthService, token: str, scope: Scope) -> str | None:
+    """A session cookie with a fresh token once the session's token is past half its lifetime (the
+    token endpoint's token exchange, which checks the key again), so an active session does not end
+    when its first token expires; None while the token is young, or when the exchange is refused."""
+    claims = await auth.signer.verify(token)  # verified a moment ago: from the signer's cache
+    issued, expires = float(claims.get("iat", 0)), float(claims.get("exp", 0))
+    if time.time() < issued + (expires - issued) / 2:
+        return None
+    exchange = TokenRequest(
+        grant_type=TOKEN_EXCHANGE,
+        client_id=None,
+        client_secret=None,
+        subject_token=token,
+        subject_token_type=ACCESS_TOKEN_TYPE,
+        scope="catalog",
+        used_basic=False,
+    )
+    client = scope.get("client")
+    try:
+        fresh, _ = await auth.issue_token(exchange, client[0] if client else "unknown")
+    except OAuthFailure:
+        return None
+    return session_cookie(fresh.token, scope, fresh.expires_in)
+
+
 def console_session_middleware(app: ASGIApp) -> ASGIApp:
     """Authenticate the session cookie (routes not marked public) and hand out the CSRF cookie.
 
@@ -118,6 +149,7 @@ def console_session_middleware(app: ASGIApp) -> ASGIApp:
         if not csrf:
             csrf = new_csrf = secrets.token_urlsafe(32)
         state[CSRF_STATE_KEY] = csrf
+        renewed: str | None = None
         if not _is_public(scope):
             ctx_app = scope["litestar_app"]
             if ctx_app.state.ctx.settings.auth_mode == "none":
@@ -126,18 +158,23 @@ def console_session_middleware(app: ASGIApp) -> ASGIApp:
                 token = cookies.get(SESSION_COOKIE)
                 if not token:
                     raise NotSignedIn("Sign in with an API key")
+                auth: AuthService = ctx_app.state.auth
                 try:
-                    state[PRINCIPAL_STATE_KEY] = await ctx_app.state.auth.authenticate_token(token)
+                    state[PRINCIPAL_STATE_KEY] = await auth.authenticate_token(token)
                 except CatalogError as exc:
                     raise NotSignedIn(exc.message) from None
+                if scope.get("method") == "GET":  # never beside a form's own cookie (sign-out)
+                    renewed = await _renewed_session(auth, token, scope)
 
-        async def send_with_csrf(message: Message) -> None:
-            if message["type"] == "http.response.start" and new_csrf is not None:
-                MutableScopeHeaders.from_message(message).add(
-                    "set-cookie", cookie_header(CSRF_COOKIE, new_csrf, scope)
-                )
+        async def send_with_cookies(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableScopeHeaders.from_message(message)
+                if new_csrf is not None:
+                    headers.add("set-cookie", cookie_header(CSRF_COOKIE, new_csrf, scope))
+                if renewed is not None:
+                    headers.add("set-cookie", renewed)
             await send(message)
 
-        await app(scope, receive, send_with_csrf)
+        await app(scope, receive, send_with_cookies)
 
     return middleware

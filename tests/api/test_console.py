@@ -628,3 +628,31 @@ def test_files_and_newest_rows_on_request(catalog_server: CatalogProcess, world:
         assert other.get(f"/console/tables/default/{world.cluster}/orders/sample").status_code == 404
     finally:
         other.close()
+
+
+def test_an_active_session_outlives_its_first_token(fresh_database_url: str, tmp_path: Path) -> None:
+    """Past half its lifetime a page load renews the session's token (token exchange): with 4 s tokens
+    (issued in whole seconds), pages loaded every 0.8 s keep working after the first token expired; a
+    session left alone ends with its token."""
+    env = {"FLOE_TOKEN_LIFETIME_SECONDS": "4"}
+    with CatalogThread(fresh_database_url, home=tmp_path / "home", env=env) as server:
+        active = signed_in(server, Key(server.admin_client_id, server.admin_client_secret))
+        idle = signed_in(server, Key(server.admin_client_id, server.admin_client_secret))
+        try:
+            first = active.http.cookies[SESSION_COOKIE]
+            renewals = set()
+            for _ in range(6):
+                time.sleep(0.8)
+                response = active.get("/console")
+                assert response.status_code == 200
+                if SESSION_COOKIE in set_cookies(response):
+                    renewals.add(active.http.cookies[SESSION_COOKIE])
+            assert renewals - {first}
+            assert idle.get("/console").status_code == 303  # its token expired: signed out
+            sign_out = active.post("/console/sign-out")  # a POST never renews: sign-out sticks
+            assert [c for c in sign_out.headers.get_list("set-cookie") if c.startswith(SESSION_COOKIE)] == [
+                f"{SESSION_COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0"
+            ]
+        finally:
+            active.close()
+            idle.close()
