@@ -1,7 +1,7 @@
 """The ingestion service's Prometheus metrics as floe reads them back: per table (`namespace.table`),
 its partitions' offset lag, time lag and committed offsets, records and bytes per second, dead letters,
-last commit and the error that stopped it, if any. `floe status` prints them; the web console shows
-them beside each table. Pure."""
+last commit, the error that stopped it and a source topic that does not exist, if any. `floe status`
+prints them; the web console shows them beside each table. Pure."""
 
 from __future__ import annotations
 
@@ -44,8 +44,6 @@ def ingest_status(text: str) -> dict[str, Any]:
                 entry["error"] = sample.labels.get("error", "")
             elif name == "floe_ingest_topic_missing" and sample.value:
                 entry["missing_topic"] = sample.labels.get("topic")
-            elif name == "floe_ingest_table_error" and sample.value:
-                entry["error"] = sample.labels.get("error", "")
     for entry in tables.values():
         entry["partitions"] = sorted(entry["partitions"].values(), key=lambda p: p["partition"])
     return {"tables": sorted(tables.values(), key=lambda t: t["table"])}

@@ -301,13 +301,17 @@ def health_of(
 ) -> tuple[Health, tuple[str, ...]]:
     """Red when the ingestion service reports an error for the table, or it has not been committed to
     (or its ingestion has fallen behind) for an hour; amber after five minutes, for dead letters in the
-    last hour or a failed last maintenance pass; green otherwise. The reasons say which."""
+    last hour, a missing source topic or a failed last maintenance pass; green otherwise. The reasons say
+    which."""
     reasons: list[str] = []
     health = Health.GREEN
     time_lag = ingest.time_lag_seconds if ingest is not None else None
     if ingest is not None and ingest.error:
         health = Health.RED
         reasons.append(f"ingestion stopped: {ingest.error}")
+    if ingest is not None and ingest.missing_topic:
+        health = max(health, Health.AMBER, key=_severity)
+        reasons.append(f"topic {ingest.missing_topic} does not exist")
     if time_lag is not None and time_lag >= RED_AFTER_SECONDS:
         health = Health.RED
         reasons.append("ingestion over an hour behind")

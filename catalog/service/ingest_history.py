@@ -35,6 +35,7 @@ class IngestReading:
     time_lag_seconds: float | None  # the most behind partition's
     records_per_second: float | None
     error: str | None = None  # why the table cannot be ingested right now
+    missing_topic: str | None = None  # its source topic, while the broker does not have it
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,7 @@ def ingest_readings(status: Mapping[str, Any]) -> dict[str, IngestReading]:
             max(times) if times else None,
             entry.get("records_per_second"),
             entry.get("error"),
+            entry.get("missing_topic"),
         )
     return readings
 

@@ -4,15 +4,17 @@ store of sampled ingestion metrics (one sample per interval whichever worker too
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from catalog.console.readings import Health, health_of, size_histogram, snapshot_rows
+from catalog.ingest_metrics import ingest_status
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
 from catalog.migrations import upgrade_database
-from catalog.service.ingest_history import IngestReading
+from catalog.service.ingest_history import IngestReading, ingest_readings
 from catalog.store import create_store
 from catalog.store.ingest_history import IngestSample
 
@@ -34,6 +36,7 @@ from catalog.store.ingest_history import IngestSample
             ("ingestion over an hour behind", "no commit for over five minutes"),
         ),
         (10.0, 0, IngestReading(None, None, None, "boom"), Health.RED, ("ingestion stopped: boom",)),
+        (10.0, 0, IngestReading(0, 0.0, 0.0, None, "t"), Health.AMBER, ("topic t does not exist",)),
     ],
 )
 def test_health(
@@ -109,3 +112,32 @@ def test_ingest_samples_are_kept_once_per_interval_and_pruned(tmp_path: Path) ->
             await store.close()
 
     asyncio.run(run())
+
+
+def test_ingest_status_reads_the_ingestion_services_exposition() -> None:
+    """`floe status` and the console read `floe ingest`'s own metric families (its registry's text)."""
+    from prometheus_client import generate_latest
+
+    from ingest import metrics
+
+    table = f"unit_{uuid.uuid4().hex[:6]}.t"
+    metrics.OFFSET_LAG.labels(table, "t", "1").set(7)
+    metrics.OFFSET_LAG.labels(table, "t", "0").set(3)
+    metrics.TIME_LAG.labels(table, "t", "0").set(4.25)
+    metrics.RECORDS_RATE.labels(table).set(12.0)
+    metrics.TABLE_ERROR.labels(table, "cannot decode").set(1)
+    metrics.TOPIC_MISSING.labels(table, "t").set(1)
+    try:
+        status = ingest_status(generate_latest(metrics.REGISTRY).decode())
+        entry = next(e for e in status["tables"] if e["table"] == table)
+        assert [p["partition"] for p in entry["partitions"]] == [0, 1]
+        assert (entry["error"], entry["missing_topic"], entry["records_per_second"]) == (
+            "cannot decode",
+            "t",
+            12.0,
+        )
+        reading = ingest_readings(status)[table]
+        assert reading == IngestReading(10, 4.25, 12.0, "cannot decode", "t")
+    finally:
+        metrics.TABLE_ERROR.remove(table, "cannot decode")
+        metrics.TOPIC_MISSING.remove(table, "t")
