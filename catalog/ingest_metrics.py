@@ -38,6 +38,10 @@ def ingest_status(text: str) -> dict[str, Any]:
                 entry["dead_letters"] = int(sample.value)
             elif name == "floe_ingest_records_total":
                 entry["records"] = int(sample.value)
+            elif name == "floe_ingest_records_with_undeclared_fields_total":
+                entry["records_with_undeclared_fields"] = int(sample.value)
+            elif name == "floe_ingest_undeclared_field_records_total" and "field" in sample.labels:
+                entry.setdefault("undeclared_fields", {})[sample.labels["field"]] = int(sample.value)
             elif name == "floe_ingest_last_commit_timestamp_seconds":
                 entry["last_commit"] = sample.value
             elif name == "floe_ingest_table_error" and sample.value:

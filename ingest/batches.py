@@ -30,11 +30,15 @@ from ingest.debezium import decode_debezium_json
 from ingest.decode import (
     ERROR_COLUMN,
     KAFKA_COLUMN,
+    UNDECLARED_COLUMN,
     confluent_schema_id,
     decode_avro,
     decode_json,
+    source,
+    source_columns,
     user_fields,
 )
+from ingest.reasons import DeadLetterReasons
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -89,6 +93,11 @@ class IngestTable:
         return catalog + "." + ".".join(f"`{p}`" for p in parts)
 
 
+# At most this many undeclared field names are reported per batch (the most frequent ones): keys of a
+# JSON object used as a map would otherwise be unbounded.
+MAX_UNDECLARED_NAMES = 20
+
+
 @dataclass
 class BatchResult:
     records: int = 0
@@ -96,6 +105,10 @@ class BatchResult:
     value_bytes: int = 0
     end_offsets: dict[int, int] = field(default_factory=dict)
     max_timestamps: dict[int, float] = field(default_factory=dict)
+    # Good records carrying top-level fields the table does not declare (those fields are not kept),
+    # and how many records carried each of the most frequent such names.
+    records_with_undeclared: int = 0
+    undeclared_fields: dict[str, int] = field(default_factory=dict)
 
 
 def _offset_lookup(offsets: Mapping[int, int]) -> Column:
@@ -107,7 +120,9 @@ def _offset_lookup(offsets: Mapping[int, int]) -> Column:
     pairs: list[Column] = []
     for partition, offset in offsets.items():
         pairs += [F.lit(partition), F.lit(offset).cast("long")]
-    return F.coalesce(F.try_element_at(F.create_map(*pairs), F.col("partition")), F.lit(-1).cast("long"))
+    return F.coalesce(
+        F.try_element_at(F.create_map(*pairs), F.col(source("partition"))), F.lit(-1).cast("long")
+    )
 
 
 def _encode(offsets: Mapping[int, int]) -> str:
@@ -153,7 +168,7 @@ class BatchWriter:
         """The distinct schema ids of the batch's Confluent-framed values (registry mode)."""
         return [
             int(row[0])
-            for row in raw.select(confluent_schema_id(raw["value"]).alias("id"))
+            for row in raw.select(confluent_schema_id(raw[source("value")]).alias("id"))
             .where("id IS NOT NULL")
             .distinct()
             .collect()
@@ -165,61 +180,71 @@ class BatchWriter:
         return self.registry
 
     def decode(self, raw: DataFrame) -> DataFrame:
-        """The batch's records decoded: the table's columns, `_kafka` and the decoding error."""
-        decoded = self._decode_values(raw)
-        return upsert.with_deletes(decoded, self.table.schema) if self.table.is_upsert else decoded
+        """The batch's records decoded (`raw` as the Kafka source reads it): the table's columns,
+        `_kafka`, the decoding error and the source's columns under their internal names."""
+        return self._decode(source_columns(raw))[0]
 
-    def _decode_values(self, raw: DataFrame) -> DataFrame:
+    def _decode(self, raw: DataFrame) -> tuple[DataFrame, DeadLetterReasons]:
+        """The decoded rows (`raw` has the internal column names), and what explains their failures."""
+        decoded, reasons = self._decode_values(raw)
+        if self.table.is_upsert:
+            decoded = upsert.with_deletes(decoded, self.table.schema)
+        return decoded, reasons
+
+    def _decode_values(self, raw: DataFrame) -> tuple[DataFrame, DeadLetterReasons]:
         t = self.table
         if t.envelope == "debezium":
-            return decode_debezium_json(raw, t.schema)
+            # Debezium's errors name the event's problem already.
+            return decode_debezium_json(raw, t.schema), DeadLetterReasons("debezium", t.schema)
         if t.source_format == "protobuf":
             from ingest.protobuf_decode import decode_protobuf_table, registry_writers
 
+            # The protobuf decoder's errors are precise already (they run in Python).
+            reasons = DeadLetterReasons("protobuf", t.schema)
             if t.registry is not None:
                 found, unusable = registry_writers(
                     self._registry(), self._schema_ids(raw), self.protobuf_writers
                 )
                 for schema_id, why in unusable.items():
                     log.warning("%s: schema id %d %s", t.name, schema_id, why)
-                return decode_protobuf_table(raw, t.schema, writers=found, unusable=unusable)
+                return decode_protobuf_table(raw, t.schema, writers=found, unusable=unusable), reasons
             if t.protobuf_inline is None:
                 raise ValueError(f"{t.name}: inline protobuf table without its schema")
-            return decode_protobuf_table(raw, t.schema, inline=t.protobuf_inline, framed=t.protobuf_framing)
+            decoded = decode_protobuf_table(
+                raw, t.schema, inline=t.protobuf_inline, framed=t.protobuf_framing
+            )
+            return decoded, reasons
         if t.source_format == "json" and t.registry is not None:
             from ingest.json_schema_decode import decode_registry_json, json_schema_ids
 
             known = json_schema_ids(self._registry(), self._schema_ids(raw))
-            return decode_registry_json(raw, t.schema, known)
+            reasons = DeadLetterReasons("json", t.schema, confluent_framing=True)
+            return decode_registry_json(raw, t.schema, known), reasons
         if t.source_format == "json":
-            return decode_json(raw, t.schema)
+            return decode_json(raw, t.schema), DeadLetterReasons("json", t.schema)
         if t.source_format == "avro":
             if t.avro_schema is None:
                 raise ValueError(f"{t.name}: Avro table without an Avro schema")
             writers: dict[int, str] | None = None
             if t.registry is not None:
-                if self.registry is None:
-                    raise ValueError(f"{t.name}: registry mode without a schema registry client")
-                ids = [
-                    int(row[0])
-                    for row in raw.select(confluent_schema_id(raw["value"]).alias("id"))
-                    .where("id IS NOT NULL")
-                    .distinct()
-                    .collect()
-                ]
                 writers = {}
-                for schema_id in ids:
+                for schema_id in self._schema_ids(raw):
                     try:
-                        writers[schema_id] = self.registry.schema(schema_id).schema_str
+                        writers[schema_id] = self._registry().schema(schema_id).schema_str
                     except LookupError:
                         log.warning("%s: schema id %d is not registered", t.name, schema_id)
-            return decode_avro(
-                raw,
-                t.schema,
-                t.avro_schema,
-                confluent_framing=t.confluent_framing or t.registry is not None,
-                writer_schemas=writers,
+            framing = t.confluent_framing or t.registry is not None
+            decoded = decode_avro(
+                raw, t.schema, t.avro_schema, confluent_framing=framing, writer_schemas=writers
             )
+            reasons = DeadLetterReasons(
+                "avro",
+                t.schema,
+                avro_schema=t.avro_schema,
+                writer_schemas=writers,
+                confluent_framing=framing,
+            )
+            return decoded, reasons
         raise ValueError(f"{t.name}: unsupported source format {t.source_format}")
 
     def write(self, raw: DataFrame) -> BatchResult:
@@ -229,13 +254,18 @@ class BatchWriter:
         t = self.table
         main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
         dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
+        # The Kafka source's columns under internal names: a table field `value` (or `offset`…) then
+        # never collides with them (Spark's AMBIGUOUS_REFERENCE failed every batch).
+        raw = source_columns(raw)
         if t.registry is not None:
             raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
-        decoded = self.decode(raw)
+        decoded, reasons = self._decode(raw)
         main_from = _offset_lookup(main_committed)
         dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
         is_good = F.col(ERROR_COLUMN).isNull()
-        keep = F.when(is_good, F.col("offset") >= main_from).otherwise(F.col("offset") >= dlq_from)
+        offset = F.col(source("offset"))
+        keep = F.when(is_good, offset >= main_from).otherwise(offset >= dlq_from)
+        has_undeclared = is_good & (F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0)
         # Persist the decoded rows with the keep flag computed, then filter the cached rows: a filter
         # on the decoded rows before the persist made Spark parse each value ~10 times (one from_json
         # per field read in the filter and projections; measured by benchmarks/ingest's diagnosis).
@@ -243,13 +273,14 @@ class BatchWriter:
         batch = cached.where(F.col("_keep"))
         try:
             stats = (
-                batch.groupBy("partition")
+                batch.groupBy(F.col(source("partition")).alias("partition"))
                 .agg(
-                    F.max("offset").alias("max_offset"),
-                    F.max("timestamp").alias("max_ts"),
+                    F.max(source("offset")).alias("max_offset"),
+                    F.max(source("timestamp")).alias("max_ts"),
                     F.count_if(is_good).alias("good"),
                     F.count_if(~is_good).alias("bad"),
-                    F.sum(F.when(is_good, F.length("value")).otherwise(0)).alias("bytes"),
+                    F.count_if(has_undeclared).alias("undeclared"),
+                    F.sum(F.when(is_good, F.length(source("value"))).otherwise(0)).alias("bytes"),
                 )
                 .collect()
             )
@@ -263,20 +294,21 @@ class BatchWriter:
             result.max_timestamps = {
                 int(r["partition"]): r["max_ts"].timestamp() for r in stats if r["max_ts"]
             }
+            result.records_with_undeclared = sum(int(r["undeclared"]) for r in stats)
+            if result.records_with_undeclared:
+                result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
             if result.dead_letters:
                 partitions = {int(r["partition"]) for r in stats if int(r["bad"])}
                 start = {p: dlq_committed[p] for p in partitions if p in dlq_committed}
                 end = {p: max(dlq_committed.get(p, 0), batch_end[p]) for p in partitions}
-                dead = batch.where(~is_good).select(
-                    "topic",
-                    "partition",
-                    "offset",
-                    "timestamp",
-                    "key",
-                    "value",
-                    "headers",
+                failed = batch.where(~is_good).select(
+                    *[F.col(source(c)).alias(c) for c in DLQ_COLUMNS[:-2]],
                     F.col(ERROR_COLUMN).alias("error"),
-                    F.current_timestamp().alias("failed_at"),
+                )
+                # Only the failed rows go through Python, to say precisely why each one failed.
+                refine = F.udf(reasons.refine, "string")
+                dead = failed.withColumn("error", refine("value", "error")).withColumn(
+                    "failed_at", F.current_timestamp()
                 )
                 dead.writeTo(t.spark_name(t.dlq_table, self.spark_catalog)).options(
                     **_summary(t.topic, start, end)
@@ -297,3 +329,18 @@ class BatchWriter:
             cached.unpersist()
             if t.registry is not None:
                 raw.unpersist()
+
+
+def _undeclared_names(rows: DataFrame) -> dict[str, int]:
+    """How many of `rows` carry each undeclared field name (the most frequent names only)."""
+    from pyspark.sql import functions as F
+
+    counted = (
+        rows.select(F.explode(UNDECLARED_COLUMN).alias("name"))
+        .groupBy("name")
+        .count()
+        .orderBy(F.desc("count"), "name")
+        .limit(MAX_UNDECLARED_NAMES)
+        .collect()
+    )
+    return {str(r["name"]): int(r["count"]) for r in counted}

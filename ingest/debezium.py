@@ -18,21 +18,25 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.schema import Schema
 
-from catalog.pipelines.columns import CDC_COLUMN
+from catalog.pipelines.columns import CDC_COLUMN, INTERNAL_PREFIX
 from ingest.decode import (
     ERROR_COLUMN,
     KAFKA_COLUMN,
+    KAFKA_SOURCE_COLUMNS,
+    UNDECLARED_COLUMN,
     kafka_struct,
     required_fields_error,
     spark_type,
     user_fields,
 )
+from ingest.decode import source as kafka_column  # `source` is also a Debezium event's member
 from ingest.upsert import DELETE_COLUMN, key_fields_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-_CORRUPT = "_floe_corrupt_record"
+_CORRUPT = INTERNAL_PREFIX + "corrupt_record"
+_EVENT = INTERNAL_PREFIX + "event"
 UPSERT_OPS = ("c", "r", "u")
 DELETE_OP = "d"
 
@@ -44,7 +48,8 @@ def row_fields(schema: Schema) -> Schema:
 
 def decode_debezium_json(raw: DataFrame, schema: Schema) -> DataFrame:
     """Decode Debezium JSON change events into the table's columns, `_kafka`, `_cdc`, `_floe_delete` and
-    `_error` (NULL for a change that applies), next to the raw Kafka columns."""
+    the error (NULL for a change that applies), next to the raw Kafka columns (`raw` has their internal
+    names, `ingest.decode.source_columns`)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as st
 
@@ -65,12 +70,12 @@ def decode_debezium_json(raw: DataFrame, schema: Schema) -> DataFrame:
         ]
     )
     parsed = F.from_json(
-        F.col("value").cast("string"),
+        F.col(kafka_column("value")).cast("string"),
         value_type,
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
     )
-    decoded = raw.withColumn("_event", parsed)
-    event = F.col("_event")
+    decoded = raw.withColumn(_EVENT, parsed)
+    event = F.col(_EVENT)
 
     def member(name: str) -> Column:
         # With the schema wrapper the event is under `payload`; without, at the top level.
@@ -85,7 +90,7 @@ def decode_debezium_json(raw: DataFrame, schema: Schema) -> DataFrame:
     keys = key_fields_of(schema)
     missing_key = F.coalesce(*(F.when(before.getField(k.name).isNull(), F.lit(k.name)) for k in keys))
     error = (
-        F.when(F.col("value").isNull(), F.lit("record has no value (tombstone)"))
+        F.when(F.col(kafka_column("value")).isNull(), F.lit("record has no value (tombstone)"))
         .when(event.getField(_CORRUPT).isNotNull(), F.lit("value is not a JSON Debezium change event"))
         .when(
             op.isNull(),
@@ -120,13 +125,8 @@ def decode_debezium_json(raw: DataFrame, schema: Schema) -> DataFrame:
         cdc.alias(CDC_COLUMN),
         F.coalesce(is_delete, F.lit(False)).alias(DELETE_COLUMN),
         error.alias(ERROR_COLUMN),
-        "key",
-        "value",
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-        "headers",
+        F.lit(None).cast("array<string>").alias(UNDECLARED_COLUMN),
+        *[kafka_column(c) for c in KAFKA_SOURCE_COLUMNS if kafka_column(c) in decoded.columns],
     )
 
 

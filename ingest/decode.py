@@ -1,10 +1,15 @@
 """Decoding Kafka records into table rows, as Spark column expressions (it all runs in the JVM).
 
 A micro-batch of raw Kafka rows (`key`, `value`, `topic`, `partition`, `offset`, `timestamp`,
-`headers`) becomes one DataFrame with the table's columns, the `_kafka` column and `_error`: NULL for a
-good record, else why the record cannot become a row (it then goes to the dead-letter table). A bad
-record never fails the batch: JSON is parsed PERMISSIVE with a corrupt-record column, Avro with
-`from_avro` in PERMISSIVE mode, and required fields are checked explicitly.
+`timestampType`, `headers`) is first given floe's internal column names (`source_columns`), so a table
+field named like one of them (a field `value`, `offset`…) never makes a reference ambiguous. It then
+becomes one DataFrame with the table's columns, the `_kafka` column, the error column (NULL for a good
+record, else why the record cannot become a row: it then goes to the dead-letter table) and the
+undeclared-fields column (the top-level fields a good record carries that the table does not declare).
+A bad record never fails the batch: JSON is parsed PERMISSIVE with a corrupt-record column, Avro with
+`from_avro` in PERMISSIVE mode, and required fields are checked explicitly. When a value does not parse,
+the error column says so generically (`JSON_MISMATCH`, `AVRO_MISMATCH`); `ingest.reasons` then says
+precisely why, for the failed rows only, so the good rows' path stays in the JVM.
 """
 
 from __future__ import annotations
@@ -35,13 +40,46 @@ from pyiceberg.types import (
     UUIDType,
 )
 
+from catalog.pipelines.columns import INTERNAL_PREFIX
+from catalog.pipelines.columns import KAFKA_COLUMN as KAFKA_COLUMN
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql import types as st
 
-KAFKA_COLUMN = "_kafka"
-ERROR_COLUMN = "_error"
-_CORRUPT = "_floe_corrupt_record"
+# floe's internal columns start with INTERNAL_PREFIX: a table's top-level fields cannot (floe.yaml
+# validation refuses it), so none of them ever shares a name with a table field.
+ERROR_COLUMN = INTERNAL_PREFIX + "error"
+UNDECLARED_COLUMN = INTERNAL_PREFIX + "undeclared"
+RECORD_COLUMN = INTERNAL_PREFIX + "record"  # the decoded value, a struct of the table's fields
+_RECORD = RECORD_COLUMN
+_CORRUPT = INTERNAL_PREFIX + "corrupt_record"
+# The Kafka source's own columns (with `includeHeaders`).
+KAFKA_SOURCE_COLUMNS = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestampType",
+    "headers",
+)
+# The generic errors Spark's decoding gives; `ingest.reasons` replaces them with the precise reason.
+JSON_MISMATCH = "value is not a JSON object matching the table schema"
+AVRO_MISMATCH = "value is not Avro matching the table schema"
+
+
+def source(name: str) -> str:
+    """The internal name of the Kafka source's column `name` (`value` → `__floe_value`)."""
+    return INTERNAL_PREFIX + name
+
+
+def source_columns(raw: DataFrame) -> DataFrame:
+    """The raw Kafka rows with every column renamed to its internal name (see `source`)."""
+    from pyspark.sql import functions as F
+
+    return raw.select(*[F.col(f"`{c}`").alias(source(c)) for c in raw.columns])
 
 
 def spark_type(iceberg: IcebergType) -> st.DataType:
@@ -159,20 +197,18 @@ def required_fields_error(record: Column, schema: Schema) -> Column:
 
 
 def kafka_struct() -> Column:
-    """The `_kafka` column from the raw Kafka row."""
+    """The `_kafka` column from the (renamed) raw Kafka row."""
     from pyspark.sql import functions as F
 
     return F.struct(
-        F.col("partition").alias("partition"),
-        F.col("offset").alias("offset"),
-        F.col("timestamp").alias("timestamp"),
-        F.col("key").alias("key"),
-        F.col("headers").alias("headers"),
+        *[F.col(source(name)).alias(name) for name in ("partition", "offset", "timestamp", "key", "headers")]
     )
 
 
 def decode_json(raw: DataFrame, schema: Schema) -> DataFrame:
-    """Parse `value` as a JSON object of the table's fields (unknown keys are ignored)."""
+    """Parse the value as a JSON object of the table's fields; `raw` has the internal column names
+    (`source_columns`). Keys the table does not declare are not kept: they are listed per record in the
+    undeclared-fields column, so ingestion can count them."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as st
 
@@ -180,22 +216,24 @@ def decode_json(raw: DataFrame, schema: Schema) -> DataFrame:
     record_type = st.StructType(
         [_spark_field(f) for f in fields] + [st.StructField(_CORRUPT, st.StringType(), True)]
     )
-    parsed = F.from_json(
-        F.col("value").cast("string"),
-        record_type,
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
-    )
-    decoded = raw.withColumn("_record", parsed)
-    record = F.col("_record")
+    text = F.col(source("value")).cast("string")
+    parsed = F.from_json(text, record_type, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    decoded = raw.withColumn(_RECORD, parsed)
+    record = F.col(_RECORD)
     error = (
-        F.when(F.col("value").isNull(), F.lit("record has no value (tombstone)"))
-        .when(
-            record.getField(_CORRUPT).isNotNull(),
-            F.lit("value is not a JSON object matching the table schema"),
-        )
+        F.when(F.col(source("value")).isNull(), F.lit("record has no value (tombstone)"))
+        .when(record.getField(_CORRUPT).isNotNull(), F.lit(JSON_MISMATCH))
         .otherwise(required_fields_error(record, schema))
     )
-    return _finish(decoded, fields, error)
+    return _finish(decoded, fields, error, undeclared_keys(text, fields))
+
+
+def undeclared_keys(text: Column, fields: list[NestedField]) -> Column:
+    """The top-level keys of the JSON object `text` that are not among `fields` (NULL when not one)."""
+    from pyspark.sql import functions as F
+
+    declared = F.array(*[F.lit(f.name) for f in fields]) if fields else F.array().cast("array<string>")
+    return F.array_except(F.json_object_keys(text), declared)
 
 
 def avro_reader_schema(avro_schema: Mapping[str, Any]) -> str:
@@ -222,12 +260,13 @@ def decode_avro(
 
     fields = user_fields(schema)
     reader = avro_reader_schema(reader_schema)
-    value = F.col("value")
+    value = F.col(source("value"))
     framed_ok = F.lit(True)
     payload = value
     if confluent_framing:
         framed_ok = (F.length(value) >= 5) & (F.substring(value, 1, 1) == F.lit(bytes([0])))
-        payload = F.expr("substring(value, 6, length(value) - 5)")
+        payload = F.expr(f"substring({source('value')}, 6, length({source('value')}) - 5)")
+    undeclared: Column = F.lit(None).cast("array<string>")
     options = {"mode": "PERMISSIVE"}
     if writer_schemas:
         schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
@@ -242,36 +281,67 @@ def decode_avro(
             )
         decoded_col = branches if branches is not None else F.lit(None)
         unknown_id = ~schema_id.isin(list(writer_schemas))
+        # A writer schema's top-level fields the table does not declare: known per schema id.
+        names = {f.name for f in fields}
+        extra_by_id = {
+            writer_id: [n for n in avro_field_names(writer_schema) if n not in names]
+            for writer_id, writer_schema in writer_schemas.items()
+        }
+        extra_branches = None
+        for writer_id, extra in extra_by_id.items():
+            if extra:
+                names_col = F.array(*[F.lit(n) for n in extra])
+                extra_branches = (
+                    F.when(schema_id == writer_id, names_col)
+                    if extra_branches is None
+                    else extra_branches.when(schema_id == writer_id, names_col)
+                )
+        if extra_branches is not None:
+            undeclared = extra_branches
     else:
         decoded_col = from_avro(payload, reader, options)
         unknown_id = F.lit(False)
-    decoded_df = raw.withColumn("_record", F.when(framed_ok, decoded_col))
-    record = F.col("_record")
+    decoded_df = raw.withColumn(_RECORD, F.when(framed_ok, decoded_col))
+    record = F.col(_RECORD)
     error = (
         F.when(value.isNull(), F.lit("record has no value (tombstone)"))
         .when(~framed_ok, F.lit("value is not in the Confluent wire format (magic byte 0 + schema id)"))
-        .when(unknown_id, F.lit("value's schema id is not registered"))
-        .when(record.isNull(), F.lit("value is not Avro matching the table schema"))
+        .when(
+            unknown_id,
+            F.concat(F.lit("value's schema id "), schema_id_or_null(value), F.lit(" is not registered")),
+        )
+        .when(record.isNull(), F.lit(AVRO_MISMATCH))
         .otherwise(required_fields_error(record, schema))
     )
-    return _finish(decoded_df, fields, error)
+    return _finish(decoded_df, fields, error, undeclared)
 
 
-def _finish(decoded: DataFrame, fields: list[NestedField], error: Column) -> DataFrame:
+def avro_field_names(schema: str | Mapping[str, Any]) -> list[str]:
+    """The top-level field names of an Avro record schema (none for any other schema)."""
+    parsed = json.loads(schema) if isinstance(schema, str) else schema
+    if not isinstance(parsed, Mapping) or parsed.get("type") != "record":
+        return []
+    return [str(f["name"]) for f in parsed.get("fields", [])]
+
+
+def _finish(
+    decoded: DataFrame, fields: list[NestedField], error: Column, undeclared: Column | None = None
+) -> DataFrame:
+    """The decoded rows in the shape batches.py reads: the table's fields from RECORD_COLUMN, `_kafka`,
+    the error, the undeclared fields of good records (NULL: not known for this format) and the source's
+    columns (internal names)."""
     from pyspark.sql import functions as F
 
-    columns = [F.col("_record").getField(f.name).alias(f.name) for f in fields]
+    if undeclared is None:
+        undeclared = F.lit(None).cast("array<string>")
+
+    columns = [F.col(_RECORD).getField(f.name).alias(f.name) for f in fields]
     return decoded.select(
         *columns,
         kafka_struct().alias(KAFKA_COLUMN),
         error.alias(ERROR_COLUMN),
-        "key",
-        "value",
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-        "headers",
+        F.when(error.isNull(), undeclared).alias(UNDECLARED_COLUMN),
+        *[source(c) for c in KAFKA_SOURCE_COLUMNS if source(c) in decoded.columns],
     )
 
 
@@ -281,3 +351,10 @@ def confluent_schema_id(value: Column) -> Column:
 
     framed = (F.length(value) >= 5) & (F.substring(value, 1, 1) == F.lit(bytes([0])))
     return F.when(framed, F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long"))
+
+
+def schema_id_or_null(value: Column) -> Column:
+    """The schema id of a Confluent-framed value as text, for messages."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(confluent_schema_id(value).cast("string"), F.lit("?"))

@@ -12,7 +12,17 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.schema import Schema
 
-from ingest.decode import _CORRUPT, _finish, _spark_field, required_fields_error, user_fields
+from ingest.decode import (
+    _CORRUPT,
+    JSON_MISMATCH,
+    RECORD_COLUMN,
+    _finish,
+    _spark_field,
+    required_fields_error,
+    source,
+    undeclared_keys,
+    user_fields,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -42,7 +52,8 @@ def json_schema_ids(registry: RegistryClient, schema_ids: Iterable[int]) -> dict
 
 
 def decode_registry_json(raw: DataFrame, schema: Schema, schema_ids: Mapping[int, str | None]) -> DataFrame:
-    """Confluent-framed JSON values as the table's rows; `schema_ids` as `json_schema_ids` gives them."""
+    """Confluent-framed JSON values as the table's rows; `schema_ids` as `json_schema_ids` gives them.
+    `raw` has the internal column names (`ingest.decode.source_columns`)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as st
 
@@ -50,24 +61,21 @@ def decode_registry_json(raw: DataFrame, schema: Schema, schema_ids: Mapping[int
     record_type = st.StructType(
         [_spark_field(f) for f in fields] + [st.StructField(_CORRUPT, st.StringType(), True)]
     )
-    value = F.col("value")
+    value = F.col(source("value"))
     framed = (F.length(value) >= 5) & (F.substring(value, 1, 1) == F.lit(bytes([0])))
     schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
-    payload = F.expr("substring(value, 6, length(value) - 5)").cast("string")
+    payload = F.expr(f"substring({source('value')}, 6, length({source('value')}) - 5)").cast("string")
     parsed = F.from_json(payload, record_type, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
-    decoded = raw.withColumn("_record", F.when(framed, parsed))
-    record = F.col("_record")
+    decoded = raw.withColumn(RECORD_COLUMN, F.when(framed, parsed))
+    record = F.col(RECORD_COLUMN)
     error = (
         F.when(value.isNull(), F.lit("record has no value (tombstone)"))
         .when(~framed, F.lit(NOT_FRAMED))
         .when(_id_error(schema_id, schema_ids).isNotNull(), _id_error(schema_id, schema_ids))
-        .when(
-            record.isNull() | record.getField(_CORRUPT).isNotNull(),
-            F.lit("value is not a JSON object matching the table schema"),
-        )
+        .when(record.isNull() | record.getField(_CORRUPT).isNotNull(), F.lit(JSON_MISMATCH))
         .otherwise(required_fields_error(record, schema))
     )
-    return _finish(decoded, fields, error)
+    return _finish(decoded, fields, error, undeclared_keys(payload, fields))
 
 
 def _id_error(schema_id: Column, schema_ids: Mapping[int, str | None]) -> Column:

@@ -23,6 +23,22 @@ BYTES = Counter("floe_ingest_bytes", "Kafka value bytes committed to the table",
 DEAD_LETTERS = Counter(
     "floe_ingest_dead_letters", "Records committed to the dead-letter table", _TP, registry=REGISTRY
 )
+UNDECLARED_RECORDS = Counter(
+    "floe_ingest_records_with_undeclared_fields",
+    "Records committed with top-level fields the table does not declare (those fields are not kept)",
+    _TP,
+    registry=REGISTRY,
+)
+UNDECLARED_FIELDS = Counter(
+    "floe_ingest_undeclared_field_records",
+    "Records committed with this undeclared field (its value is not kept)",
+    ("table", "field"),
+    registry=REGISTRY,
+)
+# Distinct `field` labels per table at most (a JSON object used as a map has unbounded keys); the rest
+# are counted as OTHER_FIELDS.
+MAX_UNDECLARED_LABELS = 50
+OTHER_FIELDS = "(other)"
 OFFSET_LAG = Gauge(
     "floe_ingest_partition_offset_lag", "Records produced but not yet committed", _TP, registry=REGISTRY
 )

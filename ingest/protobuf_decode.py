@@ -46,7 +46,9 @@ from pyiceberg.types import (
     UUIDType,
 )
 
+from catalog.pipelines.columns import INTERNAL_PREFIX
 from catalog.pipelines.protobuf import ProtoSchemaError, build_pool, descriptor_set, message_name_at
+from ingest.decode import RECORD_COLUMN, source
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,8 +58,8 @@ if TYPE_CHECKING:
     from ingest.registry_client import RegistryClient
 
 MAGIC_BYTE = 0
-RECORD = "_record"
-DECODE_ERROR = "_decode_error"
+RECORD = RECORD_COLUMN
+DECODE_ERROR = INTERNAL_PREFIX + "decode_error"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _WRAPPERS = {
@@ -484,13 +486,17 @@ def arrow_record_type(fields: Sequence[NestedField]) -> pa.StructType:
 
 
 def decode_batches(
-    batches: Iterable[pa.RecordBatch], decoder: Decoder, record_type: pa.StructType
+    batches: Iterable[pa.RecordBatch],
+    decoder: Decoder,
+    record_type: pa.StructType,
+    value_column: str = source("value"),
 ) -> Iterator[pa.RecordBatch]:
-    """Each Arrow batch of raw Kafka rows with the decoded record and the decode error added."""
+    """Each Arrow batch of raw Kafka rows (internal column names) with the decoded record and the
+    decode error added."""
     import pyarrow as pa
 
     for batch in batches:
-        values = batch.column("value").to_pylist()
+        values = batch.column(value_column).to_pylist()
         columns, valid, errors = decoder.decode(values)
         arrays = [
             pa.array(column, type=record_type.field(i).type, from_pandas=False)

@@ -98,6 +98,7 @@ class IngestService:
         self._throughput = metrics.Throughput()
         self._commit_log = CommitLog()
         self._missing_warned: dict[str, float] = {}  # topic table → when its missing topic was last logged
+        self._undeclared: dict[str, set[str]] = {}  # table → undeclared field names seen (and labelled)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -327,9 +328,33 @@ class IngestService:
         metrics.RECORDS.labels(table.name, table.topic, "all").inc(result.records)
         metrics.BYTES.labels(table.name, table.topic, "all").inc(result.value_bytes)
         metrics.DEAD_LETTERS.labels(table.name, table.topic, "all").inc(result.dead_letters)
+        if result.records_with_undeclared:
+            self._count_undeclared(table, result)
         self._throughput.add(table.name, result.records, result.value_bytes, now)
         self._lag.committed(table, result)
         self._commit_log.committed(table, result)
+
+    def _count_undeclared(self, table: IngestTable, result: BatchResult) -> None:
+        """Count the undeclared fields; say once per field name that its values are not kept."""
+        metrics.UNDECLARED_RECORDS.labels(table.name, table.topic, "all").inc(result.records_with_undeclared)
+        seen = self._undeclared.setdefault(table.name, set())
+        new: list[str] = []
+        for name, count in sorted(result.undeclared_fields.items()):
+            label = name
+            if name not in seen:
+                if len(seen) < metrics.MAX_UNDECLARED_LABELS:
+                    new.append(name)
+                else:
+                    label = metrics.OTHER_FIELDS
+            seen.add(label)
+            metrics.UNDECLARED_FIELDS.labels(table.name, label).inc(count)
+        if new:
+            log.warning(
+                "%s: records carry fields the table does not declare, not kept: %s "
+                "(declare them in floe.yaml to keep them)",
+                table.name,
+                ", ".join(new),
+            )
 
 
 MISSING_TOPIC_WARNING_SECONDS = 60.0

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField
 
-from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, spark_type, user_fields
+from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, source, spark_type, user_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -110,7 +110,7 @@ def record_key_columns(key_fields: Sequence[NestedField]) -> list[Column]:
     from pyspark.sql import functions as F
     from pyspark.sql import types as st
 
-    text = F.col("key").cast("string")
+    text = F.col(source("key")).cast("string")
     fields = st.StructType([st.StructField(f.name, spark_type(f.field_type), True) for f in key_fields])
     wrapped = st.StructType([st.StructField("payload", fields, True), *fields.fields])
     parsed = F.from_json(text, wrapped)
@@ -133,7 +133,7 @@ def with_deletes(decoded: DataFrame, schema: Schema) -> DataFrame:
     from pyspark.sql import functions as F
 
     keys = key_fields_of(schema)
-    tombstone = F.col("value").isNull()
+    tombstone = F.col(source("value")).isNull()
     from_key = record_key_columns(keys)
     missing = F.coalesce(
         *(F.when(column.isNull(), F.lit(f.name)) for f, column in zip(keys, from_key, strict=True))
@@ -167,7 +167,7 @@ def latest_rows(good: DataFrame, keys: Sequence[str]) -> DataFrame:
     from pyspark.sql import functions as F
 
     order = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(
-        F.col("offset").desc(), F.col("partition").desc()
+        F.col(source("offset")).desc(), F.col(source("partition")).desc()
     )
     return (
         good.withColumn("_floe_rank", F.row_number().over(order)).where("_floe_rank = 1").drop("_floe_rank")

@@ -183,8 +183,8 @@ def spark_session(
     home = java_home()
     if home:
         os.environ["JAVA_HOME"] = home
-    # Python workers (protobuf decoding) run this interpreter, which has floe and its dependencies;
-    # PySpark reads the variable, not `spark.pyspark.python`, when it starts them.
+    # Python workers (protobuf decoding, dead-letter reasons) run this interpreter, which has floe and
+    # its dependencies; PySpark reads the variable, not `spark.pyspark.python`, when it starts them.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).master(master)
     settings: dict[str, str] = {

@@ -115,7 +115,7 @@ def run_diagnosis(
     from pyspark.sql.functions import col, from_json
 
     from ingest.batches import BatchWriter
-    from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, decode_json, user_fields
+    from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, decode_json, source, source_columns, user_fields
     from ingest.tables import ingest_tables
     from runtime.spark import CatalogConnection, spark_session
 
@@ -157,7 +157,7 @@ def run_diagnosis(
 
     def floe_rows(size: int) -> DataFrame:
         raw = _slice(spark, bootstrap, 0, size // PARTITIONS, headers=True)
-        return decode_json(raw, table.schema)
+        return decode_json(source_columns(raw), table.schema)
 
     def row_columns() -> list[Column]:
         return [col(f.name) for f in user_fields(table.schema)] + [col(KAFKA_COLUMN)]
@@ -167,12 +167,12 @@ def run_diagnosis(
 
     def statistics_of(decoded: DataFrame) -> None:
         # floe's per-partition statistics (ingest/batches.py).
-        decoded.groupBy("partition").agg(
-            F.max("offset").alias("max_offset"),
-            F.max("timestamp").alias("max_ts"),
+        decoded.groupBy(source("partition")).agg(
+            F.max(source("offset")).alias("max_offset"),
+            F.max(source("timestamp")).alias("max_ts"),
             F.count_if(is_good).alias("good"),
             F.count_if(~is_good).alias("bad"),
-            F.sum(F.when(is_good, F.length("value")).otherwise(0)).alias("bytes"),
+            F.sum(F.when(is_good, F.length(source("value"))).otherwise(0)).alias("bytes"),
         ).collect()
 
     def floe_decode_write_unfiltered(size: int) -> None:

@@ -43,7 +43,7 @@ from pyiceberg.types import (
 )
 
 from catalog.pipelines.protobuf import build_pool, descriptor_set
-from ingest.decode import ERROR_COLUMN, decode_avro, decode_json
+from ingest.decode import ERROR_COLUMN, RECORD_COLUMN, decode_avro, decode_json, source, source_columns
 from ingest.protobuf_decode import (
     Decoder,
     WriterSchema,
@@ -219,7 +219,8 @@ def raw_frame(spark: SparkSession, values: list[bytes], partitions: int) -> Data
             ),
         }
     )
-    frame = spark.createDataFrame(table).repartition(partitions)
+    # Under floe's internal names, as BatchWriter hands them to the decoders.
+    frame = source_columns(spark.createDataFrame(table)).repartition(partitions)
     frame.cache()
     frame.count()
     return frame
@@ -233,7 +234,7 @@ def rows_variant(raw: DataFrame, writer: WriterSchema) -> DataFrame:
     from ingest.decode import _finish, required_fields_error, spark_type
 
     record = st.StructType([st.StructField(f.name, spark_type(f.field_type), True) for f in FIELDS])
-    schema = st.StructType([*raw.schema.fields, st.StructField("_record", record, True)])
+    schema = st.StructType([*raw.schema.fields, st.StructField(RECORD_COLUMN, record, True)])
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -246,16 +247,16 @@ def rows_variant(raw: DataFrame, writer: WriterSchema) -> DataFrame:
         record_type = arrow_record_type(FIELDS)
         for batch in batches:
             rows = []
-            for value in batch.column("value").to_pylist():
+            for value in batch.column(source("value")).to_pylist():
                 message = event.FromString(value[split_confluent(value)[2] :])
                 rows.append({name: read(message) for name, read in readers})
             yield pa.RecordBatch.from_arrays(
-                [*batch.columns, pa.array(rows, type=record_type)], names=[*batch.schema.names, "_record"]
+                [*batch.columns, pa.array(rows, type=record_type)], names=[*batch.schema.names, RECORD_COLUMN]
             )
 
     decoded = raw.mapInArrow(run, schema)
     schema_obj = Schema(*FIELDS)
-    return _finish(decoded, FIELDS, required_fields_error(F.col("_record"), schema_obj))
+    return _finish(decoded, FIELDS, required_fields_error(F.col(RECORD_COLUMN), schema_obj))
 
 
 def via_json_variant(raw: DataFrame, writer: WriterSchema) -> DataFrame:
@@ -278,14 +279,14 @@ def via_json_variant(raw: DataFrame, writer: WriterSchema) -> DataFrame:
         epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
         for batch in batches:
             texts = []
-            for value in batch.column("value").to_pylist():
+            for value in batch.column(source("value")).to_pylist():
                 message = event.FromString(value[split_confluent(value)[2] :])
                 row = {name: read(message) for name, read in readers}
                 if row["at"] is not None:  # JSON carries timestamps as ISO 8601 text
                     row["at"] = (epoch + dt.timedelta(microseconds=row["at"])).isoformat()
                 texts.append(json.dumps(row, separators=(",", ":")).encode())
             columns = [
-                pa.array(texts, pa.binary()) if name == "value" else column
+                pa.array(texts, pa.binary()) if name == source("value") else column
                 for name, column in zip(batch.schema.names, batch.columns, strict=True)
             ]
             yield pa.RecordBatch.from_arrays(columns, names=batch.schema.names)

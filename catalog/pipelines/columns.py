@@ -23,6 +23,9 @@ from pyiceberg.types import (
 )
 
 KAFKA_COLUMN = "_kafka"
+# The prefix of ingestion's internal column names (the Kafka source's columns renamed, the decode
+# error…): a table's top-level field may not start with it, so none ever collides with them.
+INTERNAL_PREFIX = "__floe_"
 MAX_USER_FIELD_ID = 1_999_999_999
 KAFKA_FIELD_ID = 2_000_000_000
 KAFKA_PARTITION_ID = 2_000_000_001

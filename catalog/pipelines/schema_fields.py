@@ -35,7 +35,7 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from catalog.pipelines.columns import KAFKA_COLUMN, MAX_USER_FIELD_ID
+from catalog.pipelines.columns import INTERNAL_PREFIX, KAFKA_COLUMN, MAX_USER_FIELD_ID
 from catalog.pipelines.validation import (
     ConfigModel,
     Loc,
@@ -173,6 +173,8 @@ class FieldConfig(ConfigModel):
         names[name] = context.path
         if name == KAFKA_COLUMN and siblings.endswith(".schema.fields"):
             raise problem(f"{KAFKA_COLUMN} is reserved: floe adds it with the Kafka metadata")
+        if name.startswith(INTERNAL_PREFIX) and siblings.endswith(".schema.fields"):
+            raise problem(f"names starting with {INTERNAL_PREFIX} are reserved for floe's ingestion")
         return name
 
     @field_validator("id")

@@ -290,12 +290,19 @@ def test_malformed_records_go_to_the_dead_letter_table(
             ]
         },
     )
-    bad_values: list[bytes | None] = [b"not json", b'{"note": "no id"}', b'{"id": "abc"}', b"[1,2]", None]
+    bad_values: list[bytes | None] = [
+        b"not json",
+        b'{"note": "no id"}',
+        b'{"id": "abc"}',
+        b"[1,2]",
+        None,
+        b'{"id": 12',
+    ]
     values: list[bytes | None] = []
     for i in range(300):
         values.append(json.dumps({"id": i, "note": "ok"}).encode())
-        if i % 60 == 0:
-            values.append(bad_values[(i // 60) % len(bad_values)])
+        if i % 50 == 0:
+            values.append(bad_values[(i // 50) % len(bad_values)])
     produced = produce(kafka.bootstrap_servers, topic, values)
     wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
 
@@ -303,7 +310,7 @@ def test_malformed_records_go_to_the_dead_letter_table(
     dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
     assert good.num_rows == 300
     assert sorted(good.column("id").to_pylist()) == list(range(300))
-    assert len(dead) == 5
+    assert len(dead) == len(bad_values)
     assert good.num_rows + len(dead) == len(produced.records)
     produced_bad = {
         (p, o): value
@@ -311,11 +318,46 @@ def test_malformed_records_go_to_the_dead_letter_table(
         if value is None or b'"ok"' not in value
     }
     assert {(d["partition"], d["offset"]): d["value"] for d in dead} == produced_bad
-    errors = {d["value"]: d["error"] for d in dead}
-    assert errors[b'{"note": "no id"}'] == "required field id is missing or null"
-    assert "JSON" in errors[b"not json"]
-    assert errors[None] == "record has no value (tombstone)"
+    # Each reason says which field and why, or where the value stops parsing.
+    assert {d["value"]: d["error"] for d in dead} == {
+        b"not json": "not valid JSON: Expecting value at byte 0",
+        b'{"note": "no id"}': "required field id is missing or null",
+        b'{"id": "abc"}': "field 'id': expected long, got string \"abc\"",
+        b"[1,2]": "not a JSON object (got array)",
+        None: "record has no value (tombstone)",
+        b'{"id": 12': "not valid JSON: Expecting ',' delimiter at byte 9",
+    }
     assert all(d["topic"] == topic and d["failed_at"] is not None for d in dead)
+
+
+# Every column of Spark's Kafka source: a table may have fields of these names too.
+KAFKA_SOURCE_NAMES = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+
+
+def test_fields_named_like_the_kafka_source_columns_are_ingested(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    topic = _topic(kafka, "kafka-names", partitions=2)
+    table = _table_name(topic)
+    fields = [{"name": n, "id": i + 1, "type": "string"} for i, n in enumerate(KAFKA_SOURCE_NAMES)]
+    fields[4] = {"name": "offset", "id": 5, "type": "long"}  # a non-string one: its own type is kept
+    pipeline.add(source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": fields})
+    records = [{n: f"{n}-{i}" for n in KAFKA_SOURCE_NAMES} | {"offset": 1000 + i} for i in range(50)]
+    values = [json.dumps(r).encode() for r in records] + [b'{"offset": "x"}']
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert {r["offset"]: {n: r[n] for n in KAFKA_SOURCE_NAMES} for r in rows} == {
+        r["offset"]: r for r in records
+    }
+    # floe's own Kafka metadata is still the record's, not the fields of the same names.
+    good_positions = {pos for pos, (_, value) in produced.records.items() if value != values[-1]}
+    assert {(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows} == good_positions
+    (dead,) = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert dead["value"] == b'{"offset": "x"}'
+    assert dead["error"] == "field 'offset': expected long, got string \"x\""
+    assert dead["topic"] == topic
 
 
 AVRO_FIELDS = [
@@ -595,9 +637,12 @@ def test_status_shows_lag_and_dead_letters(
         schema_mode="inline",
         schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
     )
-    produced = produce(
-        kafka.bootstrap_servers, topic, [*(json.dumps({"id": i}).encode() for i in range(40)), b"oops"]
-    )
+    # Every 4th record carries a field the table does not declare; every 8th a second one.
+    values = [
+        json.dumps({"id": i} | ({"color": "red"} if i % 4 == 0 else {}) | ({"size": 1} if i % 8 == 0 else {}))
+        for i in range(40)
+    ]
+    produced = produce(kafka.bootstrap_servers, topic, [*(v.encode() for v in values), b"oops"])
     wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
     deadline = time.monotonic() + 60
     entry: dict[str, Any] = {}
@@ -616,6 +661,11 @@ def test_status_shows_lag_and_dead_letters(
         time.sleep(1)
     assert entry.get("records") == 40, entry
     assert entry.get("dead_letters") == 1, entry
+    assert entry.get("records_with_undeclared_fields") == 10, entry
+    assert entry.get("undeclared_fields") == {"color": 10, "size": 5}, entry
+    assert f"{CLUSTER}.{table}: records carry fields the table does not declare, not kept: color, size" in (
+        ingest.log_text()
+    )
     assert sorted(p["committed_offset"] for p in entry["partitions"]) == sorted(
         produced.end_offsets().values()
     )

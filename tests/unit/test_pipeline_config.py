@@ -246,6 +246,16 @@ def test_seed_schema_keeps_every_field_id_and_adds_kafka() -> None:
     )
 
 
+KAFKA_SOURCE_NAMES = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+
+
+def test_fields_named_like_the_kafka_source_columns_are_a_valid_table() -> None:
+    fields = [{"name": n, "id": i + 1, "type": "string"} for i, n in enumerate(KAFKA_SOURCE_NAMES)]
+    config = parse_config(minimal(schema={"fields": fields}))
+    names = [f.name for f in data_schema(config.tables[0]).fields]
+    assert names == [*KAFKA_SOURCE_NAMES, "_kafka"]
+
+
 def test_dlq_schema() -> None:
     schema = dlq_schema()
     assert [(f.name, str(f.field_type), f.required) for f in schema.fields] == [
@@ -431,6 +441,12 @@ BAD_INPUTS: list[tuple[str, Any, str, str]] = [
         _with(["tables", 0, "schema", "fields", 0, "name"], "_kafka"),
         "tables[0].schema.fields[0].name",
         "reserved",
+    ),
+    (
+        "internal name",
+        _with(["tables", 0, "schema", "fields", 0, "name"], "__floe_value"),
+        "tables[0].schema.fields[0].name",
+        "reserved for floe's ingestion",
     ),
     (
         "boolean name",

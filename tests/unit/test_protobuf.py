@@ -417,20 +417,22 @@ def test_decoded_batches_are_the_arrow_columns_spark_expects() -> None:
     files, main = _schema()
     order = _order_class()(id=1, placed_at={"seconds": 1}, address={"city": "Oslo"}, quantities={"a": 1})
     batch = pa.RecordBatch.from_pydict(
-        {"value": pa.array([_framed(1, [0], order), b"junk"], pa.binary()), "offset": [0, 1]}
+        {"__floe_value": pa.array([_framed(1, [0], order), b"junk"], pa.binary()), "__floe_offset": [0, 1]}
     )
     record_type = arrow_record_type(fields)
     decoder = Decoder(fields, writers={1: WriterSchema.of(files, main)})
     (out,) = decode_batches([batch], decoder, record_type)
-    assert out.schema.names == ["value", "offset", "_record", "_decode_error"]
-    assert out.column("_record").type == record_type
+    assert out.schema.names == ["__floe_value", "__floe_offset", "__floe_record", "__floe_decode_error"]
+    assert out.column("__floe_record").type == record_type
     rows = out.to_pylist()
-    assert rows[0]["_record"]["id"] == 1
-    assert rows[0]["_record"]["placed_at"].timestamp() == 1
-    assert rows[0]["_record"]["quantities"] == [("a", 1)]
-    assert rows[0]["_decode_error"] is None
-    assert rows[1]["_record"] is None
-    assert rows[1]["_decode_error"] == "value is not in the Confluent wire format (magic byte 0 + schema id)"
+    assert rows[0]["__floe_record"]["id"] == 1
+    assert rows[0]["__floe_record"]["placed_at"].timestamp() == 1
+    assert rows[0]["__floe_record"]["quantities"] == [("a", 1)]
+    assert rows[0]["__floe_decode_error"] is None
+    assert rows[1]["__floe_record"] is None
+    assert rows[1]["__floe_decode_error"] == (
+        "value is not in the Confluent wire format (magic byte 0 + schema id)"
+    )
 
 
 # -- floe.yaml ---------------------------------------------------------------------------------------------
