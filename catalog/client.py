@@ -402,6 +402,11 @@ class FloeClient:
             auth: object = self._http.token_auth
             return auth
 
+    def authenticate(self) -> None:
+        """Fetch a token now: `Unreachable` when floe does not answer, `AuthenticationFailed` when it
+        refuses the credentials (services check this before starting their work)."""
+        self._bearer(renew=True)
+
     def send(
         self, method: str, path: str, *, params: Mapping[str, str | int] | None = None, body: Any = None
     ) -> HttpResponse:

@@ -11,6 +11,14 @@ import subprocess
 from pathlib import Path
 
 
+class JavaNotFound(RuntimeError):
+    """No usable Java: none where JAVA_HOME or PATH points, or one too old."""
+
+
+# How to get a Java when none is found (what the error messages suggest).
+JAVA_INSTALL_HINT = "install a JDK such as Eclipse Temurin 17+ and put it on PATH, or set JAVA_HOME"
+
+
 @functools.cache
 def java_version_text(java: str) -> str:
     """What `java -version` prints (once per executable and process)."""
@@ -39,10 +47,10 @@ def find_java(needed_by: str, install_hint: str, minimum: int = 17) -> str:
         java = shutil.which("java")
         where = "PATH"
     if java is None or not Path(java).is_file():
-        raise RuntimeError(f"No java found in {where}: {needed_by} needs Java {minimum}+ ({install_hint})")
+        raise JavaNotFound(f"No java found in {where}: {needed_by} needs Java {minimum}+ ({install_hint})")
     major = java_major_version(java)
     if major < minimum:
-        raise RuntimeError(
+        raise JavaNotFound(
             f"{java} is Java {major}; {needed_by} needs Java {minimum}+ (set JAVA_HOME to one)"
         )
     return java
@@ -54,3 +62,10 @@ def java_home() -> str | None:
         return os.environ["JAVA_HOME"]
     java = shutil.which("java")
     return str(Path(java).resolve().parent.parent) if java else None
+
+
+def spark_java_home() -> str:
+    """The Java home Spark runs with, checked first (JavaNotFound says what is missing, rather than
+    Spark's "Java gateway process exited")."""
+    java = find_java("Spark", JAVA_INSTALL_HINT, minimum=17)
+    return os.environ.get("JAVA_HOME") or str(Path(java).resolve().parent.parent)

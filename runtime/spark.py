@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.artifacts import Artifact, fetch_all
-from runtime.java import java_home
+from runtime.java import spark_java_home
 from runtime.settings import RuntimeSettings, read_settings
 
 if TYPE_CHECKING:
@@ -180,9 +180,7 @@ def spark_session(
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    home = java_home()
-    if home:
-        os.environ["JAVA_HOME"] = home
+    os.environ["JAVA_HOME"] = spark_java_home()
     # Python workers (protobuf decoding, dead-letter reasons) run this interpreter, which has floe and
     # its dependencies; PySpark reads the variable, not `spark.pyspark.python`, when it starts them.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -9,9 +9,10 @@ One module per command family, each a plain click command or group that `main` c
 - `dev`: local development components (`devtools`); `openapi`: the generated OpenAPI document;
   `config-doc`: the table of every `FLOE_*` variable, generated from the settings classes.
 
-Shared: `output` (console, `--output`), `remote` (credentials, management API calls), `settings` (the
-command line's `FLOE_*` variables) and `services` (logging and Spark options of the long-running
-commands). Nothing outside this package imports it (tests/unit/test_architecture.py).
+Shared: `errors` (user errors as one message, never a traceback), `output` (console, `--output`),
+`remote` (credentials, management API calls), `settings` (the command line's `FLOE_*` variables) and
+`services` (logging, Spark options, checks of the long-running commands). Nothing outside this package
+imports it (tests/unit/test_architecture.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from catalog.cli.clusters import audit, clusters, keys
 from catalog.cli.config_doc import config_doc
 from catalog.cli.db import db
 from catalog.cli.dev import dev
+from catalog.cli.errors import FloeGroup
 from catalog.cli.ingest import ingest_command
 from catalog.cli.maintain import maintain_command
 from catalog.cli.openapi import openapi
@@ -33,7 +35,7 @@ from catalog.cli.up import up_command
 from catalog.cli.warehouses import warehouses
 
 
-@click.group()
+@click.group(cls=FloeGroup)
 @click.version_option(package_name="floe")
 def main() -> None:
     """floe: Kafka topics as Apache Iceberg tables, served by floe's own Iceberg REST catalog."""

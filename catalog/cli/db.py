@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from catalog.cli.errors import database_errors
 from catalog.cli.output import console
 from catalog.cli.settings import server_settings
 from catalog.migrations import upgrade_database
@@ -19,5 +20,6 @@ def db_upgrade() -> None:
     """Apply all migrations to the configured database (FLOE_DATABASE_URL)."""
     settings = server_settings()
     settings.prepare_home()
-    upgrade_database(settings.database_url)
+    with database_errors(settings.database_url):
+        upgrade_database(settings.database_url)
     console.print("database is at the latest revision")

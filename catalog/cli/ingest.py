@@ -13,7 +13,7 @@ import click
 
 from catalog.cli.output import console
 from catalog.cli.remote import cli_credentials
-from catalog.cli.services import configure_logging, parse_spark_conf
+from catalog.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
 from catalog.cli.settings import INGEST_METRICS_PORT, client_settings
 from catalog.client import DEFAULT_URL, FloeClient
 from catalog.pipelines.table_config import MAX_COMMIT_INTERVAL_SECONDS, MIN_COMMIT_INTERVAL_SECONDS
@@ -48,19 +48,17 @@ def run_ingest(
 ) -> None:
     """Run the ingestion service in the foreground until SIGINT/SIGTERM. A `spark` session passed in is
     used and left running (`floe up` shares it with maintenance); else one is started and stopped."""
-    from prometheus_client import start_http_server
-
     from ingest.kafka_connection import PresentedCertificates
     from ingest.metrics import PROBLEMS, REGISTRY
     from ingest.service import IngestOptions, IngestService
     from ingest.tables import ingest_tables
     from runtime.spark import CatalogConnection, spark_session
 
+    check_java()
+    check_catalog(url, client_id, client_secret, "the ingestion")
     catalog = FloeClient(url, client_id, client_secret, purpose="the ingestion")
     warehouse = client_settings().warehouse_name
-    if metrics_port:
-        start_http_server(metrics_port, addr=metrics_host, registry=REGISTRY)
-        console.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics", highlight=False)
+    serve_metrics(REGISTRY, metrics_port, metrics_host)
     owns_spark = spark is None
     if spark is None:
         conf = {"spark.driver.memory": driver_memory, **(spark_conf or {})}

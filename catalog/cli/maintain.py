@@ -11,7 +11,7 @@ from rich.table import Table
 
 from catalog.cli.output import console
 from catalog.cli.remote import cli_credentials
-from catalog.cli.services import configure_logging, parse_spark_conf
+from catalog.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
 from catalog.cli.settings import client_settings
 from catalog.client import DEFAULT_URL
 from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
@@ -101,7 +101,6 @@ def maintain_command(
     """Keep every table fast and tidy: compact small files, rewrite manifests and delete files, expire
     snapshots, remove old metadata and orphan files, per floe.yaml's maintenance policies
     (FLOE_CLIENT_ID/SECRET: an admin key, or a cluster's writer key for its own tables)."""
-    from prometheus_client import start_http_server
     from pyspark.sql import SparkSession
 
     from maintenance.metrics import REGISTRY
@@ -119,9 +118,9 @@ def maintain_command(
         default_warehouse=default_warehouse,
         defaults=with_interval(DEFAULT_POLICY, interval),
     )
-    if metrics_port:
-        start_http_server(metrics_port, addr=metrics_host, registry=REGISTRY)
-        console.print(f"metrics on http://{metrics_host}:{metrics_port}/metrics", highlight=False)
+    check_java()
+    check_catalog(url, client_id, client_secret, "the maintenance")
+    serve_metrics(REGISTRY, metrics_port, metrics_host)
     # In-process callers (tests) may already run a session: use it and leave it running.
     existing = SparkSession.getActiveSession()
     conf = {"spark.driver.memory": driver_memory, "spark.ui.showConsoleProgress": "false"}

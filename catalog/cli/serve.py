@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from catalog.cli.errors import database_errors, port_option_error
 from catalog.cli.output import console
 from catalog.cli.settings import server_settings
 from catalog.listeners import reuseport_socket, reuseport_supported
@@ -34,14 +35,18 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
 
     from catalog.http_limits import LimitedHttpToolsProtocol
     from catalog.observability import configure_logging
+    from devtools.ports import port_is_free
 
     settings = server_settings()
     settings.prepare_home()
     if workers > 1 and settings.database_url.startswith("sqlite"):
         raise click.UsageError("several workers need a shared database: set FLOE_DATABASE_URL to PostgreSQL")
-    upgrade_database(settings.database_url)
-    # Bootstrap the admin key once here, before several workers could race to do it.
-    asyncio.run(_bootstrap(settings))
+    if not port_is_free(port, host):
+        raise port_option_error(port, "--port", host)
+    with database_errors(settings.database_url):
+        upgrade_database(settings.database_url)
+        # Bootstrap the admin key once here, before several workers could race to do it.
+        asyncio.run(_bootstrap(settings))
     os.environ["FLOE_MIGRATE_ON_START"] = "false"
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="floe-metrics-")

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 import click
+
+from catalog.cli.errors import port_option_error
+from catalog.cli.output import console
+from catalog.client import ClientError, FloeClient
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 
 def configure_logging(level: str, *, quiet: tuple[str, ...] = ("py4j", "httpx")) -> None:
@@ -16,6 +24,39 @@ def configure_logging(level: str, *, quiet: tuple[str, ...] = ("py4j", "httpx"))
     )
     for noisy in quiet:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def check_java() -> None:
+    """A Java for Spark, before anything starts (JavaNotFound says what is missing and how to get it)."""
+    from runtime.java import JavaNotFound, spark_java_home
+
+    try:
+        spark_java_home()
+    except JavaNotFound as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def check_catalog(url: str, client_id: str, client_secret: str, purpose: str) -> None:
+    """One token from floe before a service starts Spark: an unreachable catalog or refused credentials
+    end the command with one message at once, rather than a retry loop of warnings."""
+    try:
+        with FloeClient(url, client_id, client_secret, purpose=purpose) as client:
+            client.authenticate()
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def serve_metrics(registry: CollectorRegistry, port: int, host: str) -> None:
+    """The service's Prometheus endpoint on `host:port` (0: none); a taken port names --metrics-port."""
+    from prometheus_client import start_http_server
+
+    if not port:
+        return
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise port_option_error(port, "--metrics-port", host) from exc
+    console.print(f"metrics on http://{host}:{port}/metrics", highlight=False)
 
 
 def parse_spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -9,9 +9,9 @@ import json
 import sys
 
 import click
-from rich.table import Table
 
-from catalog.cli.output import console
+from catalog.cli.errors import database_errors
+from catalog.cli.output import OUTPUT, emit
 from catalog.cli.settings import server_settings
 from catalog.migrations import upgrade_database
 from catalog.service.warehouses import WarehouseService
@@ -66,7 +66,6 @@ def warehouses_create(
         props["sts.endpoint"] = sts_endpoint
     settings = server_settings()
     settings.prepare_home()
-    upgrade_database(settings.database_url)
 
     async def run() -> None:
         store = create_store(settings.database_url)
@@ -81,28 +80,26 @@ def warehouses_create(
         )
         sys.stdout.write("\n")
 
-    asyncio.run(run())
+    with database_errors(settings.database_url):
+        upgrade_database(settings.database_url)
+        asyncio.run(run())
 
 
 @warehouses.command("list")
-@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@OUTPUT
 def warehouses_list(output: str) -> None:
-    """List warehouses."""
+    """List warehouses (the table on stdout, like every list)."""
     settings = server_settings()
 
-    async def run() -> None:
+    async def run() -> list[dict[str, str]]:
         store = create_store(settings.database_url)
         try:
             records = await store.list_warehouses()
         finally:
             await store.close()
-        if output == "json":
-            json.dump([{"name": r.name, "location": r.location} for r in records], sys.stdout)
-            sys.stdout.write("\n")
-            return
-        table = Table("name", "location")
-        for r in records:
-            table.add_row(r.name, r.location)
-        console.print(table)
+        return [{"name": r.name, "location": r.location} for r in records]
 
-    asyncio.run(run())
+    with database_errors(settings.database_url):
+        upgrade_database(settings.database_url)
+        listed = asyncio.run(run())
+    emit(output, listed, listed, ["name", "location"])
