@@ -51,6 +51,8 @@ def keys() -> None:
 
 
 KEY_COLUMNS = ["client_id", "cluster", "role", "description", "expires_at", "revoked_at", "last_used_at"]
+# Left out first on a narrow terminal (the client id, needed by rotate and revoke, is always whole).
+KEY_OPTIONAL = ["last_used_at", "description", "expires_at"]
 
 
 @keys.command("create")
@@ -83,7 +85,7 @@ def _expiry(value: str) -> dict[str, Any]:
 def keys_list(cluster: str | None, output: str) -> None:
     """List keys (never their secrets)."""
     listed = call(lambda floe: floe.keys(cluster or None))
-    emit(output, {"keys": listed}, listed, KEY_COLUMNS)
+    emit(output, {"keys": listed}, listed, KEY_COLUMNS, optional=KEY_OPTIONAL)
 
 
 @keys.command("revoke")
@@ -115,4 +117,5 @@ def audit(cluster: str | None, limit: int, output: str) -> None:
         listed,
         listed.entries,
         ["at", "subject", "cluster", "action", "target", "outcome", "status_code"],
+        optional=["status_code", "cluster"],
     )

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from catalog.cli.ingest import DEFAULT_METRICS_PORT
-from catalog.cli.output import as_json
+from catalog.cli.output import OUTPUT, Column, as_json, fitted_table
 from catalog.client import DEFAULT_URL, ClientError, FloeClient, admin_credentials
 from catalog.ingest_metrics import ingest_status
 
@@ -40,21 +40,79 @@ def read_maintenance(url: str, client_id: str, client_secret: str, limit: int = 
 
 
 def _maintenance_grid(passes: list[dict[str, Any]]) -> Table:
-    grid = Table(title="floe maintenance (last pass per table)")
-    for column in ("table", "started", "took (s)", "data files", "snapshots", "actions", "error"):
-        grid.add_column(column, justify="left" if column in ("table", "actions", "error") else "right")
+    columns = [
+        Column("table", identifier=True),
+        Column("started", optional=1),
+        Column("took (s)", optional=3, justify="right"),
+        Column("data files", justify="right"),
+        Column("snapshots", optional=2, justify="right"),
+        Column("actions"),
+        Column("error"),
+    ]
+    rows = []
     for entry in passes:
         before, after = entry.get("before") or {}, entry.get("after") or {}
-        grid.add_row(
-            entry["table"],
-            str(entry["started_at"])[:19],
-            f"{entry['duration_seconds']:.1f}",
-            f"{before.get('data_files', '?')} → {after.get('data_files', '?')}",
-            f"{before.get('snapshots', '?')} → {after.get('snapshots', '?')}",
-            ", ".join(a["name"] for a in entry["actions"]),
-            entry.get("error") or "",
+        rows.append(
+            [
+                entry["table"],
+                str(entry["started_at"])[:19],
+                f"{entry['duration_seconds']:.1f}",
+                f"{before.get('data_files', '?')} → {after.get('data_files', '?')}",
+                f"{before.get('snapshots', '?')} → {after.get('snapshots', '?')}",
+                ", ".join(a["name"] for a in entry["actions"]),
+                entry.get("error") or "",
+            ]
         )
-    return grid
+    return fitted_table(columns, rows, title="floe maintenance (last pass per table)")
+
+
+# The ingestion grid at any width: table names whole; the throughput columns give way first.
+INGEST_COLUMNS = [
+    Column("table", identifier=True),
+    Column("partition", justify="right"),
+    Column("offset lag", justify="right"),
+    Column("lag (s)", optional=1, justify="right"),
+    Column("committed", optional=2, justify="right"),
+    Column("records/s", optional=4, justify="right"),
+    Column("MiB/s", optional=5, justify="right"),
+    Column("dead letters", justify="right"),
+    Column("last commit", optional=3, justify="right"),
+]
+
+
+def _ingest_grid(tables: list[dict[str, Any]], now: float) -> Table:
+    rows = []
+    for entry in tables:
+        last = entry.get("last_commit")
+        age = f"{now - last:.1f}s ago" if last else "never"
+        for i, part in enumerate(entry["partitions"] or [{}]):
+            first = i == 0
+            rows.append(
+                [
+                    entry["table"] if first else "",
+                    str(part.get("partition", "")),
+                    str(part.get("offset_lag", "")),
+                    str(part.get("time_lag_seconds", "")),
+                    str(part.get("committed_offset", "")),
+                    str(entry.get("records_per_second", "")) if first else "",
+                    str(entry.get("mib_per_second", "")) if first else "",
+                    str(entry.get("dead_letters", 0)) if first else "",
+                    age if first else "",
+                ]
+            )
+    return fitted_table(INGEST_COLUMNS, rows, title="floe ingestion")
+
+
+def undeclared_lines(tables: list[dict[str, Any]]) -> list[str]:
+    """One line per table whose records carry fields it does not declare (their values are not kept)."""
+    lines = []
+    for entry in tables:
+        count = entry.get("records_with_undeclared_fields")
+        if count:
+            fields = sorted((entry.get("undeclared_fields") or {}).items(), key=lambda f: (-f[1], f[0]))
+            named = ", ".join(f"{name} ({n})" for name, n in fields)
+            lines.append(f"{entry['table']}: {count} records had fields the table does not declare: {named}")
+    return lines
 
 
 @click.command("status")
@@ -68,7 +126,7 @@ def _maintenance_grid(passes: list[dict[str, Any]]) -> Table:
 @click.option(
     "--url", envvar="FLOE_URL", default=DEFAULT_URL, show_default=True, help="floe's catalog (maintenance)."
 )
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@OUTPUT
 def status_command(metrics_url: str, url: str, output: str) -> None:
     """Ingestion lag, throughput, dead letters and last commit per table and partition, and each table's
     last maintenance pass (with FLOE_CLIENT_ID/SECRET or admin.json for the catalog)."""
@@ -80,27 +138,7 @@ def status_command(metrics_url: str, url: str, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(status, indent=2, default=str))
         return
-    grid = Table(title="floe ingestion")
-    columns = ("table", "partition", "offset lag", "lag (s)", "committed", "records/s", "MiB/s")
-    for column in (*columns, "dead letters", "last commit"):
-        grid.add_column(column, justify="left" if column == "table" else "right")
-    now = time.time()
-    for entry in status["tables"]:
-        last = entry.get("last_commit")
-        age = f"{now - last:.1f}s ago" if last else "never"
-        rows = entry["partitions"] or [{}]
-        for i, part in enumerate(rows):
-            grid.add_row(
-                entry["table"] if i == 0 else "",
-                str(part.get("partition", "")),
-                str(part.get("offset_lag", "")),
-                str(part.get("time_lag_seconds", "")),
-                str(part.get("committed_offset", "")),
-                str(entry.get("records_per_second", "")) if i == 0 else "",
-                str(entry.get("mib_per_second", "")) if i == 0 else "",
-                str(entry.get("dead_letters", 0)) if i == 0 else "",
-                age if i == 0 else "",
-            )
+    grid = _ingest_grid(status["tables"], time.time())
     out = Console()
     out.print(grid)
     for entry in status["tables"]:
@@ -112,6 +150,8 @@ def status_command(metrics_url: str, url: str, output: str) -> None:
                 "exist on its cluster; its ingestion starts when it does",
                 highlight=False,
             )
+    for line in undeclared_lines(status["tables"]):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
     if status.get("maintenance"):
         out.print(_maintenance_grid(status["maintenance"]))
     elif "maintenance_error" in status:
