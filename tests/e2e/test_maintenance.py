@@ -3,13 +3,15 @@
 The pass test runs a real `floe serve` of its own per backend (so the pipeline and the tables it sees
 are this test's) and one Spark session (local[2]) for the whole module: 200 small appends become one
 file per partition, queries answer the same before and after (DuckDB and pyiceberg), snapshots are
-expired per policy, an old orphan file is removed while a fresh unreferenced file (a commit in flight)
-and every referenced file stay, and each table's pass is recorded in floe.
+expired per policy, an old orphan file and the data file of a write floe refused are removed while a
+fresh unreferenced file (a commit in flight) and every referenced file stay, and each table's pass is
+recorded in floe.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import threading
 import time
@@ -25,11 +27,13 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import LongType, NestedField
 
+from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
 from catalog.pipelines import load_yaml
 from catalog.pipelines.maintenance import (
     DEFAULT_POLICY,
@@ -107,6 +111,15 @@ def referenced_files(table: Table) -> set[Path]:
     return found
 
 
+def offsets(start: int, end: int) -> dict[str, str]:
+    """Snapshot properties of a commit claiming partition 0 of topic `t` from `start` to `end`."""
+    return {
+        TOPIC: "t",
+        START_OFFSETS: json.dumps({"0": start} if start else {}),
+        END_OFFSETS: json.dumps({"0": end}),
+    }
+
+
 def data_file_count(table: Table, content: ManifestContent = ManifestContent.DATA) -> int:
     snap = table.current_snapshot()
     if snap is None:
@@ -181,6 +194,20 @@ def test_one_pass_compacts_expires_and_removes_orphans(
         )
         for i in range(20):
             deletes.append(pa.table({"id": pa.array([i], pa.int64())}))
+        # A write floe refused (its Kafka offsets conflict): pyiceberg uploaded its data file before
+        # committing, and nothing references it. Orphan removal is what cleans such files up.
+        refused = catalog.create_table(
+            ("other", "refused"), Schema(NestedField(1, "id", LongType(), required=False))
+        )
+        refused.append(pa.table({"id": pa.array([0], pa.int64())}), snapshot_properties=offsets(0, 10))
+        refused_folder = local_path(refused.location())
+        with pytest.raises(CommitFailedException, match="Kafka offsets conflict"):
+            refused.append(pa.table({"id": pa.array([1], pa.int64())}), snapshot_properties=offsets(3, 12))
+        refused = catalog.load_table(("other", "refused"))
+        left_behind = {p for p in refused_folder.rglob("*") if p.is_file()} - referenced_files(refused)
+        assert any(p.suffix == ".parquet" for p in left_behind), left_behind
+        backdate(refused_folder, 2 * 86_400)
+
         spark_catalog = SparkActions(spark).catalog(
             CatalogConnection(server.url, "default", server.admin_client_id, server.admin_client_secret)
         )
@@ -238,6 +265,12 @@ def test_one_pass_compacts_expires_and_removes_orphans(
         missing = [p for p in referenced_files(events) if not p.exists()]
         assert not missing
 
+        # What the refused write left is gone (older than orphan_file_age); the table is intact.
+        refused = catalog.load_table(("other", "refused"))
+        assert not [p for p in left_behind if p.exists()]
+        assert all(p.exists() for p in referenced_files(refused))
+        assert refused.scan().to_arrow()["id"].to_pylist() == [0]
+
         # The table outside floe.yaml was written just now (a hot partition with few files: not
         # compacted) and keeps its snapshots for 7 days (its 12 small manifests may be rewritten).
         other = catalog.load_table(("other", "events"))
@@ -261,6 +294,7 @@ def test_one_pass_compacts_expires_and_removes_orphans(
             ((cluster,), "events_dlq"),
             (("other",), "events"),
             (("other",), "deletes"),
+            (("other",), "refused"),
         }
         record = by_table[((cluster,), "events")]
         assert record["error"] is None
