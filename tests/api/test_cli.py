@@ -67,7 +67,7 @@ def test_unreachable_catalog(tmp_path: Path) -> None:
 
 def test_refused_credentials(admin_env: dict[str, str]) -> None:
     env = {**admin_env, "FLOE_CLIENT_SECRET": "wrong"}
-    for command in (["keys", "list"], ["audit"], ["ingest", "--metrics-port", "0"]):
+    for command in (["keys", "list"], ["ingest", "--metrics-port", "0"]):
         assert_user_error(floe(*command, env=env), "Authentication failed (401)")
 
 

@@ -471,20 +471,35 @@ def test_avro_registry_mode_decodes_every_writer_schema(
         encode_confluent(id2, _avro_bytes(v2, {**_avro_record(i), "referrer": f"r{i}"}))
         for i in range(100, 200)
     ]
+    # v3 adds a field the table does not declare: its records are ingested, the field counted.
+    v3 = {**v2, "fields": [*v2["fields"], {"name": "campaign", "type": ["null", "string"], "default": None}]}
+    id3 = client.register(f"{topic}-value", json.dumps(v3))
+    values += [
+        encode_confluent(id3, _avro_bytes(v3, {**_avro_record(i), "campaign": "c"})) for i in range(200, 210)
+    ]
     values.append(encode_confluent(999_999, b"\x02"))  # a schema id the registry does not know
     values.append(b"no framing")
+    values.append(encode_confluent(id1, b"\x06ab"))  # event_id: a string of 3 bytes, 2 given
     produced = produce(kafka.bootstrap_servers, topic, values)
     wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
     rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
-    assert sorted(r["user_id"] for r in rows) == list(range(200))
+    assert sorted(r["user_id"] for r in rows) == list(range(210))
     referrers = {r["user_id"]: r["referrer"] for r in rows}
     assert referrers[3] is None
     assert referrers[150] == "r150"
     dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
     assert sorted(d["error"] for d in dead) == [
+        "not valid Avro: field 'event_id': Avro string of 3 bytes needs 3 bytes, the value has 2 left "
+        "(at byte 6)",
         "value is not in the Confluent wire format (magic byte 0 + schema id)",
-        "value's schema id is not registered",
+        "value's schema id 999999 is not registered",
     ]
+    deadline = time.monotonic() + 30
+    while "campaign" not in ingest.log_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert f"{CLUSTER}.{table}: records carry fields the table does not declare, not kept: campaign" in (
+        ingest.log_text()
+    )
 
 
 def test_avro_registry_mode_through_a_registry_that_requires_basic_auth(
