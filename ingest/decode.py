@@ -54,6 +54,7 @@ UNDECLARED_COLUMN = INTERNAL_PREFIX + "undeclared"
 RECORD_COLUMN = INTERNAL_PREFIX + "record"  # the decoded value, a struct of the table's fields
 _RECORD = RECORD_COLUMN
 _CORRUPT = INTERNAL_PREFIX + "corrupt_record"
+_DECODED = INTERNAL_PREFIX + "decoded"
 # The Kafka source's own columns (with `includeHeaders`).
 KAFKA_SOURCE_COLUMNS = (
     "key",
@@ -259,7 +260,10 @@ def decode_avro(
     from pyspark.sql.avro.functions import from_avro
 
     fields = user_fields(schema)
-    reader = avro_reader_schema(reader_schema)
+    # Spark's PERMISSIVE from_avro gives a record of NULL fields, not NULL, for a value it cannot
+    # decode: the reader schema gets a field with a default that only a decoded record has.
+    reader = avro_reader_schema(_with_decoded_marker(reader_schema))
+    writer_inline = avro_reader_schema(reader_schema)
     value = F.col(source("value"))
     framed_ok = F.lit(True)
     payload = value
@@ -299,7 +303,7 @@ def decode_avro(
         if extra_branches is not None:
             undeclared = extra_branches
     else:
-        decoded_col = from_avro(payload, reader, options)
+        decoded_col = from_avro(payload, writer_inline, {**options, "avroSchema": reader})
         unknown_id = F.lit(False)
     decoded_df = raw.withColumn(_RECORD, F.when(framed_ok, decoded_col))
     record = F.col(_RECORD)
@@ -310,10 +314,16 @@ def decode_avro(
             unknown_id,
             F.concat(F.lit("value's schema id "), schema_id_or_null(value), F.lit(" is not registered")),
         )
-        .when(record.isNull(), F.lit(AVRO_MISMATCH))
+        .when(record.isNull() | record.getField(_DECODED).isNull(), F.lit(AVRO_MISMATCH))
         .otherwise(required_fields_error(record, schema))
     )
     return _finish(decoded_df, fields, error, undeclared)
+
+
+def _with_decoded_marker(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The Avro record schema with a boolean field `_DECODED` defaulting to true (writers never have it)."""
+    marker = {"name": _DECODED, "type": "boolean", "default": True}
+    return {**schema, "fields": [*schema.get("fields", []), marker]}
 
 
 def avro_field_names(schema: str | Mapping[str, Any]) -> list[str]:
