@@ -29,6 +29,7 @@ from ingest import metrics, upsert
 from ingest.debezium import decode_debezium_json
 from ingest.decode import (
     ERROR_COLUMN,
+    GENERIC_ERRORS,
     KAFKA_COLUMN,
     UNDECLARED_COLUMN,
     confluent_schema_id,
@@ -93,6 +94,9 @@ class IngestTable:
         return catalog + "." + ".".join(f"`{p}`" for p in parts)
 
 
+# At most this many dead letters of a batch get their precise reason (worked out on the driver from
+# their values); the others keep Spark's generic one. A whole topic of bad records stays cheap.
+MAX_EXPLAINED = 10_000
 # At most this many undeclared field names are reported per batch (the most frequent ones): keys of a
 # JSON object used as a map would otherwise be unbounded.
 MAX_UNDECLARED_NAMES = 20
@@ -305,11 +309,7 @@ class BatchWriter:
                     *[F.col(source(c)).alias(c) for c in DLQ_COLUMNS[:-2]],
                     F.col(ERROR_COLUMN).alias("error"),
                 )
-                # Only the failed rows go through Python, to say precisely why each one failed.
-                refine = F.udf(reasons.refine, "string")
-                dead = failed.withColumn("error", refine("value", "error")).withColumn(
-                    "failed_at", F.current_timestamp()
-                )
+                dead = _explained(failed, reasons).withColumn("failed_at", F.current_timestamp())
                 dead.writeTo(t.spark_name(t.dlq_table, self.spark_catalog)).options(
                     **_summary(t.topic, start, end)
                 ).append()
@@ -329,6 +329,29 @@ class BatchWriter:
             cached.unpersist()
             if t.registry is not None:
                 raw.unpersist()
+
+
+def _explained(failed: DataFrame, reasons: DeadLetterReasons) -> DataFrame:
+    """The dead letters with Spark's generic errors replaced by the precise reasons.
+
+    The reasons are worked out on the driver, for the first MAX_EXPLAINED such records of the batch
+    (their values are collected), and joined back by position: executors run no Python for JSON and Avro
+    tables (README "Running on a Spark cluster"), and the good records never leave the JVM.
+    """
+    from pyspark.sql import functions as F
+
+    generic = failed.where(F.col("error").isin(*GENERIC_ERRORS))
+    rows = generic.select("partition", "offset", "value", "error").limit(MAX_EXPLAINED).collect()
+    if not rows:
+        return failed
+    explained = failed.sparkSession.createDataFrame(
+        [(r["partition"], r["offset"], reasons.refine(r["value"], r["error"])) for r in rows],
+        "partition int, offset long, reason string",
+    )
+    joined = failed.join(F.broadcast(explained), ["partition", "offset"], "left")
+    return joined.select(
+        *[c for c in failed.columns if c != "error"], F.coalesce("reason", "error").alias("error")
+    )
 
 
 def _undeclared_names(rows: DataFrame) -> dict[str, int]:

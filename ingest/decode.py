@@ -69,6 +69,7 @@ KAFKA_SOURCE_COLUMNS = (
 # The generic errors Spark's decoding gives; `ingest.reasons` replaces them with the precise reason.
 JSON_MISMATCH = "value is not a JSON object matching the table schema"
 AVRO_MISMATCH = "value is not Avro matching the table schema"
+GENERIC_ERRORS = (JSON_MISMATCH, AVRO_MISMATCH)
 
 
 def source(name: str) -> str:

@@ -397,8 +397,8 @@ class DeadLetterReasons:
         return f"not valid Avro: {found}" if found else None
 
     def refine(self, value: bytes | None, error: str) -> str:
-        """`error` made precise when it is one of Spark's generic ones (the Python UDF batches.py runs
-        on the dead letters only). Never raises: a dead letter must be written whatever its value."""
+        """`error` made precise when it is one of Spark's generic ones (batches.py asks on the driver,
+        for dead letters only). Never raises: a dead letter must be written whatever its value."""
         if error not in (JSON_MISMATCH, AVRO_MISMATCH):
             return error
         try:
