@@ -181,8 +181,8 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     os.environ["JAVA_HOME"] = spark_java_home()
-    # Python workers (protobuf decoding, dead-letter reasons) run this interpreter, which has floe and
-    # its dependencies; PySpark reads the variable, not `spark.pyspark.python`, when it starts them.
+    # Python workers (protobuf decoding) run this interpreter, which has floe and its dependencies;
+    # PySpark reads the variable, not `spark.pyspark.python`, when it starts them.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).master(master)
     settings: dict[str, str] = {
