@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import yaml
 from litestar import Controller, Request, Response, get, post
+from litestar.di import Provide
 from litestar.response import Redirect, Template
 
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
@@ -96,7 +97,7 @@ def _ref(warehouse: str, namespace: str, table: str) -> TableRef:
     return TableRef(parse_name(warehouse, "warehouse"), parse_namespace(namespace).levels, parse_name(table))
 
 
-def _reader(
+def provide_reader(
     principal: Principal,
     clusters: ClusterService,
     namespaces: NamespaceService,
@@ -104,6 +105,7 @@ def _reader(
     maintenance: MaintenanceService,
     pipelines: PipelineService,
 ) -> ConsoleReader:
+    """The read pages' one dependency: what this key may read, through the REST API's services."""
     return ConsoleReader(principal, clusters, namespaces, tables, maintenance, pipelines)
 
 
@@ -180,19 +182,16 @@ class PagesController(Controller):
     """The overview, table and connect pages (what a key may read)."""
 
     path = CONSOLE_PATH
+    dependencies = {"reader": Provide(provide_reader, sync_to_thread=False)}
 
     @get("/")
     async def overview(
         self,
         request: Request[Any, Any, Any],
         principal: Principal,
-        clusters: ClusterService,
-        namespaces: NamespaceService,
+        reader: ConsoleReader,
         tables: TableService,
-        maintenance: MaintenanceService,
-        pipelines: PipelineService,
     ) -> Template:
-        reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
         overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url)
         return page(request, principal, "overview.html", overview=overview)
 
@@ -201,14 +200,10 @@ class PagesController(Controller):
         self,
         request: Request[Any, Any, Any],
         principal: Principal,
-        clusters: ClusterService,
-        namespaces: NamespaceService,
+        reader: ConsoleReader,
         tables: TableService,
-        maintenance: MaintenanceService,
-        pipelines: PipelineService,
     ) -> Template:
         """The overview's tables alone: htmx polls this to refresh the page in place."""
-        reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
         overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url)
         return page(request, principal, "overview_rows.html", overview=overview)
 
@@ -220,13 +215,9 @@ class PagesController(Controller):
         namespace: str,
         table: str,
         principal: Principal,
-        clusters: ClusterService,
-        namespaces: NamespaceService,
+        reader: ConsoleReader,
         tables: TableService,
-        maintenance: MaintenanceService,
-        pipelines: PipelineService,
     ) -> Template:
-        reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
         details = await reader.table(_ref(warehouse, namespace, table))  # authorized: the key reads it
         history: IngestHistory | None = getattr(request.app.state, "ingest_history", None)
         samples = await history.samples(details.ref.dotted) if history is not None else None
@@ -252,15 +243,11 @@ class PagesController(Controller):
         namespace: str,
         table: str,
         principal: Principal,
-        clusters: ClusterService,
-        namespaces: NamespaceService,
+        reader: ConsoleReader,
         tables: TableService,
-        maintenance: MaintenanceService,
-        pipelines: PipelineService,
     ) -> Template:
         """Data file sizes and the newest rows (for a dead-letter table: its latest errors), loaded by the
         table page on request because it reads files."""
-        reader = _reader(principal, clusters, namespaces, tables, maintenance, pipelines)
         ref = _ref(warehouse, namespace, table)
         try:
             sample = await reader.sample(ref)
