@@ -318,7 +318,9 @@ class BatchWriter:
             summary = _summary(t.topic, start, end)
             target = t.spark_name(catalog=self.spark_catalog)
             if t.is_upsert and result.records:
-                upsert.merge_batch(batch.where(is_good), t.schema, target, summary)
+                retries = upsert.merge_batch(batch.where(is_good), t.schema, target, summary)
+                if retries:
+                    metrics.MERGE_RETRIES.labels(t.name).inc(retries)
             else:  # an append, or an upsert batch of dead letters only (its offsets still advance)
                 columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
                 good = batch.where(is_good).select(*columns)

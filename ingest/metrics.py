@@ -85,6 +85,12 @@ TOPIC_MISSING = Gauge(
     ("table", "topic"),
     registry=REGISTRY,
 )
+MERGE_RETRIES = Counter(
+    "floe_ingest_merge_retries",
+    "Upsert merges planned again after losing a commit race with a concurrent rewrite (maintenance)",
+    ("table",),
+    registry=REGISTRY,
+)
 TABLES = Gauge("floe_ingest_tables", "Tables being ingested", registry=REGISTRY)
 
 

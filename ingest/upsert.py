@@ -16,10 +16,18 @@ one snapshot that carries the batch's Kafka offsets: the same exactly-once fence
 refuses a commit that does not start where the table's stored offsets are). Spark's MERGE takes no
 write options, so the offsets go in through Iceberg's session-level `snapshot-property` settings, set
 on the streaming query's own session (each query has its own clone) for the one statement.
+
+A MERGE loses a race when the maintenance worker commits a rewrite of the files it read (compaction
+removed the data files its position deletes point at): Iceberg refuses it with a `ValidationException`
+before anything reaches floe. The merge is then planned again on the table as it is now (the batch is
+cached), up to `MERGE_ATTEMPTS` times, rather than failing the streaming query. Only validation failures
+are retried: floe refusing the Kafka offsets (a 409, `CommitFailedException`) or a commit whose outcome
+is unknown must not be.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +47,10 @@ _SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 _WRITE_SNAPSHOT_PROPERTY = "snapshot-property."
 
 Key = tuple[Any, ...]
+log = logging.getLogger(__name__)
+# Runs of one batch's MERGE that lose a race with a concurrent rewrite before the batch fails.
+MERGE_ATTEMPTS = 5
+_VALIDATION_EXCEPTION = "org.apache.iceberg.exceptions.ValidationException"
 
 
 # -- the semantics, in plain Python ----------------------------------------------------------------
@@ -179,9 +191,23 @@ def table_columns(schema: Schema) -> list[str]:
     return [f.name for f in user_fields(schema)] + [KAFKA_COLUMN]
 
 
-def merge_batch(good: DataFrame, schema: Schema, target: str, write_options: Mapping[str, str]) -> None:
+def lost_a_race(exc: BaseException) -> bool:
+    """Whether `exc` is Iceberg refusing a commit that conflicts with one committed meanwhile (a
+    `ValidationException` anywhere in the Java cause chain)."""
+    java = getattr(exc, "java_exception", None)
+    seen = 0
+    while java is not None and seen < 20:  # a cause chain is short; never loop on a cyclic one
+        if str(java.getClass().getName()) == _VALIDATION_EXCEPTION:
+            return True
+        java = java.getCause()
+        seen += 1
+    return _VALIDATION_EXCEPTION in str(exc)
+
+
+def merge_batch(good: DataFrame, schema: Schema, target: str, write_options: Mapping[str, str]) -> int:
     """Merge a batch's good records into the upsert table `target`, as one snapshot whose summary
-    carries `write_options`' `snapshot-property.*` entries (the batch's Kafka offsets)."""
+    carries `write_options`' `snapshot-property.*` entries (the batch's Kafka offsets). Returns how many
+    runs lost a race with a concurrent rewrite and were planned again."""
     keys = [f.name for f in key_fields_of(schema)]
     columns = table_columns(schema)
     source = latest_rows(good, keys).select(*columns, DELETE_COLUMN)
@@ -193,10 +219,19 @@ def merge_batch(good: DataFrame, schema: Schema, target: str, write_options: Map
         if key.startswith(_WRITE_SNAPSHOT_PROPERTY)
     }
     source.createOrReplaceTempView(view)
+    statement = merge_statement(target, quote(view), keys, columns)
     try:
         for key, value in properties.items():
             session.conf.set(key, value)
-        session.sql(merge_statement(target, quote(view), keys, columns))
+        for attempt in range(1, MERGE_ATTEMPTS + 1):
+            try:
+                session.sql(statement)
+                return attempt - 1
+            except Exception as exc:
+                if attempt == MERGE_ATTEMPTS or not lost_a_race(exc):
+                    raise
+                log.info("%s: the merge lost a race with a concurrent rewrite, merging again", target)
+        raise AssertionError("unreachable")  # the loop returns or raises
     finally:
         for key in properties:
             session.conf.unset(key)
@@ -210,6 +245,7 @@ __all__ = [
     "key_fields_of",
     "latest_per_key",
     "latest_rows",
+    "lost_a_race",
     "merge_batch",
     "merge_statement",
     "quote",

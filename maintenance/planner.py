@@ -2,11 +2,13 @@
 
 - Compaction (`rewrite_data_files`, binpack): a partition is a candidate when it has at least
   `MIN_INPUT_FILES` small data files (below 75% of the target size) or `DELETE_FILES_TO_COMPACT` delete
-  files. Cold partitions (not written for `cold_after`) are compacted first, oldest first; the hot ones
-  (still being written by ingestion) only when they have `hot_partition_max_files` small files, so a
-  pass does not rewrite the files ingestion is about to add to. Each run names its partitions in a
-  `where` predicate on the source columns (ranges for time transforms, equality for identity, Iceberg's
-  `system.bucket`/`system.truncate` functions otherwise).
+  files, or, once cold, any delete file (an upsert table that stopped changing keeps no deletes for
+  readers to apply; a hot one, still merged into, waits until they accumulate). Cold partitions (not
+  written for `cold_after`) are compacted first, oldest first; the hot ones (still being written by
+  ingestion) only when they have `hot_partition_max_files` small files (or `DELETE_FILES_TO_COMPACT`
+  delete files), so a pass does not rewrite the files ingestion is about to add to. Each run names its
+  partitions in a `where` predicate on the source columns (ranges for time transforms, equality for
+  identity, Iceberg's `system.bucket`/`system.truncate` functions otherwise).
 - Delete files: compaction applies them (`delete-file-threshold`); `rewrite_position_delete_files`
   then drops the position deletes left pointing at no live row, and merges partition-scoped ones when
   a partition has several.
@@ -154,7 +156,7 @@ def plan_compaction(
     for partition in state.partitions:
         is_cold = partition.last_write_ms is None or partition.last_write_ms <= cold_before
         needs_deletes_applied = partition.delete_files >= DELETE_FILES_TO_COMPACT
-        if is_cold and (partition.small_files >= MIN_INPUT_FILES or needs_deletes_applied):
+        if is_cold and (partition.small_files >= MIN_INPUT_FILES or partition.delete_files):
             cold.append(partition)
         elif not is_cold and (
             partition.small_files >= policy.hot_partition_max_files or needs_deletes_applied

@@ -324,9 +324,17 @@ class MaintenanceWorker:
             }
             if run.where:
                 context["where"] = run.where
-            self.run_action(
+            done = self.run_action(
                 result, "rewrite_data_files", partial(self.actions.rewrite_data_files, ref, run), **context
             )
+            outcome = result.actions[-1].result
+            if done and not outcome.get("rewritten_data_files_count"):
+                # With partial progress Iceberg drops a file group whose commit lost to a writer's
+                # (an upsert merging into the same files) and reports nothing: say so in the record.
+                outcome["note"] = (
+                    "no file rewritten: every file group lost its commit to a concurrent writer, or none "
+                    "needed rewriting; the next pass tries again"
+                )
         if plan.rewrite_position_deletes:
             self.run_action(
                 result,

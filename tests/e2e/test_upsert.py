@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -39,6 +39,9 @@ from tests.e2e.ingest_harness import (
     produce,
     wait_until_committed,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.e2e
 
@@ -102,6 +105,29 @@ def ingest(
 @pytest.fixture(scope="module")
 def catalog(server: CatalogProcess) -> RestCatalog:
     return server.catalog()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    """One Spark session (local[1]) in the test process: the maintenance worker's, and a reader."""
+    from runtime.spark import CatalogConnection, spark_session
+
+    session = spark_session(
+        "floe-upsert-tests",
+        # Never used: the worker and the tests register a catalog per floe URL and warehouse.
+        CatalogConnection("http://127.0.0.1:9", "default", "unused", "unused"),
+        master="local[1]",
+        conf={
+            "spark.driver.memory": "768m",
+            "spark.ui.showConsoleProgress": "false",
+            # Resolving a procedure's table argument initializes the default catalog: Spark's own.
+            "spark.sql.defaultCatalog": "spark_catalog",
+        },
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
 def _topic(kafka: LocalKafka, name: str, partitions: int = 3) -> str:
@@ -525,3 +551,133 @@ def test_debezium_stream_ends_in_the_source_tables_state(
         "value is not a Debezium change event (no op; for unwrapped rows, e.g. from Debezium's "
         "ExtractNewRecordState, use envelope: none)",
     ]
+
+
+# -- maintenance while upserting -------------------------------------------------------------------
+
+
+def _live_files(catalog: RestCatalog, name: str) -> dict[int, int]:
+    """content (0 data, 1 position deletes, 2 equality deletes) → live files of the current snapshot."""
+    counts: dict[int, int] = {}
+    for f in catalog.load_table(name).inspect.files().to_pylist():
+        counts[f["content"]] = counts.get(f["content"], 0) + 1
+    return counts
+
+
+def _ingest_counter(ingest: IngestProcess, metric: str, table: str) -> float:
+    """A counter of `floe ingest`'s metrics for `table` (0 when it was never incremented)."""
+    text = httpx.get(ingest.metrics_url, timeout=30).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(f"{metric}_total{{") and f'{table}"' in line
+    )
+
+
+def _versions(produced: Produced) -> dict[int, int]:
+    """customer_id → version of the current state."""
+    state = latest_state(produced, _customer_key)
+    return {k: int(v["version"]) for k, (_, _, v) in state.items() if v is not None}
+
+
+def _spark_versions(spark: SparkSession, ingest: IngestProcess, table: str) -> dict[int, int]:
+    """customer_id → version as Spark reads the table (through floe's REST catalog)."""
+    from maintenance.spark_actions import SparkActions
+    from runtime.spark import CatalogConnection
+
+    connection = CatalogConnection(ingest.server.url, "default", *ingest.credential)
+    name = SparkActions(spark).catalog(connection)
+    rows = spark.sql(f"SELECT customer_id, version FROM `{name}`.`{CLUSTER}`.`{table}`").collect()
+    assert len(rows) == len({r["customer_id"] for r in rows}), "a key has two rows"
+    return {r["customer_id"]: r["version"] for r in rows}
+
+
+def test_maintenance_while_upserting_applies_and_drops_the_deletes(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+    spark: SparkSession,
+) -> None:
+    from maintenance.worker import MaintenanceWorker, WorkerOptions
+
+    topic = _topic(kafka, "profiles", partitions=2)
+    table = _table(topic)
+    name = f"{CLUSTER}.{table}"
+    pipeline.add(
+        source_topic=topic,
+        table_mode="upsert",
+        key_fields=["customer_id"],
+        partitioning_scheme=["bucket(4, customer_id)"],
+        schema={"fields": CUSTOMER_FIELDS},
+        # Hot while merged into (about every second), cold 5 s after ingestion stops.
+        maintenance={"cold_after": "5s"},
+    )
+    produced = Produced()
+    rng = random.Random(29)
+    keys = range(300)
+    version = 0
+
+    def wave() -> list[tuple[bytes, bytes | None]]:
+        nonlocal version
+        version += 1
+        return [
+            (str(k).encode(), None if rng.random() < 0.1 else _customer(k, version))
+            for k in rng.sample(keys, 120)
+        ]
+
+    # Updates and tombstones, batch after batch: each merge leaves a position delete file per data file
+    # it touched, until the hot partitions hold enough of them for a pass to compact them.
+    _produce_wave(kafka, topic, produced, [(str(k).encode(), _customer(k, 0)) for k in keys])
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    for _ in range(10):
+        _produce_wave(kafka, topic, produced, wave())
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    assert _live_files(catalog, name).get(1, 0) >= 4 * 10
+
+    worker = MaintenanceWorker(spark, WorkerOptions(ingest.server.url, *ingest.credential))
+    (maintained,) = [t for t in worker.discover() if t.namespace == (CLUSTER,) and t.name == table]
+    assert maintained.policy.cold_after == 5
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        while not stop.is_set():
+            _produce_wave(kafka, topic, produced, wave())
+            time.sleep(0.3)
+
+    # A pass while ingestion keeps merging into the same files: whichever of a rewrite and a merge
+    # commits second loses the race (Iceberg's validation) and is planned again; nothing is lost or
+    # applied twice, and the streaming query never fails.
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        racing = worker.maintain(maintained)
+    finally:
+        stop.set()
+        producer.join(60)
+    compactions = [a for a in racing.actions if a.name == "rewrite_data_files"]
+    assert [a.result["kind"] for a in compactions] == ["hot"], racing.summary()
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    _assert_customers(catalog, ingest, duck_dir, table, produced)
+    assert_offsets_chain(catalog, name, produced.end_offsets())
+    assert _ingest_counter(ingest, "floe_ingest_query_restarts", table) == 0, ingest.log_text()[-4000:]
+    assert _live_files(catalog, name).get(1, 0) > 0
+    assert _spark_versions(spark, ingest, table) == _versions(produced)  # position deletes applied
+
+    # Ingestion caught up and the partitions went cold: one pass applies every delete and drops the
+    # delete files, and the table reads the same.
+    time.sleep(6)
+    quiet = worker.maintain(maintained)
+    worker.close()
+    assert not quiet.failed, quiet.summary()
+    (compaction,) = [a for a in quiet.actions if a.name == "rewrite_data_files"]
+    assert compaction.result["kind"] == "cold"
+    assert compaction.result["rewritten_data_files_count"] > 0
+    assert quiet.after is not None
+    assert quiet.after.delete_files == 0, quiet.summary()
+    assert set(_live_files(catalog, name)) == {0}
+    assert _spark_versions(spark, ingest, table) == _versions(produced)
+    _assert_customers(catalog, ingest, duck_dir, table, produced)
+    assert_offsets_chain(catalog, name, produced.end_offsets())

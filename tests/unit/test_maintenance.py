@@ -304,6 +304,17 @@ def test_delete_files_are_applied_then_dropped() -> None:
         state_of([partition(19_000, 3, 10, delete_files=2)]), policy, NOW_MS, functions_catalog="c"
     )
     assert (few.compactions, few.rewrite_position_deletes) == ([], False)
+    # The same partition once cold (an upsert table no longer merged into): its deletes are applied,
+    # however few, and the position delete files dropped.
+    cold = plan_table(
+        state_of([partition(19_000, 1, 3_600, delete_files=2)]), policy, NOW_MS, functions_catalog="c"
+    )
+    assert [run.kind for run in cold.compactions] == ["cold"]
+    assert cold.compactions[0].options["delete-file-threshold"] == "1"
+    assert cold.rewrite_position_deletes
+    # A cold partition with neither deletes nor enough small files: nothing.
+    quiet = plan_table(state_of([partition(19_000, 4, 3_600)]), policy, NOW_MS, functions_catalog="c")
+    assert (quiet.compactions, quiet.rewrite_position_deletes) == ([], False)
     # Partition-scoped deletes merge.
     scoped = state_of(
         [partition(19_000, 3, 10, delete_files=2)], properties={"write.delete.granularity": "partition"}
