@@ -188,11 +188,36 @@ class BatchWriter:
         `_kafka`, the decoding error and the source's columns under their internal names."""
         return self._decode(source_columns(raw))[0]
 
+    def _key_writers(self, raw: DataFrame) -> dict[int, str]:
+        """The registry's Avro schemas of the batch's tombstones' Confluent-framed record keys (a tombstone
+        has no value to read its key from)."""
+        from pyspark.sql import functions as F
+
+        ids = [
+            int(row[0])
+            for row in raw.where(F.col(source("value")).isNull())
+            .select(confluent_schema_id(F.col(source("key"))).alias("id"))
+            .where("id IS NOT NULL")
+            .distinct()
+            .collect()
+        ]
+        writers: dict[int, str] = {}
+        for schema_id in ids:
+            try:
+                found = self._registry().schema(schema_id)
+            except LookupError:
+                log.warning("%s: key schema id %d is not registered", self.table.name, schema_id)
+                continue
+            if found.schema_type == "AVRO":
+                writers[schema_id] = found.schema_str
+        return writers
+
     def _decode(self, raw: DataFrame) -> tuple[DataFrame, DeadLetterReasons]:
         """The decoded rows (`raw` has the internal column names), and what explains their failures."""
         decoded, reasons = self._decode_values(raw)
         if self.table.is_upsert:
-            decoded = upsert.with_deletes(decoded, self.table.schema)
+            key_writers = self._key_writers(raw) if self.table.registry is not None else None
+            decoded = upsert.with_deletes(decoded, self.table.schema, key_writers)
         return decoded, reasons
 
     def _decode_values(self, raw: DataFrame) -> tuple[DataFrame, DeadLetterReasons]:

@@ -27,6 +27,7 @@ is unknown must not be.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -117,8 +118,27 @@ def key_fields_of(schema: Schema) -> list[NestedField]:
     return [schema.find_field(field_id) for field_id in schema.identifier_field_ids]
 
 
-def record_key_columns(key_fields: Sequence[NestedField]) -> list[Column]:
-    """Each key field as read from the Kafka record key (NULL where the key does not hold it)."""
+def avro_key_places(writer_schema: str, key_fields: Sequence[NestedField]) -> list[str | None] | None:
+    """Where each key field is in a key written with `writer_schema`: a record's field name, "" for the
+    whole value (a primitive key of a single key field), None when absent; None when it cannot hold
+    the key at all."""
+    try:
+        parsed = json.loads(writer_schema)
+    except ValueError:
+        return None
+    if isinstance(parsed, dict) and parsed.get("type") == "record":
+        names = {f.get("name") for f in parsed.get("fields", []) if isinstance(f, dict)}
+        return [f.name if f.name in names else None for f in key_fields]
+    return [""] if len(key_fields) == 1 else None
+
+
+def record_key_columns(
+    key_fields: Sequence[NestedField], key_writers: Mapping[int, str] | None = None
+) -> list[Column]:
+    """Each key field as read from the Kafka record key (NULL where the key does not hold it).
+
+    `key_writers` are the Avro writer schemas (by registry id) of the batch's Confluent-framed keys: such
+    a key is Avro, a record holding the key fields or, for a single key field, a primitive."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as st
 
@@ -136,23 +156,45 @@ def record_key_columns(key_fields: Sequence[NestedField]) -> list[Column]:
         plain = F.when(trimmed.rlike(r'^".*"$'), F.regexp_extract(trimmed, r'^"(.*)"$', 1)).otherwise(trimmed)
         scalar = F.when(~trimmed.startswith("{"), plain.cast(spark_type(only.field_type)))
         columns = [F.coalesce(columns[0], scalar)]
+    if key_writers:
+        from pyspark.sql.avro.functions import from_avro
+
+        key = F.col(source("key"))
+        framed = (F.length(key) >= 5) & (F.substring(key, 1, 1) == F.lit(bytes([0])))
+        schema_id = F.when(framed, F.conv(F.hex(F.substring(key, 2, 4)), 16, 10).cast("long"))
+        payload = F.substring(key, 6, 2**31 - 1)  # the bytes after the 5-byte Confluent header
+        for writer_id, writer_schema in key_writers.items():
+            places = avro_key_places(writer_schema, key_fields)
+            if places is None:
+                continue
+            record = from_avro(payload, writer_schema, {"mode": "PERMISSIVE"})
+            for index, (f, place) in enumerate(zip(key_fields, places, strict=True)):
+                value = F.lit(None) if place is None else record if place == "" else record.getField(place)
+                # An Avro key of a known schema is read as Avro only, never as JSON or text.
+                columns[index] = F.when(
+                    schema_id == writer_id, value.cast(spark_type(f.field_type))
+                ).otherwise(columns[index])
     return columns
 
 
-def with_deletes(decoded: DataFrame, schema: Schema) -> DataFrame:
+def with_deletes(
+    decoded: DataFrame, schema: Schema, key_writers: Mapping[int, str] | None = None
+) -> DataFrame:
     """Decoded records with `_floe_delete`: a tombstone deletes the key its Kafka record key names, and
-    is a dead letter when that key cannot be read."""
+    is a dead letter when that key cannot be read (`key_writers`: see `record_key_columns`)."""
     from pyspark.sql import functions as F
 
     keys = key_fields_of(schema)
     tombstone = F.col(source("value")).isNull()
-    from_key = record_key_columns(keys)
+    from_key = record_key_columns(keys, key_writers)
     missing = F.coalesce(
         *(F.when(column.isNull(), F.lit(f.name)) for f, column in zip(keys, from_key, strict=True))
     )
     names = ", ".join(f.name for f in keys)
     shape = (
-        f"a JSON object with {names}" if len(keys) > 1 else f"a JSON object with {names}, or its plain value"
+        f"a JSON or registry Avro record with {names}"
+        if len(keys) > 1
+        else f"a JSON or registry Avro record with {names}, or its plain value"
     )
     error = F.when(
         missing.isNotNull(),
@@ -242,6 +284,7 @@ __all__ = [
     "DELETE_COLUMN",
     "Change",
     "apply_batch",
+    "avro_key_places",
     "key_fields_of",
     "latest_per_key",
     "latest_rows",

@@ -8,6 +8,7 @@ applies its own table on its own topic.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import fastavro
 import httpx
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
@@ -30,6 +32,8 @@ from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
+from devtools.schema_registry import LocalSchemaRegistry
+from ingest.registry_client import RegistryClient, encode_confluent
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
     IngestProcess,
@@ -336,7 +340,7 @@ def _ends(snapshot: Snapshot) -> dict[int, int]:
     return {int(p): o for p, o in json.loads(snapshot.summary[END_OFFSETS] or "{}").items()}
 
 
-def test_restart_mid_stream_keeps_exactly_once(
+def test_kill_9_three_times_mid_stream_keeps_exactly_once(
     kafka: LocalKafka,
     pipeline: Pipeline,
     ingest: IngestProcess,
@@ -367,20 +371,26 @@ def test_restart_mid_stream_keeps_exactly_once(
             _produce_wave(kafka, topic, produced, records)
             time.sleep(0.1)
 
+    def committed() -> int:
+        return sum(committed_offsets(admin, CLUSTER, table, topic).values())
+
     producer = threading.Thread(target=keep_producing, daemon=True)
     producer.start()
     try:
-        # Wait for a few commits, then kill -9 mid-stream, its Spark checkpoints lost with it.
-        before = sum(committed_offsets(admin, CLUSTER, table, topic).values())
-        deadline = time.monotonic() + 180
-        while sum(committed_offsets(admin, CLUSTER, table, topic).values()) <= before:
-            assert time.monotonic() < deadline, ingest.log_text()[-4000:]
-            time.sleep(0.5)
-        time.sleep(2.5)
-        ingest.kill()
-        shutil.rmtree(ingest.state_dir, ignore_errors=True)
-        ingest.start()
-        time.sleep(5)  # the producer goes on while the new run starts
+        # kill -9 three times mid-stream, each once the run has committed something: the second time
+        # its state folder (Spark's checkpoints) is lost with it; the offsets come from floe either way.
+        for lose_state in (False, True, False):
+            before = committed()
+            deadline = time.monotonic() + 180
+            while committed() <= before:
+                assert time.monotonic() < deadline, ingest.log_text()[-4000:]
+                time.sleep(0.5)
+            time.sleep(1.5)  # into the next batch
+            ingest.kill()
+            if lose_state:
+                shutil.rmtree(ingest.state_dir, ignore_errors=True)
+            ingest.start()
+        time.sleep(5)  # the producer goes on while the last run starts
     finally:
         stop.set()
         producer.join(60)
@@ -681,3 +691,97 @@ def test_maintenance_while_upserting_applies_and_drops_the_deletes(
     assert _spark_versions(spark, ingest, table) == _versions(produced)
     _assert_customers(catalog, ingest, duck_dir, table, produced)
     assert_offsets_chain(catalog, name, produced.end_offsets())
+
+
+# -- Avro through the registry ---------------------------------------------------------------------
+
+
+def _avro(schema: Any, record: Any) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+    spark: SparkSession,
+    schema_registry: LocalSchemaRegistry,
+) -> None:
+    from catalog.pipelines import avro_schema, parse_config
+
+    topic = _topic(kafka, "members")
+    table = _table(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="avro",
+        schema_mode="registry",
+        schema_registry_url=schema_registry.url,
+        table_mode="upsert",
+        key_fields=["customer_id"],
+        partitioning_scheme=["bucket(4, customer_id)"],
+        schema={"fields": CUSTOMER_FIELDS},
+    )
+    # The producer's schemas, registered as Confluent serializers do: the value's record, and the key
+    # as a record holding the key field (most producers) or a bare long (a primitive key).
+    value_schema = {**avro_schema(parse_config(pipeline.config).table(CLUSTER, table)), "name": "Member"}
+    key_record = {"type": "record", "name": "MemberKey", "fields": [{"name": "customer_id", "type": "long"}]}
+    registry = RegistryClient(schema_registry.url)
+    value_id = registry.register(f"{topic}-value", json.dumps(value_schema))
+    record_key_id = registry.register(f"{topic}-key", json.dumps(key_record))
+    long_key_id = registry.register(f"{topic}.long-key", json.dumps("long"))
+    registry.close()
+
+    def key(k: int) -> bytes:
+        """A key always the same bytes (so always the same partition): by k, an Avro record, a bare
+        Avro long, or the id as text."""
+        if k % 3 == 0:
+            return encode_confluent(record_key_id, _avro(key_record, {"customer_id": k}))
+        if k % 3 == 1:
+            return encode_confluent(long_key_id, _avro("long", k))
+        return str(k).encode()
+
+    def value(k: int, version: int) -> bytes:
+        row = {"customer_id": k, "region": f"r{k % 7}", "version": version, "email": f"m{k}@v{version}"}
+        return encode_confluent(value_id, _avro(value_schema, row))
+
+    rng = random.Random(31)
+    keys = list(range(300))
+    model: dict[int, int] = {}  # customer_id → version, as the records are produced (per key in order)
+    produced = Produced()
+    waves: list[list[tuple[int, int | None]]] = [[(k, 1) for k in keys]]
+    for version in range(2, 5):
+        changes: list[tuple[int, int | None]] = [(k, version) for k in rng.sample(keys, 120)]
+        changes += [(k, None) for k in rng.sample(keys, 40)]
+        changes += [(5_000 + version, None)]  # a key never seen
+        changes += [(7_000 + version, version), (7_000 + version, None)]  # inserted and deleted at once
+        waves.append(changes)
+    for changes in waves:
+        records = [(key(k), None if v is None else value(k, v)) for k, v in changes]
+        records.append((encode_confluent(999_999, b"\x02"), None))  # an unregistered key: a dead letter
+        for k, v in changes:
+            if v is None:
+                model.pop(k, None)
+            else:
+                model[k] = v
+        _produce_wave(kafka, topic, produced, records)
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    assert {k % 3 for k in keys if k not in model} == {0, 1, 2}  # every kind of key deleted something
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert len(rows) == len(model)
+    assert {r["customer_id"]: r["version"] for r in rows} == model
+    assert all(r["email"] == f"m{r['customer_id']}@v{r['version']}" for r in rows)
+    duck = duck_rows(
+        ingest, duck_dir, f'SELECT customer_id, version FROM floe.{CLUSTER}."{table}" ORDER BY 1'
+    )
+    assert duck == sorted(model.items())
+    assert _spark_versions(spark, ingest, table) == model
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert len(dead) == len(waves)
+    assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
+    assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())

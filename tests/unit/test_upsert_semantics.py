@@ -54,3 +54,26 @@ def test_merge_statement_quotes_every_name() -> None:
         "WHEN NOT MATCHED AND NOT s.`_floe_delete` THEN INSERT (`id`, `we``ird`, `_kafka`) "
         "VALUES (s.`id`, s.`we``ird`, s.`_kafka`)"
     )
+
+
+def test_where_an_avro_record_key_holds_the_key_fields() -> None:
+    import json
+
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from ingest.upsert import avro_key_places
+
+    tenant = NestedField(1, "tenant", StringType(), required=True)
+    user = NestedField(2, "user_id", LongType(), required=True)
+    record = {
+        "type": "record",
+        "name": "Key",
+        "fields": [{"name": "user_id", "type": "long"}, {"name": "tenant", "type": "string"}],
+    }
+    assert avro_key_places(json.dumps(record), [tenant, user]) == ["tenant", "user_id"]
+    partial = {**record, "fields": record["fields"][:1]}
+    assert avro_key_places(json.dumps(partial), [tenant, user]) == [None, "user_id"]
+    # A primitive key holds a single key field, never two.
+    assert avro_key_places('"long"', [user]) == [""]
+    assert avro_key_places('"long"', [tenant, user]) is None
+    assert avro_key_places("not json", [user]) is None

@@ -1,0 +1,458 @@
+"""The upsert benchmark run: floe's upsert ingestion and a plain `foreachBatch` MERGE job, each alone on
+the same broker, catalog and machine, written to `upsert.json` and `upsert.md`.
+
+Per system, on its own topic holding the same records: a backlog (every key inserted, then a stream of
+changes) is produced before the ingester starts, and its rate is measured between the table's first and
+last commit (Spark's start-up left out). Then, with the ingester still running, changes are produced at
+a steady rate while a DuckDB reader polls the table; afterwards the table's live data and delete files
+are counted. For floe's table, DuckDB query times are measured before and after `floe maintain --once`,
+and against an append-only table holding the same current rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.transforms import BucketTransform
+
+from benchmarks.ingest.environment import Environment, apply_pipeline, environment, floe_table
+from benchmarks.ingest.freshness import connect_to_floe
+from benchmarks.ingest.ingesters import FLOE, PLAIN, FloeIngester, Ingester, SparkSettings
+from benchmarks.upsert import report
+from benchmarks.upsert.workload import FIELDS, Change, ChangeStream
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+PARTITIONS = 4
+CLUSTER = "upsert"
+PLAIN_TABLE = "bench.plain_upsert"
+TOPICS = {FLOE: "bench.upsert_floe", PLAIN: "bench.upsert_plain"}
+STARTUP_TIMEOUT_S = 300.0
+QUERIES = {
+    "aggregate": "SELECT count(*), sum(amount), max(version) FROM {t}",
+    "group_by": "SELECT region, count(*), avg(amount) FROM {t} GROUP BY region ORDER BY region",
+    "point_lookup": "SELECT id, version, amount FROM {t} WHERE id = 4242",
+}
+QUERY_RUNS = 5
+
+
+class PlainUpsertJob(Ingester):
+    """`python -m benchmarks.upsert.plain_job` on one topic."""
+
+    kind = PLAIN
+
+    def __init__(self, env: Environment, home: Path, topic: str, settings: SparkSettings, buckets: int) -> None:
+        self.progress_path = home / "progress.jsonl"
+        server = env.server
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.upsert.plain_job",
+            "--bootstrap",
+            env.kafka.bootstrap_servers,
+            "--topic",
+            topic,
+            "--table",
+            f"floe.{PLAIN_TABLE}",
+            "--checkpoint",
+            str(home / "checkpoint"),
+            "--progress",
+            str(self.progress_path),
+            "--master",
+            settings.master,
+            "--driver-memory",
+            settings.driver_memory,
+            "--trigger-seconds",
+            f"{settings.commit_interval_s:g}",
+            "--max-offsets-per-trigger",
+            str(settings.records_per_batch),
+            "--buckets",
+            str(buckets),
+        ]
+        env_vars = {
+            **os.environ,
+            "FLOE_URL": server.url,
+            "FLOE_CLIENT_ID": server.admin_client_id,
+            "FLOE_CLIENT_SECRET": server.admin_client_secret,
+        }
+        super().__init__(home, command, env_vars)
+
+    def consumed(self) -> int:
+        """Records of the batches Spark finished (each batch's MERGE committed)."""
+        if not self.progress_path.exists():
+            return 0
+        lines = self.progress_path.read_text().splitlines()
+        return sum(int(json.loads(line).get("numInputRows") or 0) for line in lines if line.strip())
+
+
+def _produce(bootstrap: str, topic: str, changes: list[Change]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "enable.idempotence": True})
+    errors: list[Any] = []
+    for i, change in enumerate(changes):
+        while True:
+            try:
+                producer.produce(
+                    topic, key=change.key, value=change.value, on_delivery=lambda e, _m: errors.append(e) if e else None
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 1000 == 0:
+            producer.poll(0)
+    if producer.flush(120) or errors:
+        raise RuntimeError(f"producing failed: {errors[:3]}")
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def _consumed(env: Environment, ingester: Ingester, table: str, topic: str) -> int:
+    if isinstance(ingester, PlainUpsertJob):
+        return ingester.consumed()
+    namespace, name = table.split(".")
+    return sum(env.control.next_offsets("default", (namespace,), name, topic).values())
+
+
+def _commit_times(catalog: RestCatalog, table: str) -> list[float]:
+    """The commit times of the table's snapshots that wrote rows (not its creation), oldest first."""
+    loaded = catalog.load_table(table)
+    return sorted(
+        s.timestamp_ms / 1000
+        for s in loaded.metadata.snapshots
+        if s.summary is not None and s.summary.operation.value != "replace"
+    )
+
+
+def _files(catalog: RestCatalog, table: str) -> dict[str, int]:
+    counts = {"data_files": 0, "delete_files": 0, "rows_in_data_files": 0}
+    for f in catalog.load_table(table).inspect.files().to_pylist():
+        if f["content"] == 0:
+            counts["data_files"] += 1
+            counts["rows_in_data_files"] += int(f["record_count"])
+        else:
+            counts["delete_files"] += 1
+    return counts
+
+
+class Freshness(threading.Thread):
+    """Polls `SELECT max(seq)` through DuckDB; a record is visible once a poll returns a seq at or above
+    its own (a batch commits every partition's records up to the same point)."""
+
+    def __init__(self, env: Environment, duck_dir: Path, table: str) -> None:
+        super().__init__(daemon=True)
+        self.duck = connect_to_floe(
+            duck_dir,
+            endpoint=env.server.url,
+            client_id=env.server.admin_client_id,
+            client_secret=env.server.admin_client_secret,
+        )
+        self.table = table
+        self.polls: list[tuple[float, int]] = []  # (poll end, max seq)
+        self.errors = 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                (found,) = self.duck.execute(f"SELECT max(seq) FROM {self.table}").fetchone() or (None,)
+                self.polls.append((time.time(), int(found or 0)))
+            except Exception:
+                self.errors += 1
+            self.halt.wait(0.2)
+
+    def freshness(self, sent: dict[int, float]) -> list[float]:
+        """Seconds from produce to first visibility of every record sent (deletes are not visible)."""
+        result = []
+        index = 0
+        for seq, sent_at in sorted(sent.items()):
+            while index < len(self.polls) and self.polls[index][1] < seq:
+                index += 1
+            if index == len(self.polls):
+                break
+            result.append(self.polls[index][0] - sent_at)
+        return result
+
+
+def measure_system(
+    env: Environment, args: argparse.Namespace, system: str, settings: SparkSettings, duck_dir: Path
+) -> dict[str, Any]:
+    topic = TOPICS[system]
+    table = floe_table(CLUSTER, topic) if system == FLOE else PLAIN_TABLE
+    duck_table = f'floe.{table.split(".")[0]}."{table.split(".")[1]}"'
+    stream = ChangeStream(args.keys)
+    backlog = list(stream.initial_load()) + list(stream.changes(args.backlog_changes))
+    print(f"{system}: producing a backlog of {len(backlog):,} records ...", flush=True)
+    _produce(env.kafka.bootstrap_servers, topic, backlog)
+    home = env.work / system
+    ingester: Ingester = (
+        FloeIngester(env.server, home, CLUSTER, settings)
+        if system == FLOE
+        else PlainUpsertJob(env, home, topic, settings, args.buckets)
+    )
+    started = time.time()
+    ingester.start()
+    result: dict[str, Any] = {"system": system, "table": table, "backlog_records": len(backlog)}
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S + len(backlog) / 200
+        while _consumed(env, ingester, table, topic) < len(backlog):
+            if ingester.exited():
+                raise RuntimeError(f"{system} exited:\n{ingester.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{system} did not catch up:\n{ingester.log_tail()}")
+            time.sleep(0.5)
+        caught_up = time.time()
+        commits = _commit_times(env.catalog, table)
+        window = commits[-1] - commits[0] if len(commits) > 1 else 0.0
+        # The first commit's records are Spark's start-up batch: the rate counts those after it.
+        first_batch = _first_batch_records(env, ingester, table, topic)
+        result["throughput"] = {
+            "startup_s": round(commits[0] - started, 1) if commits else None,
+            "commits": len(commits),
+            "window_s": round(window, 1),
+            "first_batch_records": first_batch,
+            "records_per_s": round((len(backlog) - first_batch) / window, 1) if window > 0 else None,
+            "all_committed_after_s": round(caught_up - started, 1),
+        }
+        print(f"  {system}: {result['throughput']}", flush=True)
+
+        # Steady changes while DuckDB polls.
+        probe = Freshness(env, duck_dir, duck_table)
+        probe.start()
+        producer = Producer({"bootstrap.servers": env.kafka.bootstrap_servers, "linger.ms": 5})
+        sent: dict[int, float] = {}
+        steady_started = time.monotonic()
+        produced = 0
+        changes = stream.changes()
+        while time.monotonic() - steady_started < args.steady_seconds:
+            due = int((time.monotonic() - steady_started) * args.rate)
+            while produced < due:
+                change = next(changes)
+                producer.produce(topic, key=change.key, value=change.value)
+                if change.value is not None:
+                    sent[change.seq] = time.time()
+                produced += 1
+            producer.poll(0)
+            time.sleep(0.01)
+        producer.flush(60)
+        total = len(backlog) + produced
+        deadline = time.monotonic() + 600
+        while _consumed(env, ingester, table, topic) < total and time.monotonic() < deadline:
+            if ingester.exited():
+                raise RuntimeError(f"{system} exited:\n{ingester.log_tail()}")
+            time.sleep(0.5)
+        time.sleep(2)
+        probe.halt.set()
+        probe.join(30)
+        # The first 15 s are left out: the reader's first polls and the switch from backlog to stream.
+        skip = min(sent) + 15 if sent else 0
+        values = probe.freshness({s: t for s, t in sent.items() if t >= skip})
+        result["freshness"] = {
+            "rate_per_s": args.rate,
+            "seconds": args.steady_seconds,
+            "records": produced,
+            "measured": len(values),
+            "p50_s": _round(_percentile(values, 50)),
+            "p99_s": _round(_percentile(values, 99)),
+            "max_s": _round(max(values) if values else None),
+            "poll_errors": probe.errors,
+        }
+        print(f"  {system}: freshness {result['freshness']}", flush=True)
+        probe.duck.close()
+    finally:
+        ingester.stop()
+    result["files"] = _files(env.catalog, table)
+    result["rows"] = len(env.catalog.load_table(table).scan(selected_fields=("id",)).to_arrow())
+    result["expected_rows"] = len(stream.live)
+    print(f"  {system}: files {result['files']}, rows {result['rows']} (model {result['expected_rows']})")
+    return result
+
+
+def _first_batch_records(env: Environment, ingester: Ingester, table: str, topic: str) -> int:
+    if isinstance(ingester, PlainUpsertJob):
+        lines = [ln for ln in ingester.progress_path.read_text().splitlines() if ln.strip()]
+        batches = [json.loads(ln) for ln in lines]
+        return next((int(b["numInputRows"]) for b in batches if int(b.get("numInputRows") or 0)), 0)
+    from catalog.kafka_offsets import END_OFFSETS
+
+    snapshots = sorted(env.catalog.load_table(table).metadata.snapshots, key=lambda s: s.timestamp_ms)
+    for snapshot in snapshots:
+        if snapshot.summary is not None and snapshot.summary.get(END_OFFSETS):
+            return sum(json.loads(snapshot.summary[END_OFFSETS]).values())
+    return 0
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def time_queries(env: Environment, duck_dir: Path, table: str) -> dict[str, float]:
+    """Median seconds of each query (after one warm-up run), each run a new query through floe."""
+    duck = connect_to_floe(
+        duck_dir,
+        endpoint=env.server.url,
+        client_id=env.server.admin_client_id,
+        client_secret=env.server.admin_client_secret,
+        threads=2,
+    )
+    namespace, name = table.split(".")
+    ref = f'floe.{namespace}."{name}"'
+    timings = {}
+    try:
+        for label, sql in QUERIES.items():
+            duck.execute(sql.format(t=ref)).fetchall()
+            runs = []
+            for _ in range(QUERY_RUNS):
+                started = time.perf_counter()
+                duck.execute(sql.format(t=ref)).fetchall()
+                runs.append(time.perf_counter() - started)
+            timings[label] = round(statistics.median(runs), 4)
+    finally:
+        duck.close()
+    return timings
+
+
+def maintain_once(env: Environment, settings: SparkSettings) -> dict[str, Any]:
+    """`floe maintain --once` on the upsert table's namespace, as an operator runs it."""
+    command = [
+        sys.executable, "-m", "catalog.cli", "maintain", "--once", "--namespace", CLUSTER,
+        "--metrics-port", "0", "--master", settings.master, "--driver-memory", settings.driver_memory,
+    ]  # fmt: skip
+    env_vars = {
+        **os.environ,
+        "FLOE_URL": env.server.url,
+        "FLOE_CLIENT_ID": env.server.admin_client_id,
+        "FLOE_CLIENT_SECRET": env.server.admin_client_secret,
+        "COLUMNS": "200",
+    }
+    started = time.monotonic()
+    done = subprocess.run(command, env=env_vars, capture_output=True, text=True, timeout=1800, check=False)
+    return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1), "output": done.stdout[-3000:]}
+
+
+def append_only_copy(env: Environment, table: str, buckets: int) -> str:
+    """An append-only table (same schema, same bucket partitioning) holding `table`'s current rows."""
+    source = env.catalog.load_table(table)
+    rows = source.scan().to_arrow()
+    target = "bench.append_same_rows"
+    env.catalog.create_namespace_if_not_exists("bench")
+    schema = source.schema()
+    spec = PartitionSpec(PartitionField(schema.find_field("id").field_id, 1000, BucketTransform(buckets), "id_bucket"))
+    copy = env.catalog.create_table(target, schema=schema, partition_spec=spec)
+    copy.append(rows)
+    return target
+
+
+def pipeline_config(bootstrap: str, buckets: int) -> dict[str, Any]:
+    host, port = bootstrap.split(":")
+    return {
+        "source_clusters": [{"name": CLUSTER, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]}],
+        "tables": [
+            {
+                "source_cluster_name": CLUSTER,
+                "source_topic": TOPICS[FLOE],
+                "source_format": "json",
+                "table_mode": "upsert",
+                "key_fields": ["id"],
+                "partitioning_scheme": [f"bucket({buckets}, id)"],
+                "schema": {"fields": FIELDS},
+            }
+        ],
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.upsert", description=__doc__)
+    parser.add_argument("--full", action="store_true", help="the issue's size: 1 M keys, 10 minutes of changes")
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--backlog-changes", type=int, default=100_000)
+    parser.add_argument("--rate", type=float, default=500.0, help="steady changes per second")
+    parser.add_argument("--steady-seconds", type=float, default=120.0)
+    parser.add_argument("--buckets", type=int, default=16)
+    parser.add_argument("--systems", default="floe,plain")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--records-per-batch", type=int, default=100_000)
+    parser.add_argument("--commit-interval", type=float, default=2.0)
+    parser.add_argument("--kafka-heap", default="512m")
+    parser.add_argument("--output", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--name", default="upsert")
+    args = parser.parse_args(argv)
+    if args.full:
+        args.keys, args.backlog_changes, args.steady_seconds = 1_000_000, 1_000_000, 600.0
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = SparkSettings(
+        master=args.master,
+        driver_memory=args.driver_memory,
+        records_per_batch=args.records_per_batch,
+        commit_interval_s=args.commit_interval,
+    )
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    work = Path(tempfile.mkdtemp(prefix="floe-upsert-bench-"))
+    results: dict[str, Any] = {
+        "settings": {
+            "keys": args.keys,
+            "backlog_changes": args.backlog_changes,
+            "rate_per_s": args.rate,
+            "steady_seconds": args.steady_seconds,
+            "buckets": args.buckets,
+            "master": args.master,
+            "driver_memory": args.driver_memory,
+            "records_per_batch": args.records_per_batch,
+            "commit_interval_s": args.commit_interval,
+            "full": args.full,
+            "cpus": os.cpu_count(),
+            "load_average_at_start": list(os.getloadavg()),
+        },
+        "systems": {},
+    }
+    try:
+        with environment(work, args.kafka_heap) as env:
+            duck_dir = work / "duckdb"
+            for topic in TOPICS.values():
+                env.kafka.create_topic(topic, PARTITIONS)
+            apply_pipeline(env.server, pipeline_config(env.kafka.bootstrap_servers, args.buckets))
+            for system in systems:
+                results["systems"][system] = measure_system(env, args, system, settings, duck_dir)
+            if FLOE in systems:
+                table = floe_table(CLUSTER, TOPICS[FLOE])
+                queries: dict[str, Any] = {"before_maintain": time_queries(env, duck_dir, table)}
+                queries["files_before_maintain"] = _files(env.catalog, table)
+                print(f"queries before maintenance: {queries['before_maintain']}", flush=True)
+                queries["maintain"] = maintain_once(env, settings)
+                queries["after_maintain"] = time_queries(env, duck_dir, table)
+                queries["files_after_maintain"] = _files(env.catalog, table)
+                print(f"maintain: {queries['maintain']['seconds']} s; after: {queries['after_maintain']}")
+                copy = append_only_copy(env, table, args.buckets)
+                queries["append_only"] = time_queries(env, duck_dir, copy)
+                queries["files_append_only"] = _files(env.catalog, copy)
+                print(f"append-only: {queries['append_only']}", flush=True)
+                results["queries"] = queries
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["settings"]["load_average_at_end"] = list(os.getloadavg())
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / f"{args.name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.output / f"{args.name}.md").write_text(report.markdown(results))
+    print(f"wrote {args.output / args.name}.json and .md", flush=True)
+    return 0
