@@ -47,6 +47,7 @@ QUERIES = {
     "point_lookup": "SELECT id, version, amount FROM {t} WHERE id = 4242",
 }
 QUERY_RUNS = 5
+COLD_AFTER_S = 30
 
 
 class PlainUpsertJob(Ingester):
@@ -54,7 +55,9 @@ class PlainUpsertJob(Ingester):
 
     kind = PLAIN
 
-    def __init__(self, env: Environment, home: Path, topic: str, settings: SparkSettings, buckets: int) -> None:
+    def __init__(
+        self, env: Environment, home: Path, topic: str, settings: SparkSettings, buckets: int
+    ) -> None:
         self.progress_path = home / "progress.jsonl"
         server = env.server
         command = [
@@ -105,7 +108,10 @@ def _produce(bootstrap: str, topic: str, changes: list[Change]) -> None:
         while True:
             try:
                 producer.produce(
-                    topic, key=change.key, value=change.value, on_delivery=lambda e, _m: errors.append(e) if e else None
+                    topic,
+                    key=change.key,
+                    value=change.value,
+                    on_delivery=lambda e, _m: errors.append(e) if e else None,
                 )
                 break
             except BufferError:
@@ -138,6 +144,12 @@ def _commit_times(catalog: RestCatalog, table: str) -> list[float]:
         for s in loaded.metadata.snapshots
         if s.summary is not None and s.summary.operation.value != "replace"
     )
+
+
+def last_commit(catalog: RestCatalog, table: str) -> float:
+    """When the table's current snapshot was committed (s since the epoch)."""
+    snapshot = catalog.load_table(table).current_snapshot()
+    return snapshot.timestamp_ms / 1000 if snapshot is not None else 0.0
 
 
 def _files(catalog: RestCatalog, table: str) -> dict[str, int]:
@@ -343,7 +355,11 @@ def maintain_once(env: Environment, settings: SparkSettings) -> dict[str, Any]:
     }
     started = time.monotonic()
     done = subprocess.run(command, env=env_vars, capture_output=True, text=True, timeout=1800, check=False)
-    return {"exit_code": done.returncode, "seconds": round(time.monotonic() - started, 1), "output": done.stdout[-3000:]}
+    return {
+        "exit_code": done.returncode,
+        "seconds": round(time.monotonic() - started, 1),
+        "output": done.stdout[-3000:],
+    }
 
 
 def append_only_copy(env: Environment, table: str, buckets: int) -> str:
@@ -353,7 +369,9 @@ def append_only_copy(env: Environment, table: str, buckets: int) -> str:
     target = "bench.append_same_rows"
     env.catalog.create_namespace_if_not_exists("bench")
     schema = source.schema()
-    spec = PartitionSpec(PartitionField(schema.find_field("id").field_id, 1000, BucketTransform(buckets), "id_bucket"))
+    spec = PartitionSpec(
+        PartitionField(schema.find_field("id").field_id, 1000, BucketTransform(buckets), "id_bucket")
+    )
     copy = env.catalog.create_table(target, schema=schema, partition_spec=spec)
     copy.append(rows)
     return target
@@ -372,6 +390,8 @@ def pipeline_config(bootstrap: str, buckets: int) -> dict[str, Any]:
                 "key_fields": ["id"],
                 "partitioning_scheme": [f"bucket({buckets}, id)"],
                 "schema": {"fields": FIELDS},
+                # Cold (every delete applied by a pass) once ingestion has stopped for this long.
+                "maintenance": {"cold_after": f"{COLD_AFTER_S}s"},
             }
         ],
     }
@@ -379,7 +399,9 @@ def pipeline_config(bootstrap: str, buckets: int) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.upsert", description=__doc__)
-    parser.add_argument("--full", action="store_true", help="the issue's size: 1 M keys, 10 minutes of changes")
+    parser.add_argument(
+        "--full", action="store_true", help="the issue's size: 1 M keys, 10 minutes of changes"
+    )
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--backlog-changes", type=int, default=100_000)
     parser.add_argument("--rate", type=float, default=500.0, help="steady changes per second")
@@ -388,7 +410,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", default="floe,plain")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="2g")
-    parser.add_argument("--records-per-batch", type=int, default=100_000)
+    parser.add_argument("--records-per-batch", type=int, default=20_000)
     parser.add_argument("--commit-interval", type=float, default=2.0)
     parser.add_argument("--kafka-heap", default="512m")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR)
@@ -438,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
                 table = floe_table(CLUSTER, TOPICS[FLOE])
                 queries: dict[str, Any] = {"before_maintain": time_queries(env, duck_dir, table)}
                 queries["files_before_maintain"] = _files(env.catalog, table)
+                # Every partition cold, so the pass applies every delete (not only accumulated ones).
+                time.sleep(max(0.0, COLD_AFTER_S + 5 - (time.time() - last_commit(env.catalog, table))))
                 print(f"queries before maintenance: {queries['before_maintain']}", flush=True)
                 queries["maintain"] = maintain_once(env, settings)
                 queries["after_maintain"] = time_queries(env, duck_dir, table)

@@ -19,12 +19,10 @@ FIELDS = [
     {"name": "sent_at_us", "id": 6, "type": "long"},
     {"name": "note", "id": 7, "type": "string"},
 ]
-SPARK_DDL = (
-    "id BIGINT, version INT, region STRING, amount DOUBLE, seq BIGINT, sent_at_us BIGINT, note STRING"
-)
+SPARK_DDL = "id BIGINT, version INT, region STRING, amount DOUBLE, seq BIGINT, sent_at_us BIGINT, note STRING"
 UPDATE_SHARE = 0.90
 INSERT_SHARE = 0.08  # the rest (2 %) are deletes
-_WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
+_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
 
 
 @dataclass(frozen=True)
@@ -95,7 +93,11 @@ class ChangeStream:
         while count is None or produced < count:
             draw = self.rng.random()
             kind = (
-                "update" if draw < UPDATE_SHARE else "insert" if draw < UPDATE_SHARE + INSERT_SHARE else "delete"
+                "update"
+                if draw < UPDATE_SHARE
+                else "insert"
+                if draw < UPDATE_SHARE + INSERT_SHARE
+                else "delete"
             )
             yield self._next(kind)
             produced += 1

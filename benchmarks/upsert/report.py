@@ -1,0 +1,116 @@
+"""`upsert.md`: the measured numbers of one run, side by side, with the issue's targets next to them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def _value(value: Any, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}{suffix}" if value < 100 else f"{value:,.0f}{suffix}"
+    if isinstance(value, int):
+        return f"{value:,}{suffix}"
+    return f"{value}{suffix}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    s = results["settings"]
+    systems = results["systems"]
+    lines = [
+        "# Upsert ingestion: floe vs a plain `foreachBatch` MERGE job",
+        "",
+        "`python -m benchmarks.upsert` (one run; "
+        + ("the issue's full size" if s["full"] else "scaled down")
+        + f"): {s['keys']:,} keys inserted, then {s['backlog_changes']:,} changes as a backlog, then "
+        f"{s['rate_per_s']:g} changes/s for {s['steady_seconds']:g} s; changes are 90 % updates, 8 % inserts "
+        f"of new keys and 2 % deletes (tombstones). Tables partitioned by `bucket({s['buckets']}, id)`, "
+        f"merge-on-read, format v2. Both ingesters alone in turn on Spark `{s['master']}`, driver memory "
+        f"{s['driver_memory']}, at most {s['records_per_batch']:,} records per batch, trigger every "
+        f"{s['commit_interval_s']:g} s. Machine: {s['cpus']} CPUs shared with other work; load average "
+        f"{s['load_average_at_start'][0]:.1f} at the start, {s['load_average_at_end'][0]:.1f} at the end.",
+        "",
+    ]
+    if not s["full"]:
+        lines += [
+            "The issue asks for 1 M keys and 10 minutes; on this shared 2-core machine the run is scaled "
+            "down (`--full` runs the issue's size). Numbers from a scaled run do not predict the full one.",
+            "",
+        ]
+    lines += [
+        "| | " + " | ".join(systems) + " |",
+        "|---|" + "---|" * len(systems),
+    ]
+    rows: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+        ("backlog records", lambda r: r["backlog_records"]),
+        ("start-up to first commit (s)", lambda r: r["throughput"]["startup_s"]),
+        ("commits during the backlog", lambda r: r["throughput"]["commits"]),
+        ("backlog records/s (after the first commit)", lambda r: r["throughput"]["records_per_s"]),
+        ("steady changes produced", lambda r: r["freshness"]["records"]),
+        ("freshness p50 (s)", lambda r: r["freshness"]["p50_s"]),
+        ("freshness p99 (s)", lambda r: r["freshness"]["p99_s"]),
+        ("freshness max (s)", lambda r: r["freshness"]["max_s"]),
+        ("live data files after the run", lambda r: r["files"]["data_files"]),
+        ("live delete files after the run", lambda r: r["files"]["delete_files"]),
+        ("rows (model)", lambda r: f"{r['rows']:,} ({r['expected_rows']:,})"),
+    ]
+    for label, get in rows:
+        lines.append(f"| {label} | " + " | ".join(_value(get(r)) for r in systems.values()) + " |")
+    floe, plain = systems.get("floe"), systems.get("plain")
+    if floe and plain:
+        ratio = _ratio(floe["throughput"]["records_per_s"], plain["throughput"]["records_per_s"])
+        lines += ["", f"floe / plain records/s: **{ratio}** (target ≥ 1.5x)."]
+    if floe:
+        lines.append(f"floe freshness p50: **{_value(floe['freshness']['p50_s'])} s** (target ≤ 10 s).")
+    queries = results.get("queries")
+    if queries:
+        maintain = queries["maintain"]
+        lines += [
+            "",
+            "## DuckDB query time on floe's upsert table (median of 5, through floe's REST catalog)",
+            "",
+            f"`floe maintain --once` took {maintain['seconds']} s (exit code {maintain['exit_code']}); "
+            "it ran once the table's partitions were cold (its floe.yaml sets "
+            "`maintenance: {cold_after: 30s}`; the pass starts 35 s after the last commit), so it applies "
+            "every delete. "
+            "The append-only table holds the same current rows, written once by pyiceberg with the same "
+            "partitioning.",
+            "",
+            "| query | before maintain (s) | after maintain (s) | append-only (s) | after / append-only |",
+            "|---|---|---|---|---|",
+        ]
+        for label in queries["before_maintain"]:
+            before = queries["before_maintain"][label]
+            after = queries["after_maintain"][label]
+            append = queries["append_only"][label]
+            lines.append(f"| {label} | {before:.3f} | {after:.3f} | {append:.3f} | {_ratio(after, append)} |")
+        files = [
+            ("before maintain", queries["files_before_maintain"]),
+            ("after maintain", queries["files_after_maintain"]),
+            ("append-only", queries["files_append_only"]),
+        ]
+        lines += [
+            "",
+            "Target: after maintenance within 1.2x of the append-only table.",
+            "",
+            "| files | data | delete |",
+            "|---|---|---|",
+            *[f"| {label} | {f['data_files']} | {f['delete_files']} |" for label, f in files],
+        ]
+    lines += [
+        "",
+        "How it is measured: records/s counts the backlog records after the first commit between the first "
+        "and last commit of the table (Iceberg's snapshot times; the plain job's consumed records from "
+        "Spark's progress). Freshness: each steady change is stamped when produced; a DuckDB reader polls "
+        "`SELECT max(seq)` every 0.2 s and a record counts as visible at the end of the first poll that "
+        "returns its sequence number or a later one (a batch commits every partition up to the same point); "
+        "deletes are not counted, nor the first 15 s of the stream.",
+        "",
+    ]
+    return "\n".join(lines)
