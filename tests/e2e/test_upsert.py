@@ -1,9 +1,10 @@
 """Upsert tables end to end: a real Kafka broker, `floe ingest` (Spark MERGE, merge-on-read) and a real
-floe server on PostgreSQL; the tables read back with pyiceberg and DuckDB equal the latest-state model
-computed here from what the broker acknowledged.
+floe server on PostgreSQL; the tables read back with pyiceberg and DuckDB (and, where noted, Spark and
+Trino 476) equal the latest-state model computed here from what the broker acknowledged.
 
 One `floe ingest` runs for the module (the restart test kills it and starts it again); each test
-applies its own table on its own topic.
+applies its own table on its own topic. One Spark session in this process runs the maintenance worker
+and reads tables; Trino is started only for the test that asks for it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
 from devtools.schema_registry import LocalSchemaRegistry
+from devtools.trino import LocalTrino
 from ingest.registry_client import RegistryClient, encode_confluent
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
@@ -43,6 +45,7 @@ from tests.e2e.ingest_harness import (
     produce,
     wait_until_committed,
 )
+from tests.e2e.readme_blocks import engine_block, filled
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -132,6 +135,15 @@ def spark() -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="module")
+def trino(server: CatalogProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTrino]:
+    """Trino 476 with README's `trino-local` block as written (floe's URL and the admin key filled in)."""
+    key = (server.admin_client_id, server.admin_client_secret)
+    block = filled(engine_block("trino-local"), url=server.url, client_id=key[0], client_secret=key[1])
+    with LocalTrino(tmp_path_factory.mktemp("trino"), {"floe": block}, heap="1G") as process:
+        yield process
 
 
 def _topic(kafka: LocalKafka, name: str, partitions: int = 3) -> str:
@@ -702,7 +714,7 @@ def _avro(schema: Any, record: Any) -> bytes:
     return out.getvalue()
 
 
-def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones(
+def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones_read_by_every_engine(
     kafka: LocalKafka,
     pipeline: Pipeline,
     ingest: IngestProcess,
@@ -711,6 +723,7 @@ def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones(
     duck_dir: Path,
     spark: SparkSession,
     schema_registry: LocalSchemaRegistry,
+    trino: LocalTrino,
 ) -> None:
     from catalog.pipelines import avro_schema, parse_config
 
@@ -781,6 +794,11 @@ def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones(
     )
     assert duck == sorted(model.items())
     assert _spark_versions(spark, ingest, table) == model
+    # Trino reads the position deletes too (the table has them: nothing has compacted it).
+    assert _live_files(catalog, f"{CLUSTER}.{table}").get(1, 0) > 0
+    assert trino.rows(f'SELECT customer_id, version FROM floe."{CLUSTER}"."{table}" ORDER BY 1') == sorted(
+        model.items()
+    )
     dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
     assert len(dead) == len(waves)
     assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
