@@ -77,3 +77,16 @@ def test_where_an_avro_record_key_holds_the_key_fields() -> None:
     assert avro_key_places('"long"', [user]) == [""]
     assert avro_key_places('"long"', [tenant, user]) is None
     assert avro_key_places("not json", [user]) is None
+
+
+def test_only_a_validation_failure_counts_as_a_lost_race() -> None:
+    from ingest.upsert import lost_a_race
+
+    refused = RuntimeError(
+        "org.apache.iceberg.exceptions.ValidationException: Cannot commit, missing data files: [...]"
+    )
+    assert lost_a_race(refused)
+    # floe refusing the batch's Kafka offsets, or a commit of unknown outcome: never merged again.
+    fenced = RuntimeError("org.apache.iceberg.exceptions.CommitFailedException: Kafka offsets conflict: …")
+    assert not lost_a_race(fenced)
+    assert not lost_a_race(RuntimeError("org.apache.iceberg.exceptions.CommitStateUnknownException: …"))
