@@ -106,11 +106,14 @@ def markdown(results: dict[str, Any]) -> str:
     lines += [
         "",
         "How it is measured: records/s counts the backlog records after the first commit between the first "
-        "and last commit of the table (Iceberg's snapshot times; the plain job's consumed records from "
-        "Spark's progress). Freshness: each steady change is stamped when produced; a DuckDB reader polls "
+        "and last commit of the table (Iceberg's snapshot times, for both systems; the first batch's "
+        "records from floe's snapshot offsets and from the plain job's Spark progress). Freshness: each "
+        "steady change is stamped when produced; a DuckDB reader polls "
         "`SELECT max(seq)` every 0.2 s and a record counts as visible at the end of the first poll that "
         "returns its sequence number or a later one (a batch commits every partition up to the same point); "
-        "deletes are not counted, nor the first 15 s of the stream.",
+        "deletes are not counted, nor the first 15 s of the stream. The machine is shared: a load average "
+        "far above its 2 CPUs means every number here ran on a fraction of them, and query times of a "
+        "few milliseconds are within the noise of such a run.",
         "",
     ]
     return "\n".join(lines)
