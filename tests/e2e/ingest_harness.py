@@ -33,13 +33,15 @@ class IngestProcess:
         credential: tuple[str, str] | None = None,
         args: Iterable[str] = (),
         env: Mapping[str, str] | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         self.server = server
         self.home = home
         self.credential = credential or (server.admin_client_id, server.admin_client_secret)
         self.args = list(args)
         self.env = dict(env or {})  # on top of this process's environment
-        self.metrics_port = free_port()
+        # Given when the catalog was told the metrics URL before this process exists (the console's lag).
+        self.metrics_port = metrics_port or free_port()
         self.state_dir = home / "state"
         self.log_path = home / "ingest.log"
         self.process: subprocess.Popen[bytes] | None = None

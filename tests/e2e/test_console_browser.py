@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import pyarrow as pa
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from devtools.catalog_server import CatalogProcess
-from devtools.chromium import find_chromium
+from tests.e2e.browser import launched_chromium, screenshot_directory, shoot, sign_in
 from tests.unit.test_kafka_offsets import progress_props
 
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
@@ -27,16 +27,8 @@ WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
-    executable = find_chromium()
-    with sync_playwright() as playwright:
-        browser = _launch(playwright, executable)
+    with launched_chromium() as browser:
         yield browser
-        browser.close()
-
-
-def _launch(playwright: Playwright, executable: Path) -> Browser:
-    # --no-sandbox: the tests may run as root, where Chromium's sandbox refuses to start.
-    return playwright.chromium.launch(executable_path=str(executable), args=["--no-sandbox"], headless=True)
 
 
 @pytest.fixture(scope="module")
@@ -60,24 +52,12 @@ def cluster(catalog_server: CatalogProcess) -> str:
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return Path(tmp_path_factory.mktemp("console-screenshots", numbered=False))
-
-
-def _shoot(page: Page, directory: Path, name: str) -> None:
-    page.screenshot(path=str(directory / f"{name}.png"), full_page=True)
+    return screenshot_directory(tmp_path_factory)
 
 
 def _fits_width(page: Page) -> bool:
     """No horizontal scrolling of the page itself (wide tables scroll inside their own boxes)."""
     return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"))
-
-
-def _sign_in(page: Page, url: str, client_id: str, secret: str) -> None:
-    page.goto(f"{url}/console")
-    expect(page).to_have_url(f"{url}/console/sign-in")
-    page.get_by_label("Client id").fill(client_id)
-    page.get_by_label("Client secret").fill(secret)
-    page.get_by_role("button", name="Sign in").click()
 
 
 @pytest.mark.parametrize("width", list(WIDTHS))
@@ -89,18 +69,18 @@ def test_admin_journey(
     page = context.new_page()
     url = catalog_server.url
     try:
-        _sign_in(page, url, catalog_server.admin_client_id, "wrong-secret")
+        sign_in(page, url, catalog_server.admin_client_id, "wrong-secret")
         expect(page.get_by_role("alert")).to_contain_text("unknown client id or wrong secret")
-        _shoot(page, screenshots, f"{width}-sign-in-refused")
+        shoot(page, screenshots, f"{width}-sign-in-refused")
 
-        _sign_in(page, url, catalog_server.admin_client_id, catalog_server.admin_client_secret)
+        sign_in(page, url, catalog_server.admin_client_id, catalog_server.admin_client_secret)
         expect(page.get_by_role("heading", name="Overview")).to_be_visible()
         row = page.get_by_role("row").filter(has=page.get_by_role("link", name=f"{cluster}.orders"))
         expect(row).to_contain_text("amber")
         expect(row).to_contain_text("1 dead letters in the last hour")
         expect(row).to_contain_text("ago")
         assert _fits_width(page), "the overview overflows the viewport"
-        _shoot(page, screenshots, f"{width}-overview")
+        shoot(page, screenshots, f"{width}-overview")
 
         # Keyboard: the first Tab reaches the skip link; focus on a table link survives the auto-refresh.
         page.keyboard.press("Tab")
@@ -120,12 +100,12 @@ def test_admin_journey(
         expect(page.get_by_role("region", name="Files and newest rows")).to_contain_text("2 files")
         expect(page.get_by_role("region", name="Files and newest rows")).to_contain_text("Newest rows")
         assert _fits_width(page), "the table page overflows the viewport"
-        _shoot(page, screenshots, f"{width}-table")
+        shoot(page, screenshots, f"{width}-table")
 
         page.get_by_role("link", name="Connect an engine").click()
         expect(page.get_by_role("heading", name="DuckDB")).to_be_visible()
         expect(page.locator("pre").first).to_contain_text(f'uri="{url}"')
-        _shoot(page, screenshots, f"{width}-connect")
+        shoot(page, screenshots, f"{width}-connect")
 
         page.get_by_role("link", name="Keys & clusters").click()
         page.get_by_label("Role").select_option("reader")
@@ -134,7 +114,7 @@ def test_admin_journey(
         page.get_by_role("button", name="Create key").click()
         client_id = page.locator("#new-client-id").inner_text()
         secret = page.locator("#new-client-secret").inner_text()
-        _shoot(page, screenshots, f"{width}-key-created")
+        shoot(page, screenshots, f"{width}-key-created")
         # The key works: pyiceberg reads the cluster's table with it.
         key_catalog = catalog_server.catalog(credential=f"{client_id}:{secret}", warehouse="default")
         assert key_catalog.load_table(f"{cluster}.orders").scan().to_arrow().num_rows == 4
@@ -150,7 +130,7 @@ def test_admin_journey(
         page.get_by_label("Action").fill("consoleRevokeKey")
         page.get_by_role("button", name="Filter").click()
         expect(page.get_by_role("row").filter(has_text=client_id)).to_contain_text("ok")
-        _shoot(page, screenshots, f"{width}-audit")
+        shoot(page, screenshots, f"{width}-audit")
 
         page.get_by_role("button", name="Sign out").click()
         expect(page.get_by_role("heading", name="Sign in to floe")).to_be_visible()
@@ -173,7 +153,7 @@ def test_reader_sees_no_write_buttons_and_a_hand_made_post_is_refused(
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     try:
-        _sign_in(page, catalog_server.url, key["client_id"], key["client_secret"])
+        sign_in(page, catalog_server.url, key["client_id"], key["client_secret"])
         expect(page.get_by_role("link", name=f"{cluster}.orders")).to_be_visible()
         expect(page.get_by_role("link", name="Keys")).to_have_count(0)
         expect(page.get_by_role("button", name="Create key")).to_have_count(0)
@@ -186,7 +166,7 @@ def test_reader_sees_no_write_buttons_and_a_hand_made_post_is_refused(
             }"""
         )
         assert status == 403
-        _shoot(page, screenshots, "reader-overview")
+        shoot(page, screenshots, "reader-overview")
     finally:
         context.close()
 
@@ -212,20 +192,20 @@ def test_apply_a_pipeline_from_the_browser(
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     try:
-        _sign_in(page, catalog_server.url, catalog_server.admin_client_id, catalog_server.admin_client_secret)
+        sign_in(page, catalog_server.url, catalog_server.admin_client_id, catalog_server.admin_client_secret)
         page.get_by_role("link", name="Pipeline").click()
         editor = page.get_by_role("textbox", name="floe.yaml")
         editor.fill(PIPELINE.format(cluster=cluster, extra="        - {name: at, id: 1, type: long}\n"))
         page.get_by_role("button", name="Dry run").click()
         expect(page.get_by_role("alert")).to_contain_text("line 11")
         expect(page.get_by_role("alert")).to_contain_text("duplicate field id 1")
-        _shoot(page, screenshots, "pipeline-error")
+        shoot(page, screenshots, "pipeline-error")
         page.get_by_role("textbox", name="floe.yaml").fill(PIPELINE.format(cluster=cluster, extra=""))
         page.get_by_role("button", name="Dry run").click()
         expect(page.get_by_role("status")).to_contain_text("Dry run: nothing changed yet")
         page.get_by_role("button", name="Apply this configuration").click()
         expect(page.get_by_role("status")).to_contain_text("applied")
-        _shoot(page, screenshots, "pipeline-applied")
+        shoot(page, screenshots, "pipeline-applied")
         page.get_by_role("link", name="Overview").click()
         expect(page.get_by_role("link", name=f"{cluster}.views")).to_be_visible()
     finally:

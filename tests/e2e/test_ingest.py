@@ -11,6 +11,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
+from devtools.ports import free_port
 from devtools.postgres import LocalPostgres
 from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
 from ingest.registry_client import BasicAuth, RegistryClient, RegistryConnection, encode_confluent
@@ -58,9 +60,18 @@ REGISTRY_PASSWORD_ENV = "FLOE_TEST_REGISTRY_PASSWORD"
 
 
 @pytest.fixture(scope="module")
-def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogProcess]:
+def ingest_metrics_port() -> int:
+    """The module's `floe ingest` metrics port, known before the catalog starts: its console shows the lag."""
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def server(
+    postgres: LocalPostgres, ingest_metrics_port: int, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CatalogProcess]:
     url = postgres.create_database(f"floe_ingest_{uuid.uuid4().hex[:8]}")
-    with CatalogProcess(url, home=tmp_path_factory.mktemp("ingest-floe")) as process:
+    env = {"FLOE_CONSOLE_INGEST_METRICS_URL": f"http://127.0.0.1:{ingest_metrics_port}/metrics"}
+    with CatalogProcess(url, home=tmp_path_factory.mktemp("ingest-floe"), env=env) as process:
         yield process
 
 
@@ -102,12 +113,19 @@ def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
 
 @pytest.fixture(scope="module")
 def ingest(
-    server: CatalogProcess, pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory
+    server: CatalogProcess,
+    pipeline: Pipeline,
+    ingest_metrics_port: int,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[IngestProcess]:
     args = ["--commit-interval", "1", "--cluster", CLUSTER, "--cluster", COMPACT_CLUSTER]
     registry_credentials = {REGISTRY_USER_ENV: REGISTRY_USER, REGISTRY_PASSWORD_ENV: REGISTRY_PASSWORD}
     with IngestProcess(
-        server, tmp_path_factory.mktemp("ingest"), args=args, env=registry_credentials
+        server,
+        tmp_path_factory.mktemp("ingest"),
+        args=args,
+        env=registry_credentials,
+        metrics_port=ingest_metrics_port,
     ) as process:
         yield process
 
@@ -690,6 +708,111 @@ def test_status_shows_lag_and_dead_letters(
     )
     assert table_view.exit_code == 0
     assert table in table_view.output
+
+
+def test_the_console_shows_real_ingestion_to_an_admin_and_only_its_cluster_to_a_reader(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The web console over this module's real ingestion: the overview's lag (from `floe ingest`'s
+    metrics) and freshness, the snapshots' Kafka offsets, the dead letters' reasons; a cluster reader
+    sees its cluster only; a form posted without its CSRF token is refused. Screenshots of each page."""
+    from playwright.sync_api import expect
+
+    from catalog.ingest_metrics import ingest_status
+    from tests.e2e.browser import launched_chromium, screenshot_directory, shoot, sign_in
+
+    topic = _topic(kafka, "console", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
+    )
+    values = [json.dumps({"id": i}).encode() for i in range(100)]
+    produced = produce(kafka.bootstrap_servers, topic, [*values, b"not json", b'{"id": "abc"}'])
+    ends = produced.end_offsets()
+    wait_until_committed(admin, CLUSTER, table, topic, ends, ingest=ingest)
+    # The metrics catch up with the commit within a poll or two; the console reads them on each page.
+    deadline = time.monotonic() + 60
+    entry: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = ingest_status(httpx.get(ingest.metrics_url, timeout=10).text)
+        entry = next((t for t in status["tables"] if t["table"] == f"{CLUSTER}.{table}"), {})
+        parts = entry.get("partitions", [])
+        caught_up = all(p.get("offset_lag") == 0 and p.get("time_lag_seconds") == 0 for p in parts)
+        if len(parts) == 2 and caught_up and "records_per_second" in entry:
+            break
+        time.sleep(1)
+    assert all(p.get("offset_lag") == 0 for p in entry.get("partitions", [])), entry
+
+    reader = admin.post("/management/v1/keys", json={"role": "reader", "cluster": CLUSTER}).json()
+    screenshots = screenshot_directory(tmp_path_factory)
+    end_offsets = " ".join(f"{p}:{o}" for p, o in sorted(ends.items()))
+    with launched_chromium() as browser:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        try:
+            sign_in(page, server.url, server.admin_client_id, server.admin_client_secret)
+            expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+            expect(page.get_by_role("heading", name=f"Cluster {COMPACT_CLUSTER}")).to_be_visible()
+            row = page.get_by_role("row").filter(has=page.get_by_role("link", name=f"{CLUSTER}.{table}"))
+            expect(row.locator('[data-label="Ingestion"]')).to_have_text("in floe.yaml")
+            expect(row.locator('[data-label="Offset lag"]')).to_have_text("0")
+            expect(row.locator('[data-label="Time lag"]')).to_have_text("0 s")
+            expect(row.locator('[data-label="Records/s"]')).to_have_text(re.compile(r"^\d+(\.\d+)?$"))
+            expect(row.locator('[data-label="Last commit"]')).to_contain_text(re.compile(r"\d+ (s|min) ago"))
+            expect(row.locator('[data-label="Records"]')).to_have_text("100")
+            expect(row.locator('[data-label="Dead letters (1 h)"]')).to_have_text("2")
+            expect(row).to_contain_text("amber")
+            shoot(page, screenshots, "ingested-overview")
+
+            page.get_by_role("link", name=f"{CLUSTER}.{table}").click()
+            snapshots = page.get_by_role("region", name="Snapshots")
+            expect(snapshots).to_contain_text(f"{topic} ")
+            # The newest commit ends where the producer stopped.
+            expect(snapshots).to_contain_text(f"→ {end_offsets}")
+            shoot(page, screenshots, "ingested-table")
+            page.get_by_role("link", name="Dead-letter table").click()
+            expect(page.get_by_role("heading", name=f"{CLUSTER}.{table}_dlq", exact=True)).to_be_visible()
+            page.get_by_role("link", name="Load files and rows").click()
+            dead_letters = page.get_by_role("region", name="Files and latest dead letters")
+            expect(dead_letters).to_contain_text("not valid JSON: Expecting value at byte 0")
+            expect(dead_letters).to_contain_text("field 'id': expected long, got string \"abc\"")
+            shoot(page, screenshots, "ingested-dead-letters")
+
+            # The create-key form posted by the browser with its CSRF token removed: refused, nothing made.
+            page.get_by_role("link", name="Keys & clusters").click()
+            form = page.locator("form").filter(has=page.get_by_role("button", name="Create key"))
+            form.locator("input[name=csrf_token]").evaluate("input => input.remove()")
+            page.get_by_label("Description").fill(f"no csrf {table}")
+            with page.expect_response(lambda r: r.request.method == "POST") as posted:
+                page.get_by_role("button", name="Create key").click()
+            assert posted.value.status == 403
+            expect(page.get_by_role("alert")).to_contain_text("CSRF token is missing or does not match")
+            shoot(page, screenshots, "csrf-refused")
+            assert f"no csrf {table}" not in admin.get("/management/v1/keys").text
+        finally:
+            context.close()
+
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        try:
+            sign_in(page, server.url, reader["client_id"], reader["client_secret"])
+            expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+            expect(page.get_by_role("heading", name=f"Cluster {CLUSTER}")).to_be_visible()
+            expect(page.get_by_role("link", name=f"{CLUSTER}.{table}")).to_be_visible()
+            # Every other cluster of this catalog stays out of the reader's overview.
+            expect(page.get_by_role("heading", name=re.compile("^Cluster "))).to_have_count(1)
+            expect(page.get_by_role("link", name="Keys & clusters")).to_have_count(0)
+            shoot(page, screenshots, "cluster-reader-overview")
+        finally:
+            context.close()
 
 
 def _positions(catalog: RestCatalog, table: str, cluster: str = CLUSTER) -> list[tuple[int, int]]:
