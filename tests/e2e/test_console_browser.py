@@ -2,7 +2,9 @@
 process, at a desktop (1280 px) and a phone (390 px) width. Sign in (a wrong secret first), the
 overview, a table page with its snapshots and chart, creating a key whose secret pyiceberg then uses,
 revoking it (pyiceberg refused after), a reader without write buttons, keyboard access, and sign out.
-Screenshots of each page go to pytest's basetemp (`console-screenshots/`).
+Screenshots of each page go to pytest's basetemp (`console-screenshots/`). The console over real
+ingestion (lag, freshness, offsets, dead letters, a cluster reader, a form without its CSRF token) is
+tested in test_ingest.py, beside the `floe ingest` that module already runs.
 """
 
 from __future__ import annotations

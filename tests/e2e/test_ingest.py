@@ -2,7 +2,8 @@
 floe server on PostgreSQL; tables read back with pyiceberg, DuckDB and Spark.
 
 One `floe ingest` runs for the module; each test applies its own tables (picked up without a restart)
-on its own topics. The crash tests run their own ingest processes.
+on its own topics. The crash tests run their own ingest processes. The web console's browser test over
+real ingestion lives here too (the catalog reads that ingest's metrics), sharing the running components.
 """
 
 from __future__ import annotations
