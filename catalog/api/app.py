@@ -31,6 +31,7 @@ from catalog.api.dependencies import (
     provide_views,
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
+from catalog.api.hot_routes import HotRoutes
 from catalog.api.kafka_offsets import KafkaOffsetsController, SnapshotAtController
 from catalog.api.maintenance import MaintenanceController
 from catalog.api.management import ManagementController
@@ -172,5 +173,6 @@ def build_litestar(settings: Settings) -> Litestar:
 
 
 def create_app(settings: Settings | None = None) -> RawPathApp:
-    """The served ASGI app: Litestar behind raw-path routing."""
-    return RawPathApp(build_litestar(settings or Settings.from_env()))
+    """The served ASGI app: Litestar behind raw-path routing, loadTable on its hot path."""
+    litestar = build_litestar(settings or Settings.from_env())
+    return RawPathApp(HotRoutes(litestar, litestar))

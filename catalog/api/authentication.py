@@ -8,12 +8,13 @@ checks with the same `AuthService` (catalog/console/session.py).
 
 from __future__ import annotations
 
+from litestar.datastructures import State
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.api.errors import error_body
-from catalog.auth import ANONYMOUS_ADMIN
+from catalog.auth import ANONYMOUS_ADMIN, Principal
 from catalog.errors import CatalogError
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/oauth/tokens"})
@@ -27,41 +28,46 @@ def _is_public(scope: Scope) -> bool:
     return template in PUBLIC_PATHS or template.startswith("/openapi")
 
 
+async def authenticate_scope(state: State, scope: Scope) -> Principal:
+    """The caller of an HTTP request (the anonymous administrator when authentication is off), or
+    the `CatalogError` that refuses it."""
+    if state.ctx.settings.auth_mode == "none":
+        return ANONYMOUS_ADMIN
+    authorization = None
+    for key, value in scope.get("headers", ()):
+        if key.lower() == b"authorization":
+            authorization = value.decode("latin-1")
+            break
+    principal: Principal = await state.auth.authenticate(authorization)
+    return principal
+
+
+async def send_refusal(scope: Scope, send: Send, exc: CatalogError) -> None:
+    """The error response of a refused authentication, naming the scheme to use (RFC 6750)."""
+    body = b"" if scope.get("method") == "HEAD" else error_body(exc.status_code, exc.error_type, exc.message)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": exc.status_code,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b'Bearer realm="floe"'),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 def authentication_middleware(app: ASGIApp) -> ASGIApp:
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP or _is_public(scope):
             await app(scope, receive, send)
             return
-        litestar_app = scope["litestar_app"]
-        if litestar_app.state.ctx.settings.auth_mode == "none":
-            scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = ANONYMOUS_ADMIN
-            await app(scope, receive, send)
-            return
-        authorization = None
-        for key, value in scope.get("headers", ()):
-            if key.lower() == b"authorization":
-                authorization = value.decode("latin-1")
-                break
         try:
-            principal = await litestar_app.state.auth.authenticate(authorization)
+            principal = await authenticate_scope(scope["litestar_app"].state, scope)
         except CatalogError as exc:
-            body = (
-                b""
-                if scope.get("method") == "HEAD"
-                else error_body(exc.status_code, exc.error_type, exc.message)
-            )
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": exc.status_code,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"www-authenticate", b'Bearer realm="floe"'),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body, "more_body": False})
+            await send_refusal(scope, send, exc)
             return
         scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
         await app(scope, receive, send)

@@ -89,11 +89,17 @@ def _client_data_error(exc: BaseException) -> str | None:
     return None
 
 
-def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+def unexpected_failure(exc: Exception, method: str, path: str) -> tuple[int, str, str]:
+    """(status, error type, message) of an exception that is no `CatalogError`: a 400 when the client's
+    data caused it, else a logged 500 that names only the exception's type."""
     if (problem := _client_data_error(exc)) is not None:
-        return error_response(400, "BadRequestException", f"Malformed request: {problem}")
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(500, "ServiceFailureException", f"Internal server error: {type(exc).__name__}")
+        return 400, "BadRequestException", f"Malformed request: {problem}"
+    log.exception("unhandled error on %s %s", method, path)
+    return 500, "ServiceFailureException", f"Internal server error: {type(exc).__name__}"
+
+
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    return error_response(*unexpected_failure(exc, request.method, request.url.path))
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {

@@ -27,6 +27,7 @@ from catalog.events import EventBus
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
 from catalog.security.vending import CredentialVendor
+from catalog.service.load_cache import LoadCache
 from catalog.settings import Settings
 from catalog.storage import Storage, StorageRunner
 from catalog.store import CatalogStore, NamespaceRecord, TabularKind, TabularRecord, WarehouseRecord
@@ -56,6 +57,8 @@ class CatalogContext:
     vendor: CredentialVendor = field(default_factory=CredentialVendor)
     # Told of committed changes; side effects (Glue publishing) subscribe at startup.
     events: EventBus = field(default_factory=EventBus)
+    # Rendered loadTable responses per table version (checked against the database on every load).
+    load_cache: LoadCache = field(default_factory=LoadCache)
     storage_runner: StorageRunner = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
     _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(

@@ -50,8 +50,16 @@ class LoadedTable:
     # Vended storage credentials (also merged into `config`, where clients without
     # `storage-credentials` support look); never part of the ETag.
     storage_credentials: tuple[StorageCredential, ...] = ()
+    # The response rendered once (`rendered`), for loads answered from the cache.
+    body: bytes | None = field(default=None, compare=False, repr=False)
+
+    def rendered(self) -> LoadedTable:
+        """This result with its response bytes computed once."""
+        return self if self.body is not None else replace(self, body=self.to_json())
 
     def to_json(self) -> bytes:
+        if self.body is not None:
+            return self.body
         # The stored metadata is embedded as is: no parse and re-serialize on the read path.
         head = (
             '{"metadata-location":' + json.dumps(self.metadata_location) + ","
@@ -70,7 +78,12 @@ class LoadedTable:
     def with_credentials(self, credential: StorageCredential | None) -> LoadedTable:
         if credential is None:
             return self
-        return replace(self, config={**self.config, **credential.config}, storage_credentials=(credential,))
+        return replace(
+            self,
+            config={**self.config, **credential.config},
+            storage_credentials=(credential,),
+            body=None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,14 +132,18 @@ class TableService:
             raise NoSuchTable(
                 f"Table does not exist: {ident} (namespace {ident.namespace} does not exist)"
             ) from None
-        if if_none_match:
+        key = (warehouse.id, ident.namespace.key, ident.name, snapshots)
+        cache = self.ctx.load_cache
+        if if_none_match or cache.has(key):
+            # The version check: one indexed read of the current metadata location.
             found = await self.ctx.store.get_tabular_location(warehouse.id, ident.namespace.key, ident.name)
-            if (
-                found is not None
-                and found[0] == "table"
-                and etag_matches(if_none_match, table_etag(found[1], snapshots))
-            ):
-                return None
+            if found is not None and found[0] == "table":
+                cached = cache.get(key, found[1], warehouse.properties)
+                etag = cached.etag if cached is not None and cached.etag else table_etag(found[1], snapshots)
+                if etag_matches(if_none_match, etag):
+                    return None
+                if cached is not None:
+                    return await self._with_vended(principal, warehouse, cached, access_delegation)
         try:
             record = await self.ctx.tabular(warehouse, ident, "table")
         except NoSuchNamespace:
@@ -156,11 +160,22 @@ class TableService:
             metadata_json,
             self.table_config(warehouse),
             table_etag(record.metadata_location, snapshots),
-        )
-        if wants_vended_credentials(access_delegation):
-            credential = await self.vend(principal, warehouse, table_location(record.metadata_json))
-            loaded = loaded.with_credentials(credential)
-        return loaded
+        ).rendered()
+        cache.put(key, loaded, warehouse.properties)
+        return await self._with_vended(principal, warehouse, loaded, access_delegation)
+
+    async def _with_vended(
+        self,
+        principal: Principal,
+        warehouse: WarehouseRecord,
+        loaded: LoadedTable,
+        access_delegation: str | None,
+    ) -> LoadedTable:
+        """`loaded` with this caller's own vended credentials when it asks for them (never cached)."""
+        if not wants_vended_credentials(access_delegation):
+            return loaded
+        credential = await self.vend(principal, warehouse, table_location(loaded.metadata_json))
+        return loaded.with_credentials(credential)
 
     async def kafka_offsets(
         self, principal: Principal, prefix: str, ident: TableIdent

@@ -1,0 +1,124 @@
+"""loadTable on the leanest path: the catalog's hottest route, answered before Litestar routes it.
+
+Engines load a table before nearly every query, so a loadTable (or its 304) should cost little more than
+the version check in the database. Litestar's routing, parameter parsing, dependency injection and
+response building cost a multiple of that (profiled: benchmarks/results/catalog-hot-path.md). This ASGI
+layer recognises `GET /v1/{prefix}/namespaces/{namespace}/tables/{table}` and calls the same service
+(`TableService.load`) behind the same authentication, request id, access log and metrics, mapping errors
+as `catalog.api.errors` does. Anything else (other routes and methods, query parameters other than one
+`snapshots`) goes to Litestar, which also keeps serving the route for the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+from litestar import Litestar
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from catalog.api.audit import PRINCIPAL_STATE_KEY
+from catalog.api.authentication import authenticate_scope, send_refusal
+from catalog.api.errors import error_body, unexpected_failure
+from catalog.api.middleware import request_context_middleware
+from catalog.api.tables import ident_of
+from catalog.errors import CatalogError
+from catalog.identifiers import decode_segment
+from catalog.service.tables import TableService
+
+# What Litestar puts in `scope["path_template"]` for the route (the access log and metrics label).
+LOAD_TABLE_TEMPLATE = "/v1/{prefix:str}/namespaces/{namespace:str}/tables/{table:str}"
+
+
+def _load_table_segments(scope: Scope) -> tuple[str, str, str] | None:
+    """(prefix, namespace, table), still percent-encoded, when the request is a plain loadTable."""
+    if scope["type"] != ScopeType.HTTP or scope["method"] != "GET":
+        return None
+    raw = scope.get("raw_path") or scope["path"].encode("latin-1")
+    parts = raw.split(b"?", 1)[0].split(b"/")
+    if len(parts) != 7 or parts[1] != b"v1" or parts[3] != b"namespaces" or parts[5] != b"tables":
+        return None
+    prefix, namespace, table = parts[2], parts[4], parts[6]
+    if not (prefix and namespace and table):
+        return None
+    return prefix.decode("latin-1"), namespace.decode("latin-1"), table.decode("latin-1")
+
+
+def _snapshots_mode(query_string: bytes) -> str | None:
+    """The `snapshots` parameter ("all" when absent), or None for any other query (Litestar's)."""
+    if not query_string:
+        return "all"
+    pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    if len(pairs) != 1 or pairs[0][0] != "snapshots":
+        return None
+    return pairs[0][1]
+
+
+class HotRoutes:
+    """Serve loadTable directly; pass everything else to `app` (Litestar behind its wrappers)."""
+
+    def __init__(self, app: ASGIApp, litestar: Litestar) -> None:
+        self.app = app
+        self.litestar = litestar
+        self._load_table = request_context_middleware(self._serve_load_table)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        segments = _load_table_segments(scope)
+        if segments is not None and _snapshots_mode(scope.get("query_string", b"")) is not None:
+            scope["path_template"] = LOAD_TABLE_TEMPLATE
+            scope["path_params"] = dict(zip(("prefix", "namespace", "table"), segments, strict=True))
+            await self._load_table(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    async def _serve_load_table(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = self.litestar.state
+        try:
+            principal = await authenticate_scope(state, scope)
+        except CatalogError as exc:
+            await send_refusal(scope, send, exc)
+            return
+        scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
+        params = scope["path_params"]
+        if_none_match = access_delegation = None
+        for key, value in scope["headers"]:
+            name = key.lower()
+            if name == b"if-none-match":
+                if_none_match = value.decode("latin-1")
+            elif name == b"x-iceberg-access-delegation":
+                access_delegation = value.decode("latin-1")
+        try:
+            loaded = await TableService(state.ctx).load(
+                principal,
+                decode_segment(params["prefix"]),
+                ident_of(params["namespace"], params["table"]),
+                _snapshots_mode(scope.get("query_string", b"")) or "all",
+                if_none_match,
+                access_delegation,
+            )
+        except CatalogError as exc:
+            extra = [(b"www-authenticate", b'Bearer realm="floe"')] if exc.status_code == 401 else []
+            await _send(send, exc.status_code, error_body(exc.status_code, exc.error_type, exc.message), extra)
+            return
+        except Exception as exc:  # as Litestar's handler of last resort answers
+            status, error_type, message = unexpected_failure(exc, "GET", scope["path"])
+            await _send(send, status, error_body(status, error_type, message), [])
+            return
+        if loaded is None:
+            await _send(send, 304, b"", [(b"etag", (if_none_match or "").encode("latin-1"))], json=False)
+            return
+        headers = [(b"etag", loaded.etag.encode("latin-1"))] if loaded.etag else []
+        if loaded.storage_credentials:
+            # Secrets inside: no shared cache may keep this response.
+            headers.append((b"cache-control", b"no-store"))
+        await _send(send, 200, loaded.to_json(), headers)
+
+
+async def _send(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], *, json: bool = True
+) -> None:
+    start = [(b"content-length", str(len(body)).encode())] if status != 304 else []
+    if json:
+        start.append((b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": start + headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
