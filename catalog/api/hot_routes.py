@@ -1,12 +1,14 @@
-"""loadTable on the leanest path: the catalog's hottest route, answered before Litestar routes it.
+"""loadTable and listTables on the leanest path: the catalog's hottest routes, answered before Litestar
+routes them.
 
 Engines load a table before nearly every query, so a loadTable (or its 304) should cost little more than
 the version check in the database. Litestar's routing, parameter parsing, dependency injection and
 response building cost a multiple of that (profiled: benchmarks/results/catalog-hot-path.md). This ASGI
-layer recognises `GET /v1/{prefix}/namespaces/{namespace}/tables/{table}` and calls the same service
-(`TableService.load`) behind the same authentication, request id, access log and metrics, mapping errors
-as `catalog.api.errors` does. Anything else (other routes and methods, query parameters other than one
-`snapshots`) goes to Litestar, which also keeps serving the route for the OpenAPI document.
+layer recognises `GET /v1/{prefix}/namespaces/{namespace}/tables/{table}` (with at most a `snapshots`
+parameter) and `GET /v1/{prefix}/namespaces/{namespace}/tables` (without paging parameters) and calls
+the same services behind the same authentication, request id, access log and metrics, mapping errors as
+`catalog.api.errors` does. Anything else goes to Litestar, which also keeps serving both routes for the
+OpenAPI document and for requests this layer does not take.
 """
 
 from __future__ import annotations
@@ -21,27 +23,30 @@ from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.api.authentication import authenticate_scope, send_refusal
 from catalog.api.errors import error_body, unexpected_failure
 from catalog.api.middleware import request_context_middleware
-from catalog.api.tables import ident_of
+from catalog.api.tables import ident_of, list_tables_body
+from catalog.auth import Principal
 from catalog.errors import CatalogError
-from catalog.identifiers import decode_segment
+from catalog.identifiers import decode_segment, parse_namespace
 from catalog.service.tables import TableService
 
-# What Litestar puts in `scope["path_template"]` for the route (the access log and metrics label).
+# What Litestar puts in `scope["path_template"]` for the routes (the access log and metrics label).
 LOAD_TABLE_TEMPLATE = "/v1/{prefix:str}/namespaces/{namespace:str}/tables/{table:str}"
+LIST_TABLES_TEMPLATE = "/v1/{prefix:str}/namespaces/{namespace:str}/tables"
 
 
-def _load_table_segments(scope: Scope) -> tuple[str, str, str] | None:
-    """(prefix, namespace, table), still percent-encoded, when the request is a plain loadTable."""
+def _tables_path(scope: Scope) -> list[str] | None:
+    """[prefix, namespace] or [prefix, namespace, table], still percent-encoded, of a GET of
+    `/v1/{prefix}/namespaces/{namespace}/tables[/{table}]`."""
     if scope["type"] != ScopeType.HTTP or scope["method"] != "GET":
         return None
     raw = scope.get("raw_path") or scope["path"].encode("latin-1")
     parts = raw.split(b"?", 1)[0].split(b"/")
-    if len(parts) != 7 or parts[1] != b"v1" or parts[3] != b"namespaces" or parts[5] != b"tables":
+    if len(parts) not in (6, 7) or parts[1] != b"v1" or parts[3] != b"namespaces" or parts[5] != b"tables":
         return None
-    prefix, namespace, table = parts[2], parts[4], parts[6]
-    if not (prefix and namespace and table):
+    segments = [parts[2], parts[4], *parts[6:]]
+    if not all(segments):
         return None
-    return prefix.decode("latin-1"), namespace.decode("latin-1"), table.decode("latin-1")
+    return [segment.decode("latin-1") for segment in segments]
 
 
 def _snapshots_mode(query_string: bytes) -> str | None:
@@ -61,24 +66,55 @@ class HotRoutes:
         self.app = app
         self.litestar = litestar
         self._load_table = request_context_middleware(self._serve_load_table)
+        self._list_tables = request_context_middleware(self._serve_list_tables)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        segments = _load_table_segments(scope)
-        if segments is not None and _snapshots_mode(scope.get("query_string", b"")) is not None:
-            scope["path_template"] = LOAD_TABLE_TEMPLATE
-            scope["path_params"] = dict(zip(("prefix", "namespace", "table"), segments, strict=True))
-            await self._load_table(scope, receive, send)
-            return
+        segments = _tables_path(scope)
+        if segments is not None:
+            query = scope.get("query_string", b"")
+            if len(segments) == 3 and _snapshots_mode(query) is not None:
+                scope["path_template"] = LOAD_TABLE_TEMPLATE
+                scope["path_params"] = dict(zip(("prefix", "namespace", "table"), segments, strict=True))
+                await self._load_table(scope, receive, send)
+                return
+            if len(segments) == 2 and not query:
+                scope["path_template"] = LIST_TABLES_TEMPLATE
+                scope["path_params"] = dict(zip(("prefix", "namespace"), segments, strict=True))
+                await self._list_tables(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
-    async def _serve_load_table(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = self.litestar.state
+    async def _authenticated(self, scope: Scope, send: Send) -> Principal | None:
+        """The caller, or None once a refusal was sent."""
         try:
-            principal = await authenticate_scope(state, scope)
+            principal = await authenticate_scope(self.litestar.state, scope)
         except CatalogError as exc:
             await send_refusal(scope, send, exc)
-            return
+            return None
         scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
+        return principal
+
+    async def _serve_list_tables(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = await self._authenticated(scope, send)
+        if principal is None:
+            return
+        params = scope["path_params"]
+        try:
+            namespace = parse_namespace(params["namespace"])
+            names, token = await TableService(self.litestar.state.ctx).list_tables(
+                principal, decode_segment(params["prefix"]), namespace, None, None
+            )
+            body = list_tables_body(namespace, names, token)
+        except Exception as exc:
+            await _send_failure(scope, send, exc)
+            return
+        await _send(send, 200, body, [])
+
+    async def _serve_load_table(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = await self._authenticated(scope, send)
+        if principal is None:
+            return
+        state = self.litestar.state
         params = scope["path_params"]
         if_none_match = access_delegation = None
         for key, value in scope["headers"]:
@@ -96,13 +132,8 @@ class HotRoutes:
                 if_none_match,
                 access_delegation,
             )
-        except CatalogError as exc:
-            extra = [(b"www-authenticate", b'Bearer realm="floe"')] if exc.status_code == 401 else []
-            await _send(send, exc.status_code, error_body(exc.status_code, exc.error_type, exc.message), extra)
-            return
-        except Exception as exc:  # as Litestar's handler of last resort answers
-            status, error_type, message = unexpected_failure(exc, "GET", scope["path"])
-            await _send(send, status, error_body(status, error_type, message), [])
+        except Exception as exc:
+            await _send_failure(scope, send, exc)
             return
         if loaded is None:
             await _send(send, 304, b"", [(b"etag", (if_none_match or "").encode("latin-1"))], json=False)
@@ -122,3 +153,13 @@ async def _send(
         start.append((b"content-type", b"application/json"))
     await send({"type": "http.response.start", "status": status, "headers": start + headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _send_failure(scope: Scope, send: Send, exc: Exception) -> None:
+    """The error response `catalog.api.errors` maps `exc` to."""
+    if isinstance(exc, CatalogError):
+        extra = [(b"www-authenticate", b'Bearer realm="floe"')] if exc.status_code == 401 else []
+        await _send(send, exc.status_code, error_body(exc.status_code, exc.error_type, exc.message), extra)
+        return
+    status, error_type, message = unexpected_failure(exc, "GET", scope["path"])
+    await _send(send, status, error_body(status, error_type, message), [])

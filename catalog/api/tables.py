@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
+import msgspec
 from litestar import Controller, Response, delete, get, head, post
 from litestar.datastructures import ResponseHeader
 from litestar.openapi.datastructures import ResponseSpec
@@ -55,6 +56,17 @@ def json_response(loaded: LoadedTable, status: int = 200) -> Response[bytes]:
     return Response(content=loaded.to_json(), status_code=status, media_type=JSON, headers=headers or None)
 
 
+def list_tables_response(namespace: Namespace, names: list[str], token: str | None) -> ListTablesResponse:
+    # One shared namespace list for every identifier: pages can hold thousands of names.
+    levels = list(namespace.levels)
+    return ListTablesResponse(identifiers=[TableIdentifier(levels, n) for n in names], next_page_token=token)
+
+
+def list_tables_body(namespace: Namespace, names: list[str], token: str | None) -> bytes:
+    """The JSON of a `ListTablesResponse`, as Litestar encodes it."""
+    return msgspec.json.encode(list_tables_response(namespace, names, token))
+
+
 def ident_of(namespace: str, table: str) -> TableIdent:
     return TableIdent(parse_namespace(namespace), parse_name(table))
 
@@ -77,11 +89,7 @@ class TableController(Controller):
         names, token = await tables.list_tables(
             principal, decode_segment(prefix), ns, page_token, page_size_value(page_size)
         )
-        # One shared namespace list for every identifier: pages can hold thousands of names.
-        levels = list(ns.levels)
-        return ListTablesResponse(
-            identifiers=[TableIdentifier(levels, n) for n in names], next_page_token=token
-        )
+        return list_tables_response(ns, names, token)
 
     @post(
         "/tables",

@@ -76,8 +76,12 @@ class TableService:
     ) -> tuple[list[str], str | None]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        ns = await self.ctx.namespace(warehouse, namespace)
-        return await self.ctx.store.list_tabulars(ns.id, "table", page_token, page_size)
+        listed = await self.ctx.store.list_tabulars_in(
+            warehouse.id, namespace.key, "table", page_token, page_size
+        )
+        if listed is None:
+            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
+        return listed
 
     def table_config(self, warehouse: WarehouseRecord) -> dict[str, str]:
         return client_properties(warehouse.properties, self.storage_endpoint)

@@ -62,8 +62,12 @@ class ViewService:
     ) -> tuple[list[str], str | None]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        ns = await self.ctx.namespace(warehouse, namespace)
-        return await self.ctx.store.list_tabulars(ns.id, "view", page_token, page_size)
+        listed = await self.ctx.store.list_tabulars_in(
+            warehouse.id, namespace.key, "view", page_token, page_size
+        )
+        if listed is None:
+            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
+        return listed
 
     def _loaded(self, warehouse: WarehouseRecord, location: str | None, metadata_json: str) -> LoadedTable:
         return LoadedTable(

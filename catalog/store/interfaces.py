@@ -65,6 +65,15 @@ class TabularStore(Protocol):
         self, namespace_id: str, kind: TabularKind, page_token: str | None, page_size: int | None
     ) -> tuple[list[str], str | None]: ...
 
+    async def list_tabulars_in(
+        self,
+        warehouse_id: str,
+        namespace_key: str,
+        kind: TabularKind,
+        page_token: str | None,
+        page_size: int | None,
+    ) -> tuple[list[str], str | None] | None: ...
+
     async def swap(self, commits: Sequence[PendingCommit]) -> bool: ...
 
     async def name_exists(self, namespace_id: str, name: str) -> str | None: ...

@@ -278,6 +278,21 @@ class TabularStoreMixin:
         .limit(bindparam("p_limit"))
     )
     _LIST_TABULAR_NAMES_AFTER = _LIST_TABULAR_NAMES.where(tabulars.c.name > bindparam("p_after"))
+    # The same by namespace key: a listing is one round trip (the namespace is looked up only when
+    # the listing comes back empty, to tell an empty namespace from a missing one).
+    _LIST_NAMES_BY_KEY = (
+        select(tabulars.c.name)
+        .select_from(_TABULARS_JOIN)
+        .where(
+            namespaces.c.warehouse_id == bindparam("p_warehouse_id"),
+            namespaces.c.key == bindparam("p_namespace_key"),
+            tabulars.c.kind == bindparam("p_kind"),
+        )
+        .order_by(tabulars.c.name)
+    )
+    _LIST_NAMES_BY_KEY_AFTER = _LIST_NAMES_BY_KEY.where(tabulars.c.name > bindparam("p_after"))
+    _LIST_PAGE_BY_KEY = _LIST_NAMES_BY_KEY.limit(bindparam("p_limit"))
+    _LIST_PAGE_BY_KEY_AFTER = _LIST_NAMES_BY_KEY_AFTER.limit(bindparam("p_limit"))
     # Page variants: LIMIT is a bound parameter too, so every page size shares one statement.
     _LIST_TABULAR_PAGE = _LIST_TABULAR_NAMES.limit(bindparam("p_limit"))
     _LIST_TABULAR_PAGE_AFTER = _LIST_TABULAR_NAMES_AFTER.limit(bindparam("p_limit"))
@@ -307,6 +322,33 @@ class TabularStoreMixin:
             query = self._LIST_TABULAR_PAGE if after is None else self._LIST_TABULAR_PAGE_AFTER
             params["p_limit"] = page_size + 1
         names = [row[0] for row in await self._fetch(query, params)]
+        return _page(names, page_size)
+
+    async def list_tabulars_in(
+        self,
+        warehouse_id: str,
+        namespace_key: str,
+        kind: TabularKind,
+        page_token: str | None,
+        page_size: int | None,
+    ) -> tuple[list[str], str | None] | None:
+        """A page of the names of a namespace's tables or views, or None when the namespace does not
+        exist."""
+        after = decode_page_token(page_token)
+        params: dict[str, Any] = {
+            "p_warehouse_id": warehouse_id,
+            "p_namespace_key": namespace_key,
+            "p_kind": kind,
+            "p_after": after,
+        }
+        if page_size is None:
+            query = self._LIST_NAMES_BY_KEY if after is None else self._LIST_NAMES_BY_KEY_AFTER
+        else:
+            query = self._LIST_PAGE_BY_KEY if after is None else self._LIST_PAGE_BY_KEY_AFTER
+            params["p_limit"] = page_size + 1
+        names = [row[0] for row in await self._fetch(query, params)]
+        if not names and await self.get_namespace(warehouse_id, namespace_key) is None:
+            return None
         return _page(names, page_size)
 
     async def swap(self, commits: Sequence[PendingCommit]) -> bool:
