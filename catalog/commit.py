@@ -2,8 +2,9 @@
 
 A commit is: parse the request's requirements and updates, check every requirement against the base
 metadata (worded as the Java reference implementation words them, which the Java client and the REST
-compatibility kit match), then apply the updates with pyiceberg's `update_table_metadata`. Nothing here
-does I/O; the service layer writes the resulting metadata file and swaps the pointer in the store.
+compatibility kit match), then apply the updates with the update functions of pyiceberg's
+`update_table_metadata`. Nothing here does I/O; the service layer writes the resulting metadata file
+and swaps the pointer in the store.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from pydantic import TypeAdapter
@@ -28,8 +30,11 @@ from pyiceberg.table.update import (
     RemovePropertiesUpdate,
     SetDefaultSortOrderUpdate,
     SetPropertiesUpdate,
-    update_table_metadata,
+    _apply_table_update,
+    _TableMetadataUpdateContext,
+    _update_table_metadata_log,
 )
+from pyiceberg.utils.datetime import datetime_to_millis
 
 from catalog.errors import BadRequest, CommitFailed
 from catalog.table_metadata import (
@@ -315,6 +320,30 @@ def assign_sort_order_ids(start: TableMetadata, updates: Sequence[TableUpdate]) 
     return tuple(result)
 
 
+def _update_table_metadata(
+    base: TableMetadata, updates: tuple[TableUpdate, ...], metadata_location: str | None
+) -> TableMetadata:
+    """pyiceberg's `update_table_metadata` without its closing deep copy of the whole result.
+
+    That copy, which only detaches the result from `base`, was ~95% of a commit's pyiceberg time
+    (0.5 ms for a table with 8 snapshots and a long metadata log, whatever the update). Nothing here
+    mutates either model afterwards: the result is confined, serialized and dropped, as is `base`.
+    tests/unit/test_commit_core.py checks the result against `update_table_metadata`'s."""
+    context = _TableMetadataUpdateContext()
+    new = base
+    for update in updates:
+        # floe's update union: pyiceberg's with the spec's v3 updates (catalog.table_metadata).
+        new = _apply_table_update(cast(Any, update), new, context)
+    if context.has_changes():
+        if metadata_location:
+            new = _update_table_metadata_log(new, metadata_location, base.last_updated_ms)
+        if base.last_updated_ms == new.last_updated_ms:
+            new = new.model_copy(update={"last_updated_ms": datetime_to_millis(datetime.now().astimezone())})
+    new.spec().check_compatible(new.schema())
+    new.sort_order().check_compatible(new.schema())
+    return new
+
+
 def apply_table_updates(
     base: TableMetadata | None,
     updates: Sequence[TableUpdate],
@@ -329,10 +358,9 @@ def apply_table_updates(
     """
     start = base if base is not None else empty_table_metadata(updates)
     try:
-        new = update_table_metadata(
+        new = _update_table_metadata(
             start,
-            # floe's update union: pyiceberg's with the spec's v3 updates (catalog.table_metadata).
-            cast(Any, assign_sort_order_ids(start, ignore_absent_removals(start, updates))),
+            assign_sort_order_ids(start, ignore_absent_removals(start, updates)),
             metadata_location=base_location,
         )
         # A create transaction starts from an empty v1 shell, an upgrade from the old version's model:

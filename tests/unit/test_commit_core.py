@@ -6,13 +6,14 @@ the REST compatibility kit match these texts); anything the client got wrong is 
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV1
-from pyiceberg.table.update import AddSnapshotUpdate, SetPropertiesUpdate
+from pyiceberg.table.update import AddSnapshotUpdate, SetPropertiesUpdate, update_table_metadata
 from pyiceberg.view.metadata import ViewMetadata
 
 from catalog import commit as core
@@ -286,6 +287,70 @@ def test_apply_properties_and_snapshots() -> None:
     assert last_sequence_number(second) == 2
     assert [s.snapshot_id for s in second.snapshots] == [1, 2]
     assert second.refs["main"].snapshot_id == 2
+
+
+def _without_clock(metadata: TableMetadata) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(metadata.model_dump_json())
+    document.pop("last-updated-ms")
+    for entry in document.get("metadata-log", []):
+        entry.pop("timestamp-ms")
+    return document
+
+
+_NEW_FIELD = {"id": 3, "name": "x", "type": "int", "required": False}
+_WIDER_SCHEMA = {**SCHEMA, "schema-id": 1, "fields": [*SCHEMA["fields"], _NEW_FIELD]}
+_BUCKET = {"source-id": 1, "field-id": 1000, "transform": "bucket[4]", "name": "b"}
+_BUCKET_SPEC = {"spec-id": 1, "fields": [_BUCKET]}
+_ORDER_FIELD = {"source-id": 1, "transform": "identity", "direction": "asc", "null-order": "nulls-first"}
+_STATISTICS = {
+    "snapshot-id": 5,
+    "statistics-path": f"{LOCATION}/s.puffin",
+    "file-size-in-bytes": 1,
+    "file-footer-size-in-bytes": 1,
+    "blob-metadata": [],
+}
+
+
+@pytest.mark.parametrize(
+    "updates",
+    [
+        [{"action": "set-properties", "updates": {"a": "1"}}],
+        [{"action": "remove-properties", "removals": ["p"]}],
+        [{"action": "set-location", "location": f"{LOCATION}/moved"}],
+        [{"action": "upgrade-format-version", "format-version": 3}],
+        [{"action": "assign-uuid", "uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1"}],
+        [
+            {"action": "add-schema", "schema": _WIDER_SCHEMA, "last-column-id": 3},
+            {"action": "set-current-schema", "schema-id": -1},
+        ],
+        [{"action": "add-spec", "spec": _BUCKET_SPEC}, {"action": "set-default-spec", "spec-id": -1}],
+        [
+            {"action": "add-sort-order", "sort-order": {"order-id": 1, "fields": [_ORDER_FIELD]}},
+            {"action": "set-default-sort-order", "sort-order-id": -1},
+        ],
+        [
+            {"action": "add-snapshot", "snapshot": snapshot_body(7, 2, 5)},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 7},
+            {"action": "set-snapshot-ref", "ref-name": "tag", "type": "tag", "snapshot-id": 5},
+        ],
+        [
+            {"action": "remove-snapshots", "snapshot-ids": [5]},
+            {"action": "remove-snapshot-ref", "ref-name": "main"},
+        ],
+        [{"action": "set-statistics", "snapshot-id": 5, "statistics": _STATISTICS}],
+    ],
+)
+def test_updates_apply_as_pyiceberg_applies_them(updates: list[dict[str, Any]]) -> None:
+    """floe applies updates with pyiceberg's functions but skips `update_table_metadata`'s deep copy
+    of the result: the metadata is the same, and the base is left as it was."""
+    base = append(make_table({"p": "v"}), 5, f"{LOCATION}/metadata/00000-a.metadata.json")
+    before = base.model_dump_json()
+    parsed = core.parse_table_updates(updates)
+    location = f"{LOCATION}/metadata/00001-b.metadata.json"
+    ours = core.apply_table_updates(base, parsed, location)
+    assert base.model_dump_json() == before
+    theirs = update_table_metadata(base, cast(Any, parsed), metadata_location=location)
+    assert _without_clock(ours) == _without_clock(theirs)
 
 
 def test_stale_snapshot_is_a_conflict_to_retry() -> None:
