@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -134,6 +135,27 @@ def reference_server() -> Iterator[Server]:
         yield Server(discover(REFERENCE, process.url), description, pids)
 
 
+def git_commit() -> str | None:
+    """The commit of the floe tree measured (with `+changes` when it has uncommitted ones)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return f"{head}+changes" if dirty else head
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.catalog", description=__doc__)
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per workload")
@@ -175,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         "server_warmup_s": args.server_warmup,
         "clients": args.clients,
         "floe_workers": args.workers,
+        "git_commit": git_commit(),
     }
     machine = machine_info()
     dataset = Dataset(list_tables=args.tables, appends=args.appends)
