@@ -50,6 +50,46 @@ def connection_limits() -> ConnectionLimits:
     )
 
 
+class _CoalescingTransport:
+    """A connection's transport whose writes of one event-loop step leave as one.
+
+    uvicorn writes a response's head as soon as the app starts it and its body after: two send calls,
+    two TCP segments and, on loopback, two wake-ups of the client per response (profiled: the head's
+    write alone was a fifth of a loadTable's CPU). Writes are gathered and sent at the end of the
+    step, in order; closing sends what is gathered first.
+    """
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class _HeadRefused(Exception):
     """Raised from a parser callback to stop parsing a request head that breaks a limit."""
 
@@ -70,7 +110,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     # -- connection --------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(_CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
         if len(self.connections) > self.limits.max_connections:
             self.logger.warning("Refused a connection: %d open", len(self.connections) - 1)
             self._refuse(503, "Too many open connections: retry later")
