@@ -28,10 +28,12 @@ from catalog.auth import Principal
 from catalog.errors import CatalogError
 from catalog.identifiers import decode_segment, parse_namespace
 from catalog.service.tables import TableService
+from catalog.storage import STORAGE_ENDPOINT_HEADER, parse_storage_endpoint
 
 # What Litestar puts in `scope["path_template"]` for the routes (the access log and metrics label).
 LOAD_TABLE_TEMPLATE = "/v1/{prefix:str}/namespaces/{namespace:str}/tables/{table:str}"
 LIST_TABLES_TEMPLATE = "/v1/{prefix:str}/namespaces/{namespace:str}/tables"
+STORAGE_ENDPOINT_HEADER_BYTES = STORAGE_ENDPOINT_HEADER.lower().encode("latin-1")
 
 
 def _tables_path(scope: Scope) -> list[str] | None:
@@ -116,15 +118,18 @@ class HotRoutes:
             return
         state = self.litestar.state
         params = scope["path_params"]
-        if_none_match = access_delegation = None
+        if_none_match = access_delegation = storage_endpoint = None
         for key, value in scope["headers"]:
             name = key.lower()
             if name == b"if-none-match":
                 if_none_match = value.decode("latin-1")
             elif name == b"x-iceberg-access-delegation":
                 access_delegation = value.decode("latin-1")
+            elif name == STORAGE_ENDPOINT_HEADER_BYTES:
+                storage_endpoint = value.decode("latin-1")
         try:
-            loaded = await TableService(state.ctx).load(
+            service = TableService(state.ctx, parse_storage_endpoint(storage_endpoint))
+            loaded = await service.load(
                 principal,
                 decode_segment(params["prefix"]),
                 ident_of(params["namespace"], params["table"]),

@@ -1,6 +1,7 @@
 """Rendered loadTable responses per (table, metadata version), shared by the requests of one process.
 
-An entry is keyed by the table's name and the `snapshots` mode and holds the metadata location it was
+An entry is keyed by the table's name, the `snapshots` mode and the S3 endpoint the engine is told
+(`X-Floe-Storage-Endpoint`: the config differs) and holds the metadata location it was
 rendered for: a hit still costs the caller one indexed read of the table's current metadata location
 (the version check), so a commit made by any process, through any worker, is seen by the next load.
 Entries hold only what every authorized caller gets alike (metadata, warehouse client config, ETag):
@@ -20,7 +21,7 @@ from catalog.service.table_model import LoadedTable
 MAX_CACHED_BYTES = 64 * 1024 * 1024
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
 
-CacheKey = tuple[str, str, str, str]  # warehouse id, namespace key, table name, snapshots mode
+CacheKey = tuple[str, str, str, str, str]  # warehouse id, namespace key, table, snapshots, endpoint
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,7 +136,7 @@ class TableService:
             raise NoSuchTable(
                 f"Table does not exist: {ident} (namespace {ident.namespace} does not exist)"
             ) from None
-        key = (warehouse.id, ident.namespace.key, ident.name, snapshots)
+        key = (warehouse.id, ident.namespace.key, ident.name, snapshots, self.storage_endpoint)
         cache = self.ctx.load_cache
         if if_none_match or cache.has(key):
             # The version check: one indexed read of the current metadata location.

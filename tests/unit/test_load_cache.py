@@ -7,7 +7,7 @@ from catalog.service.load_cache import LoadCache
 from catalog.service.table_model import LoadedTable
 from catalog.storage import StorageCredential
 
-KEY = ("warehouse", "ns", "t", "all")
+KEY = ("warehouse", "ns", "t", "all", "client")
 SETTINGS = {"s3.endpoint": "http://127.0.0.1:9000"}
 
 
@@ -25,7 +25,8 @@ def test_an_entry_serves_its_own_version_and_settings_only() -> None:
     assert not cache.has(KEY)  # a stale entry is dropped
     cache.put(KEY, loaded("v1"), SETTINGS)
     assert cache.get(KEY, "v2", SETTINGS) is None
-    assert cache.get(("warehouse", "ns", "t", "refs"), "v1", SETTINGS) is None
+    assert cache.get(("warehouse", "ns", "t", "refs", "client"), "v1", SETTINGS) is None
+    assert cache.get(("warehouse", "ns", "t", "all", "internal"), "v1", SETTINGS) is None
 
 
 def test_vended_credentials_are_never_cached() -> None:
@@ -47,10 +48,10 @@ def test_least_recently_used_entries_go_first() -> None:
     size = len(loaded("v", 1000).to_json())
     cache = LoadCache(max_bytes=size * 2)
     for name in ("a", "b"):
-        cache.put(("w", "ns", name, "all"), loaded("v", 1000), SETTINGS)
-    assert cache.get(("w", "ns", "a", "all"), "v", SETTINGS) is not None  # `b` is now the oldest
-    cache.put(("w", "ns", "c", "all"), loaded("v", 1000), SETTINGS)
+        cache.put(("w", "ns", name, "all", "client"), loaded("v", 1000), SETTINGS)
+    assert cache.get(("w", "ns", "a", "all", "client"), "v", SETTINGS) is not None  # `b` is now the oldest
+    cache.put(("w", "ns", "c", "all", "client"), loaded("v", 1000), SETTINGS)
     assert len(cache) == 2
-    assert cache.has(("w", "ns", "a", "all"))
-    assert cache.has(("w", "ns", "c", "all"))
-    assert not cache.has(("w", "ns", "b", "all"))
+    assert cache.has(("w", "ns", "a", "all", "client"))
+    assert cache.has(("w", "ns", "c", "all", "client"))
+    assert not cache.has(("w", "ns", "b", "all", "client"))
