@@ -10,6 +10,8 @@ clock when it handed the record to the Kafka client (freshness is measured again
 from __future__ import annotations
 
 import datetime as dt
+import io
+import json
 import random
 from typing import Any
 
@@ -119,3 +121,116 @@ class EventFactory:
     @staticmethod
     def key(seq: int) -> bytes:
         return str(seq).encode()
+
+
+# -- the same logical records as Avro and Protobuf --------------------------------------------------
+
+JSON, AVRO, PROTOBUF = "json", "avro", "protobuf"
+FORMATS = (JSON, AVRO, PROTOBUF)
+
+# Raw framing for both (plain Avro binary, plain protobuf messages): the JSON values carry no schema-id
+# prefix either, so all three topics hold just the encoded record.
+PROTO_MESSAGE = "bench.Event"
+PROTO = """
+syntax = "proto3";
+package bench;
+import "google/protobuf/timestamp.proto";
+
+message Device {
+  string os = 1;
+  optional string browser = 2;
+  optional int32 version = 3;
+}
+message Event {
+  int64 seq = 1;
+  string event_id = 2;
+  int64 user_id = 3;
+  optional string session_id = 4;
+  string event_type = 5;
+  google.protobuf.Timestamp occurred_at = 6;
+  google.protobuf.Timestamp sent_at = 7;
+  optional double amount = 8;
+  optional string currency = 9;
+  Device device = 10;
+  optional string properties = 11;
+}
+"""
+
+_AVRO_PRIMITIVES = {
+    "long": "long",
+    "int": "int",
+    "string": "string",
+    "double": "double",
+    "timestamptz": {"type": "long", "logicalType": "timestamp-micros"},
+}
+_TIMESTAMP_FIELDS = ("occurred_at", "sent_at")
+
+
+def _avro_field(field: dict[str, Any]) -> dict[str, Any]:
+    kind: Any
+    if field["type"] == "struct":
+        kind = {
+            "type": "record",
+            "name": f"r{field['id']}",
+            "fields": [_avro_field(f) for f in field["fields"]],
+        }
+    else:
+        kind = _AVRO_PRIMITIVES[field["type"]]
+    if field.get("optional"):
+        return {"name": field["name"], "type": ["null", kind], "default": None}
+    return {"name": field["name"], "type": kind}
+
+
+# The writer schema floe derives from `FLOE_FIELDS` for an inline Avro table (optional → ["null", T],
+# timestamptz → timestamp-micros); Avro binary carries no names, so only the shape has to match.
+AVRO_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "event",
+    "fields": [_avro_field(f) for f in FLOE_FIELDS],
+}
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _micros(iso: str) -> int:
+    return (dt.datetime.fromisoformat(iso) - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+class Reencoder:
+    """Turns the JSON value of `EventFactory` into the same record as raw Avro or raw Protobuf: the
+    value is parsed and every field carried over, so all three topics hold the same logical records."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        if target == AVRO:
+            import fastavro
+
+            self._avro = fastavro.parse_schema(AVRO_SCHEMA)
+        elif target == PROTOBUF:
+            from google.protobuf import message_factory
+
+            from catalog.pipelines.protobuf import build_pool, descriptor_set
+
+            files, _ = descriptor_set(PROTO, {})
+            pool = build_pool(files)
+            self._event = message_factory.GetMessageClass(pool.FindMessageTypeByName(PROTO_MESSAGE))
+
+    def encode(self, json_value: bytes) -> bytes:
+        if self.target == JSON:
+            return json_value
+        record = json.loads(json_value)
+        if self.target == AVRO:
+            import fastavro
+
+            for name in _TIMESTAMP_FIELDS:
+                record[name] = _micros(record[name])
+            out = io.BytesIO()
+            fastavro.schemaless_writer(out, self._avro, record)
+            return out.getvalue()
+        stamps = {name: _micros(record.pop(name)) for name in _TIMESTAMP_FIELDS}
+        message = self._event(**record)
+        for name, micros in stamps.items():
+            stamp = getattr(message, name)
+            stamp.seconds, rest = divmod(micros, 1_000_000)
+            stamp.nanos = rest * 1000
+        return bytes(message.SerializeToString())

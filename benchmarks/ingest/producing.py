@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from benchmarks.ingest.events import EventFactory
+from benchmarks.ingest.events import JSON, EventFactory, Reencoder
 
 
 @dataclass
@@ -72,24 +73,48 @@ def _send(
 
 
 def produce_backlog(
-    bootstrap: str, topic: str, count: int, events: EventFactory, *, round_robin: int | None = None
+    bootstrap: str,
+    topic: str,
+    count: int,
+    events: EventFactory,
+    *,
+    round_robin: int | None = None,
 ) -> ProduceResult:
-    """Produce `count` records as fast as the client goes and wait for every acknowledgement
+    """Produce `count` JSON records as fast as the client goes and wait for every acknowledgement
     (`round_robin=N`: record `seq` to partition `seq % N`, else by key)."""
+    return produce_backlogs(bootstrap, {topic: Reencoder(JSON)}, count, events, round_robin)[topic]
+
+
+def produce_backlogs(
+    bootstrap: str,
+    topics: Mapping[str, Reencoder],
+    count: int,
+    events: EventFactory,
+    round_robin: int | None = None,
+) -> dict[str, ProduceResult]:
+    """Every record to every topic, encoded by that topic's `Reencoder`, so the topics hold the same
+    logical records (the same `sent_at` too) with the same keys in the same partitions."""
     producer = _producer(bootstrap, linger_ms=50)
-    acks = _Acknowledgements()
-    size = 0
+    acks = {topic: _Acknowledgements() for topic in topics}
+    sizes = dict.fromkeys(topics, 0)
     started = time.perf_counter()
     for seq in range(count):
-        value = events.value(seq, time.time())
-        size += len(value)
+        json_value = events.value(seq, time.time())
+        key = events.key(seq)
         partition = seq % round_robin if round_robin else None
-        _send(producer, topic, value, events.key(seq), acks, partition)
+        for topic, reencoder in topics.items():
+            value = reencoder.encode(json_value)
+            sizes[topic] += len(value)
+            _send(producer, topic, value, key, acks[topic], partition)
         if seq % 1000 == 0:
             producer.poll(0)
-    if producer.flush(120) or acks.errors:
-        raise RuntimeError(f"producing the backlog failed: {acks.errors[:3]} ({len(acks.errors)} errors)")
-    return ProduceResult(count, size, time.perf_counter() - started, dict(acks.end_offsets))
+    errors = [e for a in acks.values() for e in a.errors]
+    if producer.flush(120) or errors:
+        raise RuntimeError(f"producing the backlog failed: {errors[:3]} ({len(errors)} errors)")
+    seconds = time.perf_counter() - started
+    return {
+        topic: ProduceResult(count, sizes[topic], seconds, dict(acks[topic].end_offsets)) for topic in topics
+    }
 
 
 class SteadyProducer(threading.Thread):

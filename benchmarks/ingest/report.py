@@ -15,18 +15,27 @@ from benchmarks.catalog.report import machine_info as catalog_machine_info
 from benchmarks.ingest.ingesters import FLOE, PLAIN
 from benchmarks.ingest.producing import ProduceResult
 
-LABELS = {FLOE: "floe ingest", PLAIN: "plain Spark job"}
+FLOE_AVRO, FLOE_PROTOBUF = "floe-avro", "floe-protobuf"  # run.variant(FLOE, format)
+# Keyed by a run's `variant`: floe and the plain job on JSON, floe on the same records as Avro and Protobuf.
+LABELS = {
+    FLOE: "floe ingest, JSON",
+    PLAIN: "plain Spark job, JSON",
+    FLOE_AVRO: "floe ingest, Avro",
+    FLOE_PROTOBUF: "floe ingest, Protobuf",
+}
 
 # Targets from the issue: reported, never asserted.
 FLOE_MIB_PER_S_TARGET = 40.0
 THROUGHPUT_RATIO_TARGET = 1.5
 FRESHNESS_P50_TARGET_S = 5.0
+PROTOBUF_VS_JSON_RECORDS_TARGET = 1.0  # issue 14: floe on Protobuf ≥ floe on JSON, in records/s
 
 SYSTEMS = {
     FLOE: (
         "`floe ingest --cluster <c>` (`python -m catalog.cli ingest`): one Structured Streaming query per "
         "table with `foreachBatch`; per batch it reads the committed offsets of the table and its "
-        "dead-letter table from floe, decodes with `from_json` (PERMISSIVE) and checks required fields, "
+        "dead-letter table from floe, decodes with `from_json` (PERMISSIVE; Avro with `from_avro`, "
+        "Protobuf with upb in Spark's Python workers through `mapInArrow`) and checks required fields, "
         "persists the batch, computes per-partition statistics, and appends the rows (with the `_kafka` "
         "struct: partition, offset, timestamp, key, headers) with `writeTo(...).append()` carrying the "
         "Kafka offsets in the snapshot summary (floe's exactly-once fence). Table from floe.yaml: "
@@ -90,16 +99,17 @@ def _mean(values: list[float]) -> float | None:
 
 
 def throughput_summary(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per system: the mean over rounds, and every round's value."""
+    """Per variant (system and format): the mean over rounds, and every round's value."""
     summary: dict[str, dict[str, Any]] = {}
-    for system in (FLOE, PLAIN):
-        mine = [r for r in runs if r["system"] == system]
+    for name in LABELS:
+        mine = [r for r in runs if r.get("variant", r["system"]) == name]
         if mine:
-            summary[system] = {
+            summary[name] = {
                 "rounds": len(mine),
                 "records_per_s": _mean([r["records_per_s"] for r in mine]),
                 "mib_per_s": _mean([r["mib_per_s"] for r in mine]),
                 "mib_per_s_by_round": [r["mib_per_s"] for r in mine],
+                "records_per_s_by_round": [r["records_per_s"] for r in mine],
                 "ingester_cpu_s_per_100k_records": _mean(
                     [c for r in mine if (c := r["ingester_cpu_s_per_100k_records"])]
                 ),
@@ -114,6 +124,7 @@ def results_document(
     version_info: dict[str, Any],
     backlog: ProduceResult | None,
     throughput: list[dict[str, Any]],
+    backlogs: dict[str, ProduceResult] | None = None,
     freshness: list[dict[str, Any]],
     quiet: list[dict[str, Any]],
     diagnosis: dict[str, Any] | None = None,
@@ -122,6 +133,9 @@ def results_document(
     floe_mib = summary.get(FLOE, {}).get("mib_per_s")
     plain_mib = summary.get(PLAIN, {}).get("mib_per_s")
     ratio = round(floe_mib / plain_mib, 2) if floe_mib and plain_mib else None
+    json_records = summary.get(FLOE, {}).get("records_per_s")
+    protobuf_records = summary.get(FLOE_PROTOBUF, {}).get("records_per_s")
+    protobuf_ratio = round(protobuf_records / json_records, 2) if protobuf_records and json_records else None
     floe_fresh = next((f for f in freshness if f["system"] == FLOE), None)
     p50 = floe_fresh["freshness_s"]["p50"] if floe_fresh else None
     return {
@@ -139,6 +153,10 @@ def results_document(
             if backlog
             else None
         ),
+        "backlogs": {
+            name: asdict(made) | {"bytes_per_record": round(made.value_bytes / made.records, 1)}
+            for name, made in (backlogs or {}).items()
+        },
         "throughput": throughput,
         "throughput_summary": summary,
         "freshness": freshness,
@@ -154,6 +172,11 @@ def results_document(
             "floe_freshness_p50_s": p50,
             "floe_freshness_p50_target_s": FRESHNESS_P50_TARGET_S,
             "floe_freshness_p50_met": None if p50 is None else p50 <= FRESHNESS_P50_TARGET_S,
+            "floe_protobuf_vs_json_records_ratio": protobuf_ratio,
+            "floe_protobuf_vs_json_records_ratio_target": PROTOBUF_VS_JSON_RECORDS_TARGET,
+            "floe_protobuf_vs_json_records_ratio_met": (
+                None if protobuf_ratio is None else protobuf_ratio >= PROTOBUF_VS_JSON_RECORDS_TARGET
+            ),
         },
     }
 
@@ -197,7 +220,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
             "whole backlog into a fresh table; the rate counts the records committed between the "
             "table's first and last snapshot (Iceberg commit timestamps), so Spark's start-up and the "
             "first batch are left out. Rounds alternate which system goes first. MiB are of Kafka "
-            "record values. CPU in cores busy on average during that window: the ingester (driver and "
+            "record values. "
+            + _formats_sentence(doc.get("backlogs") or {})
+            + "CPU in cores busy on average during that window: the ingester (driver and "
             "Spark JVM), the Kafka broker, floe's catalog with PostgreSQL, this benchmark process, and "
             "everything else on the machine (other users: high values mean a disturbed run).",
             "",
@@ -209,7 +234,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         for r in doc["throughput"]:
             cpu = r["cpu_cores"]
             lines.append(
-                f"| {r['round']} | {LABELS[r['system']]} | {_fmt(r['records_per_s'], 0)} "
+                f"| {r['round']} | {LABELS[r.get('variant', r['system'])]} | {_fmt(r['records_per_s'], 0)} "
                 f"| {_fmt(r['mib_per_s'], 1)} | {_fmt(r['window_s'], 1)} | {r['commits']} "
                 f"| {_fmt(r['commit_interval_median_s'], 2)} s | {r['records_per_commit_median']:,} "
                 f"| {_fmt(r['startup_s'], 1)} | {_cores(cpu, 'ingester')} | {_cores(cpu, 'broker')} "
@@ -254,11 +279,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += ["## Where the time goes", ""]
     for r in doc["throughput"] + doc["freshness"]:
         phase = f"round {r['round']}" if "round" in r else "freshness"
-        notes = r["notes"]
+        notes, label = r["notes"], LABELS[r.get("variant", r["system"])]
         if "floe_ingest_batch_seconds" in notes:
             b = notes["floe_ingest_batch_seconds"]
             lines.append(
-                f"- {LABELS[r['system']]}, {phase}: `floe_ingest_batch_seconds` {b['count']} batches, "
+                f"- {label}, {phase}: `floe_ingest_batch_seconds` {b['count']} batches, "
                 f"mean {_fmt(b['mean'], 2)} s (decode, statistics, dead letters and commit)"
             )
         if "spark_progress" in notes:
@@ -266,7 +291,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             if p.get("batches"):
                 durations = ", ".join(f"{k} {v:,} ms" for k, v in p["duration_ms_median"].items() if v)
                 lines.append(
-                    f"- {LABELS[r['system']]}, {phase}: {p['batches']} batches of {p['rows_median']:,} "
+                    f"- {label}, {phase}: {p['batches']} batches of {p['rows_median']:,} "
                     f"rows (median); Spark's median durations: {durations}"
                 )
     lines += _diagnosis_lines(doc.get("diagnosis"))
@@ -282,6 +307,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"- floe freshness p50 ≤ {targets['floe_freshness_p50_target_s']:g} s at a "
         f"{settings['commit_interval_s']:g} s commit interval: {_fmt(targets['floe_freshness_p50_s'], 2)} s "
         f"({_verdict(targets['floe_freshness_p50_met'])})",
+        "- floe on Protobuf ≥ floe on JSON in records/s (the same records): "
+        + (
+            "not measured"
+            if targets.get("floe_protobuf_vs_json_records_ratio") is None
+            else f"{targets['floe_protobuf_vs_json_records_ratio']:.2f}x "
+            f"({_verdict(targets['floe_protobuf_vs_json_records_ratio_met'])})"
+        ),
         "",
         "## Systems",
         "",
@@ -298,6 +330,21 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += [f"- {q['before']}: {_fmt(q.get('other'), 2)} cores" for q in doc["machine_load_between_runs"]]
     lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v), ""]
     return "\n".join(lines)
+
+
+def _formats_sentence(backlogs: dict[str, Any]) -> str:
+    """What the Avro and Protobuf backlogs are, when the run had them."""
+    others = {name: b for name, b in backlogs.items() if name != "json"}
+    if not others:
+        return ""
+    sizes = ", ".join(f"{name} {b['bytes_per_record']:,.0f} bytes" for name, b in backlogs.items())
+    return (
+        f"The same records were produced as {' and '.join(others)} to topics of their own (each JSON value "
+        "parsed and re-encoded: the same fields, keys, partitions and `sent_at`), raw (no Confluent "
+        "prefix, like the JSON values), and floe ingests each into a table of the same schema "
+        "(floe.yaml inline: `avro_framing: raw`; `protobuf_framing: raw` with the `.proto` of "
+        f"`benchmarks/ingest/events.py`); values per record: {sizes}. The plain job reads JSON only. "
+    )
 
 
 def _diagnosis_lines(diagnosis: dict[str, Any] | None) -> list[str]:

@@ -2,9 +2,11 @@
 side by side on the same broker, catalog and machine, and written to `ingest.json` and `ingest.md`.
 
 1. Throughput: a backlog of 1 KiB JSON records is produced first (so the producer does not compete with
-   the ingesters for CPU); then, in rounds that alternate which system goes first, each ingester is
-   started alone on the whole backlog into a fresh table. The rate is measured between the table's
-   first and last snapshot (Iceberg's own commit timestamps), which leaves Spark's start-up out.
+   the ingesters for CPU), and the same records as raw Avro and raw Protobuf to topics of their own;
+   then, in rounds that alternate which run goes first, each ingester is started alone on the whole
+   backlog into a fresh table (floe on each format, the plain job on JSON). The rate is measured between
+   the table's first and last snapshot (Iceberg's own commit timestamps), which leaves Spark's start-up
+   out.
 2. Freshness: each ingester runs alone while records are produced at a steady rate, each carrying its
    produce time; a DuckDB reader polls the table through floe's REST catalog and notes when every
    record first becomes visible.
@@ -29,24 +31,43 @@ from pyiceberg.exceptions import NoSuchTableError
 from benchmarks.ingest import report
 from benchmarks.ingest.diagnose import diagnosis_cluster, diagnosis_table, run_diagnosis
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment, floe_table
-from benchmarks.ingest.events import FLOE_FIELDS, RECORD_BYTES, EventFactory
+from benchmarks.ingest.events import (
+    AVRO,
+    FLOE_FIELDS,
+    FORMATS,
+    JSON,
+    PROTO,
+    PROTO_MESSAGE,
+    PROTOBUF,
+    RECORD_BYTES,
+    EventFactory,
+    Reencoder,
+)
 from benchmarks.ingest.freshness import VisibilityProbe, connect_to_floe
 from benchmarks.ingest.ingesters import FLOE, PLAIN, FloeIngester, Ingester, PlainJob, SparkSettings
-from benchmarks.ingest.producing import ProduceResult, SteadyProducer, produce_backlog
+from benchmarks.ingest.producing import ProduceResult, SteadyProducer, produce_backlogs
 from benchmarks.ingest.sampling import CpuSampler
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 PARTITIONS = 4
 PLAIN_NAMESPACE = "bench"
-BACKLOG_TOPIC = "bench.events"
+BACKLOG_TOPICS = {JSON: "bench.events", AVRO: "bench.events_avro", PROTOBUF: "bench.events_protobuf"}
+BACKLOG_TOPIC = BACKLOG_TOPICS[JSON]
 FRESHNESS_TOPICS = {FLOE: "bench.fresh_floe", PLAIN: "bench.fresh_plain"}
 FRESHNESS_CLUSTER = "fresh"
 STARTUP_TIMEOUT_S = 240.0
 
 
-def throughput_cluster(round_index: int) -> str:
-    """floe's source cluster (hence namespace) of a round: each round ingests the backlog afresh."""
-    return f"tput{round_index + 1}"
+def throughput_cluster(round_index: int, source_format: str = JSON) -> str:
+    """floe's source cluster (hence namespace) of a round and format: each round ingests the backlog
+    afresh, and `floe ingest --cluster` runs one format's table alone."""
+    suffix = "" if source_format == JSON else f"_{source_format}"
+    return f"tput{round_index + 1}{suffix}"
+
+
+def variant(system: str, source_format: str) -> str:
+    """The key of a (system, format) pair in the results: `floe` and `plain` are the JSON runs."""
+    return system if source_format == JSON else f"{system}-{source_format}"
 
 
 def _poll(sampler: CpuSampler, seconds: float) -> None:
@@ -97,9 +118,14 @@ def measure_throughput(
     backlog: ProduceResult,
     round_index: int,
     timeout_s: float,
+    source_format: str = JSON,
 ) -> dict[str, Any]:
-    """Run one ingester on the whole backlog; the rate between its first and last commit."""
-    print(f"round {round_index + 1}: {ingester.kind} ingests {backlog.records:,} records ...", flush=True)
+    """Run one ingester on the whole backlog of one format; the rate between its first and last commit."""
+    topic = BACKLOG_TOPICS[source_format]
+    print(
+        f"round {round_index + 1}: {ingester.kind} ingests {backlog.records:,} {source_format} records ...",
+        flush=True,
+    )
     sampler = env.sampler(ingester)
     started = time.time()
     ingester.start()
@@ -115,7 +141,7 @@ def measure_throughput(
                     f"{timeout_s:g} s:\n{ingester.log_tail()}"
                 )
             _poll(sampler, 0.5)
-            committed = _committed_records(env, ingester.kind, identifier, BACKLOG_TOPIC)
+            committed = _committed_records(env, ingester.kind, identifier, topic)
         finished = time.time()
         sampler.sample()
         # floe's metrics endpoint goes away with it; the plain job writes its last progress as it stops.
@@ -134,6 +160,8 @@ def measure_throughput(
     ingester_core_s = cores.get("ingester", 0.0) * window_s
     result: dict[str, Any] = {
         "system": ingester.kind,
+        "format": source_format,
+        "variant": variant(ingester.kind, source_format),
         "round": round_index + 1,
         "table": identifier,
         "records": last[1],
@@ -155,7 +183,7 @@ def measure_throughput(
         "notes": notes,
     }
     print(
-        f"  {ingester.kind}: {result['records_per_s']:,.0f} records/s = {result['mib_per_s']} MiB/s over "
+        f"  {result['variant']}: {result['records_per_s']:,.0f} records/s = {result['mib_per_s']} MiB/s over "
         f"{window_s:.1f} s ({len(snapshots)} commits, start-up {result['startup_s']} s); cores {cores}",
         flush=True,
     )
@@ -313,11 +341,29 @@ def _window_seqs(sent_times: list[float], window: tuple[float, float]) -> list[i
 # -- the run ----------------------------------------------------------------------------------------
 
 
-def pipeline_config(bootstrap: str, rounds: int, diagnosis: bool) -> dict[str, Any]:
-    """floe.yaml: one source cluster per throughput round (each its own table of the backlog topic),
-    one for freshness and one for the diagnosis; every table hour-partitioned on the Kafka timestamp."""
+def format_settings(source_format: str) -> dict[str, Any]:
+    """floe.yaml's format keys of a backlog table: inline schemas, raw values (no Confluent prefix)."""
+    if source_format == AVRO:
+        return {"source_format": "avro", "schema_mode": "inline", "avro_framing": "raw"}
+    if source_format == PROTOBUF:
+        return {
+            "source_format": "protobuf",
+            "schema_mode": "inline",
+            "protobuf_framing": "raw",
+            "protobuf": {"message": PROTO_MESSAGE, "schema": PROTO},
+        }
+    return {"source_format": "json", "schema_mode": "inline"}
+
+
+def pipeline_config(
+    bootstrap: str, rounds: int, diagnosis: bool, formats: tuple[str, ...] = (JSON,)
+) -> dict[str, Any]:
+    """floe.yaml: one source cluster per throughput round and format (each its own table of that
+    format's backlog topic), one for freshness and one for the diagnosis; every table hour-partitioned
+    on the Kafka timestamp."""
     host, port = bootstrap.split(":")
-    clusters = [throughput_cluster(r) for r in range(rounds)] + [FRESHNESS_CLUSTER]
+    runs = [(r, f) for r in range(rounds) for f in formats]
+    clusters = [throughput_cluster(r, f) for r, f in runs] + [FRESHNESS_CLUSTER]
     table: dict[str, Any] = {
         "source_format": "json",
         "schema_mode": "inline",
@@ -329,8 +375,13 @@ def pipeline_config(bootstrap: str, rounds: int, diagnosis: bool) -> dict[str, A
             {"name": name, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]} for name in clusters
         ],
         "tables": [
-            {"source_cluster_name": throughput_cluster(r), "source_topic": BACKLOG_TOPIC, **table}
-            for r in range(rounds)
+            {
+                "source_cluster_name": throughput_cluster(r, f),
+                "source_topic": BACKLOG_TOPICS[f],
+                **table,
+                **format_settings(f),
+            }
+            for r, f in runs
         ]
         + [{"source_cluster_name": FRESHNESS_CLUSTER, "source_topic": FRESHNESS_TOPICS[FLOE], **table}],
     }
@@ -352,7 +403,9 @@ def wait_for_quiet(env: Environment, seconds: float) -> dict[str, float]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ingest", description=__doc__)
-    parser.add_argument("--records", type=int, default=2_000_000, help="backlog records (1 KiB JSON)")
+    parser.add_argument(
+        "--records", type=int, default=2_000_000, help="backlog records (1 KiB JSON, per format)"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds, alternating who goes first")
     parser.add_argument("--records-per-batch", type=int, default=SparkSettings.records_per_batch)
     parser.add_argument("--commit-interval", type=float, default=SparkSettings.commit_interval_s)
@@ -372,6 +425,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--diagnosis-small", type=int, default=2_000, help="records of the diagnosis's small batches"
     )
+    parser.add_argument(
+        "--formats",
+        default=",".join(FORMATS),
+        help="backlog formats floe ingests, comma-separated (the same records; the plain job reads JSON)",
+    )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-freshness", action="store_true")
     parser.add_argument("--only", choices=[FLOE, PLAIN], default=None, help="measure one system only")
@@ -388,49 +446,81 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     settings = SparkSettings(args.master, args.driver_memory, args.records_per_batch, args.commit_interval)
     systems = [args.only] if args.only else [FLOE, PLAIN]
+    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise SystemExit(f"--formats: {args.formats!r}: choose from {', '.join(FORMATS)}")
+    if JSON not in formats:
+        formats = (JSON, *formats)  # the plain job's backlog, and the peer of the other formats
+    # floe on every format, the plain job on JSON (it is written for JSON only).
+    runs = [(s, f) for s in systems for f in formats if s == FLOE or f == JSON]
     machine = report.machine_info()
     work = Path(tempfile.mkdtemp(prefix="floe-ingest-bench-"))
     print(f"work directory {work}; load average {machine['load_average_before']}", flush=True)
     throughput: list[dict[str, Any]] = []
     freshness: list[dict[str, Any]] = []
     backlog: ProduceResult | None = None
+    backlogs: dict[str, ProduceResult] = {}
     quiet: list[dict[str, Any]] = []
     diagnosis: dict[str, Any] | None = None
     try:
         with environment(work, args.kafka_heap) as env:
             kafka = env.kafka
-            kafka.create_topic(BACKLOG_TOPIC, PARTITIONS)
+            for source_format in formats:
+                kafka.create_topic(BACKLOG_TOPICS[source_format], PARTITIONS)
             for topic in FRESHNESS_TOPICS.values():
                 kafka.create_topic(topic, PARTITIONS)
             apply_pipeline(
-                env.server, pipeline_config(kafka.bootstrap_servers, args.rounds, args.diagnosis_rounds > 0)
+                env.server,
+                pipeline_config(kafka.bootstrap_servers, args.rounds, args.diagnosis_rounds > 0, formats),
             )
             if not args.skip_throughput:
-                print(f"producing {args.records:,} records of ~{RECORD_BYTES} bytes ...", flush=True)
-                backlog = produce_backlog(
-                    kafka.bootstrap_servers, BACKLOG_TOPIC, args.records, EventFactory()
-                )
                 print(
-                    f"  produced in {backlog.seconds:.1f} s ({backlog.mib_per_second:.1f} MiB/s)", flush=True
+                    f"producing {args.records:,} records of ~{RECORD_BYTES} bytes "
+                    f"as {', '.join(formats)} ...",
+                    flush=True,
                 )
+                produced = produce_backlogs(
+                    kafka.bootstrap_servers,
+                    {BACKLOG_TOPICS[f]: Reencoder(f) for f in formats},
+                    args.records,
+                    EventFactory(),
+                )
+                backlogs = {f: produced[BACKLOG_TOPICS[f]] for f in formats}
+                backlog = backlogs[JSON]
+                for source_format, made in backlogs.items():
+                    print(
+                        f"  {source_format}: {made.value_bytes / made.records:,.0f} bytes per record, "
+                        f"{made.value_bytes / 2**20:,.0f} MiB",
+                        flush=True,
+                    )
+                print(f"  produced in {backlog.seconds:.1f} s", flush=True)
                 for round_index in range(args.rounds):
-                    order = systems if round_index % 2 == 0 else systems[::-1]
-                    for system in order:
-                        quiet.append({"before": f"{system} round {round_index + 1}"} | wait_for_quiet(env, 5))
-                        home = work / f"{system}-r{round_index + 1}"
+                    order = runs if round_index % 2 == 0 else runs[::-1]
+                    for system, source_format in order:
+                        name = variant(system, source_format)
+                        quiet.append({"before": f"{name} round {round_index + 1}"} | wait_for_quiet(env, 5))
+                        home = work / f"{name}-r{round_index + 1}"
                         ingester: Ingester
                         if system == FLOE:
-                            identifier = floe_table(throughput_cluster(round_index), BACKLOG_TOPIC)
-                            ingester = FloeIngester(
-                                env.server, home, throughput_cluster(round_index), settings
-                            )
+                            cluster = throughput_cluster(round_index, source_format)
+                            identifier = floe_table(cluster, BACKLOG_TOPICS[source_format])
+                            ingester = FloeIngester(env.server, home, cluster, settings)
                         else:
                             identifier = f"{PLAIN_NAMESPACE}.plain_r{round_index + 1}"
                             ingester = PlainJob(
                                 env.server, home, kafka.bootstrap_servers, BACKLOG_TOPIC, identifier, settings
                             )
                         throughput.append(
-                            measure_throughput(env, ingester, identifier, backlog, round_index, args.timeout)
+                            measure_throughput(
+                                env,
+                                ingester,
+                                identifier,
+                                backlogs[source_format],
+                                round_index,
+                                args.timeout,
+                                source_format,
+                            )
                         )
             if not args.skip_freshness:
                 for system in systems:
@@ -481,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
             "commit_interval_s": settings.commit_interval_s,
             "topic_partitions": PARTITIONS,
             "backlog_records": args.records if backlog else None,
+            "backlog_formats": list(formats) if backlog else [],
             "rounds": args.rounds,
             "freshness_rate_per_s": args.freshness_rate,
             "freshness_window_s": args.freshness_seconds,
@@ -490,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         machine=machine,
         version_info=report.versions(postgres_bin),
         backlog=backlog,
+        backlogs=backlogs,
         throughput=throughput,
         freshness=freshness,
         quiet=quiet,

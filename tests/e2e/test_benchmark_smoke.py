@@ -77,9 +77,9 @@ INGEST_RECORDS_PER_BATCH = 2_000
 
 @pytest.mark.parametrize("system", [INGEST_FLOE, INGEST_PLAIN])
 def test_ingest_benchmark_throughput_phase_runs(system: str, tmp_path: Path) -> None:
-    """The ingestion benchmark's throughput phase for one system on a few thousand records, with its
-    real broker, catalog and Spark ingester (no timings asserted; `python -m benchmarks.ingest` runs
-    both systems, freshness and the diagnosis)."""
+    """The ingestion benchmark's throughput phase for one system on a few thousand records (floe on
+    each format), with its real broker, catalog and Spark ingester (no timings asserted;
+    `python -m benchmarks.ingest` runs both systems, freshness and the diagnosis)."""
     code = ingest_benchmark.main(
         [
             "--records",
@@ -101,18 +101,26 @@ def test_ingest_benchmark_throughput_phase_runs(system: str, tmp_path: Path) -> 
     )
     assert code == 0
     doc = json.loads((tmp_path / "ingest-smoke.json").read_text())
-    [run] = doc["throughput"]
-    assert run["system"] == system
-    assert run["records"] == INGEST_RECORDS
-    # maxOffsetsPerTrigger / --max-records-per-batch cap every batch: at least four commits.
-    assert run["commits"] >= INGEST_RECORDS // INGEST_RECORDS_PER_BATCH
-    assert run["window_records"] > 0
-    assert run["records_per_s"] > 0
-    assert run["cpu_cores"]["ingester"] > 0
-    if system == INGEST_FLOE:
-        assert run["notes"]["floe_ingest_batch_seconds"]["count"] >= run["commits"]
-    else:
-        assert run["notes"]["spark_progress"]["batches"] >= run["commits"]
-    assert doc["throughput_summary"][system]["mib_per_s"] > 0
+    # floe ingests the same records as JSON, Avro and Protobuf; the plain job reads JSON only.
+    formats = ["json", "avro", "protobuf"] if system == INGEST_FLOE else ["json"]
+    assert [run["format"] for run in doc["throughput"]] == formats
+    assert [b["records"] for b in doc["backlogs"].values()] == [INGEST_RECORDS] * len(formats)
+    for run in doc["throughput"]:
+        assert run["system"] == system
+        # Every record decoded into the table (none dead-lettered), in every format.
+        assert run["records"] == INGEST_RECORDS, run["format"]
+        # maxOffsetsPerTrigger / --max-records-per-batch cap every batch: at least four commits.
+        assert run["commits"] >= INGEST_RECORDS // INGEST_RECORDS_PER_BATCH
+        assert run["window_records"] > 0
+        assert run["records_per_s"] > 0
+        assert run["cpu_cores"]["ingester"] > 0
+        if system == INGEST_FLOE:
+            assert run["notes"]["floe_ingest_batch_seconds"]["count"] >= run["commits"]
+        else:
+            assert run["notes"]["spark_progress"]["batches"] >= run["commits"]
+        assert doc["throughput_summary"][run["variant"]]["mib_per_s"] > 0
     markdown = (tmp_path / "ingest-smoke.md").read_text()
     assert "Throughput into committed Iceberg tables" in markdown
+    if system == INGEST_FLOE:
+        assert "floe ingest, Protobuf" in markdown
+        assert doc["targets"]["floe_protobuf_vs_json_records_ratio"] > 0
