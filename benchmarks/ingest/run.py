@@ -454,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         formats = (JSON, *formats)  # the plain job's backlog, and the peer of the other formats
     # floe on every format, the plain job on JSON (it is written for JSON only).
     runs = [(s, f) for s in systems for f in formats if s == FLOE or f == JSON]
+    formats = tuple(dict.fromkeys(f for _, f in runs))  # only the backlogs some run reads
     machine = report.machine_info()
     work = Path(tempfile.mkdtemp(prefix="floe-ingest-bench-"))
     print(f"work directory {work}; load average {machine['load_average_before']}", flush=True)
