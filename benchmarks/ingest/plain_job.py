@@ -19,8 +19,13 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from benchmarks.ingest.events import SPARK_DDL
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         .toTable(args.table)
     )
 
+    return run_until_stopped(spark, query, args.progress)
+
+
+def run_until_stopped(spark: SparkSession, query: StreamingQuery, progress_path: Path) -> int:
+    """Run `query` until SIGTERM/SIGINT, appending each batch's progress to `progress_path` as a JSON
+    line; 1 when the query failed. Shared by the benchmarks' plain peer jobs."""
     stop = threading.Event()
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -89,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     written: set[int] = set()
-    with args.progress.open("a") as progress:
+    with progress_path.open("a") as progress:
 
         def record_progress() -> None:
             # recentProgress keeps the last 100 batches: polled every second, none is missed.

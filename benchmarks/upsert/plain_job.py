@@ -13,15 +13,11 @@ tombstone, whose key is the Kafka record key. Each batch's progress goes to `--p
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
-import threading
-import time
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
+from benchmarks.ingest.plain_job import run_until_stopped
 from benchmarks.upsert.workload import SPARK_DDL
 
 if TYPE_CHECKING:
@@ -107,38 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         .option("checkpointLocation", str(args.checkpoint))
         .start()
     )
-    stop = threading.Event()
-
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    written: set[int] = set()
-    with args.progress.open("a") as progress:
-
-        def record_progress() -> None:
-            for entry in query.recentProgress:
-                batch = int(entry.batchId)
-                if batch not in written:
-                    written.add(batch)
-                    progress.write(json.dumps(json.loads(entry.json)) + "\n")
-                    progress.flush()
-
-        while not stop.is_set() and query.isActive:
-            record_progress()
-            stop.wait(1.0)
-        deadline = time.monotonic() + 15
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        record_progress()
-    error = query.exception()
-    query.stop()
-    spark.stop()
-    if error is not None:
-        print(f"query failed: {error}", flush=True)
-        return 1
-    return 0
+    return run_until_stopped(spark, query, args.progress)
 
 
 if __name__ == "__main__":
