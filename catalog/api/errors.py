@@ -29,7 +29,21 @@ _HTTP_TYPES = {
 }
 
 
+# Messages echo names the client sent; a name can be tens of kilobytes (a path segment within the
+# server's limits), and an error that repeats it whole only amplifies the request into logs and
+# responses. Cut long messages, saying how much was left out.
+MAX_MESSAGE_CHARS = 1_000
+
+
+def bounded_message(message: str) -> str:
+    """`message`, or its first `MAX_MESSAGE_CHARS` characters and how many more were left out."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS]}… ({len(message) - MAX_MESSAGE_CHARS} more characters)"
+
+
 def error_body(status: int, error_type: str, message: str) -> bytes:
+    message = bounded_message(message)
     return msgspec.json.encode({"error": {"message": message, "type": error_type, "code": status}})
 
 

@@ -93,6 +93,18 @@ def page(
     )
 
 
+async def _overview_page(
+    request: Request[Any, Any, Any],
+    principal: Principal,
+    reader: ConsoleReader,
+    tables: TableService,
+    template: str,
+) -> Template:
+    """The overview rendered with the whole page's template or the rows' fragment that htmx polls."""
+    overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url)
+    return page(request, principal, template, overview=overview)
+
+
 def _ref(warehouse: str, namespace: str, table: str) -> TableRef:
     return TableRef(parse_name(warehouse, "warehouse"), parse_namespace(namespace).levels, parse_name(table))
 
@@ -192,8 +204,7 @@ class PagesController(Controller):
         reader: ConsoleReader,
         tables: TableService,
     ) -> Template:
-        overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url)
-        return page(request, principal, "overview.html", overview=overview)
+        return await _overview_page(request, principal, reader, tables, "overview.html")
 
     @get("/overview/rows")
     async def overview_rows(
@@ -204,8 +215,7 @@ class PagesController(Controller):
         tables: TableService,
     ) -> Template:
         """The overview's tables alone: htmx polls this to refresh the page in place."""
-        overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url)
-        return page(request, principal, "overview_rows.html", overview=overview)
+        return await _overview_page(request, principal, reader, tables, "overview_rows.html")
 
     @get("/tables/{warehouse:str}/{namespace:str}/{table:str}")
     async def table_page(

@@ -250,6 +250,18 @@ def test_namespace_names_round_trip(http: httpx.Client, namespace: str, level: s
     assert tables == [{"namespace": list(deeper), "name": level}]
 
 
+def test_errors_do_not_echo_a_huge_name(http: httpx.Client) -> None:
+    """A 30,000-character namespace name is a valid request; its 404 names it, but not all of it."""
+    huge = "n" * 30_000
+    namespace = http.get(f"{PREFIX}/namespaces/{huge}")
+    table = http.get(f"{PREFIX}/namespaces/{huge}/tables/t")
+    for response, error_type in ((namespace, "NoSuchNamespaceException"), (table, "NoSuchTableException")):
+        message = assert_error(response, 404, error_type)
+        assert message.startswith(("Namespace does not exist: nn", "Table does not exist: nn")), message[:80]
+        assert message.endswith("more characters)"), message[-80:]
+        assert len(message) < 1_100
+
+
 def test_java_client_encoding_of_spaces(http: httpx.Client, namespace: str) -> None:
     """The Java client encodes path segments with `URLEncoder`: a space is `+`, a `+` is `%2B`."""
     create_namespace(http, namespace, "java style")
