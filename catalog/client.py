@@ -221,7 +221,7 @@ class TopicOffsets(msgspec.Struct, frozen=True):
 
 
 class SnapshotAt(msgspec.Struct, frozen=True):
-    """The first snapshot of a table holding a Kafka record, and the offsets that snapshot covers."""
+    """The snapshot of a table as of a Kafka record or record time, and the offsets that snapshot covers."""
 
     snapshot_id: int = msgspec.field(name="snapshot-id")
     sequence_number: int = msgspec.field(name="sequence-number")
@@ -229,6 +229,10 @@ class SnapshotAt(msgspec.Struct, frozen=True):
     topic: str
     start_offsets: dict[str, int] = msgspec.field(name="start-offsets")
     end_offsets: dict[str, int] = msgspec.field(name="end-offsets")
+    # Record times (epoch ms): the snapshot's batch's range; for a time answer, the newest of all it holds.
+    min_record_time_ms: int | None = msgspec.field(default=None, name="min-record-time-ms")
+    max_record_time_ms: int | None = msgspec.field(default=None, name="max-record-time-ms")
+    as_of_record_time_ms: int | None = msgspec.field(default=None, name="as-of-record-time-ms")
 
 
 class TableCounts(msgspec.Struct, frozen=True):
@@ -474,19 +478,23 @@ class FloeClient:
         warehouse: str,
         namespace: tuple[str, ...],
         table: str,
-        partition: int,
-        offset: int,
+        partition: int | None = None,
+        offset: int | None = None,
         topic: str | None = None,
+        *,
+        timestamp_ms: int | None = None,
     ) -> SnapshotAt:
-        """The first snapshot of the table whose data includes Kafka record (partition, offset);
+        """The first snapshot of the table whose data includes Kafka record (partition, offset), or with
+        `timestamp_ms` the table as of that record time (the newest snapshot holding no later record);
         `NotFound` (with the server's reason) when none holds it yet or it has been expired."""
         params: dict[str, str | int] = {
             "warehouse": warehouse,
             "namespace": NAMESPACE_SEPARATOR.join(namespace),
             "table": table,
-            "partition": partition,
-            "offset": offset,
         }
+        for name, value in (("partition", partition), ("offset", offset), ("timestamp", timestamp_ms)):
+            if value is not None:
+                params[name] = value
         if topic is not None:
             params["topic"] = topic
         return self._call("GET", "/snapshots/at", SnapshotAt, params=params)

@@ -5,7 +5,9 @@ An ingestion commit's `add-snapshot` summary says which Kafka records the snapsh
 - `floe.kafka.topic`: the source topic;
 - `floe.kafka.start-offsets`: `{"<partition>": <offset>}`, the next offsets the writer believed the table
   had committed when it read the batch (a partition the table never saw is absent);
-- `floe.kafka.end-offsets`: `{"<partition>": <offset>}`, the next offsets after this snapshot.
+- `floe.kafka.end-offsets`: `{"<partition>": <offset>}`, the next offsets after this snapshot;
+- `floe.kafka.min-timestamp-ms` / `floe.kafka.max-timestamp-ms`: the batch's record-time range (the Kafka
+  record timestamps, epoch milliseconds; absent on snapshots written before floe recorded them).
 
 floe keeps the latest end offsets per table in its database, in the same transaction as the pointer
 swap, so they survive snapshot expiry and compaction. A commit is accepted only when its start offsets
@@ -13,7 +15,8 @@ equal the stored ones for every partition it covers: a batch committed twice (a 
 Spark checkpoint, a zombie writer) is refused with a 409 instead of duplicating rows.
 
 The same summaries answer "which snapshot first holds Kafka record (partition, offset)?" (`snapshot_at`),
-so any engine can time-travel to the table as of a Kafka position.
+so any engine can time-travel to the table as of a Kafka position, and "which snapshot is the table as
+of record time T?" (`snapshot_at_time`): the newest snapshot holding no record later than T.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from catalog.errors import BadRequest, CommitFailed, NotFound
 TOPIC = "floe.kafka.topic"
 START_OFFSETS = "floe.kafka.start-offsets"
 END_OFFSETS = "floe.kafka.end-offsets"
+MIN_TIMESTAMP = "floe.kafka.min-timestamp-ms"
+MAX_TIMESTAMP = "floe.kafka.max-timestamp-ms"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,4 +165,83 @@ def snapshot_at(
     raise NotFound(
         f"No snapshot holds offset {offset} of partition {partition} yet: the table's snapshots hold "
         f"{committed} of that partition"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotAtTime:
+    """The table as of a record time: the snapshot, the offsets it covers, its batch's record-time range
+    and the newest record time of everything it holds (its `as_of_ms` ≤ the asked time)."""
+
+    snapshot: Snapshot
+    progress: KafkaProgress
+    min_timestamp_ms: int
+    max_timestamp_ms: int
+    as_of_ms: int
+
+
+def record_times(snapshot: Snapshot) -> tuple[int, int] | None:
+    """A snapshot's batch record-time range (epoch ms), None when its summary does not carry one."""
+    summary = snapshot.summary
+    if summary is None:
+        return None
+    try:
+        low, high = int(summary[MIN_TIMESTAMP] or ""), int(summary[MAX_TIMESTAMP] or "")
+    except ValueError:
+        return None
+    return (low, high) if low <= high else None
+
+
+def _iso(epoch_ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def snapshot_at_time(
+    snapshots: Sequence[Snapshot], timestamp_ms: int, topic: str | None = None
+) -> SnapshotAtTime:
+    """The table as of record time `timestamp_ms`: the newest ingestion snapshot whose data holds no
+    record later than it, i.e. whose high-water record time (the latest Kafka timestamp of its batch and
+    of every earlier ingestion snapshot) is ≤ `timestamp_ms`.
+
+    The answer is final: it is given only once a later snapshot holds a record after `timestamp_ms`
+    (NotFound "not yet" before, as records up to that time may still be on their way), and a record
+    with an earlier time arriving later never changes it. NotFound, saying which, when the table holds
+    no record at or before that time, or when the snapshot that answered it has been expired.
+    A batch spanning `timestamp_ms` is not included: its records up to that time come with it."""
+    ingested = [
+        (snapshot, progress, times)
+        for snapshot in sorted(snapshots, key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
+        if (progress := _progress_of(snapshot)) is not None
+        and (topic is None or progress.topic == topic)
+        and (times := record_times(snapshot)) is not None
+    ]
+    topics = {progress.topic for _, progress, _ in ingested}
+    if len(topics) > 1:
+        raise BadRequest(f"The table holds several topics ({', '.join(sorted(topics))}): name one with topic")
+    answer: SnapshotAtTime | None = None
+    high_water: int | None = None
+    for snapshot, progress, (low, high) in ingested:
+        high_water = high if high_water is None else max(high_water, high)
+        if high_water > timestamp_ms:
+            break
+        answer = SnapshotAtTime(snapshot, progress, low, high, high_water)
+    else:
+        newest = "no record time" if high_water is None else f"records up to {_iso(high_water)}"
+        raise NotFound(
+            f"No snapshot is the table as of {_iso(timestamp_ms)} yet: its snapshots hold {newest}, and "
+            "records up to that time may still be committed (the answer is given once a snapshot holds "
+            "a later record)"
+        )
+    if answer is not None:
+        return answer
+    oldest, progress, (low, high) = ingested[0]
+    if progress.start:  # it started where earlier (now expired) snapshots had got to
+        raise NotFound(
+            f"The table as of {_iso(timestamp_ms)} was a snapshot that has been expired: the oldest "
+            f"snapshot left (snapshot {oldest.snapshot_id}) holds records from {_iso(low)} to {_iso(high)}"
+        )
+    raise NotFound(
+        f"The table holds no record at or before {_iso(timestamp_ms)}: its first records are from {_iso(low)}"
     )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.schema import Schema
 
-from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
+from catalog.kafka_offsets import END_OFFSETS, MAX_TIMESTAMP, MIN_TIMESTAMP, START_OFFSETS, TOPIC
 from ingest import metrics, upsert
 from ingest.debezium import decode_debezium_json
 from ingest.decode import (
@@ -133,13 +133,31 @@ def _encode(offsets: Mapping[int, int]) -> str:
     return json.dumps({str(p): o for p, o in sorted(offsets.items())})
 
 
-def _summary(topic: str, start: Mapping[int, int], end: Mapping[int, int]) -> dict[str, str]:
-    """Write options that put the batch's Kafka progress into its snapshot summary."""
-    return {
+def _summary(
+    topic: str,
+    start: Mapping[int, int],
+    end: Mapping[int, int],
+    record_times: tuple[int, int] | None = None,
+) -> dict[str, str]:
+    """Write options that put the batch's Kafka progress (and its record-time range, epoch ms: what
+    `snapshots/at?timestamp=` answers from) into its snapshot summary."""
+    summary = {
         f"snapshot-property.{TOPIC}": topic,
         f"snapshot-property.{START_OFFSETS}": _encode(start),
         f"snapshot-property.{END_OFFSETS}": _encode(end),
     }
+    if record_times is not None:
+        summary[f"snapshot-property.{MIN_TIMESTAMP}"] = str(record_times[0])
+        summary[f"snapshot-property.{MAX_TIMESTAMP}"] = str(record_times[1])
+    return summary
+
+
+def _record_times(stats: list[Any], partitions: set[int] | None = None) -> tuple[int, int] | None:
+    """The record-time range (epoch ms) of the batch's records, or of those of `partitions`."""
+    chosen = [r for r in stats if partitions is None or int(r["partition"]) in partitions]
+    lows = [int(r["min_ts_ms"]) for r in chosen if r["min_ts_ms"] is not None]
+    highs = [int(r["max_ts_ms"]) for r in chosen if r["max_ts_ms"] is not None]
+    return (min(lows), max(highs)) if lows and highs else None
 
 
 class BatchWriter:
@@ -306,6 +324,8 @@ class BatchWriter:
                 .agg(
                     F.max(source("offset")).alias("max_offset"),
                     F.max(source("timestamp")).alias("max_ts"),
+                    F.min(F.unix_millis(source("timestamp"))).alias("min_ts_ms"),
+                    F.max(F.unix_millis(source("timestamp"))).alias("max_ts_ms"),
                     F.count_if(is_good).alias("good"),
                     F.count_if(~is_good).alias("bad"),
                     F.count_if(has_undeclared).alias("undeclared"),
@@ -336,11 +356,11 @@ class BatchWriter:
                 )
                 dead = _explained(failed, reasons).withColumn("failed_at", F.current_timestamp())
                 dead.writeTo(t.spark_name(t.dlq_table, self.spark_catalog)).options(
-                    **_summary(t.topic, start, end)
+                    **_summary(t.topic, start, end, _record_times(stats, partitions))
                 ).append()
             start = {p: main_committed[p] for p in batch_end if p in main_committed}
             end = {p: max(main_committed.get(p, 0), batch_end[p]) for p in batch_end}
-            summary = _summary(t.topic, start, end)
+            summary = _summary(t.topic, start, end, _record_times(stats))
             target = t.spark_name(catalog=self.spark_catalog)
             if t.is_upsert and result.records:
                 retries = upsert.merge_batch(batch.where(is_good), t.schema, target, summary)

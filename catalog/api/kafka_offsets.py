@@ -1,5 +1,6 @@
 """`GET /management/v1/kafka-offsets`: the Kafka offsets a table has committed (ingestion resumes there);
-`GET /management/v1/snapshots/at`: the first snapshot holding a Kafka record (time travel by position)."""
+`GET /management/v1/snapshots/at`: the first snapshot holding a Kafka record (time travel by position),
+or the table as of a Kafka record time."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from typing import Annotated
 import msgspec
 from litestar import Controller, get
 from litestar.params import Parameter
+from pyiceberg.table.snapshots import Snapshot
 
 from catalog.auth import Principal
+from catalog.errors import BadRequest
 from catalog.identifiers import Namespace, TableIdent
+from catalog.kafka_offsets import KafkaProgress, record_times
 from catalog.service.tables import TableService
 
 
@@ -58,13 +62,18 @@ class KafkaOffsetsController(Controller):
         )
 
 
-class SnapshotAtResponse(msgspec.Struct):
+class SnapshotAtResponse(msgspec.Struct, omit_defaults=True):
     snapshot_id: int = msgspec.field(name="snapshot-id")
     sequence_number: int = msgspec.field(name="sequence-number")
     timestamp_ms: int = msgspec.field(name="timestamp-ms")
     topic: str
     start_offsets: dict[str, int] = msgspec.field(name="start-offsets")
     end_offsets: dict[str, int] = msgspec.field(name="end-offsets")
+    # Record time (epoch ms): the snapshot's batch's Kafka timestamp range, and the newest record time of
+    # all it holds (≤ the asked time); when its summary records them (always for `timestamp` answers).
+    min_record_time_ms: int | None = msgspec.field(default=None, name="min-record-time-ms")
+    max_record_time_ms: int | None = msgspec.field(default=None, name="max-record-time-ms")
+    as_of_record_time_ms: int | None = msgspec.field(default=None, name="as-of-record-time-ms")
 
 
 class SnapshotAtController(Controller):
@@ -79,23 +88,57 @@ class SnapshotAtController(Controller):
         warehouse: str,
         namespace: Annotated[str, Parameter(description="Namespace levels separated by 0x1F")],
         table: str,
-        partition: Annotated[int, Parameter(ge=0, description="Kafka partition")],
-        offset: Annotated[int, Parameter(ge=0, description="Kafka offset of the record")],
+        partition: Annotated[int | None, Parameter(ge=0, description="Kafka partition (with offset)")] = None,
+        offset: Annotated[
+            int | None, Parameter(ge=0, description="Kafka offset of the record (with partition)")
+        ] = None,
+        timestamp: Annotated[
+            int | None,
+            Parameter(
+                ge=0,
+                description="Kafka record time, epoch milliseconds (instead of partition and offset)",
+            ),
+        ] = None,
         topic: Annotated[
             str | None, Parameter(description="The source topic (when the table has several)")
         ] = None,
     ) -> SnapshotAtResponse:
-        """The first snapshot whose data includes Kafka record (partition, offset): read the table as of
-        that record with `FOR VERSION AS OF <snapshot-id>`. 404 when no snapshot holds it yet, or when the
-        snapshot that added it has been expired."""
+        """The table as of a Kafka position or a Kafka record time; read it with
+        `FOR VERSION AS OF <snapshot-id>`.
+
+        With `partition` and `offset`: the first snapshot whose data includes that record. With
+        `timestamp` (record time, epoch ms): the newest snapshot holding no record later than it, i.e.
+        whose high-water record time (the latest Kafka record timestamp of its batch and of every earlier
+        ingestion snapshot, from the record-time range each snapshot summary carries) is at or before
+        `timestamp`; a batch spanning the time is not included. That answer is final: it is given only
+        once a later snapshot holds a record after `timestamp`. 404 when no snapshot holds the position
+        or time yet, when the table holds nothing up to that time, or when the snapshot that answered it
+        has been expired."""
         ident = TableIdent(Namespace.of(namespace.split("\x1f")), table)
+        if timestamp is not None:
+            if partition is not None or offset is not None:
+                raise BadRequest("Give either timestamp, or partition and offset, not both")
+            at = await tables.snapshot_at_time(principal, warehouse, ident, timestamp, topic)
+            return _response(
+                at.snapshot, at.progress, (at.min_timestamp_ms, at.max_timestamp_ms), at.as_of_ms
+            )
+        if partition is None or offset is None:
+            raise BadRequest("Give partition and offset (a Kafka record), or timestamp (a record time)")
         found = await tables.snapshot_at(principal, warehouse, ident, partition, offset, topic)
-        snapshot, progress = found.snapshot, found.progress
-        return SnapshotAtResponse(
-            snapshot.snapshot_id,
-            snapshot.sequence_number or 0,
-            snapshot.timestamp_ms,
-            progress.topic,
-            {str(p): o for p, o in sorted(progress.start.items())},
-            {str(p): o for p, o in sorted(progress.end.items())},
-        )
+        return _response(found.snapshot, found.progress, record_times(found.snapshot), None)
+
+
+def _response(
+    snapshot: Snapshot, progress: KafkaProgress, times: tuple[int, int] | None, as_of: int | None
+) -> SnapshotAtResponse:
+    return SnapshotAtResponse(
+        snapshot.snapshot_id,
+        snapshot.sequence_number or 0,
+        snapshot.timestamp_ms,
+        progress.topic,
+        {str(p): o for p, o in sorted(progress.start.items())},
+        {str(p): o for p, o in sorted(progress.end.items())},
+        None if times is None else times[0],
+        None if times is None else times[1],
+        as_of,
+    )

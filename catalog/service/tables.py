@@ -27,7 +27,14 @@ from catalog.errors import (
 )
 from catalog.events import TableChanged
 from catalog.identifiers import Namespace, TableIdent
-from catalog.kafka_offsets import SnapshotAtPosition, check_kafka_progress, kafka_progress, snapshot_at
+from catalog.kafka_offsets import (
+    SnapshotAtPosition,
+    SnapshotAtTime,
+    check_kafka_progress,
+    kafka_progress,
+    snapshot_at,
+    snapshot_at_time,
+)
 from catalog.locations import (
     confine,
     confine_properties,
@@ -210,6 +217,23 @@ class TableService:
         record = await self.ctx.tabular(warehouse, ident, "table")
         raw = json.loads(record.metadata_json).get("snapshots") or []
         return snapshot_at([Snapshot.model_validate(s) for s in raw], partition, offset, topic)
+
+    async def snapshot_at_time(
+        self,
+        principal: Principal,
+        prefix: str,
+        ident: TableIdent,
+        timestamp_ms: int,
+        topic: str | None = None,
+    ) -> SnapshotAtTime:
+        """The snapshot of the table as of Kafka record time `timestamp_ms` (epoch ms)."""
+        from pyiceberg.table.snapshots import Snapshot
+
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        record = await self.ctx.tabular(warehouse, ident, "table")
+        raw = json.loads(record.metadata_json).get("snapshots") or []
+        return snapshot_at_time([Snapshot.model_validate(s) for s in raw], timestamp_ms, topic)
 
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)

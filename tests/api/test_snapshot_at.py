@@ -15,7 +15,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import LongType, NestedField
 
-from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS
+from catalog.kafka_offsets import END_OFFSETS, MAX_TIMESTAMP, MIN_TIMESTAMP, START_OFFSETS
 from tests.unit.test_kafka_offsets import progress_props
 
 ROWS = pa.schema([pa.field("id", pa.int64(), nullable=True)])
@@ -102,3 +102,50 @@ def test_bad_positions_are_400_and_missing_tables_404(
     )
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "NoSuchTableException"
+
+
+def _append_timed(table: Table, start: dict[int, int], end: dict[int, int], low: int, high: int) -> int:
+    props = progress_props("orders", start, end) | {MIN_TIMESTAMP: str(low), MAX_TIMESTAMP: str(high)}
+    table.append(pa.table({"id": [1]}, schema=ROWS), snapshot_properties=props)
+    table.refresh()
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    return snapshot.snapshot_id
+
+
+def test_the_table_as_of_a_record_time(table: Table, namespace: str, http: httpx.Client) -> None:
+    base = 1_763_000_000_000
+    first = _append_timed(table, {}, {0: 3}, base, base + 1_000)
+    second = _append_timed(table, {0: 3}, {0: 6}, base + 1_500, base + 2_000)
+    _append_timed(table, {0: 6}, {0: 9}, base + 2_500, base + 3_000)
+    for timestamp, expected in ((base + 1_000, first), (base + 1_999, first), (base + 2_000, second)):
+        response = _at(http, namespace, timestamp=timestamp)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["snapshot-id"] == expected, timestamp
+        summary = table.snapshot_by_id(expected).summary  # type: ignore[union-attr]
+        assert summary is not None
+        assert body["end-offsets"] == json.loads(summary[END_OFFSETS] or "{}")
+        assert str(body["max-record-time-ms"]) == summary[MAX_TIMESTAMP]
+        assert body["as-of-record-time-ms"] <= timestamp
+    not_yet = _at(http, namespace, timestamp=base + 3_000)
+    assert not_yet.status_code == 404
+    assert "yet" in not_yet.json()["error"]["message"]
+    before = _at(http, namespace, timestamp=base - 1)
+    assert before.status_code == 404
+    assert "no record at or before" in before.json()["error"]["message"]
+    # The offset answer carries the snapshot's record times too.
+    assert _at(http, namespace, partition=0, offset=4).json()["min-record-time-ms"] == base + 1_500
+    table.maintenance.expire_snapshots().by_id(first).commit()
+    expired = _at(http, namespace, timestamp=base + 1_200)
+    assert expired.status_code == 404
+    assert "has been expired" in expired.json()["error"]["message"]
+
+
+def test_a_record_time_query_is_400_when_mixed_or_negative(
+    table: Table, namespace: str, http: httpx.Client
+) -> None:
+    for params in ({"timestamp": 5, "partition": 0, "offset": 0}, {"timestamp": -1}, {"timestamp": "x"}, {}):
+        response = _at(http, namespace, **params)
+        assert response.status_code == 400, params
+        assert response.json()["error"]["type"] == "BadRequestException"

@@ -13,11 +13,14 @@ from pyiceberg.table.update import AddSnapshotUpdate
 from catalog.errors import BadRequest, CommitFailed, NotFound
 from catalog.kafka_offsets import (
     END_OFFSETS,
+    MAX_TIMESTAMP,
+    MIN_TIMESTAMP,
     START_OFFSETS,
     TOPIC,
     check_kafka_progress,
     kafka_progress,
     snapshot_at,
+    snapshot_at_time,
 )
 
 
@@ -124,3 +127,68 @@ def test_snapshot_at_needs_the_topic_when_a_table_has_several() -> None:
     assert snapshot_at(snapshots, 0, 1, topic="b").snapshot.snapshot_id == 2
     with pytest.raises(BadRequest, match=">= 0"):
         snapshot_at(snapshots, 0, -1)
+
+
+# -- snapshot_at_time: the table as of a Kafka record time -----------------------------------------
+
+
+def _timed(
+    snapshot_id: int, start: dict[int, int], end: dict[int, int], low: int | None, high: int | None
+) -> Snapshot:
+    props = progress_props("t", start, end)
+    if low is not None and high is not None:
+        props |= {MIN_TIMESTAMP: str(low), MAX_TIMESTAMP: str(high)}
+    return Snapshot(
+        snapshot_id=snapshot_id,
+        sequence_number=snapshot_id,
+        timestamp_ms=1_700_000_000_000 + snapshot_id,
+        manifest_list=f"s3://b/m-{snapshot_id}.avro",
+        summary=Summary(Operation.APPEND, **props),
+    )
+
+
+def test_snapshot_at_time_is_the_newest_snapshot_holding_no_later_record() -> None:
+    snapshots = [
+        _timed(1, {}, {0: 3}, 100, 200),
+        _timed(2, {0: 3}, {0: 6}, 210, 300),
+        _snapshot(3, None, {}, {}),  # a compaction: no offsets, no record times
+        _timed(4, {0: 6}, {0: 9}, 250, 280),  # late records: the high water stays 300
+        _timed(5, {0: 9}, {0: 12}, 290, 400),
+    ]
+    assert snapshot_at_time(snapshots, 200).snapshot.snapshot_id == 1
+    assert snapshot_at_time(snapshots, 299).snapshot.snapshot_id == 1  # snapshot 2 holds 300
+    found = snapshot_at_time(snapshots, 300)
+    # Snapshot 4's records are all earlier than 300 and its high water is 300: it is the table as of 300.
+    assert (found.snapshot.snapshot_id, found.as_of_ms) == (4, 300)
+    assert (found.min_timestamp_ms, found.max_timestamp_ms) == (250, 280)
+    assert found.progress.end == {0: 9}
+    assert snapshot_at_time(snapshots, 399).snapshot.snapshot_id == 4
+
+
+def test_snapshot_at_time_not_yet_before_first_and_expired_are_404() -> None:
+    snapshots = [_timed(1, {}, {0: 3}, 100, 200), _timed(2, {0: 3}, {0: 6}, 210, 300)]
+    with pytest.raises(NotFound, match="yet"):
+        snapshot_at_time(snapshots, 300)  # nothing later is committed: records up to 300 may still come
+    with pytest.raises(NotFound, match="no record at or before"):
+        snapshot_at_time(snapshots, 99)
+    with pytest.raises(NotFound, match="has been expired"):
+        snapshot_at_time(snapshots[1:], 250)  # snapshot 1 (the answer) is gone
+    assert (
+        snapshot_at_time([*snapshots[1:], _timed(3, {0: 6}, {0: 7}, 500, 500)], 300).snapshot.snapshot_id == 2
+    )
+    with pytest.raises(NotFound, match="no record time"):
+        snapshot_at_time([_snapshot(1, "t", {}, {0: 3})], 10)  # written before record times were kept
+
+
+def test_snapshot_at_time_needs_the_topic_when_a_table_has_several() -> None:
+    a = Snapshot(
+        snapshot_id=9,
+        sequence_number=9,
+        timestamp_ms=1,
+        manifest_list="s3://b/m.avro",
+        summary=Summary(
+            Operation.APPEND, **progress_props("a", {}, {0: 1}), **{MIN_TIMESTAMP: "1", MAX_TIMESTAMP: "1"}
+        ),
+    )
+    with pytest.raises(BadRequest, match="several topics"):
+        snapshot_at_time([a, _timed(1, {}, {0: 3}, 100, 200)], 150)
