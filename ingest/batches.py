@@ -26,18 +26,16 @@ from pyiceberg.schema import Schema
 
 from catalog.kafka_offsets import END_OFFSETS, MAX_TIMESTAMP, MIN_TIMESTAMP, START_OFFSETS, TOPIC
 from ingest import metrics, upsert
-from ingest.debezium import decode_debezium_json
+from ingest.debezium import decode_debezium_avro, decode_debezium_json
 from ingest.decode import (
     ERROR_COLUMN,
     GENERIC_ERRORS,
-    KAFKA_COLUMN,
     UNDECLARED_COLUMN,
     confluent_schema_id,
     decode_avro,
     decode_json,
     source,
     source_columns,
-    user_fields,
 )
 from ingest.reasons import DeadLetterReasons
 
@@ -230,6 +228,17 @@ class BatchWriter:
                 writers[schema_id] = found.schema_str
         return writers
 
+    def _writer_schemas(self, raw: DataFrame) -> dict[int, str]:
+        """The registry's schema of each schema id among the batch's values (an id it does not know is
+        left out: those records become dead letters saying so)."""
+        writers: dict[int, str] = {}
+        for schema_id in self._schema_ids(raw):
+            try:
+                writers[schema_id] = self._registry().schema(schema_id).schema_str
+            except LookupError:
+                log.warning("%s: schema id %d is not registered", self.table.name, schema_id)
+        return writers
+
     def _decode(self, raw: DataFrame) -> tuple[DataFrame, DeadLetterReasons]:
         """The decoded rows (`raw` has the internal column names), and what explains their failures."""
         decoded, reasons = self._decode_values(raw)
@@ -242,7 +251,10 @@ class BatchWriter:
         t = self.table
         if t.envelope == "debezium":
             # Debezium's errors name the event's problem already.
-            return decode_debezium_json(raw, t.schema), DeadLetterReasons("debezium", t.schema)
+            reasons = DeadLetterReasons("debezium", t.schema)
+            if t.source_format == "avro":
+                return decode_debezium_avro(raw, t.schema, self._writer_schemas(raw)), reasons
+            return decode_debezium_json(raw, t.schema), reasons
         if t.source_format == "protobuf":
             from ingest.protobuf_decode import decode_protobuf_table, registry_writers
 
@@ -272,14 +284,7 @@ class BatchWriter:
         if t.source_format == "avro":
             if t.avro_schema is None:
                 raise ValueError(f"{t.name}: Avro table without an Avro schema")
-            writers: dict[int, str] | None = None
-            if t.registry is not None:
-                writers = {}
-                for schema_id in self._schema_ids(raw):
-                    try:
-                        writers[schema_id] = self._registry().schema(schema_id).schema_str
-                    except LookupError:
-                        log.warning("%s: schema id %d is not registered", t.name, schema_id)
+            writers = self._writer_schemas(raw) if t.registry is not None else None
             framing = t.confluent_framing or t.registry is not None
             decoded = decode_avro(
                 raw, t.schema, t.avro_schema, confluent_framing=framing, writer_schemas=writers
@@ -367,8 +372,7 @@ class BatchWriter:
                 if retries:
                     metrics.MERGE_RETRIES.labels(t.name).inc(retries)
             else:  # an append, or an upsert batch of dead letters only (its offsets still advance)
-                columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
-                good = batch.where(is_good).select(*columns)
+                good = batch.where(is_good).select(*upsert.table_columns(t.schema))
                 good.writeTo(target).options(**summary).append()
             result.end_offsets = end
             return result

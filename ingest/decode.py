@@ -42,6 +42,7 @@ from pyiceberg.types import (
 
 from catalog.pipelines.columns import INTERNAL_PREFIX
 from catalog.pipelines.columns import KAFKA_COLUMN as KAFKA_COLUMN
+from catalog.pipelines.columns import KEY_COLUMN as KEY_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -126,8 +127,9 @@ def _spark_field(field: NestedField) -> st.StructField:
 
 
 def user_fields(schema: Schema) -> list[NestedField]:
-    """The table's own columns: everything but `_kafka`."""
-    return [f for f in schema.fields if f.name != KAFKA_COLUMN]
+    """The columns a record's value fills: everything but `_kafka` (and the `_key` of an upsert table
+    keyed by the Kafka record key, which comes from the record key)."""
+    return [f for f in schema.fields if f.name not in (KAFKA_COLUMN, KEY_COLUMN)]
 
 
 def _missing_required(value: Column, field: NestedField, path: str) -> Column | None:

@@ -9,7 +9,9 @@ The semantics (`apply_batch` states them in plain Python; the tests hold the Spa
 - within a batch the record with the highest offset per key wins (a key's records share a partition;
   the partition breaks a tie between partitions); across batches the later batch wins;
 - the winner upserts the row, or deletes it (a tombstone, or a Debezium `d` event);
-- a record whose key cannot be read is a dead letter.
+- a record whose key cannot be read is a dead letter;
+- a table without `key_fields` is keyed by the Kafka record key itself: its bytes, as received, are the
+  `_key` column (so `"42"` and `42` are different keys); a record without a record key is a dead letter.
 
 The merge is Spark SQL `MERGE INTO` on a merge-on-read table (position deletes, format v2), committed as
 one snapshot that carries the batch's Kafka offsets: the same exactly-once fence as appends (floe
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField
 
-from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, source, spark_type, user_fields
+from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, source, spark_type
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -186,6 +188,8 @@ def with_deletes(
 
     keys = key_fields_of(schema)
     tombstone = F.col(source("value")).isNull()
+    if [f.name for f in keys] == [KEY_COLUMN]:
+        return _with_record_key(decoded, tombstone)
     from_key = record_key_columns(keys, key_writers)
     missing = F.coalesce(
         *(F.when(column.isNull(), F.lit(f.name)) for f, column in zip(keys, from_key, strict=True))
@@ -215,6 +219,32 @@ def with_deletes(
     ).withColumn(DELETE_COLUMN, tombstone | F.coalesce(already, F.lit(False)))
 
 
+def _with_record_key(decoded: DataFrame, tombstone: Column) -> DataFrame:
+    """`with_deletes` for a table keyed by the Kafka record key: `_key` is the key's bytes; a record
+    without a key (a tombstone too) is a dead letter."""
+    from pyspark.sql import functions as F
+
+    key = F.col(source("key"))
+    error = (
+        F.when(
+            key.isNull() & tombstone,
+            F.lit("tombstone without a record key: the table is keyed by the Kafka record key"),
+        )
+        .when(tombstone, F.lit(None).cast("string"))  # the decoder's "no value" does not apply: it deletes
+        .when(key.isNull() & F.col(ERROR_COLUMN).isNull(), F.lit(_NO_RECORD_KEY))
+        .otherwise(F.col(ERROR_COLUMN))
+    )
+    already = F.col(DELETE_COLUMN) if DELETE_COLUMN in decoded.columns else F.lit(False)
+    return (
+        decoded.withColumn(KEY_COLUMN, key)
+        .withColumn(ERROR_COLUMN, error)
+        .withColumn(DELETE_COLUMN, tombstone | F.coalesce(already, F.lit(False)))
+    )
+
+
+_NO_RECORD_KEY = "record has no key: the table is keyed by the Kafka record key (it has no key_fields)"
+
+
 def latest_rows(good: DataFrame, keys: Sequence[str]) -> DataFrame:
     """One row per key: the record with the highest offset (then partition) of the batch."""
     from pyspark.sql import Window
@@ -229,8 +259,8 @@ def latest_rows(good: DataFrame, keys: Sequence[str]) -> DataFrame:
 
 
 def table_columns(schema: Schema) -> list[str]:
-    """The columns a batch writes: the table's own fields (and `_cdc`), then `_kafka`."""
-    return [f.name for f in user_fields(schema)] + [KAFKA_COLUMN]
+    """The columns a batch writes: the table's own fields (and `_key`, `_cdc`), then `_kafka`."""
+    return [f.name for f in schema.fields if f.name != KAFKA_COLUMN] + [KAFKA_COLUMN]
 
 
 def lost_a_race(exc: BaseException) -> bool:

@@ -1,10 +1,12 @@
 """The columns floe adds to every table: the `_kafka` record metadata and the dead-letter table's schema.
 
-Debezium tables also get `_cdc` (the change event's op, source time and source block).
+Debezium tables also get `_cdc` (the change event's op, source time and source block); upsert tables
+without `key_fields` get `_key` (the Kafka record key's bytes: their key and identifier field).
 
-`_kafka` and `_cdc` use RESERVED field ids from 2_000_000_000 up, so the user's ids (1..1_999_999_999) never
-collide with it and a table's schema keeps exactly the ids written in floe.yaml. Every `_kafka` field
-is optional: writers (Spark's Iceberg sink checks nullability) may hand over nullable columns.
+`_kafka`, `_cdc` and `_key` use RESERVED field ids from 2_000_000_000 up, so the user's ids
+(1..1_999_999_999) never collide with them and a table's schema keeps exactly the ids written in
+floe.yaml. Every `_kafka` field is optional: writers (Spark's Iceberg sink checks nullability) may hand
+over nullable columns.
 """
 
 from __future__ import annotations
@@ -89,6 +91,19 @@ CDC_STRUCT = StructType(
 
 CDC_FIELD = NestedField(
     CDC_FIELD_ID, CDC_COLUMN, CDC_STRUCT, required=False, doc="the change event behind the row (floe)"
+)
+
+# Upsert tables without `key_fields` are keyed by the Kafka record key: its bytes, as received, are the
+# required column `_key` and the table's identifier field (`_kafka.key` holds the same bytes, but sits in
+# an optional struct, which Iceberg identifier fields cannot).
+KEY_COLUMN = "_key"
+KEY_FIELD_ID = 2_000_000_200
+KEY_FIELD = NestedField(
+    KEY_FIELD_ID,
+    KEY_COLUMN,
+    BinaryType(),
+    required=True,
+    doc="the Kafka record key, the row's key (floe; upsert tables without key_fields)",
 )
 
 DLQ_SUFFIX = "_dlq"

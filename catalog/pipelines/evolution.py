@@ -227,7 +227,9 @@ def plan_table(target: TableTarget, current: TableMetadata | None) -> TablePlan:
             )
         )
     if target.kind == "data":
-        errors += _mode_changes(target, current)
+        refused = _mode_changes(target, current)
+        if refused:  # adding or dropping `_key` follows from the mode or key change: name only its cause
+            raise InvalidConfig(refused)
     if errors:
         raise InvalidConfig(errors)
     updates: list[dict[str, Any]] = []
@@ -274,7 +276,7 @@ def _mode_changes(target: TableTarget, current: TableMetadata) -> list[ConfigErr
     new_key = list(target.schema.identifier_field_ids)
     if mode == "upsert" and sorted(old_key) != sorted(new_key):
         old_names = ", ".join(schema.find_column_name(i) or f"field {i}" for i in old_key)
-        new_names = ", ".join(target.key_fields)
+        new_names = ", ".join(target.key_fields) or "the Kafka record key (_key)"
         return [
             ConfigError(
                 f"{target.table_path}.key_fields",

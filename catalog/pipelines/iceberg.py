@@ -12,6 +12,7 @@ from catalog.pipelines.columns import (
     KAFKA_FIELD,
     KAFKA_FIELD_ID,
     KAFKA_STRUCT,
+    KEY_FIELD,
     dlq_schema,
 )
 from catalog.pipelines.table_config import TableConfig
@@ -42,14 +43,19 @@ UPSERT_PROPERTIES = {
 
 def data_schema(table: TableConfig, schema_id: int = 0) -> Schema:
     """The data table's schema: the user's fields with their ids, then the `_kafka` column (and `_cdc`
-    for Debezium tables); an upsert table's key fields are its identifier fields."""
+    for Debezium tables); an upsert table's key fields are its identifier fields, or, without
+    `key_fields`, the `_key` column (the Kafka record key) before `_kafka` is."""
     extra = (CDC_FIELD,) if table.envelope == "debezium" else ()
+    by_record_key = table.keyed_by_record_key
     return Schema(
         *(f.nested_field() for f in table.fields),
+        *((KEY_FIELD,) if by_record_key else ()),
         KAFKA_FIELD,
         *extra,
         schema_id=schema_id,
-        identifier_field_ids=[f.id for f in table.key_field_configs],
+        identifier_field_ids=(
+            [KEY_FIELD.field_id] if by_record_key else [f.id for f in table.key_field_configs]
+        ),
     )
 
 

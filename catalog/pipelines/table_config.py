@@ -2,8 +2,9 @@
 plus `<table>_dlq` for records that do not decode).
 
 `table_mode: upsert` makes the table the topic's current state: `key_fields` (required primitive value
-fields) are the key and the table's Iceberg identifier fields; a record with a null value (tombstone)
-deletes its key. `envelope: debezium` reads Debezium change events into such a table."""
+fields) are the key and the table's Iceberg identifier fields; without them the Kafka record key's bytes
+are (the `_key` column); a record with a null value (tombstone) deletes its key. `envelope: debezium`
+reads Debezium change events (JSON, or Avro through the registry) into such a table."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pydantic import (
 )
 from pyiceberg.types import DoubleType, FloatType
 
-from catalog.pipelines.columns import CDC_COLUMN, DLQ_SUFFIX
+from catalog.pipelines.columns import CDC_COLUMN, DLQ_SUFFIX, KEY_COLUMN
 from catalog.pipelines.maintenance import MaintenanceConfig
 from catalog.pipelines.partitioning import PartitionFieldConfig, check_partitioning, partition_fields
 from catalog.pipelines.protobuf import ProtobufConfig
@@ -139,6 +140,11 @@ class TableConfig(ConfigModel):
     @property
     def is_upsert(self) -> bool:
         return self.table_mode == "upsert"
+
+    @property
+    def keyed_by_record_key(self) -> bool:
+        """An upsert table without key_fields: keyed by the Kafka record key's bytes (`_key`)."""
+        return self.table_mode == "upsert" and not self.key_fields
 
     @property
     def key_field_configs(self) -> tuple[FieldConfig, ...]:
@@ -262,14 +268,16 @@ class TableConfig(ConfigModel):
         """Upsert tables have a key of required primitive top-level fields; Debezium needs upsert."""
         found: list[tuple[Loc, str]] = []
         given = self.model_fields_set
-        if self.table_mode == "upsert" and self.key_fields is None:
-            found.append(
-                (
-                    ("table_mode",),
-                    "table_mode upsert needs key_fields: the value fields that identify a row "
-                    "(keys taken from the raw Kafka record key are not supported yet)",
-                )
-            )
+        if self.keyed_by_record_key:
+            for index, f in enumerate(self.fields):
+                if f.name == KEY_COLUMN:
+                    found.append(
+                        (
+                            ("schema", "fields", index, "name"),
+                            f"{KEY_COLUMN} is reserved: an upsert table without key_fields is keyed by the "
+                            f"Kafka record key, which floe adds as {KEY_COLUMN}",
+                        )
+                    )
         if self.table_mode != "upsert" and "key_fields" in given:
             found.append((("key_fields",), "key_fields is only used with table_mode: upsert"))
         if self.envelope == "debezium":
@@ -281,12 +289,22 @@ class TableConfig(ConfigModel):
                         "table's current rows)",
                     )
                 )
-            if self.source_format != "json":
+            if self.table_mode == "upsert" and self.key_fields is None:
                 found.append(
                     (
                         ("envelope",),
-                        "envelope debezium reads JSON change events (source_format: json); Avro change "
-                        "events are not supported yet",
+                        "envelope debezium needs key_fields: the source table's primary key columns "
+                        "(a delete event names its row by them)",
+                    )
+                )
+            if self.source_format == "protobuf" or (
+                self.source_format == "avro" and self.schema_mode != "registry"
+            ):
+                found.append(
+                    (
+                        ("envelope",),
+                        "envelope debezium reads JSON change events (source_format: json) or Avro ones "
+                        "through a schema registry (source_format: avro, schema_mode: registry)",
                     )
                 )
             for index, f in enumerate(self.fields):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from catalog.pipelines import InvalidConfig, data_properties, data_schema, parse_config, table_targets
-from catalog.pipelines.columns import CDC_COLUMN, CDC_FIELD_ID, KAFKA_FIELD_ID
+from catalog.pipelines.columns import CDC_COLUMN, CDC_FIELD_ID, KAFKA_FIELD_ID, KEY_COLUMN, KEY_FIELD_ID
 from catalog.pipelines.evolution import plan_table
 from tests.unit.test_pipeline_config import commit, created, errors_of, evolved, minimal
 
@@ -70,7 +70,6 @@ def test_debezium_table_gets_the_cdc_column() -> None:
 @pytest.mark.parametrize(
     ("table", "path", "message"),
     [
-        ({"table_mode": "upsert"}, "tables[0].table_mode", "table_mode upsert needs key_fields"),
         ({"table_mode": "merge"}, "tables[0].table_mode", "expected one of append, upsert; got 'merge'"),
         ({"key_fields": ["id"]}, "tables[0].key_fields", "key_fields is only used with table_mode: upsert"),
         (
@@ -136,8 +135,42 @@ def test_debezium_rules() -> None:
             },
         )
     )
-    assert "Avro change events are not supported yet" in errors["tables[0].envelope"]
+    assert "or Avro ones through a schema registry" in errors["tables[0].envelope"]
     assert "_cdc is reserved" in errors["tables[0].schema.fields[1].name"]
+
+
+def test_an_upsert_table_without_key_fields_is_keyed_by_the_record_key() -> None:
+    config = parse_config(upsert())
+    (table,) = config.tables
+    assert table.keyed_by_record_key
+    schema = data_schema(table)
+    key = schema.find_field(KEY_COLUMN)
+    assert (key.field_id, str(key.field_type), key.required) == (KEY_FIELD_ID, "binary", True)
+    assert schema.identifier_field_ids == [KEY_FIELD_ID]
+    assert [f.field_id for f in schema.fields][-2:] == [KEY_FIELD_ID, KAFKA_FIELD_ID]
+    assert "key_fields" not in config.to_json()["tables"][0]
+    assert parse_config(config.to_json()) == config
+    assert not parse_config(upsert(key_fields=["customer_id"])).tables[0].keyed_by_record_key
+
+
+def test_record_key_tables_reserve_key_and_debezium_needs_key_fields() -> None:
+    data = upsert()
+    data["tables"][0]["schema"]["fields"].append({"name": "_key", "id": 9, "type": "string"})
+    errors = errors_of(data)
+    assert "_key is reserved" in errors["tables[0].schema.fields[5].name"]
+    assert (
+        parse_config(upsert(key_fields=["customer_id"], envelope="debezium")).tables[0].envelope == "debezium"
+    )
+    errors = errors_of(upsert(envelope="debezium"))
+    assert "envelope debezium needs key_fields" in errors["tables[0].envelope"]
+
+
+def test_debezium_avro_needs_the_registry() -> None:
+    registry = {"schema_mode": "registry", "schema_registry_url": "http://127.0.0.1:8081"}
+    table = upsert(key_fields=["customer_id"], envelope="debezium", source_format="avro", **registry)
+    assert parse_config(table).tables[0].envelope == "debezium"
+    errors = errors_of(upsert(key_fields=["customer_id"], envelope="debezium", source_format="avro"))
+    assert "through a schema registry" in errors["tables[0].envelope"]
 
 
 def test_every_upsert_problem_is_reported() -> None:
@@ -183,6 +216,21 @@ def test_changing_key_fields_is_refused_renaming_one_is_not() -> None:
     assert plan.changes == ("rename customer_id to id",)
     after = commit(plan, base)
     assert after.schema().identifier_field_ids == [1]
+
+
+def test_switching_between_record_key_and_key_fields_is_refused() -> None:
+    base = created(upsert())
+    assert base.schema().identifier_field_ids == [KEY_FIELD_ID]
+    assert evolved(upsert(), base).action == "unchanged"
+    with pytest.raises(InvalidConfig) as caught:
+        evolved(upsert(key_fields=["customer_id"]), base)
+    (error,) = caught.value.errors
+    assert "keyed by [_key]" in error.message
+    keyed = created(upsert(key_fields=["customer_id"]))
+    with pytest.raises(InvalidConfig) as caught:
+        evolved(upsert(), keyed)
+    (error,) = caught.value.errors
+    assert "cannot change to [the Kafka record key (_key)]" in error.message
 
 
 def test_adding_a_column_keeps_the_key() -> None:
