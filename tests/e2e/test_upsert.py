@@ -803,3 +803,249 @@ def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones_read_by_eve
     assert len(dead) == len(waves)
     assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
     assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
+
+
+# -- keyed by the Kafka record key; the table as of a record time ----------------------------------
+
+
+def snapshot_at_time_cli(
+    ingest: IngestProcess, table: str, timestamp: str
+) -> subprocess.CompletedProcess[str]:
+    """`floe snapshot-at TABLE --timestamp T` as a user runs it."""
+    env = {
+        **os.environ,
+        "FLOE_URL": ingest.server.url,
+        "FLOE_CLIENT_ID": ingest.credential[0],
+        "FLOE_CLIENT_SECRET": ingest.credential[1],
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "catalog.cli", "snapshot-at", table, "--timestamp", timestamp, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_record_key_bytes_are_the_key_and_snapshots_answer_by_record_time(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+) -> None:
+    from datetime import UTC, datetime
+
+    from catalog.kafka_offsets import MAX_TIMESTAMP, MIN_TIMESTAMP
+    from catalog.pipelines.columns import KEY_FIELD_ID
+
+    topic = _topic(kafka, "sessions", partitions=2)
+    table = _table(topic)
+    name = f"{CLUSTER}.{table}"
+    pipeline.add(
+        source_topic=topic,
+        table_mode="upsert",  # no key_fields: the record key's bytes are the key
+        schema={
+            "fields": [
+                {"name": "user", "id": 1, "type": "string"},
+                {"name": "version", "id": 2, "type": "int"},
+            ]
+        },
+    )
+    assert catalog.load_table(name).schema().identifier_field_ids == [KEY_FIELD_ID]
+    rng = random.Random(17)
+    # Text keys and binary ones (not UTF-8): the bytes are the key either way.
+    keys = [f"user-{k}".encode() for k in range(60)] + [bytes([0xFF, 0x00, k]) for k in range(40)]
+    model: dict[bytes, int] = {}
+    produced = Produced()
+
+    def value(key: bytes, version: int) -> bytes:
+        return json.dumps({"user": key.hex(), "version": version}).encode()
+
+    def wave(records: list[tuple[bytes | None, int | None]]) -> None:
+        encoded = [(k, None if v is None else value(k or b"", v)) for k, v in records]
+        produce(
+            kafka.bootstrap_servers,
+            topic,
+            (v for _, v in encoded),
+            keys=lambda i: encoded[i][0],
+            into=produced,
+        )
+        for k, v in records:
+            if k is None:
+                continue
+            if v is None:
+                model.pop(k, None)
+            else:
+                model[k] = v
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    first: list[tuple[bytes | None, int | None]] = [(k, 1) for k in keys]
+    first += [(None, 1), (None, None)]  # no record key: dead letters (a value, and a tombstone)
+    wave(first)
+    as_of_first = dict(model)
+    time.sleep(0.05)
+    between = int(time.time() * 1000)  # after every first-wave record's timestamp, before the second's
+    time.sleep(0.05)
+    second: list[tuple[bytes | None, int | None]] = [(k, 2) for k in rng.sample(keys, 40)]
+    second += [(k, None) for k in rng.sample(keys, 25)]
+    second += [(b"never-seen", None), (b"brief", 1), (b"brief", 2), (b"brief", None)]
+    wave(second)
+
+    rows = catalog.load_table(name).scan().to_arrow().to_pylist()
+    assert len(rows) == len({r["_key"] for r in rows}), "a key has two rows"
+    assert {r["_key"]: r["version"] for r in rows} == model
+    assert all(r["_key"] == r["_kafka"]["key"] and r["user"] == r["_key"].hex() for r in rows)
+    duck = duck_rows(ingest, duck_dir, f'SELECT hex(_key), version FROM floe.{CLUSTER}."{table}" ORDER BY 1')
+    assert duck == sorted((k.hex().upper(), v) for k, v in model.items())
+    dead = catalog.load_table(f"{name}_dlq").scan().to_arrow().to_pylist()
+    assert sorted(d["error"] for d in dead) == [
+        "record has no key: the table is keyed by the Kafka record key (it has no key_fields)",
+        "tombstone without a record key: the table is keyed by the Kafka record key",
+    ]
+    assert_offsets_chain(catalog, name, produced.end_offsets())
+
+    # Every ingestion snapshot (merges and the dead-letter table's appends) records its record-time range.
+    history = sorted(
+        (s for s in catalog.load_table(name).snapshots() if s.summary and s.summary[TOPIC]),
+        key=lambda s: s.sequence_number or 0,
+    )
+    for snapshot in [*history, *catalog.load_table(f"{name}_dlq").snapshots()]:
+        assert snapshot.summary is not None
+        assert int(snapshot.summary[MIN_TIMESTAMP] or "") <= int(snapshot.summary[MAX_TIMESTAMP] or "")
+    # The table as of `between`: the newest snapshot whose high-water record time is at or before it,
+    # as the summaries say; it holds exactly the first wave's state.
+    high, expected = 0, None
+    for snapshot in history:
+        assert snapshot.summary is not None
+        high = max(high, int(snapshot.summary[MAX_TIMESTAMP] or ""))
+        if high <= between:
+            expected = snapshot
+    assert expected is not None
+    iso = datetime.fromtimestamp(between / 1000, UTC).isoformat(timespec="milliseconds")
+    done = snapshot_at_time_cli(ingest, name, iso)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["snapshot-id"] == expected.snapshot_id
+    assert answer["as-of-record-time-ms"] <= between
+    as_of = catalog.load_table(name).scan(snapshot_id=answer["snapshot-id"]).to_arrow().to_pylist()
+    assert {r["_key"]: r["version"] for r in as_of} == as_of_first
+    # After the newest record: not yet (more records up to that time may still come).
+    later = snapshot_at_time_cli(ingest, name, str(int(time.time() * 1000) + 60_000))
+    assert later.returncode != 0
+    assert "yet" in later.stderr
+
+
+# -- Debezium Avro through the registry ------------------------------------------------------------
+
+
+def test_debezium_avro_events_through_the_registry_end_in_the_source_tables_state(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+    schema_registry: LocalSchemaRegistry,
+) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from tests.e2e.debezium_avro import ENVELOPE, KEY, event
+
+    topic = _topic(kafka, "dbserver1.inventory.customers")
+    table = _table(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="avro",
+        schema_mode="registry",
+        schema_registry_url=schema_registry.url,
+        table_mode="upsert",
+        key_fields=["id"],
+        envelope="debezium",
+        schema={
+            "fields": [
+                {"name": "id", "id": 1, "type": "int"},
+                {"name": "first_name", "id": 2, "type": "string"},
+                {"name": "last_name", "id": 3, "type": "string"},
+                {"name": "email", "id": 4, "type": "string", "optional": True},
+            ]
+        },
+    )
+    # Serialized as Debezium's AvroConverter does: Confluent framing, schemas registered under
+    # <topic>-key and <topic>-value.
+    registry = SchemaRegistryClient({"url": schema_registry.url})
+    values = AvroSerializer(registry, json.dumps(ENVELOPE))
+    keys = AvroSerializer(registry, json.dumps(KEY))
+    value_context = SerializationContext(topic, MessageField.VALUE)
+    key_context = SerializationContext(topic, MessageField.KEY)
+    source: dict[int, dict[str, Any]] = {}
+    last: dict[int, tuple[str, int]] = {}
+    lsn = 5000
+    rng = random.Random(23)
+    produced = Produced()
+
+    def change(op: str, row_id: int, after: dict[str, Any] | None) -> list[tuple[bytes, bytes | None]]:
+        nonlocal lsn
+        lsn += 1
+        before = source.get(row_id)
+        if after is None:
+            del source[row_id]
+        else:
+            source[row_id] = after
+        last[row_id] = (op, lsn)
+        key = keys({"id": row_id}, key_context)
+        assert key is not None
+        records: list[tuple[bytes, bytes | None]] = [
+            (key, values(event(op, before, after, lsn), value_context))
+        ]
+        if op == "d":
+            records.append((key, None))  # Debezium's tombstone after a delete
+        return records
+
+    def row(row_id: int, n: int) -> dict[str, Any]:
+        email = None if n % 3 == 0 else f"u{row_id}.{n}@example.com"
+        return {"id": row_id, "first_name": f"F{row_id}", "last_name": f"L{n}", "email": email}
+
+    waves = [[r for i in range(1, 81) for r in change("r", i, row(i, 1))]]
+    for wave in range(2, 4):
+        records: list[tuple[bytes, bytes | None]] = []
+        for _ in range(60):
+            row_id = rng.randrange(1, 100)
+            if row_id not in source:
+                records += change("c", row_id, row(row_id, wave))
+            elif rng.random() < 0.25:
+                records += change("d", row_id, None)
+            else:
+                records += change("u", row_id, row(row_id, wave * 100 + rng.randrange(100)))
+        waves.append(records)
+    truncate = values({**event("t", None, None, lsn + 1)}, value_context)
+    waves[-1].append((keys({"id": 1}, key_context) or b"", truncate))  # a truncate: a dead letter
+    for records in waves:
+        _produce_wave(kafka, topic, produced, records)
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    assert {op for op, _ in last.values()} >= {"r", "c", "u", "d"}
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    assert {r["id"]: {k: r[k] for k in ("id", "first_name", "last_name", "email")} for r in rows} == source
+    for r in rows:
+        op, at = last[r["id"]]
+        assert r["_cdc"]["op"] == op
+        assert r["_cdc"]["ts_ms"] == 1_700_000_000_000 + at
+        block = dict(r["_cdc"]["source"])
+        assert (block["lsn"], block["connector"], block["table"]) == (str(at), "postgresql", "customers")
+        assert block["snapshot"] == ("true" if op == "r" else "false")
+    duck = duck_rows(
+        ingest,
+        duck_dir,
+        f'SELECT id, first_name, last_name, email, _cdc.op FROM floe.{CLUSTER}."{table}" ORDER BY 1',
+    )
+    assert duck == [
+        (i, v["first_name"], v["last_name"], v["email"], last[i][0]) for i, v in sorted(source.items())
+    ]
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert [d["error"] for d in dead] == ["Debezium op 't' is not applied (only c, r, u and d change rows)"]
+    assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
