@@ -258,7 +258,7 @@ class BatchWriter:
         if t.source_format == "protobuf":
             from ingest.protobuf_decode import decode_protobuf_table, registry_writers
 
-            # The protobuf decoder's errors are precise already (they run in Python).
+            # The protobuf decoder's errors are precise already (it explains each value it rejects).
             reasons = DeadLetterReasons("protobuf", t.schema)
             if t.registry is not None:
                 found, unusable = registry_writers(

@@ -56,6 +56,10 @@ SPARK_JARS: tuple[Artifact, ...] = (
     Artifact(
         "org.apache.spark", "spark-avro_2.13", SPARK_VERSION, "f993c9672f57f45a280d787f03ebd3e5c7c875e4"
     ),
+    # The protobuf runtime of floe's JVM protobuf decoder (ingest/jvm): pyspark ships protobuf only shaded
+    # (as do kafka-clients), so this unshaded one conflicts with nothing. 4.36 is the release of the
+    # Python protobuf runtime (7.36) that compiles the descriptors the decoder reads.
+    Artifact("com.google.protobuf", "protobuf-java", "4.36.2", "dbc5fbfc3936fb569a910679e971842a556a4d3d"),
     # S3FileIO and its AWS SDK, for S3 and S3-compatible (MinIO) warehouses.
     Artifact(
         "org.apache.iceberg",
@@ -169,10 +173,10 @@ def spark_session(
 
     On a cluster (`spark://…`, `k8s://…`, `yarn`) executors get the connector jars from the driver
     (`spark.jars`). JSON and Avro decoding are Spark SQL and maintenance is Iceberg's procedures, so they
-    need Spark 4.0 and Java 17+ only; protobuf tables decode in Python workers, which run
-    `PYSPARK_PYTHON` on the executors (an interpreter with floe installed there). Executors connect back
-    to the driver at Spark's default address (this host's name; `SPARK_LOCAL_IP` or `spark.driver.host`
-    choose another).
+    need Spark 4.0 and Java 17+ only; protobuf tables decode in the JVM too (floe's decoder jar, which
+    ingestion adds to the session when it first decodes protobuf). Executors connect back to the driver
+    at Spark's default address (this host's name; `SPARK_LOCAL_IP` or `spark.driver.host` choose
+    another).
 
     With `log_file`, Spark's logs, its JVM's own output and no progress bars: the terminal stays quiet
     (`floe up`); without, Spark logs to the terminal as usual."""
@@ -181,8 +185,9 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     os.environ["JAVA_HOME"] = spark_java_home()
-    # Python workers (protobuf decoding) run this interpreter, which has floe and its dependencies;
-    # PySpark reads the variable, not `spark.pyspark.python`, when it starts them.
+    # Python workers (should anything start them: floe's own decoding runs in the JVM) run this
+    # interpreter, which has floe and its dependencies; PySpark reads the variable, not
+    # `spark.pyspark.python`, when it starts them.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).master(master)
     settings: dict[str, str] = {

@@ -35,7 +35,7 @@ SYSTEMS = {
         "`floe ingest --cluster <c>` (`python -m catalog.cli ingest`): one Structured Streaming query per "
         "table with `foreachBatch`; per batch it reads the committed offsets of the table and its "
         "dead-letter table from floe, decodes with `from_json` (PERMISSIVE; Avro with `from_avro`, "
-        "Protobuf with upb in Spark's Python workers through `mapInArrow`) and checks required fields, "
+        "Protobuf with floe's Java UDF, protobuf-java in the JVM) and checks required fields, "
         "persists the batch, computes per-partition statistics, and appends the rows (with the `_kafka` "
         "struct: partition, offset, timestamp, key, headers) with `writeTo(...).append()` carrying the "
         "Kafka offsets in the snapshot summary (floe's exactly-once fence). Table from floe.yaml: "

@@ -6,14 +6,17 @@ into the table's rows and `_error`, written to Spark's `noop` sink, so every col
 
 - `json`: floe's JSON path (`from_json` in the JVM), the peer.
 - `avro`: floe's inline Avro path (`from_avro` in the JVM), Confluent framing.
-- `protobuf`: floe's path (`ingest.protobuf_decode`): upb parses each value in the Python workers,
-  compiled converters fill one Arrow column per table field.
-- `protobuf-rows`: the same parse, but one dict per record and `pa.array(rows)` (the row-wise variant).
-- `protobuf-via-json`: the Python workers turn each value into JSON (`json_format.MessageToJson`) and
-  the JVM reads it with floe's JSON path (reusing `from_json`).
+- `protobuf`: floe's path (`ingest.protobuf_decode`): its Java UDF (ingest/jvm) parses each value with
+  protobuf-java in the JVM and fills the table's struct; no Python on the executors.
+- `protobuf-python`: the path that replaced (`benchmarks.protobuf_decode.python_decoder`): upb parses
+  each value in the Python workers (`mapInArrow`), compiled converters fill one Arrow column per field.
+- `protobuf-python-rows`: the same parse, but one dict per record and `pa.array(rows)` (row-wise).
+- `protobuf-python-via-json`: the Python workers turn each value into JSON and the JVM reads it with
+  floe's JSON path (reusing `from_json`).
 
-Also the Python decoder alone (no Spark) on the same values. Each path runs once untimed (warm-up), then
-`--repeat` times; the best run counts. Results to benchmarks/results/protobuf-decode.{json,md}.
+Also the Python decoder alone (no Spark) on the same values (`python-alone`); `--paths` picks some of
+them. Each path runs once untimed (warm-up), then `--repeat` times; the best run counts. Results to
+benchmarks/results/protobuf-decode.{json,md}.
 """
 
 from __future__ import annotations
@@ -42,15 +45,14 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from benchmarks.protobuf_decode import python_decoder
+from benchmarks.protobuf_decode.python_decoder import Decoder, arrow_record_type, reader
 from catalog.pipelines.protobuf import build_pool, descriptor_set
 from ingest.decode import ERROR_COLUMN, RECORD_COLUMN, decode_avro, decode_json, source, source_columns
 from ingest.protobuf_decode import (
-    Decoder,
     WriterSchema,
-    arrow_record_type,
     decode_protobuf_table,
     encode_message_indexes,
-    reader,
     split_confluent,
 )
 
@@ -351,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS / "protobuf-decode")
+    parser.add_argument("--paths", nargs="*", help="measure only these paths (default: all)")
     args = parser.parse_args(argv)
 
     from runtime.spark import CatalogConnection, spark_session
@@ -387,16 +390,26 @@ def main(argv: list[str] | None = None) -> int:
                 "protobuf",
                 lambda: decode_protobuf_table(frames["protobuf"], schema, writers={SCHEMA_ID: writer}),
             ),
-            ("protobuf-rows", "protobuf", lambda: rows_variant(frames["protobuf"], writer)),
-            ("protobuf-via-json", "protobuf", lambda: via_json_variant(frames["protobuf"], writer)),
+            (
+                "protobuf-python",
+                "protobuf",
+                lambda: python_decoder.decode_protobuf_table(
+                    frames["protobuf"], schema, writers={SCHEMA_ID: writer}
+                ),
+            ),
+            ("protobuf-python-rows", "protobuf", lambda: rows_variant(frames["protobuf"], writer)),
+            ("protobuf-python-via-json", "protobuf", lambda: via_json_variant(frames["protobuf"], writer)),
         ]
         for name, data_name, build in paths:
+            if args.paths and name not in args.paths:
+                continue
             result = measure(name, build, n, sizes[data_name], args.repeat)
             print(json.dumps(result), flush=True)
             results.append(result)
-        alone = python_only(proto, writer, args.repeat)
-        print(json.dumps(alone), flush=True)
-        results.append(alone)
+        if not args.paths or "python-alone" in args.paths:
+            alone = python_only(proto, writer, args.repeat)
+            print(json.dumps(alone), flush=True)
+            results.append(alone)
     finally:
         spark.stop()
     report = {

@@ -3,8 +3,8 @@ a registry's schema string (`.proto` text or a base64 serialized `FileDescriptor
 references, and floe.yaml's `protobuf` block of an inline-schema table.
 
 Every schema ends up as a `FileDescriptorSet` holding the main file and everything it imports, in
-dependency order, so a `DescriptorPool` can be built from it anywhere (the Spark Python workers get the
-serialized set). Well-known types (`google/protobuf/*.proto`) come from the protobuf runtime when a
+dependency order, so descriptors can be built from it anywhere (floe's JVM decoder gets the serialized
+set). Well-known types (`google/protobuf/*.proto`) come from the protobuf runtime when a
 registry leaves them out, as Confluent's serializers do.
 """
 

@@ -1,33 +1,28 @@
 """Protobuf topics, the pure parts: Confluent's wire format for protobuf, schemas as text and as base64
-FileDescriptorProtos (with references and well-known imports), the mapping of every protobuf type to the
-table's columns, and floe.yaml's protobuf settings. The Spark and registry side is in
+FileDescriptorProtos (with references and well-known imports), the JVM decoder's configuration, and
+floe.yaml's protobuf settings. The mapping of every protobuf type to the table's columns runs in the JVM
+decoder (tests/e2e/test_protobuf_decoder.py); the Kafka and registry side is in
 tests/e2e/test_protobuf.py."""
 
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from google.protobuf import descriptor_pb2, message_factory
-from google.protobuf.message import Message
 from pyiceberg.types import (
-    BinaryType,
-    BooleanType,
-    DoubleType,
+    DateType,
     FixedType,
-    FloatType,
     IcebergType,
-    IntegerType,
     ListType,
     LongType,
     MapType,
     NestedField,
     StringType,
     StructType,
-    TimestampType,
     TimestamptzType,
 )
 
@@ -42,11 +37,9 @@ from catalog.pipelines.protobuf import (
     parse_file_descriptor,
 )
 from ingest.protobuf_decode import (
-    Decoder,
     RecordError,
     WriterSchema,
-    arrow_record_type,
-    decode_batches,
+    decoder_config,
     encode_message_indexes,
     read_message_indexes,
     split_confluent,
@@ -102,26 +95,6 @@ def _schema() -> tuple[descriptor_pb2.FileDescriptorSet, str]:
 def _order_class(files: descriptor_pb2.FileDescriptorSet | None = None) -> Any:
     files = files or _schema()[0]
     return message_factory.GetMessageClass(build_pool(files).FindMessageTypeByName("shop.Order"))
-
-
-def _framed(schema_id: int, indexes: list[int], message: Message | bytes) -> bytes:
-    payload = message if isinstance(message, bytes) else message.SerializeToString()
-    return b"\x00" + schema_id.to_bytes(4, "big") + encode_message_indexes(indexes) + payload
-
-
-def _decode_one(fields: list[NestedField], message: Message | bytes) -> dict[str, Any]:
-    files, main = _schema()
-    decoder = Decoder(fields, writers={1: WriterSchema.of(files, main)})
-    columns, valid, errors = decoder.decode([_framed(1, [0], message)])
-    assert valid == [True], errors
-    return {f.name: column[0] for f, column in zip(fields, columns, strict=True)}
-
-
-def _error_of(fields: list[NestedField], value: bytes | None, **decoder: Any) -> str | None:
-    files, main = _schema()
-    decoder.setdefault("writers", {1: WriterSchema.of(files, main)})
-    _, _, errors = Decoder(fields, **decoder).decode([value])
-    return errors[0]
 
 
 def _field(name: str, kind: IcebergType, field_id: int = 1) -> NestedField:
@@ -208,231 +181,61 @@ def test_missing_import_and_syntax_errors_say_what_is_wrong() -> None:
         descriptor_set(ORDER, {"../common.proto": COMMON})
 
 
-# -- the mapping, type by type ------------------------------------------------------------------------------
+# -- the JVM decoder's configuration (the decoding itself: tests/e2e/test_protobuf_decoder.py) -------------
 
 
-def test_scalars_enums_and_bytes() -> None:
-    order = _order_class()(
-        id=7, customer="ada", gift=True, blob=b"\x00\x01", big=12, delta=-3, ratio=0.5, status=2
-    )
-    fields = [
-        _field("id", LongType(), 1),
-        _field("customer", StringType(), 2),
-        _field("gift", BooleanType(), 3),
-        _field("blob", BinaryType(), 4),
-        _field("big", LongType(), 5),
-        _field("delta", IntegerType(), 6),
-        _field("ratio", FloatType(), 7),
-        _field("status", StringType(), 8),
-        _field("score", DoubleType(), 9),
-    ]
-    assert _decode_one(fields, order) == {
-        "id": 7,
-        "customer": "ada",
-        "gift": True,
-        "blob": b"\x00\x01",
-        "big": 12,
-        "delta": -3,
-        "ratio": 0.5,
-        "status": "SHIPPED",
-        "score": None,  # proto3 optional, unset
-    }
-
-
-def test_presence_optional_set_to_zero_is_zero_and_plain_scalars_read_their_default() -> None:
-    order = _order_class()(score=0.0)
-    got = _decode_one([_field("score", DoubleType(), 1), _field("id", LongType(), 2)], order)
-    assert got == {"score": 0.0, "id": 0}
-
-
-def test_unknown_enum_number_is_kept_as_the_number() -> None:
-    order = _order_class()()
-    order.status = 9  # proto3 enums are open
-    assert _decode_one([_field("status", StringType())], order) == {"status": "9"}
-
-
-def test_nested_repeated_and_maps() -> None:
-    order = _order_class()(
-        address={"city": "Oslo"},
-        tags=["a", "b"],
-        quantities={"apple": 3},
-        history=[{"city": "Rome", "zip": 1}],
-        by_code={5: {"city": "Bergen"}},
-    )
-    address = StructType(
-        NestedField(2, "city", StringType(), required=True),
-        NestedField(3, "zip", IntegerType(), required=False),
-    )
-    fields = [
-        _field("address", address, 1),
-        _field("tags", ListType(4, StringType(), element_required=True), 5),
-        _field("quantities", MapType(6, StringType(), 7, LongType()), 8),
-        _field("history", ListType(9, address), 10),
-        _field("by_code", MapType(11, LongType(), 12, address), 13),
-    ]
-    assert _decode_one(fields, order) == {
-        "address": {"city": "Oslo", "zip": None},
-        "tags": ["a", "b"],
-        "quantities": {"apple": 3},
-        "history": [{"city": "Rome", "zip": 1}],
-        "by_code": [(5, {"city": "Bergen", "zip": None})],
-    }
-    unset = _decode_one(fields, _order_class()())
-    assert unset == {"address": None, "tags": [], "quantities": {}, "history": [], "by_code": []}
-
-
-def test_oneof_is_a_struct_with_the_set_member() -> None:
-    payment = StructType(
-        NestedField(2, "card", StringType(), required=False),
-        NestedField(
-            3,
-            "cash",
-            StructType(NestedField(4, "currency", StringType()), NestedField(5, "units", LongType())),
-            required=False,
-        ),
-    )
-    fields = [_field("payment", payment)]
-    cls = _order_class()
-    assert _decode_one(fields, cls(card="visa")) == {"payment": {"card": "visa", "cash": None}}
-    assert _decode_one(fields, cls(cash={"currency": "EUR", "units": 2})) == {
-        "payment": {"card": None, "cash": {"currency": "EUR", "units": 2}}
-    }
-    assert _decode_one(fields, cls()) == {"payment": None}
-
-
-def test_well_known_types() -> None:
-    order = _order_class()(
-        placed_at={"seconds": 1_795_000_000, "nanos": 123_456_789},
-        ttl={"seconds": 90, "nanos": 500_000_000},
-        discount={"value": 0},
-    )
-    order.extra.update({"note": "x", "n": 2})
-    order.anything.string_value = "hi"
-    fields = [
-        _field("placed_at", TimestamptzType(), 1),
-        _field("ttl", LongType(), 2),
-        _field("discount", LongType(), 3),
-        _field("extra", StringType(), 4),
-        _field("anything", StringType(), 5),
-    ]
-    assert _decode_one(fields, order) == {
-        "placed_at": 1_795_000_000_123_456,
-        "ttl": 90_500_000,
-        "discount": 0,  # a wrapper that is set, to zero
-        "extra": '{"n":2.0,"note":"x"}',
-        "anything": '"hi"',
-    }
-    unset = _decode_one(fields, _order_class()())
-    assert unset == dict.fromkeys(unset)  # every one NULL when absent
-    naive = _decode_one([_field("placed_at", TimestampType())], order)
-    assert naive == {"placed_at": 1_795_000_000_123_456}
-
-
-def test_table_fields_the_writer_lacks_are_null_and_fields_the_table_lacks_are_ignored() -> None:
-    order = _order_class()(id=1, customer="c")
-    assert _decode_one([_field("id", LongType(), 1), _field("added_later", StringType(), 2)], order) == {
-        "id": 1,
-        "added_later": None,
-    }
-
-
-def test_unknown_field_numbers_in_the_value_are_ignored() -> None:
-    # Field 99 (varint 5) is not in the schema: a newer writer's field.
-    value = _order_class()(id=4).SerializeToString() + b"\x98\x06\x05"
-    assert _decode_one([_field("id", LongType())], value) == {"id": 4}
-
-
-def test_conflicting_types_and_out_of_range_values_are_precise_reasons() -> None:
-    cls = _order_class()
-    assert _error_of([_field("customer", LongType())], _framed(1, [0], cls(customer="x"))) == (
-        "field customer: protobuf string does not fit the table's long"
-    )
-    assert _error_of([_field("big", IntegerType())], _framed(1, [0], cls(big=1 << 40))) == (
-        f"field big: {1 << 40} is out of range for the table's type"
-    )
-    assert _error_of([_field("blob", FixedType(4))], _framed(1, [0], cls(blob=b"12"))) == (
-        "field blob: 2 bytes, the table's fixed[4] needs 4"
-    )
-    assert _error_of([_field("tags", StringType())], _framed(1, [0], cls(tags=["a"]))) == (
-        "field tags: protobuf repeated string does not fit the table's string"
-    )
-    # A field with presence that is unset is no conflict (a proto3 scalar always has its value).
-    assert _error_of([_field("address", LongType())], _framed(1, [0], cls())) is None
-    assert _error_of([_field("address", LongType())], _framed(1, [0], cls(address={}))) == (
-        "field address: protobuf shop.Order.Address does not fit the table's long"
-    )
-
-
-def test_records_that_do_not_decode_get_their_reason() -> None:
-    fields = [_field("id", LongType())]
-    whole = _order_class()(id=5, customer="a long enough name").SerializeToString()
-    assert _error_of(fields, None) == "record has no value (tombstone)"
-    assert _error_of(fields, _framed(1, [0], whole[:-4])) == (
-        "value is not a protobuf shop.Order (truncated or corrupt)"
-    )
-    assert _error_of(fields, _framed(2, [0], whole)) == "value's schema id 2 is not registered"
-    assert _error_of(fields, _framed(3, [0], whole), unusable={3: "is a AVRO schema, not PROTOBUF"}) == (
-        "value's schema id 3 is a AVRO schema, not PROTOBUF"
-    )
-    assert _error_of(fields, _framed(1, [4], whole)) == (
-        "value's schema id 1: message index [4] is not in the schema"
-    )
-
-
-def test_two_writer_schema_versions_decode_by_id() -> None:
-    v1, main1 = descriptor_set('syntax = "proto3"; package p; message M { int64 id = 1; }', {})
-    v2, main2 = descriptor_set(
-        'syntax = "proto3"; package p; message M { int64 id = 1; string note = 2; }', {}
-    )
-    cls1 = message_factory.GetMessageClass(build_pool(v1).FindMessageTypeByName("p.M"))
-    cls2 = message_factory.GetMessageClass(build_pool(v2).FindMessageTypeByName("p.M"))
-    decoder = Decoder(
-        [_field("id", LongType(), 1), _field("note", StringType(), 2)],
-        writers={10: WriterSchema.of(v1, main1), 11: WriterSchema.of(v2, main2)},
-    )
-    columns, valid, _ = decoder.decode([_framed(10, [0], cls1(id=1)), _framed(11, [0], cls2(id=2, note="n"))])
-    assert valid == [True, True]
-    assert columns == [[1, 2], [None, "n"]]
-
-
-def test_inline_schema_framed_and_raw() -> None:
+def test_decoder_config_describes_the_table_types_writers_and_framing() -> None:
     files, main = _schema()
-    order = _order_class()(id=9)
-    inline = (WriterSchema.of(files, main), "shop.Order")
-    fields = [_field("id", LongType())]
-    raw = Decoder(fields, inline=inline, framed=False).decode([order.SerializeToString()])
-    # Framed: the schema id and indexes are skipped, the message is the one floe.yaml names.
-    framed = Decoder(fields, inline=inline, framed=True).decode([_framed(77, [1], order)])
-    assert raw[0] == framed[0] == [[9]]
-
-
-def test_decoded_batches_are_the_arrow_columns_spark_expects() -> None:
     address = StructType(NestedField(2, "city", StringType(), required=True))
     fields = [
-        NestedField(1, "id", LongType(), required=True),
-        _field("placed_at", TimestamptzType(), 3),
+        _field("id", LongType(), 1),
+        _field("blob", FixedType(4), 3),
         _field("address", address, 4),
-        _field("quantities", MapType(5, StringType(), 6, LongType()), 7),
+        _field("tags", ListType(5, StringType()), 6),
+        _field("quantities", MapType(7, StringType(), 8, LongType()), 9),
+        _field("placed_at", TimestamptzType(), 10),
+        _field("day", DateType(), 11),
     ]
-    files, main = _schema()
-    order = _order_class()(id=1, placed_at={"seconds": 1}, address={"city": "Oslo"}, quantities={"a": 1})
-    batch = pa.RecordBatch.from_pydict(
-        {"__floe_value": pa.array([_framed(1, [0], order), b"junk"], pa.binary()), "__floe_offset": [0, 1]}
-    )
-    record_type = arrow_record_type(fields)
-    decoder = Decoder(fields, writers={1: WriterSchema.of(files, main)})
-    (out,) = decode_batches([batch], decoder, record_type)
-    assert out.schema.names == ["__floe_value", "__floe_offset", "__floe_record", "__floe_decode_error"]
-    assert out.column("__floe_record").type == record_type
-    rows = out.to_pylist()
-    assert rows[0]["__floe_record"]["id"] == 1
-    assert rows[0]["__floe_record"]["placed_at"].timestamp() == 1
-    assert rows[0]["__floe_record"]["quantities"] == [("a", 1)]
-    assert rows[0]["__floe_decode_error"] is None
-    assert rows[1]["__floe_record"] is None
-    assert rows[1]["__floe_decode_error"] == (
-        "value is not in the Confluent wire format (magic byte 0 + schema id)"
-    )
+    writer = WriterSchema.of(files, main)
+    config = json.loads(decoder_config(fields, writers={7: writer}, unusable={8: "is not registered"}))
+    assert config["framed"] is True
+    assert config["unusable"] == {"8": "is not registered"}
+    assert base64.b64decode(config["writers"]["7"]["descriptor_set"]) == files.SerializeToString()
+    assert config["writers"]["7"]["main_file"] == main
+    assert "inline" not in config
+    assert config["fields"] == [
+        {"name": "id", "type": {"kind": "long", "text": "long"}},
+        {"name": "blob", "type": {"kind": "fixed", "text": "fixed[4]", "size": 4}},
+        {
+            "name": "address",
+            "type": {
+                "kind": "struct",
+                "text": str(address),
+                "fields": [{"name": "city", "type": {"kind": "string", "text": "string"}}],
+            },
+        },
+        {
+            "name": "tags",
+            "type": {"kind": "list", "text": "list<string>", "element": {"kind": "string", "text": "string"}},
+        },
+        {
+            "name": "quantities",
+            "type": {
+                "kind": "map",
+                "text": "map<string, long>",
+                "key": {"kind": "string", "text": "string"},
+                "value": {"kind": "long", "text": "long"},
+            },
+        },
+        {"name": "placed_at", "type": {"kind": "timestamptz", "text": "timestamptz"}},
+        {"name": "day", "type": {"kind": "other", "text": "date"}},  # no protobuf value maps to it
+    ]
+    inline = json.loads(decoder_config(fields[:1], inline=(writer, "shop.Order"), framed=False))
+    assert inline["framed"] is False
+    assert inline["inline"]["message"] == "shop.Order"
+    assert inline["inline"]["main_file"] == main
+    # The same batch configuration is the same bytes: the JVM parses it once (cached by its hash).
+    assert decoder_config(fields, writers={7: writer}) == decoder_config(fields, writers={7: writer})
 
 
 # -- floe.yaml ---------------------------------------------------------------------------------------------

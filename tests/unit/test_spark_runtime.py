@@ -1,11 +1,10 @@
-"""What floe asks of a Spark cluster's executors: Spark and Java, and floe's Python for protobuf only.
+"""What floe asks of a Spark cluster's executors: Spark and Java, no Python.
 
-JSON and Avro decoding are Spark SQL expressions and maintenance runs Iceberg's procedures, so on a
-cluster (tests/e2e/test_spark_cluster.py) their executors need no Python environment and no floe
-installation; protobuf decoding runs in Spark's Python workers (`mapInArrow`), so pipelines with protobuf
-tables need floe installed in the executors' Python. README "Running on a Spark cluster" says exactly
-that. Another Python UDF, `rdd` or `mapInPandas` in ingest/ or maintenance/ would widen what executors
-need: this test names such a change, so it comes with its cluster story.
+JSON and Avro decoding are Spark SQL expressions, protobuf decoding is floe's Java UDF (ingest/jvm) and
+maintenance runs Iceberg's procedures, so on a cluster (tests/e2e/test_spark_cluster.py) executors need
+no Python environment and no floe installation. README "Running on a Spark cluster" says exactly that.
+A Python UDF, `rdd` or `mapInPandas` in ingest/ or maintenance/ would widen what executors need: this
+test names such a change, so it comes with its cluster story.
 """
 
 from __future__ import annotations
@@ -49,18 +48,14 @@ def _names(tree: ast.AST) -> set[str]:
     return found
 
 
-# The one place floe's Python runs on executors, and the only API it uses there.
-PROTOBUF_DECODING = {"ingest/protobuf_decode.py: mapInArrow"}
-
-
-def test_floe_python_runs_on_executors_only_to_decode_protobuf() -> None:
+def test_floe_python_never_runs_on_executors() -> None:
     used = {
         f"{path.relative_to(ROOT).as_posix()}: {name}"
         for package in ("ingest", "maintenance")
         for path in sorted((ROOT / package).rglob("*.py"))
         for name in _names(ast.parse(path.read_text())) & EXECUTOR_PYTHON
     }
-    assert used == PROTOBUF_DECODING, "Python that Spark runs on executors (see this module's docstring)"
+    assert used == set(), "Python that Spark runs on executors (see this module's docstring)"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,133 @@
+"""floe's JVM protobuf decoder (ingest/jvm/floe/ingest/ProtobufDecoder.java) as a jar for Spark.
+
+The source ships with floe and is compiled at first use with the JDK's `javac` against pyspark's jars
+and protobuf-java (one of `runtime.spark.SPARK_JARS`), then cached in floe's cache folder under the hash
+of what went into it (source, protobuf-java, pyspark version): later runs and other checkouts of the
+same source reuse it. A running session gets it when protobuf is first decoded (`register_decoder`):
+`addJar` ships it to the executors, and the driver loads the class through a class loader of its own
+(the jars of a session are fixed when its JVM starts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from runtime.artifacts import cache_dir, fetch
+from runtime.java import spark_java_home
+from runtime.spark import SPARK_JARS
+
+SOURCE = Path(__file__).resolve().parent / "jvm" / "floe" / "ingest" / "ProtobufDecoder.java"
+CLASS_NAME = "floe.ingest.ProtobufDecoder"
+# The bytecode level: Spark 4.0's minimum Java.
+JAVA_RELEASE = "17"
+
+
+class DecoderBuildError(RuntimeError):
+    """The decoder could not be compiled (no JDK compiler, or javac failed)."""
+
+
+def _pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def _protobuf_java() -> Path:
+    artifact = next(a for a in SPARK_JARS if a.name == "protobuf-java")
+    return fetch(artifact)
+
+
+def _javac() -> Path:
+    javac = Path(spark_java_home()) / "bin" / "javac"
+    if not javac.is_file():
+        raise DecoderBuildError(
+            f"no javac in {javac.parent}: floe's protobuf decoder is compiled at first use and needs a JDK "
+            "(not only a JRE); point JAVA_HOME at a JDK 17+"
+        )
+    return javac
+
+
+def decoder_jar() -> Path:
+    """The compiled decoder jar, built on first use and cached by the hash of its inputs."""
+    import pyspark
+
+    protobuf = _protobuf_java()
+    source = SOURCE.read_bytes()
+    digest = hashlib.sha256(
+        b"\0".join([source, protobuf.name.encode(), pyspark.__version__.encode(), JAVA_RELEASE.encode()])
+    ).hexdigest()[:20]
+    target = cache_dir() / "jvm" / f"floe-protobuf-decoder-{digest}.jar"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    javac = _javac()
+    with tempfile.TemporaryDirectory(prefix="floe-javac-", dir=target.parent) as work:
+        classes = Path(work) / "classes"
+        classes.mkdir()
+        classpath = os.pathsep.join([str(_pyspark_jars() / "*"), str(protobuf)])
+        result = subprocess.run(
+            [
+                *(str(javac), "--release", JAVA_RELEASE, "-nowarn", "-encoding", "UTF-8"),
+                *("-cp", classpath, "-d", str(classes), str(SOURCE)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise DecoderBuildError(f"javac failed on {SOURCE.name}:\n{result.stdout}{result.stderr}"[:4000])
+        # Written under a name of this process's own, then renamed: a concurrent build never leaves a
+        # half-written jar where another process looks for it.
+        partial = Path(work) / "decoder.jar"
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: floe\r\n\r\n")
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+        shutil.move(str(partial), str(target))
+    return target
+
+
+# The decoder class per SparkContext (its JVM object's id): one class loader per context, not per batch.
+_LOADED: dict[str, Any] = {}
+
+
+def _decoder_class(spark: Any) -> Any:
+    """The decoder's java.lang.Class in this session's driver, its jar added to the session first."""
+    context = spark.sparkContext._jsc.sc()
+    key = f"{context.applicationId()}:{context.hashCode()}"
+    found = _LOADED.get(key)
+    if found is None:
+        jar = decoder_jar()
+        jvm = spark._jvm
+        spark.sparkContext._jsc.addJar(str(jar))  # executors fetch it before their next task
+        urls = spark.sparkContext._gateway.new_array(jvm.java.net.URL, 1)
+        urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
+        # Spark's own classes (and protobuf-java, one of the session's jars) come from the parent.
+        parent = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader = jvm.java.net.URLClassLoader(urls, parent)
+        found = _LOADED[key] = jvm.java.lang.Class.forName(CLASS_NAME, True, loader)
+    return found
+
+
+def register_decoder(spark: Any, name: str, result_type_json: str) -> None:
+    """Register the decoder UDF in `spark` as `name`, returning Spark's JSON type `result_type_json`."""
+    gateway = spark.sparkContext._gateway
+    jvm = spark._jvm
+    decoder = _decoder_class(spark)
+    types = gateway.new_array(jvm.java.lang.Class, 3)
+    types[0] = jvm.java.lang.Class.forName("java.lang.Object")
+    types[1] = types[2] = jvm.java.lang.Class.forName("java.lang.String")
+    arguments = gateway.new_array(jvm.java.lang.Object, 3)
+    arguments[0], arguments[1], arguments[2] = spark._jsparkSession, name, result_type_json
+    decoder.getMethod("register", types).invoke(None, arguments)
+
+
+__all__ = ["CLASS_NAME", "SOURCE", "DecoderBuildError", "decoder_jar", "register_decoder"]
