@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -117,7 +117,7 @@ def _framed(schema_id: int, indexes: list[int], message: Message | bytes) -> byt
 
 
 def _decode(
-    spark: SparkSession, fields: list[NestedField], values: list[bytes | None], **decoder: Any
+    spark: SparkSession, fields: list[NestedField], values: Sequence[bytes | None], **decoder: Any
 ) -> list[tuple[dict[str, Any] | None, str | None]]:
     """Each value's record (a dict, or None) and error, decoded by the JVM decoder in Spark."""
     if "inline" not in decoder:

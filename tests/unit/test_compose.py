@@ -190,12 +190,17 @@ def test_dockerfile_runs_floe_as_a_non_root_user() -> None:
     users = [args for op, args in instructions if op == "USER"]
     assert users
     assert users[-1] not in ("root", "0")
-    assert "openjdk-17-jre-headless" in dockerfile
+    # A JDK: ingestion compiles floe's protobuf decoder with javac (ingest/jvm_decoder.py).
+    assert "openjdk-17-jdk-headless" in dockerfile
     # The build-time jar download names real code.
     from runtime.spark import spark_jars
 
     assert "from runtime.spark import spark_jars; spark_jars()" in dockerfile
     assert callable(spark_jars)
+    from ingest.jvm_decoder import decoder_jar
+
+    assert "from ingest.jvm_decoder import decoder_jar; decoder_jar()" in dockerfile
+    assert callable(decoder_jar)
     # The build context (.dockerignore is an allowlist) holds every package pyproject.toml installs.
     allowed = {
         line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines() if line[:1] == "!"
