@@ -372,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     )
     results: list[dict[str, Any]] = []
+    load_before = os.getloadavg()
     try:
         proto = protobuf_values(args.records, writer)
         data = {"json": json_values(args.records), "avro": avro_values(args.records), "protobuf": proto}
@@ -418,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
+            # The machine is shared: busy neighbours show here (1, 5 and 15 minute averages).
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
         },
         "spark_master": "local[2]",
         "records": args.records,
@@ -436,6 +440,15 @@ def markdown(report: dict[str, Any]) -> str:
         f"`{report['command'].strip()}` — {report['records']:,} records of a 10-field event, Spark "
         f"{report['spark_master']}, {report['machine']['cpus']} CPUs (shared), after a warm-up run, "
         "best of the runs.",
+        "",
+        *(
+            [
+                f"Load average before {m['load_average_before']}, after {m['load_average_after']} "
+                "(other users of the machine included)."
+            ]
+            if "load_average_before" in (m := report["machine"])
+            else []
+        ),
         "",
         "| path | records/s | MiB/s of values | best s | runs (s) | dead letters |",
         "|---|---:|---:|---:|---|---:|",

@@ -342,10 +342,16 @@ public final class ProtobufDecoder implements UDF2<byte[], byte[], Row> {
     if (name.equals(TIMESTAMP) && target.is("timestamptz", "timestamp")) {
       FieldDescriptor seconds = message.findFieldByNumber(1);
       FieldDescriptor nanos = message.findFieldByNumber(2);
-      if (target.is("timestamptz")) {
-        return v -> instant(micros((Message) v, seconds, nanos), path);
-      }
-      return v -> LocalDateTime.ofInstant(instant(micros((Message) v, seconds, nanos), path), ZoneOffset.UTC);
+      boolean zoned = target.is("timestamptz");
+      return v -> {
+        Message m = (Message) v;
+        try {
+          Instant instant = instant(micros(m, seconds, nanos));
+          return zoned ? instant : LocalDateTime.ofInstant(instant, ZoneOffset.UTC);
+        } catch (ArithmeticException | java.time.DateTimeException e) {
+          throw outOfRange(path, "Timestamp " + m.getField(seconds) + " s " + m.getField(nanos) + " ns");
+        }
+      };
     }
     if (name.equals(DURATION) && target.is("long")) {
       FieldDescriptor seconds = message.findFieldByNumber(1);
@@ -375,7 +381,7 @@ public final class ProtobufDecoder implements UDF2<byte[], byte[], Row> {
     return mismatch(path, name, target);
   }
 
-  static Instant instant(long micros, String path) {
+  static Instant instant(long micros) {
     return Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
   }
 
@@ -683,7 +689,13 @@ public final class ProtobufDecoder implements UDF2<byte[], byte[], Row> {
         } catch (java.io.IOException | RuntimeException e) {
           throw new RecordError(c.corrupt);
         }
-        return RowFactory.create(row(message, c.readers), null);
+        try {
+          return RowFactory.create(row(message, c.readers), null);
+        } catch (RuntimeException e) {
+          // A value no reader expected must not stop the topic: it goes to the dead letters, named.
+          throw new RecordError(
+              "value could not be read as the table's row (" + e.getClass().getSimpleName() + ")");
+        }
       } catch (RecordError e) {
         return RowFactory.create(null, e.getMessage());
       }
