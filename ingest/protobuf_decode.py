@@ -68,10 +68,11 @@ _DECODED = INTERNAL_PREFIX + "protobuf_decoded"
 
 
 class RecordError(ValueError):
-    """Why one value cannot become a row (the dead letter's reason)."""
+    """Why a value's Confluent framing cannot be read (the reason the JVM decoder gives too)."""
 
 
-# -- the Confluent wire format for protobuf ----------------------------------------------------------
+# -- the Confluent wire format for protobuf, in Python: producing values (tests, benchmarks) and reading
+# them outside Spark; the JVM decoder reads it itself (`Framing` in ProtobufDecoder.java). ---------------
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
