@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
+import os
 import time
-import uuid
 from typing import cast
 
 from litestar.enums import ScopeType
@@ -72,6 +73,24 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+class _RequestIds:
+    """Generated request ids: 32 hex digits, a random per-process prefix and a counter. Unique like
+    `uuid4().hex` (which read the kernel's random source on every request: ~1.5% of a 304's CPU)."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._prefix = ""
+        self._counter = itertools.count()
+
+    def next(self) -> str:
+        if self._pid != os.getpid():  # a forked worker must not repeat its parent's ids
+            self._pid, self._prefix, self._counter = os.getpid(), os.urandom(10).hex(), itertools.count()
+        return f"{self._prefix}{next(self._counter) & 0xFFFFFFFFFFFF:012x}"
+
+
+_request_ids = _RequestIds()
+
+
 def request_context_middleware(app: ASGIApp) -> ASGIApp:
     """Tag each request with an id (`X-Request-Id`, honoured when sent), log it, and time it."""
 
@@ -79,7 +98,7 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
         if scope["type"] != ScopeType.HTTP:
             await app(scope, receive, send)
             return
-        request_id = _header(scope, b"x-request-id") or uuid.uuid4().hex
+        request_id = _header(scope, b"x-request-id") or _request_ids.next()
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()
         status = 500

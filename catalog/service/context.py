@@ -28,6 +28,7 @@ from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
 from catalog.security.vending import CredentialVendor
 from catalog.service.load_cache import LoadCache
+from catalog.service.shared_reads import SharedReads
 from catalog.settings import Settings
 from catalog.storage import Storage, StorageRunner
 from catalog.store import CatalogStore, NamespaceRecord, TabularKind, TabularRecord, WarehouseRecord
@@ -59,6 +60,8 @@ class CatalogContext:
     events: EventBus = field(default_factory=EventBus)
     # Rendered loadTable responses per table version (checked against the database on every load).
     load_cache: LoadCache = field(default_factory=LoadCache)
+    # The current (kind, metadata location) of tables, one database read shared by concurrent loads.
+    table_locations: SharedReads[tuple[str, str, str], tuple[str, str | None] | None] = field(init=False)
     storage_runner: StorageRunner = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
     _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
@@ -66,6 +69,7 @@ class CatalogContext:
     )
 
     def __post_init__(self) -> None:
+        self.table_locations = SharedReads(lambda key: self.store.get_tabular_location(*key))
         self.storage_runner = StorageRunner(
             self.settings.storage_threads,
             self.settings.storage_threads_per_tenant,

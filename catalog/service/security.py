@@ -45,6 +45,7 @@ from catalog.security.secrets import (
     verify_secret,
 )
 from catalog.security.tokens import AccessToken, TokenSigner
+from catalog.service.shared_reads import SharedReads
 from catalog.settings import Settings
 from catalog.store.interfaces import SecurityStore
 from catalog.store.security import ApiKeyRecord, ClusterRecord
@@ -146,6 +147,7 @@ class AuthService:
         self.signer = TokenSigner(store, timedelta(seconds=settings.token_lifetime_seconds))
         # client id -> (monotonic and wall-clock time of the read, the key then)
         self._key_state: dict[str, tuple[float, float, ApiKeyRecord | None]] = {}
+        self._key_reads: SharedReads[str, ApiKeyRecord | None] = SharedReads(store.get_api_key)
         # client id -> (slow hash, digest of the secret verified against it), so an operator's secret
         # costs scrypt once per process, not on every token request.
         self._slow_verified: dict[str, tuple[str, bytes]] = {}
@@ -315,7 +317,8 @@ class AuthService:
         ):
             key = cached[2]
         else:
-            key = await self.store.get_api_key(client_id)
+            # Shared: when the cached state expires, all requests in flight would read it at once.
+            key = await self._key_reads.read(client_id)
             self._key_state[client_id] = (now, time.time(), key)
         return key if key is not None and key.usable(datetime.now(UTC)) else None
 

@@ -146,8 +146,9 @@ class TableService:
         key = (warehouse.id, ident.namespace.key, ident.name, snapshots, self.storage_endpoint)
         cache = self.ctx.load_cache
         if if_none_match or cache.has(key):
-            # The version check: one indexed read of the current metadata location.
-            found = await self.ctx.store.get_tabular_location(warehouse.id, ident.namespace.key, ident.name)
+            # The version check: an indexed read of the current metadata location that started after
+            # this request arrived (shared with the loads of the table arriving meanwhile).
+            found = await self.ctx.table_locations.read((warehouse.id, ident.namespace.key, ident.name))
             if found is not None and found[0] == "table":
                 cached = cache.get(key, found[1], warehouse.properties)
                 etag = cached.etag if cached is not None and cached.etag else table_etag(found[1], snapshots)
