@@ -54,7 +54,7 @@ async def test_a_caller_arriving_during_a_read_waits_for_the_next_one() -> None:
 async def test_at_most_one_read_in_flight_and_one_waiting_per_key() -> None:
     row = VersionedRow(delay=0.01)
     reads = SharedReads(row.read)
-    callers = []
+    callers: list[asyncio.Future[tuple[str, int]]] = []
     for _ in range(10):  # a steady stream of loads over about ten round trips
         callers.extend(asyncio.ensure_future(reads.read("t")) for _ in range(5))
         await asyncio.sleep(0.01)
@@ -66,7 +66,7 @@ async def test_at_most_one_read_in_flight_and_one_waiting_per_key() -> None:
 async def test_keys_are_read_independently() -> None:
     row = VersionedRow()
     reads = SharedReads(row.read)
-    assert await asyncio.gather(reads.read("a"), reads.read("b"), reads.read("a")) == [
+    assert list(await asyncio.gather(reads.read("a"), reads.read("b"), reads.read("a"))) == [
         ("a", 0),
         ("b", 0),
         ("a", 0),
