@@ -14,7 +14,7 @@ import math
 import resource
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -197,7 +197,7 @@ async def open_connection(host: str, port: int) -> _ResponseReader:
 
 async def run_closed_loop(
     host: str,
-    port: int,
+    port: int | Sequence[int],
     request_factory: RequestFactory,
     concurrency: int,
     duration_s: float,
@@ -205,6 +205,9 @@ async def run_closed_loop(
     timeout_s: float = 30.0,
 ) -> LoadResult:
     """Drive `concurrency` connections for `warmup_s + duration_s` seconds; measure the last part.
+
+    With several ports (server processes behind no balancer) the connections are spread round-robin:
+    client i talks to `port[i % len(port)]`, as a keep-alive balancer would place them.
 
     A request still unanswered `timeout_s` after the run ends counts as a connection error.
     """
@@ -215,7 +218,9 @@ async def run_closed_loop(
     sequence = 0
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
 
-    async def client() -> None:
+    ports = [port] if isinstance(port, int) else list(port)
+
+    async def client(port: int) -> None:
         nonlocal sequence
         reader: _ResponseReader | None = None
         try:
@@ -253,7 +258,7 @@ async def run_closed_loop(
                 reader.transport.close()
 
     # No per-request timer (it would cost as much as the parsing): one deadline for the whole run.
-    tasks = [asyncio.create_task(client()) for _ in range(concurrency)]
+    tasks = [asyncio.create_task(client(ports[i % len(ports)])) for i in range(concurrency)]
     _, pending = await asyncio.wait(tasks, timeout=warmup_s + duration_s + timeout_s)
     for task in pending:
         task.cancel()
@@ -278,7 +283,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 def run_load(
     host: str,
-    port: int,
+    port: int | Sequence[int],
     request_factory: RequestFactory,
     concurrency: int,
     duration_s: float,

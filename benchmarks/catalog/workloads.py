@@ -93,6 +93,8 @@ class Target:
     url: str
     base_path: str  # e.g. "/v1/default" (floe) or "/v1" (no prefix)
     token: str | None = None
+    # More processes serving the same catalog (same database): the load is spread over all of them.
+    more_ports: tuple[int, ...] = ()
 
     @property
     def headers(self) -> dict[str, str]:
@@ -116,6 +118,11 @@ class Target:
     @property
     def port(self) -> int:
         return urlsplit(self.url).port or 80
+
+    @property
+    def ports(self) -> list[int]:
+        """Every port the load generator spreads its connections over."""
+        return [self.port, *self.more_ports]
 
     @property
     def host_header(self) -> str:
@@ -324,5 +331,5 @@ def measure(
 ) -> tuple[LoadResult, dict[str, Any]]:
     """Run one workload against one target."""
     factory, notes = workload.prepare(target, dataset)
-    result = run_load(target.host, target.port, factory, workload.concurrency, duration_s, warmup_s)
+    result = run_load(target.host, target.ports, factory, workload.concurrency, duration_s, warmup_s)
     return result, notes

@@ -10,12 +10,15 @@ real broker, catalog and Spark ingester.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import uuid
 from pathlib import Path
 
 import pytest
 
+from benchmarks.catalog import scale_out
 from benchmarks.catalog.report import FLOE, WorkloadResult, render_markdown, results_document, write_results
 from benchmarks.catalog.run import Server, measure_server
 from benchmarks.catalog.workloads import Dataset, discover, seed, workloads
@@ -69,6 +72,46 @@ def test_floe_side_of_the_benchmark_runs(catalog_server: CatalogProcess, tmp_pat
     assert json.loads(json_path.read_text())["workloads"][0]["results"][FLOE]["requests"] > 0
     assert "loadTable (full response)" in md_path.read_text()
     assert render_markdown(doc) == md_path.read_text()
+
+
+def test_scale_out_mode_measures_and_audits_commits(catalog_server: CatalogProcess, tmp_path: Path) -> None:
+    """`python -m benchmarks.catalog.scale_out`'s pieces on one server: loads spread over two ports (the
+    same server twice here), CPU split between the catalog and its database, the lost-commit audit and
+    the report (the full mode starts three floe setups and the reference)."""
+    target = discover(FLOE, catalog_server.url, catalog_server.token())
+    target = dataclasses.replace(target, more_ports=(catalog_server.port,))
+    dataset = Dataset(suffix=f"_{uuid.uuid4().hex[:8]}", list_tables=1, appends=1, rows_per_append=10)
+    seed(target, dataset)
+    assert catalog_server.process is not None
+    setup = scale_out.Setup("floe-under-test", target, [catalog_server.process.pid], [])
+    chosen = {w.key: w for w in workloads(clients=4)}
+    rows = {key: scale_out.Row() for key in ("load_table", "commit_8")}
+    for key, row in rows.items():
+        scale_out.sample(setup, dataset, chosen[key], row, SECONDS_PER_WORKLOAD, 0.0)
+    loads = rows["load_table"].summary()
+    assert loads["requests"] > 0
+    assert loads["statuses"] == {"200": loads["requests"]}
+    assert rows["commit_8"].summary()["statuses"].get("200", 0) > 0
+    audit = asyncio.run(scale_out._audit_commits(target, dataset))
+    assert audit["commits"] == scale_out.AUDIT_WRITERS * scale_out.AUDIT_COMMITS_PER_WRITER
+    assert audit["lost"] == audit["applied_though_refused"] == audit["unaccounted"] == 0
+    doc = {
+        "settings": {
+            "started_at": "now", "duration_s": 0.2, "rounds": 1, "warmup_s": 0.0,
+            "server_warmup_s": 0.0, "clients": 4, "git_commit": "test",
+        },
+        "machine": {"cpus": 1, "load_average_before": [], "load_average_after": []},
+        "versions": {"floe": "test"},
+        "setups": {setup.name: "under test"},
+        "workloads": [
+            {"key": key, "title": chosen[key].title, "clients": 4, "results": {setup.name: row.summary()}}
+            for key, row in rows.items()
+        ],
+        "commit_audit": {setup.name: audit},
+    }  # fmt: skip
+    markdown = scale_out.render_markdown(doc)
+    assert "| floe-under-test |" in markdown
+    assert "No lost commits" in markdown
 
 
 INGEST_RECORDS = 8_000
