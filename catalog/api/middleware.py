@@ -8,7 +8,7 @@ import json
 import logging
 import os
 import time
-from typing import cast
+from typing import Any, cast
 
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -89,6 +89,10 @@ class _RequestIds:
 
 
 _request_ids = _RequestIds()
+# (method, route template, status) -> its request counter and latency histogram; routes are templates,
+# so the set is small, but unmatched methods could vary: bounded all the same.
+_request_metrics: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+MAX_METRIC_CHILDREN = 4096
 
 
 def request_context_middleware(app: ASGIApp) -> ASGIApp:
@@ -118,8 +122,13 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
             elapsed = time.perf_counter() - started
             route = str(scope.get("path_template") or "unmatched")
             method = scope.get("method", "")
-            REQUESTS.labels(method, route, str(status)).inc()
-            LATENCY.labels(method, route).observe(elapsed)
+            counted = _request_metrics.get((method, route, status))
+            if counted is None:  # `labels()` validates and locks on every call: keep the children
+                counted = (REQUESTS.labels(method, route, str(status)), LATENCY.labels(method, route))
+                if len(_request_metrics) < MAX_METRIC_CHILDREN:
+                    _request_metrics[(method, route, status)] = counted
+            counted[0].inc()
+            counted[1].observe(elapsed)
             if route not in ("/metrics", "/healthz", "/readyz"):
                 log.info(
                     "%s %s %d",

@@ -109,6 +109,11 @@ class TokenSigner:
         token = jwt.encode({"alg": ALGORITHM, "kid": kid, "typ": "JWT"}, payload, key, algorithms=[ALGORITHM])
         return AccessToken(token, lifetime)
 
+    def verified_expiry(self, token: str) -> float | None:
+        """The expiry (epoch seconds) of a token `verify` accepted and still remembers."""
+        cached = self._verified.get(token)
+        return cached[0] if cached is not None else None
+
     async def verify(self, token: str) -> dict[str, Any]:
         """The token's claims, or `NotAuthorized` for anything but a valid, unexpired floe token."""
         now = time.time()

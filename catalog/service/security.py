@@ -57,6 +57,9 @@ TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 KEY_STATE_CACHE_SECONDS = 2.0
+MAX_CACHED_PRINCIPALS = 10_000
+# (monotonic and wall-clock time of the read, the key then)
+_KeyState = tuple[float, float, "ApiKeyRecord | None"]
 # The schema's client_id column is 64 characters: a longer one cannot name a key.
 MAX_CLIENT_ID_LENGTH = 64
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -146,7 +149,10 @@ class AuthService:
         self.settings = settings
         self.signer = TokenSigner(store, timedelta(seconds=settings.token_lifetime_seconds))
         # client id -> (monotonic and wall-clock time of the read, the key then)
-        self._key_state: dict[str, tuple[float, float, ApiKeyRecord | None]] = {}
+        self._key_state: dict[str, _KeyState] = {}
+        # bearer token -> (its principal, the key state it was checked against, the token's expiry):
+        # a repeated token costs a dictionary lookup while that key state stands.
+        self._principals: dict[str, tuple[Principal, _KeyState, float]] = {}
         self._key_reads: SharedReads[str, ApiKeyRecord | None] = SharedReads(store.get_api_key)
         # client id -> (slow hash, digest of the secret verified against it), so an operator's secret
         # costs scrypt once per process, not on every token request.
@@ -364,6 +370,35 @@ class AuthService:
         return cluster
 
     async def _authenticate_floe_token(self, token: str) -> Principal:
+        known = self._principals.get(token)
+        if known is not None and self._still_valid(*known):
+            return known[0]
+        principal, key = await self._verify_floe_token(token)
+        state = self._key_state.get(principal.subject)
+        if state is not None and state[2] is key:  # checked against the state now cached
+            if len(self._principals) >= MAX_CACHED_PRINCIPALS:
+                self._principals.clear()
+            self._principals[token] = (principal, state, self._token_expiry(token))
+        return principal
+
+    def _still_valid(self, principal: Principal, state: _KeyState, expires: float) -> bool:
+        """Whether a principal derived from `state` still stands: the token is unexpired and `state` is
+        still the key's current cached state (a re-read, every KEY_STATE_CACHE_SECONDS or after a
+        revocation or rotation through this process, replaces it, and the token is checked again)."""
+        key = state[2]
+        return (
+            self._key_state.get(principal.subject) is state
+            and time.monotonic() - state[0] < KEY_STATE_CACHE_SECONDS
+            and time.time() < expires
+            and key is not None
+            and (key.expires_at is None or key.usable(datetime.now(UTC)))
+        )
+
+    def _token_expiry(self, token: str) -> float:
+        cached = self.signer.verified_expiry(token)
+        return cached if cached is not None else 0.0
+
+    async def _verify_floe_token(self, token: str) -> tuple[Principal, ApiKeyRecord]:
         claims = await self.signer.verify(token)
         subject = str(claims["sub"])
         key = await self._usable_key(subject)
@@ -375,12 +410,13 @@ class AuthService:
             raise NotAuthorized("Token's API key is revoked or expired")
         if not self._current_secret(claims, key):
             raise NotAuthorized("Token's API key secret was rotated: get a new token")
-        return Principal(
+        principal = Principal(
             subject=key.client_id,
             role=Role(key.role),
             cluster=key.cluster,
             warehouse=key.warehouse,
         )
+        return principal, key
 
     async def authenticate(self, authorization: str | None) -> Principal:
         """The principal of an `Authorization: Bearer …` header, or `NotAuthorized`."""
