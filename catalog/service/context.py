@@ -63,6 +63,7 @@ class CatalogContext:
     # The current (kind, metadata location) of tables, one database read shared by concurrent loads.
     table_locations: SharedReads[tuple[str, str, str], tuple[str, str | None] | None] = field(init=False)
     storage_runner: StorageRunner = field(init=False)
+    _warehouse_reads: SharedReads[str, WarehouseRecord | None] = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
     _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
         default_factory=weakref.WeakValueDictionary
@@ -70,6 +71,7 @@ class CatalogContext:
 
     def __post_init__(self) -> None:
         self.table_locations = SharedReads(lambda key: self.store.get_tabular_location(*key))
+        self._warehouse_reads = SharedReads(self.store.get_warehouse)
         self.storage_runner = StorageRunner(
             self.settings.storage_threads,
             self.settings.storage_threads_per_tenant,
@@ -97,7 +99,8 @@ class CatalogContext:
         cached = self._warehouses.get(name)
         if cached is not None and now - cached[0] < WAREHOUSE_CACHE_SECONDS:
             return cached[1]
-        record = await self.store.get_warehouse(name)
+        # Shared: when the cached record expires, every request in flight would read it at once.
+        record = await self._warehouse_reads.read(name)
         if record is None:
             raise NoSuchWarehouse(f"Warehouse does not exist: {name}")
         self._warehouses[name] = (now, record)
