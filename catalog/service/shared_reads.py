@@ -34,8 +34,13 @@ class SharedReads(Generic[K, V]):
     async def read(self, key: K) -> V:
         """The value of a read of `key` that started after this call."""
         pending = self._waiting.get(key)
-        if pending is None or pending.done():  # done before it started: cancelled at shutdown
-            pending = asyncio.ensure_future(self._read_after(key, self._running.get(key)))
+        loop = asyncio.get_running_loop()
+        # Done before it started: cancelled at shutdown; another loop's: left by a loop that stopped.
+        if pending is None or pending.done() or pending.get_loop() is not loop:
+            previous = self._running.get(key)
+            if previous is not None and previous.get_loop() is not loop:
+                previous = None
+            pending = asyncio.ensure_future(self._read_after(key, previous))
             pending.add_done_callback(_retrieve)
             self._waiting[key] = pending
         # A caller that goes away (client disconnect) must not cancel the others' read.
