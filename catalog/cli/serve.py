@@ -17,6 +17,8 @@ from catalog.migrations import upgrade_database
 from catalog.settings import Settings
 from catalog.store import create_store
 
+WORKER_HEALTHCHECK_SECONDS = 30
+
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
@@ -66,6 +68,10 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
         "http": LimitedHttpToolsProtocol,
         # Room to queue connection bursts, within the per-process connection cap.
         "backlog": min(2048, settings.max_connections),
+        # uvicorn kills a worker that does not answer its supervisor's ping within this many seconds
+        # (default 5): on a busy host a starting worker (seconds of imports) missed it and was killed
+        # and restarted over and over.
+        "timeout_worker_healthcheck": WORKER_HEALTHCHECK_SECONDS,
     }
     if workers > 1 and reuseport_supported():
         from uvicorn.supervisors import Multiprocess
