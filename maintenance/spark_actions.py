@@ -1,8 +1,8 @@
 """The maintenance actions, run by Spark against floe's REST catalog (every commit goes through floe).
 
 Iceberg's Spark procedures do the work (`rewrite_data_files`, `rewrite_position_delete_files`,
-`rewrite_manifests`, `expire_snapshots`); orphan removal uses the same action through its Java API,
-because the procedure refuses horizons under 24 hours. Iceberg retries a commit that loses a race
+`rewrite_manifests`, `expire_snapshots`); orphan and old metadata removal need no Spark job
+(`maintenance.orphans`). Iceberg retries a commit that loses a race
 (with ingestion, say) on the table's fresh metadata; `rewrite_data_files` with partial progress commits
 file group by file group, so a group that still fails costs only itself. A race Iceberg gives up on
 (`is_commit_conflict`) is retried by the worker, which runs the whole action again.
@@ -13,14 +13,10 @@ can maintain several warehouses (and, in tests, several floe servers).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from maintenance.planner import CompactionRun, ExpireRun, quote_identifier
 from runtime.spark import CatalogConnection
@@ -29,8 +25,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-# Orphan paths kept in a pass record (the count is always complete).
-ORPHAN_SAMPLE = 20
 MAX_ERROR_CHARS = 4_000
 
 
@@ -137,59 +131,6 @@ class SparkActions:
         pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(properties.items()))
         self.spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ({pairs})")
         return {"properties": ",".join(sorted(properties))}
-
-    def _jvm(self) -> Any:
-        """py4j's view of the driver JVM (PySpark's own attribute)."""
-        jvm: Any = self.spark._jvm
-        assert jvm is not None, "the Spark session has no JVM (stopped?)"
-        return jvm
-
-    def _java_table(self, table: TableRef) -> Any:
-        return self._jvm().org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            self.spark._jsparkSession, table.sql
-        )
-
-    def list_files(self, table: TableRef, prefix: str) -> list[str]:
-        """Every file below `prefix`: a local folder directly (py4j costs a round trip per call, three
-        per file), others through the table's own FileIO (HDFS, S3 …)."""
-        if prefix.startswith("file:"):
-            folder = Path(urlsplit(prefix).path)
-            return [f"file:{path}" for path in folder.rglob("*") if path.is_file()]
-        listing = self._java_table(table).io().listPrefix(prefix).iterator()
-        found = []
-        while listing.hasNext():
-            found.append(str(listing.next().location()))
-        return found
-
-    def delete_files(self, table: TableRef, paths: list[str]) -> int:
-        """Delete `paths`: local files directly (a py4j round trip per file costs ~10 ms), others
-        through the table's FileIO."""
-        local = [path for path in paths if path.startswith("file:")]
-        for path in local:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(urlsplit(path).path)
-        remote = [path for path in paths if not path.startswith("file:")]
-        if remote:
-            io = self._java_table(table).io()
-            for path in remote:
-                io.deleteFile(path)
-        return len(paths)
-
-    def remove_orphan_files(self, table: TableRef, older_than_ms: int, location: str) -> dict[str, Any]:
-        """Delete files under the table's location that no snapshot or metadata file references and
-        that are older than `older_than_ms` (files of commits in flight are younger)."""
-        action = (
-            self._jvm()
-            .org.apache.iceberg.spark.actions.SparkActions.get(self.spark._jsparkSession)
-            .deleteOrphanFiles(self._java_table(table))
-            .olderThan(older_than_ms)
-        )
-        if not location.startswith("file:"):
-            # Object stores: list through the table's FileIO (Spark has no S3 file system here).
-            action = action.usePrefixListing(True)
-        result = action.execute()
-        removed = [str(path) for path in result.orphanFileLocations()]
-        return {"orphan_files_removed": len(removed), "removed": removed[:ORPHAN_SAMPLE]}
 
 
 __all__ = ["SparkActions", "TableRef", "describe_error", "is_commit_conflict", "sql_map", "sql_string"]

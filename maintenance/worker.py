@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
 
 from catalog.client import (
     ClientError,
@@ -35,7 +36,7 @@ from catalog.client import (
 )
 from catalog.pipelines import InvalidConfig, parse_config
 from catalog.pipelines.maintenance import DEFAULT_POLICY, MaintenanceConfig, MaintenancePolicy, resolve_policy
-from maintenance import metrics
+from maintenance import metrics, orphans
 from maintenance.planner import (
     ORPHAN_SCAN_INTERVAL_SECONDS,
     needs_manifest_rewrite,
@@ -289,8 +290,12 @@ class MaintenanceWorker:
         metrics.observe_action(result.table.warehouse, str(result.table), name, outcome.error is None)
         return outcome.error is None
 
+    def _load_table(self, table: MaintainedTable) -> Table:
+        loaded: Table = self._catalog(table.warehouse).load_table((*table.namespace, table.name))
+        return loaded
+
     def _load(self, table: MaintainedTable, *, with_files: bool = True) -> TableState:
-        loaded = self._catalog(table.warehouse).load_table((*table.namespace, table.name))
+        loaded = self._load_table(table)
         return read_table_state(loaded, table.policy.target_file_size_bytes, with_files=with_files)
 
     def maintain(self, table: MaintainedTable, *, scan_orphans: bool = True) -> PassResult:
@@ -360,22 +365,51 @@ class MaintenanceWorker:
                 older_than=datetime.fromtimestamp(expire.older_than_ms / 1000, UTC).isoformat(),
             )
             current = self._load(table, with_files=False)
-        self.run_action(result, "remove_old_metadata_files", lambda: self._remove_old_metadata(ref, current))
+        self.run_action(
+            result, "remove_old_metadata_files", lambda: self._remove_old_metadata(table, current)
+        )
         if plan.remove_orphans_older_than_ms is not None:
             older_than = plan.remove_orphans_older_than_ms
             self.run_action(
                 result,
                 "remove_orphan_files",
-                lambda: self.actions.remove_orphan_files(ref, older_than, current.location),
+                lambda: self._remove_orphans(table, older_than),
                 older_than=datetime.fromtimestamp(older_than / 1000, UTC).isoformat(),
             )
         result.after = self._load(table).stats
 
-    def _remove_old_metadata(self, ref: TableRef, state: TableState) -> dict[str, Any]:
+    def _remove_old_metadata(self, table: MaintainedTable, state: TableState) -> dict[str, Any]:
+        io = self._load_table(table).io
         folder = state.properties.get("write.metadata.path") or f"{state.location.rstrip('/')}/metadata"
-        listed = self.actions.list_files(ref, folder.rstrip("/") + "/")
+        listed = [f.location for f in orphans.list_files(io, folder.rstrip("/") + "/")]
         stale = stale_metadata_files(listed, state)
-        return {"metadata_files_removed": self.actions.delete_files(ref, stale)}
+        return {"metadata_files_removed": orphans.delete_files(io, stale)}
+
+    def _remove_orphans(self, table: MaintainedTable, older_than_ms: int) -> dict[str, Any]:
+        """Delete the table's unreferenced files older than `older_than_ms` (no Spark job): list its
+        location, and only when some file is old enough read what every snapshot references."""
+        loaded = self._load_table(table)
+        location = loaded.metadata.location
+        listed = orphans.list_files(loaded.io, location)
+        partition_names = {f.name for spec in loaded.metadata.partition_specs for f in spec.fields}
+        candidates = orphans.orphan_candidates(listed, location, older_than_ms, partition_names)
+        outcome: dict[str, Any] = {"files_listed": len(listed), "orphan_candidates": len(candidates)}
+        if not candidates:
+            return outcome | {"orphan_files_removed": 0}
+        # Metadata read after the listing: a file a commit added meanwhile is referenced by it.
+        loaded = self._load_table(table)
+        referenced = orphans.referenced_files(loaded)
+        # Confined to the location the table has now, too (a set-location in between).
+        found = orphans.orphan_candidates(
+            orphans.orphans(candidates, referenced), loaded.metadata.location, older_than_ms, partition_names
+        )
+        removed = [f.location for f in found]
+        orphans.delete_files(loaded.io, removed)
+        return outcome | {
+            "referenced_files": len(referenced),
+            "orphan_files_removed": len(removed),
+            "removed": removed[: orphans.ORPHAN_SAMPLE],
+        }
 
     # -- passes -----------------------------------------------------------------------------------
 

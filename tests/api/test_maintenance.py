@@ -1,15 +1,21 @@
 """`floe maintain` through the catalog's API: floe.yaml maintenance policies refused by apply, and pass
 records (both backends, the session server). The planner and policies are in tests/unit, one real pass
-with Spark in tests/e2e.
+with Spark in tests/e2e; orphan removal (no Spark) on a real table here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import time
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx
+import pyarrow as pa
+from pyiceberg.catalog.rest import RestCatalog
 
 from catalog.pipelines import load_yaml
 from devtools.catalog_server import CatalogProcess
@@ -108,3 +114,62 @@ def test_cluster_keys_record_and_read_their_own_passes(
         seen = reader.get(PASSES).json()["passes"]
         assert {tuple(p["namespace"]) for p in seen} == {(cluster,), (cluster, "sub")}
         assert reader.get(PASSES, params={"namespace": other}).status_code == 404
+
+
+# -- orphan files without Spark (the worker's action on a real table) ------------------------------
+
+
+def test_orphan_removal_lists_the_folder_and_reads_every_snapshot(
+    catalog_server: CatalogProcess, rest_catalog: RestCatalog, namespace: str
+) -> None:
+    """Only old, unreferenced, visible files under the table go: not a fresh file (a commit in flight),
+    not a file of an older snapshot, not a hidden one, not the neighbour table's. A table whose files
+    are all young costs a listing only."""
+    from catalog.pipelines.maintenance import DEFAULT_POLICY
+    from maintenance.worker import MaintainedTable, MaintenanceWorker, WorkerOptions
+
+    schema = pa.schema([pa.field("id", pa.int64())])
+    table = rest_catalog.create_table((namespace, "t"), schema)
+    for i in range(3):
+        table.append(pa.table({"id": pa.array([i], pa.int64())}, schema=schema))
+    table.overwrite(pa.table({"id": pa.array([9], pa.int64())}, schema=schema))  # older files stay referenced
+    neighbour = rest_catalog.create_table((namespace, "t2"), schema)
+    neighbour.append(pa.table({"id": pa.array([1], pa.int64())}, schema=schema))
+    folder = Path(urlsplit(table.location()).path)
+    assert not str(Path(urlsplit(neighbour.location()).path)).startswith(str(folder) + "/")
+
+    options = WorkerOptions(
+        catalog_server.url, catalog_server.admin_client_id, catalog_server.admin_client_secret
+    )
+    # Orphan removal is pyiceberg and the file system only: this worker never starts a Spark action.
+    worker = MaintenanceWorker(None, options)  # type: ignore[arg-type]
+    maintained = MaintainedTable("default", (namespace,), "t", DEFAULT_POLICY)
+    horizon_ms = int(time.time() * 1000) - 3_600_000
+    try:
+        young = worker._remove_orphans(maintained, horizon_ms)
+        assert young["orphan_candidates"] == 0
+        assert young["orphan_files_removed"] == 0
+        assert "referenced_files" not in young  # no manifest was read
+
+        referenced = {p for p in folder.rglob("*") if p.is_file()}
+        orphan = folder / "data" / "orphan.parquet"
+        hidden = folder / "data" / ".orphan.parquet.crc"
+        fresh = folder / "data" / "in-flight.parquet"
+        for path in (orphan, hidden, fresh):
+            path.write_bytes(b"x")
+        old = time.time() - 2 * 3_600
+        for path in (*referenced, orphan, hidden):
+            os.utime(path, (old, old))
+
+        removed = worker._remove_orphans(maintained, horizon_ms)
+        assert removed["orphan_files_removed"] == 1, removed
+        assert [Path(urlsplit(p).path) for p in removed["removed"]] == [orphan]
+        assert removed["orphan_candidates"] == len(referenced) + 1
+        assert not orphan.exists()
+        assert not hidden.exists()
+        assert fresh.exists()
+        assert all(p.exists() for p in referenced)
+        assert sorted(rest_catalog.load_table((namespace, "t")).scan().to_arrow()["id"].to_pylist()) == [9]
+        assert neighbour.scan().to_arrow()["id"].to_pylist() == [1]
+    finally:
+        worker.close()
