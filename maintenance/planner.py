@@ -1,8 +1,8 @@
 """What one maintenance pass does to a table, decided from its state and policy (pure).
 
-- Compaction (`rewrite_data_files`, binpack): a partition is a candidate when it has at least
-  `MIN_INPUT_FILES` small data files (below 75% of the target size) or `DELETE_FILES_TO_COMPACT` delete
-  files, or, once cold, any delete file (an upsert table that stopped changing keeps no deletes for
+- Compaction (`rewrite_data_files`, binpack; one commit, or partial progress where upserts may race
+  it): a partition is a candidate when it has at least `MIN_INPUT_FILES` small data files (below 75%
+  of the target size) or `DELETE_FILES_TO_COMPACT` delete files, or, once cold, any delete file (an upsert table that stopped changing keeps no deletes for
   readers to apply; a hot one, still merged into, waits until they accumulate). Cold partitions (not
   written for `cold_after`) are compacted first, oldest first; the hot ones (still being written by
   ingestion) only when they have `hot_partition_max_files` small files (or `DELETE_FILES_TO_COMPACT`
@@ -190,15 +190,18 @@ def compaction_options(state: TableState, policy: MaintenancePolicy) -> dict[str
     options = {
         "target-file-size-bytes": str(policy.target_file_size_bytes),
         "min-input-files": str(MIN_INPUT_FILES),
-        "partial-progress.enabled": "true",
-        "partial-progress.max-commits": "10",
-        # A group whose commit loses to ingestion is retried by Iceberg; one that still fails is
-        # counted (failed_data_files_count), not fatal.
-        "partial-progress.max-failed-commits": "1000",
         "max-concurrent-file-group-rewrites": "2",
         "rewrite-job-order": "files-desc",
     }
     if any(p.delete_files for p in state.partitions):
+        # Upserts merge into the files a rewrite replaces: a group whose commit loses to one is retried
+        # by Iceberg, one that still fails is counted (failed_data_files_count), not fatal, and the other
+        # groups keep their work. An append-only table commits once instead: appends never conflict with
+        # a rewrite (Iceberg retries on the fresh metadata), and each commit of a group re-filters every
+        # manifest (1,000 small files in 4 partitions: 37 s with a commit per group, 23 s with one).
+        options["partial-progress.enabled"] = "true"
+        options["partial-progress.max-commits"] = "10"
+        options["partial-progress.max-failed-commits"] = "1000"
         options["delete-file-threshold"] = "1"
         options["remove-dangling-deletes"] = "true"
         # The rewritten files take the new snapshot's sequence number, so the position deletes they
