@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -49,9 +49,9 @@ from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSn
 from pyiceberg.transforms import DayTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
 
-from benchmarks.catalog.procstat import tree_pids
+from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds, tree_pids
 from benchmarks.catalog.report import machine_info
-from benchmarks.maintenance.report import render_markdown, write_results
+from benchmarks.maintenance.report import git_commit, render_markdown, write_results
 from catalog.pipelines.maintenance import DEFAULT_POLICY
 from devtools.catalog_server import CatalogProcess
 from tests.e2e.duckdb_client import attach_catalog, connect
@@ -322,10 +322,31 @@ def file_stats(table: Table) -> dict[str, int]:
 
 
 def maintain(server: CatalogProcess, master: str, spark: SparkSession | None = None) -> dict[str, Any]:
-    """One `floe maintain` pass over the benchmark's namespace: Spark start, pass time, peak memory.
-    A given `spark` session is used (and left running) instead of starting one."""
-    from maintenance.worker import MaintenanceWorker, WorkerOptions
+    """One `floe maintain` pass over the benchmark's namespace: Spark start, pass time and each action's,
+    CPU seconds (this process with Spark's JVM, and the floe server), peak memory. A given `spark`
+    session is used (and left running) instead of starting one."""
+    from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions
     from runtime.spark import CatalogConnection, spark_session
+
+    assert server.process is not None
+    server_pid = server.process.pid
+
+    class MeasuredWorker(MaintenanceWorker):
+        """The worker, with the CPU seconds each action costs: on a shared machine an action's wall
+        time depends on the other load, its CPU time much less."""
+
+        cpu: dict[str, dict[str, float]] = {}
+
+        def run_action(
+            self, result: PassResult, name: str, action: Callable[[], dict[str, Any]], **context: Any
+        ) -> bool:
+            driver, catalog = cpu_seconds([os.getpid()]), cpu_seconds([server_pid])
+            try:
+                return super().run_action(result, name, action, **context)
+            finally:
+                spent = self.cpu.setdefault(name, {"driver": 0.0, "catalog": 0.0})
+                spent["driver"] += cpu_seconds([os.getpid()]) - driver
+                spent["catalog"] += cpu_seconds([server_pid]) - catalog
 
     client_id, secret = server.admin_client_id, server.admin_client_secret
     sampler = MemorySampler()
@@ -347,10 +368,14 @@ def maintain(server: CatalogProcess, master: str, spark: SparkSession | None = N
                 namespaces=(NAMESPACE,),
                 defaults=replace(DEFAULT_POLICY, cold_after=0),
             )
-            worker = MaintenanceWorker(session, options)
+            worker = MeasuredWorker(session, options)
             pass_started = time.perf_counter()
+            cpu_before = (cpu_seconds([os.getpid()]), cpu_seconds([server_pid]), machine_busy_seconds())
             results = worker.run_once()
             pass_s = time.perf_counter() - pass_started
+            driver_cpu = cpu_seconds([os.getpid()]) - cpu_before[0]
+            catalog_cpu = cpu_seconds([server_pid]) - cpu_before[1]
+            machine_cpu = machine_busy_seconds() - cpu_before[2]
             worker.close()
         finally:
             if spark is None:
@@ -358,10 +383,26 @@ def maintain(server: CatalogProcess, master: str, spark: SparkSession | None = N
     (result,) = results
     if result.failed:
         raise RuntimeError(f"the maintenance pass failed: {result.summary()}")
+    actions_s = sum(a.duration_seconds for a in result.actions)
     return {
         "spark_start_s": round(spark_start_s, 1),
         "pass_s": round(pass_s, 1),
         "actions": {a.name: round(a.duration_seconds, 1) for a in result.actions},
+        # Reading the table's state (pyiceberg: the current manifests before, metadata between actions,
+        # the manifests after) and recording the pass.
+        "outside_actions_s": round(pass_s - actions_s, 1),
+        "action_results": {
+            a.name: {k: v for k, v in a.result.items() if k != "removed"} for a in result.actions
+        },
+        "cpu_s": {
+            "driver": round(driver_cpu, 1),
+            "catalog": round(catalog_cpu, 1),
+            # Every process of the machine during the pass: what is not ours is the other load.
+            "machine": round(machine_cpu, 1),
+            "actions": {
+                name: {k: round(v, 1) for k, v in spent.items()} for name, spent in worker.cpu.items()
+            },
+        },
         "peak_rss_mb": {
             "spark_jvm_plus_python": round(sampler.peak_total_bytes / 2**20),
             "spark_jvm": round(sampler.peak_java_bytes / 2**20),
@@ -389,6 +430,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
         "rows_per_file": args.rows_per_file,
         "repetitions": args.repetitions,
         "master": args.master,
+        "floe_commit": git_commit(),
     }
     machine = machine_info()
     started = time.perf_counter()
