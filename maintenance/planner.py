@@ -2,13 +2,14 @@
 
 - Compaction (`rewrite_data_files`, binpack; one commit, or partial progress where upserts may race
   it): a partition is a candidate when it has at least `MIN_INPUT_FILES` small data files (below 75%
-  of the target size) or `DELETE_FILES_TO_COMPACT` delete files, or, once cold, any delete file (an upsert table that stopped changing keeps no deletes for
-  readers to apply; a hot one, still merged into, waits until they accumulate). Cold partitions (not
-  written for `cold_after`) are compacted first, oldest first; the hot ones (still being written by
-  ingestion) only when they have `hot_partition_max_files` small files (or `DELETE_FILES_TO_COMPACT`
-  delete files), so a pass does not rewrite the files ingestion is about to add to. Each run names its
-  partitions in a `where` predicate on the source columns (ranges for time transforms, equality for
-  identity, Iceberg's `system.bucket`/`system.truncate` functions otherwise).
+  of the target size) or `DELETE_FILES_TO_COMPACT` delete files, or, once cold, any delete file (an
+  upsert table that stopped changing keeps no deletes for readers to apply; a hot one, still merged
+  into, waits until they accumulate). Cold partitions (not written for `cold_after`) are compacted
+  first, oldest first; the hot ones (still being written by ingestion) only when they have
+  `hot_partition_max_files` small files (or `DELETE_FILES_TO_COMPACT` delete files), so a pass does not
+  rewrite the files ingestion is about to add to. Each run names its partitions in a `where` predicate
+  on the source columns (ranges for time transforms, equality for identity, Iceberg's
+  `system.bucket`/`system.truncate` functions otherwise).
 - Delete files: compaction applies them (`delete-file-threshold`); `rewrite_position_delete_files`
   then drops the position deletes left pointing at no live row, and merges partition-scoped ones when
   a partition has several.
@@ -17,7 +18,7 @@
 - Snapshots: `expire_snapshots` older than `snapshot_retention`, keeping `min_snapshots_to_keep`.
 - Metadata files: the table keeps `write.metadata.previous-versions-max` of them in its log
   (`write.metadata.delete-after-commit.enabled`); files older than the log's oldest are removed.
-- Orphan files: `remove_orphan_files` older than `orphan_file_age`.
+- Orphan files: unreferenced files older than `orphan_file_age` (`maintenance.orphans`, no Spark).
 """
 
 from __future__ import annotations

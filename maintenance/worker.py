@@ -1,7 +1,8 @@
 """The maintenance worker: every table floe serves, kept fast and tidy while ingestion writes.
 
 A pass over one table reads its state (pyiceberg, metadata only), plans (`maintenance.planner`), runs
-the actions through Spark (`maintenance.spark_actions`; every commit goes through floe), then records
+the actions through Spark (`maintenance.spark_actions`; every commit goes through floe; old metadata and
+orphan files are found and deleted without Spark, `maintenance.orphans`), then records
 what it did in floe (`POST /management/v1/maintenance/passes`) and in its Prometheus metrics. A failed
 action is recorded and the pass goes on with the next one; a failed table does not stop the others.
 
@@ -294,9 +295,12 @@ class MaintenanceWorker:
         loaded: Table = self._catalog(table.warehouse).load_table((*table.namespace, table.name))
         return loaded
 
-    def _load(self, table: MaintainedTable, *, with_files: bool = True) -> TableState:
+    def _load_both(self, table: MaintainedTable, *, with_files: bool = True) -> tuple[Table, TableState]:
         loaded = self._load_table(table)
-        return read_table_state(loaded, table.policy.target_file_size_bytes, with_files=with_files)
+        return loaded, read_table_state(loaded, table.policy.target_file_size_bytes, with_files=with_files)
+
+    def _load(self, table: MaintainedTable, *, with_files: bool = True) -> TableState:
+        return self._load_both(table, with_files=with_files)[1]
 
     def maintain(self, table: MaintainedTable, *, scan_orphans: bool = True) -> PassResult:
         """One pass over `table`; never raises (failures are in the result)."""
@@ -316,7 +320,7 @@ class MaintenanceWorker:
         policy = table.policy
         spark_catalog = self.actions.catalog(self._connection(table.warehouse))
         ref = TableRef(spark_catalog, table.namespace, table.name)
-        state = self._load(table)
+        loaded, state = self._load_both(table)
         result.before = state.stats
         plan = plan_table(
             state, policy, int(time.time() * 1000), functions_catalog=spark_catalog, scan_orphans=scan_orphans
@@ -351,10 +355,12 @@ class MaintenanceWorker:
                 result, "set_properties", lambda: self.actions.set_properties(ref, plan.set_properties)
             )
         # Compaction changed the manifests and snapshots: decide on the table as it is now.
-        current = self._load(table, with_files=False) if not plan.empty else state
+        current = state
+        if result.actions:
+            loaded, current = self._load_both(table, with_files=False)
         if needs_manifest_rewrite(current.manifests):
             self.run_action(result, "rewrite_manifests", lambda: self.actions.rewrite_manifests(ref))
-            current = self._load(table, with_files=False)
+            loaded, current = self._load_both(table, with_files=False)
         expire = plan_expiry(current, policy, int(time.time() * 1000))
         if expire is not None:
             self.run_action(
@@ -364,31 +370,34 @@ class MaintenanceWorker:
                 retain_last=expire.retain_last,
                 older_than=datetime.fromtimestamp(expire.older_than_ms / 1000, UTC).isoformat(),
             )
-            current = self._load(table, with_files=False)
+            loaded, current = self._load_both(table, with_files=False)
         self.run_action(
-            result, "remove_old_metadata_files", lambda: self._remove_old_metadata(table, current)
+            result, "remove_old_metadata_files", lambda: self._remove_old_metadata(loaded, current)
         )
         if plan.remove_orphans_older_than_ms is not None:
             older_than = plan.remove_orphans_older_than_ms
             self.run_action(
                 result,
                 "remove_orphan_files",
-                lambda: self._remove_orphans(table, older_than),
+                lambda: self._remove_orphans(table, older_than, loaded),
                 older_than=datetime.fromtimestamp(older_than / 1000, UTC).isoformat(),
             )
         result.after = self._load(table).stats
 
-    def _remove_old_metadata(self, table: MaintainedTable, state: TableState) -> dict[str, Any]:
-        io = self._load_table(table).io
+    def _remove_old_metadata(self, loaded: Table, state: TableState) -> dict[str, Any]:
+        io = loaded.io
         folder = state.properties.get("write.metadata.path") or f"{state.location.rstrip('/')}/metadata"
         listed = [f.location for f in orphans.list_files(io, folder.rstrip("/") + "/")]
         stale = stale_metadata_files(listed, state)
         return {"metadata_files_removed": orphans.delete_files(io, stale)}
 
-    def _remove_orphans(self, table: MaintainedTable, older_than_ms: int) -> dict[str, Any]:
+    def _remove_orphans(
+        self, table: MaintainedTable, older_than_ms: int, loaded: Table | None = None
+    ) -> dict[str, Any]:
         """Delete the table's unreferenced files older than `older_than_ms` (no Spark job): list its
-        location, and only when some file is old enough read what every snapshot references."""
-        loaded = self._load_table(table)
+        location (`loaded`'s, as loaded last), and only when some file is old enough load it again and
+        read what every snapshot references."""
+        loaded = loaded or self._load_table(table)
         location = loaded.metadata.location
         listed = orphans.list_files(loaded.io, location)
         partition_names = {f.name for spec in loaded.metadata.partition_specs for f in spec.fields}

@@ -193,9 +193,7 @@ def test_maintenance_removes_orphans_on_s3_without_spark(
         # A horizon a minute ahead: every file is old enough, only references protect them.
         result = worker._remove_orphans(maintained, int(time.time() * 1000) + 60_000)
         # Old metadata files are listed the same way (none is older than the log here).
-        assert worker._remove_old_metadata(maintained, worker._load(maintained)) == {
-            "metadata_files_removed": 0
-        }
+        assert worker._remove_old_metadata(*worker._load_both(maintained)) == {"metadata_files_removed": 0}
     finally:
         worker.close()
     assert result["orphan_files_removed"] == 1, result
