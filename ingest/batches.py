@@ -8,6 +8,12 @@ are committed first, so a crash between the two commits is repaired by the next 
 records are re-read from the table's (older) offsets and the dead letters are filtered out by the
 dead-letter table's (newer) offsets.
 
+A batch is written in one pass when it can be (`BatchWriter._write_in_one_pass`): the offsets it
+advances to are the ranges Spark planned for it, its statistics are observed while the good records
+are appended, and a dead letter among its records makes that append fail before it commits, so the
+batch is then written by the path above (dead letters first). Only a batch following one with dead
+letters goes straight to that path.
+
 Upsert tables (`ingest.upsert`) take the same path up to the write: their good records (upserts and
 deletes, deduplicated to the latest per key) are merged instead of appended, in one snapshot carrying
 the same offsets.
@@ -98,6 +104,11 @@ MAX_EXPLAINED = 10_000
 # At most this many undeclared field names are reported per batch (the most frequent ones): keys of a
 # JSON object used as a map would otherwise be unbounded.
 MAX_UNDECLARED_NAMES = 20
+# A one-pass batch observes the newest record time per Kafka partition with one aggregate per
+# partition; a batch spanning more partitions than this takes the two-pass path instead.
+MAX_OBSERVED_PARTITIONS = 64
+# The message of the error that stops a one-pass append at its first dead letter.
+DEAD_LETTER_FOUND = "floe: dead letter in a one-pass batch"
 
 
 @dataclass
@@ -158,6 +169,48 @@ def _record_times(stats: list[Any], partitions: set[int] | None = None) -> tuple
     return (min(lows), max(highs)) if lows and highs else None
 
 
+def planned_offsets(raw: DataFrame, topic: str) -> dict[int, tuple[int, int]] | None:
+    """The Kafka offset ranges Spark planned for `raw` (as the Kafka source reads it): partition →
+    (first offset, offset after the last), read from the Kafka input partitions of its RDD. None when
+    `raw` is not a plain read of `topic` by Spark's Kafka source (a DataFrame built otherwise, or
+    Spark internals that changed): the caller then works the offsets out from the rows."""
+    try:
+        pending = [raw._jdf.queryExecution().toRdd()]
+        seen = 0
+        ranges: dict[int, tuple[int, int]] = {}
+        found = False
+        while pending and seen < 50:
+            rdd = pending.pop()
+            seen += 1
+            if rdd.getClass().getSimpleName() == "DataSourceRDD":
+                found = True
+                for split in rdd.partitions():
+                    inputs = split.inputPartitions()
+                    for i in range(inputs.size()):
+                        part = inputs.apply(i)
+                        if part.getClass().getSimpleName() != "KafkaBatchInputPartition":
+                            return None
+                        offsets = part.offsetRange()
+                        if offsets.topicPartition().topic() != topic:
+                            return None
+                        partition = int(offsets.topicPartition().partition())
+                        first, after = int(offsets.fromOffset()), int(offsets.untilOffset())
+                        if first < 0 or after < first:
+                            return None
+                        if partition in ranges:
+                            known = ranges[partition]
+                            first, after = min(first, known[0]), max(after, known[1])
+                        ranges[partition] = (first, after)
+                continue
+            dependencies = rdd.dependencies()
+            for i in range(dependencies.size()):
+                pending.append(dependencies.apply(i).rdd())
+        return ranges if found and not pending else None
+    except Exception:  # any py4j surprise means "not known": the rows are read instead
+        log.debug("planned Kafka offsets not readable", exc_info=True)
+        return None
+
+
 class BatchWriter:
     """The `foreachBatch` function of one table's streaming query."""
 
@@ -176,6 +229,9 @@ class BatchWriter:
         self.on_commit = on_commit
         # Protobuf writer schemas by id, compiled once (registry mode).
         self.protobuf_writers: dict[int, WriterSchema] = {}
+        # Whether the last batch had dead letters: the next one then skips the one-pass attempt.
+        self.expect_dead_letters = False
+        self.one_pass_batches = 0  # batches written in one pass (for tests and diagnosis)
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -300,23 +356,111 @@ class BatchWriter:
         raise ValueError(f"{t.name}: unsupported source format {t.source_format}")
 
     def write(self, raw: DataFrame) -> BatchResult:
+        """Write one batch (`raw` as the Kafka source reads it): in one pass when it can be, else (or
+        when the one-pass append met a dead letter, committing nothing) in two."""
+        t = self.table
+        main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
+        dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
+        if not (self.expect_dead_letters or t.is_upsert or t.registry is not None):
+            planned = planned_offsets(raw, t.topic)
+            if planned is not None and len(planned) <= MAX_OBSERVED_PARTITIONS:
+                result = self._write_in_one_pass(raw, planned, main_committed, dlq_committed)
+                if result is not None:
+                    self.one_pass_batches += 1
+                    return result
+        result = self._write_in_two_passes(raw, main_committed, dlq_committed)
+        self.expect_dead_letters = result.dead_letters > 0
+        return result
+
+    def _keep(self, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]) -> Column:
+        """Whether a decoded row is not committed yet (good rows by the table's offsets, dead letters by
+        the dead-letter table's)."""
+        from pyspark.sql import functions as F
+
+        main_from = _offset_lookup(main_committed)
+        dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
+        offset = F.col(source("offset"))
+        return F.when(F.col(ERROR_COLUMN).isNull(), offset >= main_from).otherwise(offset >= dlq_from)
+
+    def _write_in_one_pass(
+        self,
+        raw: DataFrame,
+        planned: Mapping[int, tuple[int, int]],
+        main_committed: Mapping[int, int],
+        dlq_committed: Mapping[int, int],
+    ) -> BatchResult | None:
+        """Append the batch's good records in one Spark job, each value decoded once: the offsets it
+        advances to are Spark's planned ranges, its statistics are observed during the append. None,
+        with nothing committed, when the batch holds a dead letter (the append fails at it)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        t = self.table
+        end = {
+            p: max(main_committed.get(p, 0), after)
+            for p, (first, after) in planned.items()
+            if after > max(first, main_committed.get(p, 0))
+        }
+        if not end:  # nothing past the table's offsets (a batch the table already holds)
+            return BatchResult()
+        start = {p: main_committed[p] for p in end if p in main_committed}
+        decoded = self._decode(source_columns(raw))[0]
+        batch = decoded.where(self._keep(main_committed, dlq_committed))
+        is_good = F.col(ERROR_COLUMN).isNull()
+        has_undeclared = F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
+        observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
+        partition, timestamp = F.col(source("partition")), F.col(source("timestamp"))
+        observed = batch.observe(
+            observation,
+            F.count(F.lit(1)).alias("records"),
+            F.count_if(has_undeclared).alias("undeclared"),
+            F.sum(F.length(source("value"))).alias("bytes"),
+            *[F.max(F.when(partition == p, timestamp)).alias(f"ts_{p}") for p in end],
+        )
+        # Each row passes this filter or stops the job: Iceberg then aborts the append (no commit).
+        checked = observed.where(
+            F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
+        )
+        columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
+        try:
+            checked.select(*columns).writeTo(t.spark_name(catalog=self.spark_catalog)).options(
+                **_summary(t.topic, start, end)
+            ).append()
+        except Exception as exc:  # Spark's failure, converted or not by PySpark
+            if DEAD_LETTER_FOUND not in str(exc):
+                raise
+            log.info("%s: dead letters in the batch; writing it in two passes", t.name)
+            self.expect_dead_letters = True
+            return None
+        stats = observation.get
+        result = BatchResult(
+            records=int(stats["records"] or 0),
+            value_bytes=int(stats["bytes"] or 0),
+            end_offsets=end,
+            max_timestamps={p: stats[f"ts_{p}"].timestamp() for p in end if stats[f"ts_{p}"]},
+            records_with_undeclared=int(stats["undeclared"] or 0),
+        )
+        if result.records_with_undeclared:
+            # Re-read from Kafka: only batches with undeclared fields pay for their names.
+            result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
+        return result
+
+    def _write_in_two_passes(
+        self, raw: DataFrame, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
+    ) -> BatchResult:
+        """Persist the decoded batch, read its statistics, commit its dead letters, then its good records."""
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         t = self.table
-        main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
-        dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
         # The Kafka source's columns under internal names: a table field `value` (or `offset`…) then
         # never collides with them (Spark's AMBIGUOUS_REFERENCE failed every batch).
         raw = source_columns(raw)
         if t.registry is not None:
             raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
         decoded, reasons = self._decode(raw)
-        main_from = _offset_lookup(main_committed)
-        dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
         is_good = F.col(ERROR_COLUMN).isNull()
-        offset = F.col(source("offset"))
-        keep = F.when(is_good, offset >= main_from).otherwise(offset >= dlq_from)
+        keep = self._keep(main_committed, dlq_committed)
         has_undeclared = is_good & (F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0)
         # Persist the decoded rows with the keep flag computed, then filter the cached rows: a filter
         # on the decoded rows before the persist made Spark parse each value ~10 times (one from_json
