@@ -171,41 +171,46 @@ def _record_times(stats: list[Any], partitions: set[int] | None = None) -> tuple
 
 def planned_offsets(raw: DataFrame, topic: str) -> dict[int, tuple[int, int]] | None:
     """The Kafka offset ranges Spark planned for `raw` (as the Kafka source reads it): partition →
-    (first offset, offset after the last), read from the Kafka input partitions of its RDD. None when
-    `raw` is not a plain read of `topic` by Spark's Kafka source (a DataFrame built otherwise, or
-    Spark internals that changed): the caller then works the offsets out from the rows."""
+    (first offset, offset after the last), read from the Kafka partitions of its RDD (a micro-batch's
+    `DataSourceRDD` of `KafkaBatchInputPartition`s; a batch read's `KafkaSourceRDD`). None when `raw`
+    is not a plain read of `topic` by Spark's Kafka source (a DataFrame built otherwise, or Spark
+    internals that changed): the caller then works the offsets out from the rows."""
     try:
         pending = [raw._jdf.queryExecution().toRdd()]
         seen = 0
-        ranges: dict[int, tuple[int, int]] = {}
-        found = False
+        ranges: list[Any] = []  # Spark's KafkaOffsetRange of each Kafka split
         while pending and seen < 50:
             rdd = pending.pop()
             seen += 1
-            if rdd.getClass().getSimpleName() == "DataSourceRDD":
-                found = True
+            kind = rdd.getClass().getSimpleName()
+            if kind == "DataSourceRDD":  # a micro-batch (the V2 source)
                 for split in rdd.partitions():
                     inputs = split.inputPartitions()
                     for i in range(inputs.size()):
                         part = inputs.apply(i)
                         if part.getClass().getSimpleName() != "KafkaBatchInputPartition":
                             return None
-                        offsets = part.offsetRange()
-                        if offsets.topicPartition().topic() != topic:
-                            return None
-                        partition = int(offsets.topicPartition().partition())
-                        first, after = int(offsets.fromOffset()), int(offsets.untilOffset())
-                        if first < 0 or after < first:
-                            return None
-                        if partition in ranges:
-                            known = ranges[partition]
-                            first, after = min(first, known[0]), max(after, known[1])
-                        ranges[partition] = (first, after)
+                        ranges.append(part.offsetRange())
+                continue
+            if kind == "KafkaSourceRDD":  # a batch read (the V1 source, Spark's default for reads)
+                ranges += [split.offsetRange() for split in rdd.partitions()]
                 continue
             dependencies = rdd.dependencies()
             for i in range(dependencies.size()):
                 pending.append(dependencies.apply(i).rdd())
-        return ranges if found and not pending else None
+        if pending or not ranges:
+            return None
+        planned: dict[int, tuple[int, int]] = {}
+        for offsets in ranges:
+            if offsets.topicPartition().topic() != topic:
+                return None
+            partition = int(offsets.topicPartition().partition())
+            first, after = int(offsets.fromOffset()), int(offsets.untilOffset())
+            if first < 0 or after < first:
+                return None
+            known = planned.get(partition, (first, after))
+            planned[partition] = (min(first, known[0]), max(after, known[1]))
+        return planned
     except Exception:  # any py4j surprise means "not known": the rows are read instead
         log.debug("planned Kafka offsets not readable", exc_info=True)
         return None
@@ -367,8 +372,11 @@ class BatchWriter:
                 result = self._write_in_one_pass(raw, planned, main_committed, dlq_committed)
                 if result is not None:
                     self.one_pass_batches += 1
+                    metrics.BATCHES.labels(t.name, "one_pass").inc()
                     return result
+                metrics.BATCHES.labels(t.name, "one_pass_aborted").inc()
         result = self._write_in_two_passes(raw, main_committed, dlq_committed)
+        metrics.BATCHES.labels(t.name, "two_pass").inc()
         self.expect_dead_letters = result.dead_letters > 0
         return result
 

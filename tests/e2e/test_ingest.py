@@ -257,6 +257,10 @@ def test_json_records_become_rows_exactly(
         f'SELECT count(*), count(DISTINCT id), max(id) FROM floe.{CLUSTER}."{table}"'
     ).fetchone() or (0, 0, 0)
     assert (total, distinct, max_id) == (count, count, count - 1)
+    # Clean batches are written in one pass (each value decoded once, no persist, no statistics job).
+    batches = _batches_by_path(ingest, f"{CLUSTER}.{table}")
+    assert batches.get("one_pass", 0) >= 1, batches
+    assert "two_pass" not in batches and "one_pass_aborted" not in batches, batches
     assert duck.execute(
         f'SELECT device.os, tags[1] FROM floe.{CLUSTER}."{table}" WHERE id = 7'
     ).fetchone() == (
@@ -347,6 +351,24 @@ def test_malformed_records_go_to_the_dead_letter_table(
         b'{"id": 12': "not valid JSON: Expecting ',' delimiter at byte 9",
     }
     assert all(d["topic"] == topic and d["failed_at"] is not None for d in dead)
+    # A dead letter stopped a one-pass append (nothing committed by it); the batch went two-pass.
+    batches = _batches_by_path(ingest, f"{CLUSTER}.{table}")
+    assert batches.get("two_pass", 0) >= 1, batches
+    assert batches.get("one_pass_aborted", 0) >= 1, batches
+
+
+def _batches_by_path(ingest: IngestProcess, table: str) -> dict[str, int]:
+    """`floe_ingest_batches_total` of `table` by path, scraped from the ingest service."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(ingest.metrics_url, timeout=10).text
+    return {
+        sample.labels["path"]: int(sample.value)
+        for family in text_string_to_metric_families(text)
+        if family.name == "floe_ingest_batches"
+        for sample in family.samples
+        if sample.name == "floe_ingest_batches_total" and sample.labels.get("table") == table
+    }
 
 
 # Every column of Spark's Kafka source: a table may have fields of these names too.
