@@ -372,11 +372,13 @@ class BatchWriter:
                 result = self._write_in_one_pass(raw, planned, main_committed, dlq_committed)
                 if result is not None:
                     self.one_pass_batches += 1
-                    metrics.BATCHES.labels(t.name, "one_pass").inc()
+                    if result.records:
+                        metrics.BATCHES.labels(t.name, "one_pass").inc()
                     return result
                 metrics.BATCHES.labels(t.name, "one_pass_aborted").inc()
         result = self._write_in_two_passes(raw, main_committed, dlq_committed)
-        metrics.BATCHES.labels(t.name, "two_pass").inc()
+        if result.records or result.dead_letters:  # not the service's warm-up (a record committed already)
+            metrics.BATCHES.labels(t.name, "two_pass").inc()
         self.expect_dead_letters = result.dead_letters > 0
         return result
 
@@ -423,7 +425,8 @@ class BatchWriter:
             F.count(F.lit(1)).alias("records"),
             F.count_if(has_undeclared).alias("undeclared"),
             F.sum(F.length(source("value"))).alias("bytes"),
-            *[F.max(F.when(partition == p, timestamp)).alias(f"ts_{p}") for p in end],
+            # Microseconds: observed timestamps reach Python as Java objects.
+            *[F.max(F.when(partition == p, F.unix_micros(timestamp))).alias(f"ts_{p}") for p in end],
         )
         # Each row passes this filter or stops the job: Iceberg then aborts the append (no commit).
         checked = observed.where(
@@ -438,14 +441,13 @@ class BatchWriter:
             if DEAD_LETTER_FOUND not in str(exc):
                 raise
             log.info("%s: dead letters in the batch; writing it in two passes", t.name)
-            self.expect_dead_letters = True
             return None
         stats = observation.get
         result = BatchResult(
             records=int(stats["records"] or 0),
             value_bytes=int(stats["bytes"] or 0),
             end_offsets=end,
-            max_timestamps={p: stats[f"ts_{p}"].timestamp() for p in end if stats[f"ts_{p}"]},
+            max_timestamps={p: stats[f"ts_{p}"] / 1e6 for p in end if stats[f"ts_{p}"] is not None},
             records_with_undeclared=int(stats["undeclared"] or 0),
         )
         if result.records_with_undeclared:

@@ -87,9 +87,9 @@ TOPIC_MISSING = Gauge(
 )
 BATCHES = Counter(
     "floe_ingest_batches",
-    "Micro-batches written, by path: one_pass (each value decoded once, statistics observed during the"
-    " append), one_pass_aborted (a dead letter stopped that append; the batch then went two_pass) or"
-    " two_pass (decoded batch persisted, statistics job, dead letters committed first)",
+    "Micro-batches that committed records, by path: one_pass (each value decoded once, statistics"
+    " observed during the append), one_pass_aborted (a dead letter stopped that append; the batch"
+    " then went two_pass) or two_pass (decoded batch persisted, statistics job, dead letters first)",
     ("table", "path"),
     registry=REGISTRY,
 )

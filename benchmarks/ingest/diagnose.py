@@ -218,7 +218,9 @@ def run_diagnosis(
             F.count_if(~is_good).alias("bad"),
             F.sum(F.length(source("value"))).alias("bytes"),
             *[
-                F.max(F.when(F.col(source("partition")) == p, F.col(source("timestamp")))).alias(f"ts_{p}")
+                F.max(F.when(F.col(source("partition")) == p, F.unix_micros(source("timestamp")))).alias(
+                    f"ts_{p}"
+                )
                 for p in range(PARTITIONS)
             ],
         )
