@@ -438,7 +438,7 @@ class BatchWriter:
                 **_summary(t.topic, start, end)
             ).append()
         except Exception as exc:  # Spark's failure, converted or not by PySpark
-            if DEAD_LETTER_FOUND not in str(exc):
+            if not _stopped_at_dead_letter(exc):
                 raise
             log.info("%s: dead letters in the batch; writing it in two passes", t.name)
             return None
@@ -534,6 +534,24 @@ class BatchWriter:
             cached.unpersist()
             if t.registry is not None:
                 raw.unpersist()
+
+
+def _stopped_at_dead_letter(exc: BaseException) -> bool:
+    """Whether a failed one-pass append was stopped by its dead-letter check (its message, or that of
+    the Java exception behind it or any of their causes, says so)."""
+    if DEAD_LETTER_FOUND in str(exc):
+        return True
+    java = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
+    for _ in range(20):
+        if java is None:
+            return False
+        try:
+            if DEAD_LETTER_FOUND in str(java.getMessage() or ""):
+                return True
+            java = java.getCause()
+        except Exception:  # not a Java throwable after all
+            return False
+    return False
 
 
 def _explained(failed: DataFrame, reasons: DeadLetterReasons) -> DataFrame:
