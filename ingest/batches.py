@@ -8,11 +8,12 @@ are committed first, so a crash between the two commits is repaired by the next 
 records are re-read from the table's (older) offsets and the dead letters are filtered out by the
 dead-letter table's (newer) offsets.
 
-A batch is written in one pass when it can be (`BatchWriter._write_in_one_pass`): the offsets it
-advances to are the ranges Spark planned for it, its statistics are observed while the good records
-are appended, and a dead letter among its records makes that append fail before it commits, so the
-batch is then written by the path above (dead letters first). Only a batch following one with dead
-letters goes straight to that path.
+A batch is written in one pass when it can be (`BatchWriter._write_in_one_pass`): the offsets and
+record times of its summary are read from the raw records (no decoding), its counts are observed while
+the good records are appended (each value decoded once), and a dead letter among its records makes that
+append fail before it commits, so the batch is then written by the path above (dead letters first).
+Only a batch following one with dead letters goes straight to that path; so do upsert tables and
+registry mode.
 
 Upsert tables (`ingest.upsert`) take the same path up to the write: their good records (upserts and
 deletes, deduplicated to the latest per key) are merged instead of appended, in one snapshot carrying
@@ -104,9 +105,6 @@ MAX_EXPLAINED = 10_000
 # At most this many undeclared field names are reported per batch (the most frequent ones): keys of a
 # JSON object used as a map would otherwise be unbounded.
 MAX_UNDECLARED_NAMES = 20
-# A one-pass batch observes the newest record time per Kafka partition with one aggregate per
-# partition; a batch spanning more partitions than this takes the two-pass path instead.
-MAX_OBSERVED_PARTITIONS = 64
 # The message of the error that stops a one-pass append at its first dead letter.
 DEAD_LETTER_FOUND = "floe: dead letter in a one-pass batch"
 
@@ -167,53 +165,6 @@ def _record_times(stats: list[Any], partitions: set[int] | None = None) -> tuple
     lows = [int(r["min_ts_ms"]) for r in chosen if r["min_ts_ms"] is not None]
     highs = [int(r["max_ts_ms"]) for r in chosen if r["max_ts_ms"] is not None]
     return (min(lows), max(highs)) if lows and highs else None
-
-
-def planned_offsets(raw: DataFrame, topic: str) -> dict[int, tuple[int, int]] | None:
-    """The Kafka offset ranges Spark planned for `raw` (as the Kafka source reads it): partition →
-    (first offset, offset after the last), read from the Kafka partitions of its RDD (a micro-batch's
-    `DataSourceRDD` of `KafkaBatchInputPartition`s; a batch read's `KafkaSourceRDD`). None when `raw`
-    is not a plain read of `topic` by Spark's Kafka source (a DataFrame built otherwise, or Spark
-    internals that changed): the caller then works the offsets out from the rows."""
-    try:
-        pending = [raw._jdf.queryExecution().toRdd()]
-        seen = 0
-        ranges: list[Any] = []  # Spark's KafkaOffsetRange of each Kafka split
-        while pending and seen < 50:
-            rdd = pending.pop()
-            seen += 1
-            kind = rdd.getClass().getSimpleName()
-            if kind == "DataSourceRDD":  # a micro-batch (the V2 source)
-                for split in rdd.partitions():
-                    inputs = split.inputPartitions()
-                    for i in range(inputs.size()):
-                        part = inputs.apply(i)
-                        if part.getClass().getSimpleName() != "KafkaBatchInputPartition":
-                            return None
-                        ranges.append(part.offsetRange())
-                continue
-            if kind == "KafkaSourceRDD":  # a batch read (the V1 source, Spark's default for reads)
-                ranges += [split.offsetRange() for split in rdd.partitions()]
-                continue
-            dependencies = rdd.dependencies()
-            for i in range(dependencies.size()):
-                pending.append(dependencies.apply(i).rdd())
-        if pending or not ranges:
-            return None
-        planned: dict[int, tuple[int, int]] = {}
-        for offsets in ranges:
-            if offsets.topicPartition().topic() != topic:
-                return None
-            partition = int(offsets.topicPartition().partition())
-            first, after = int(offsets.fromOffset()), int(offsets.untilOffset())
-            if first < 0 or after < first:
-                return None
-            known = planned.get(partition, (first, after))
-            planned[partition] = (min(first, known[0]), max(after, known[1]))
-        return planned
-    except Exception:  # any py4j surprise means "not known": the rows are read instead
-        log.debug("planned Kafka offsets not readable", exc_info=True)
-        return None
 
 
 class BatchWriter:
@@ -367,15 +318,13 @@ class BatchWriter:
         main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
         dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
         if not (self.expect_dead_letters or t.is_upsert or t.registry is not None):
-            planned = planned_offsets(raw, t.topic)
-            if planned is not None and len(planned) <= MAX_OBSERVED_PARTITIONS:
-                result = self._write_in_one_pass(raw, planned, main_committed, dlq_committed)
-                if result is not None:
-                    self.one_pass_batches += 1
-                    if result.records:
-                        metrics.BATCHES.labels(t.name, "one_pass").inc()
-                    return result
-                metrics.BATCHES.labels(t.name, "one_pass_aborted").inc()
+            result = self._write_in_one_pass(raw, main_committed, dlq_committed)
+            if result is not None:
+                self.one_pass_batches += 1
+                if result.records:
+                    metrics.BATCHES.labels(t.name, "one_pass").inc()
+                return result
+            metrics.BATCHES.labels(t.name, "one_pass_aborted").inc()
         result = self._write_in_two_passes(raw, main_committed, dlq_committed)
         if result.records or result.dead_letters:  # not the service's warm-up (a record committed already)
             metrics.BATCHES.labels(t.name, "two_pass").inc()
@@ -393,65 +342,70 @@ class BatchWriter:
         return F.when(F.col(ERROR_COLUMN).isNull(), offset >= main_from).otherwise(offset >= dlq_from)
 
     def _write_in_one_pass(
-        self,
-        raw: DataFrame,
-        planned: Mapping[int, tuple[int, int]],
-        main_committed: Mapping[int, int],
-        dlq_committed: Mapping[int, int],
+        self, raw: DataFrame, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
     ) -> BatchResult | None:
-        """Append the batch's good records in one Spark job, each value decoded once: the offsets it
-        advances to are Spark's planned ranges, its statistics are observed during the append. None,
-        with nothing committed, when the batch holds a dead letter (the append fails at it)."""
+        """Append the batch's good records with each value decoded once: the offsets and record times of
+        the summary come from the raw records (no decode), the counts are observed during the append.
+        None, with nothing committed, when the batch holds a dead letter (the append fails at it)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         t = self.table
-        end = {
-            p: max(main_committed.get(p, 0), after)
-            for p, (first, after) in planned.items()
-            if after > max(first, main_committed.get(p, 0))
-        }
-        if not end:  # nothing past the table's offsets (a batch the table already holds)
+        raw = source_columns(raw)
+        offset, timestamp = F.col(source("offset")), F.col(source("timestamp"))
+        # Every record the table may take (a dead letter would stop the append): progress per partition.
+        progress = (
+            raw.where(offset >= _offset_lookup(main_committed))
+            .groupBy(F.col(source("partition")).alias("partition"))
+            .agg(
+                F.max(offset).alias("max_offset"),
+                F.max(timestamp).alias("max_ts"),
+                F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
+                F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
+            )
+            .collect()
+        )
+        if not progress:  # nothing past the table's offsets (a batch the table already holds)
             return BatchResult()
+        end = {
+            int(r["partition"]): max(main_committed.get(int(r["partition"]), 0), int(r["max_offset"]) + 1)
+            for r in progress
+        }
         start = {p: main_committed[p] for p in end if p in main_committed}
-        decoded = self._decode(source_columns(raw))[0]
+        decoded = self._decode(raw)[0]
         batch = decoded.where(self._keep(main_committed, dlq_committed))
         is_good = F.col(ERROR_COLUMN).isNull()
         has_undeclared = F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
         observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
-        partition, timestamp = F.col(source("partition")), F.col(source("timestamp"))
         observed = batch.observe(
             observation,
             F.count(F.lit(1)).alias("records"),
             F.count_if(has_undeclared).alias("undeclared"),
             F.sum(F.length(source("value"))).alias("bytes"),
-            # Microseconds: observed timestamps reach Python as Java objects.
-            *[F.max(F.when(partition == p, F.unix_micros(timestamp))).alias(f"ts_{p}") for p in end],
         )
         # Each row passes this filter or stops the job: Iceberg then aborts the append (no commit).
         checked = observed.where(
             F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
         )
-        columns = [F.col(f.name) for f in user_fields(t.schema)] + [F.col(KAFKA_COLUMN)]
         try:
-            checked.select(*columns).writeTo(t.spark_name(catalog=self.spark_catalog)).options(
-                **_summary(t.topic, start, end)
-            ).append()
+            checked.select(*upsert.table_columns(t.schema)).writeTo(
+                t.spark_name(catalog=self.spark_catalog)
+            ).options(**_summary(t.topic, start, end, _record_times(progress))).append()
         except Exception as exc:  # Spark's failure, converted or not by PySpark
             if not _stopped_at_dead_letter(exc):
                 raise
             log.info("%s: dead letters in the batch; writing it in two passes", t.name)
             return None
-        stats = observation.get
+        counts = observation.get
         result = BatchResult(
-            records=int(stats["records"] or 0),
-            value_bytes=int(stats["bytes"] or 0),
+            records=int(counts["records"] or 0),
+            value_bytes=int(counts["bytes"] or 0),
             end_offsets=end,
-            max_timestamps={p: stats[f"ts_{p}"] / 1e6 for p in end if stats[f"ts_{p}"] is not None},
-            records_with_undeclared=int(stats["undeclared"] or 0),
+            max_timestamps={int(r["partition"]): r["max_ts"].timestamp() for r in progress if r["max_ts"]},
+            records_with_undeclared=int(counts["undeclared"] or 0),
         )
         if result.records_with_undeclared:
-            # Re-read from Kafka: only batches with undeclared fields pay for their names.
+            # Decoded again: only batches with undeclared fields pay for their names.
             result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
         return result
 

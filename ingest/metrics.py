@@ -87,7 +87,7 @@ TOPIC_MISSING = Gauge(
 )
 BATCHES = Counter(
     "floe_ingest_batches",
-    "Micro-batches that committed records, by path: one_pass (each value decoded once, statistics"
+    "Micro-batches that committed records, by path: one_pass (each value decoded once, counts"
     " observed during the append), one_pass_aborted (a dead letter stopped that append; the batch"
     " then went two_pass) or two_pass (decoded batch persisted, statistics job, dead letters first)",
     ("table", "path"),

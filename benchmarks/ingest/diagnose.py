@@ -22,8 +22,8 @@ per-batch fixed cost):
   MEMORY_AND_DISK, statistics job, append with offsets in the summary): what every batch ran before
   the one-pass path, and what a batch with dead letters runs now
 - floe_batch_writer: `ingest.batches.BatchWriter.write`, exactly what `floe ingest` runs per batch
-  (offsets from floe and from Spark's planned ranges, decode once, statistics observed during the
-  append with offsets in the summary)
+  (offsets from floe, a job over the raw records for the summary's offsets and record times, decode
+  once, counts observed during the append with offsets in the summary)
 
 Each variant reads the slice with a batch `spark.read.format("kafka")` (the micro-batch's DataFrame);
 the plain variant's table has `write.distribution-mode=none` like floe's, so both write without a
