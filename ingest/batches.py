@@ -8,6 +8,13 @@ are committed first, so a crash between the two commits is repaired by the next 
 records are re-read from the table's (older) offsets and the dead letters are filtered out by the
 dead-letter table's (newer) offsets.
 
+A batch is written in one pass when it can be (`BatchWriter._write_in_one_pass`): the offsets and
+record times of its summary are read from the raw records (no decoding), its counts are observed while
+the good records are appended (each value decoded once), and a dead letter among its records makes that
+append fail before it commits, so the batch is then written by the path above (dead letters first).
+Only a batch following one with dead letters goes straight to that path; so do upsert tables and
+registry mode.
+
 Upsert tables (`ingest.upsert`) take the same path up to the write: their good records (upserts and
 deletes, deduplicated to the latest per key) are merged instead of appended, in one snapshot carrying
 the same offsets.
@@ -98,6 +105,8 @@ MAX_EXPLAINED = 10_000
 # At most this many undeclared field names are reported per batch (the most frequent ones): keys of a
 # JSON object used as a map would otherwise be unbounded.
 MAX_UNDECLARED_NAMES = 20
+# The message of the error that stops a one-pass append at its first dead letter.
+DEAD_LETTER_FOUND = "floe: dead letter in a one-pass batch"
 
 
 @dataclass
@@ -176,6 +185,9 @@ class BatchWriter:
         self.on_commit = on_commit
         # Protobuf writer schemas by id, compiled once (registry mode).
         self.protobuf_writers: dict[int, WriterSchema] = {}
+        # Whether the last batch had dead letters: the next one then skips the one-pass attempt.
+        self.expect_dead_letters = False
+        self.one_pass_batches = 0  # batches written in one pass (for tests and diagnosis)
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -300,23 +312,119 @@ class BatchWriter:
         raise ValueError(f"{t.name}: unsupported source format {t.source_format}")
 
     def write(self, raw: DataFrame) -> BatchResult:
+        """Write one batch (`raw` as the Kafka source reads it): in one pass when it can be, else (or
+        when the one-pass append met a dead letter, committing nothing) in two."""
+        t = self.table
+        main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
+        dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
+        if not (self.expect_dead_letters or t.is_upsert or t.registry is not None):
+            result = self._write_in_one_pass(raw, main_committed, dlq_committed)
+            if result is not None:
+                self.one_pass_batches += 1
+                if result.records:
+                    metrics.BATCHES.labels(t.name, "one_pass").inc()
+                return result
+            metrics.BATCHES.labels(t.name, "one_pass_aborted").inc()
+        result = self._write_in_two_passes(raw, main_committed, dlq_committed)
+        if result.records or result.dead_letters:  # not the service's warm-up (a record committed already)
+            metrics.BATCHES.labels(t.name, "two_pass").inc()
+        self.expect_dead_letters = result.dead_letters > 0
+        return result
+
+    def _keep(self, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]) -> Column:
+        """Whether a decoded row is not committed yet (good rows by the table's offsets, dead letters by
+        the dead-letter table's)."""
+        from pyspark.sql import functions as F
+
+        main_from = _offset_lookup(main_committed)
+        dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
+        offset = F.col(source("offset"))
+        return F.when(F.col(ERROR_COLUMN).isNull(), offset >= main_from).otherwise(offset >= dlq_from)
+
+    def _write_in_one_pass(
+        self, raw: DataFrame, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
+    ) -> BatchResult | None:
+        """Append the batch's good records with each value decoded once: the offsets and record times of
+        the summary come from the raw records (no decode), the counts are observed during the append.
+        None, with nothing committed, when the batch holds a dead letter (the append fails at it)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        t = self.table
+        raw = source_columns(raw)
+        offset, timestamp = F.col(source("offset")), F.col(source("timestamp"))
+        # Every record the table may take (a dead letter would stop the append): progress per partition.
+        progress = (
+            raw.where(offset >= _offset_lookup(main_committed))
+            .groupBy(F.col(source("partition")).alias("partition"))
+            .agg(
+                F.max(offset).alias("max_offset"),
+                F.max(timestamp).alias("max_ts"),
+                F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
+                F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
+            )
+            .collect()
+        )
+        if not progress:  # nothing past the table's offsets (a batch the table already holds)
+            return BatchResult()
+        end = {
+            int(r["partition"]): max(main_committed.get(int(r["partition"]), 0), int(r["max_offset"]) + 1)
+            for r in progress
+        }
+        start = {p: main_committed[p] for p in end if p in main_committed}
+        decoded = self._decode(raw)[0]
+        batch = decoded.where(self._keep(main_committed, dlq_committed))
+        is_good = F.col(ERROR_COLUMN).isNull()
+        has_undeclared = F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
+        observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
+        observed = batch.observe(
+            observation,
+            F.count(F.lit(1)).alias("records"),
+            F.count_if(has_undeclared).alias("undeclared"),
+            F.sum(F.length(source("value"))).alias("bytes"),
+        )
+        # Each row passes this filter or stops the job: Iceberg then aborts the append (no commit).
+        checked = observed.where(
+            F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
+        )
+        try:
+            checked.select(*upsert.table_columns(t.schema)).writeTo(
+                t.spark_name(catalog=self.spark_catalog)
+            ).options(**_summary(t.topic, start, end, _record_times(progress))).append()
+        except Exception as exc:  # Spark's failure, converted or not by PySpark
+            if not _stopped_at_dead_letter(exc):
+                raise
+            log.info("%s: dead letters in the batch; writing it in two passes", t.name)
+            return None
+        counts = observation.get
+        result = BatchResult(
+            records=int(counts["records"] or 0),
+            value_bytes=int(counts["bytes"] or 0),
+            end_offsets=end,
+            max_timestamps={int(r["partition"]): r["max_ts"].timestamp() for r in progress if r["max_ts"]},
+            records_with_undeclared=int(counts["undeclared"] or 0),
+        )
+        if result.records_with_undeclared:
+            # Decoded again: only batches with undeclared fields pay for their names.
+            result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
+        return result
+
+    def _write_in_two_passes(
+        self, raw: DataFrame, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
+    ) -> BatchResult:
+        """Persist the decoded batch, read its statistics, commit its dead letters, then its good records."""
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         t = self.table
-        main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
-        dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
         # The Kafka source's columns under internal names: a table field `value` (or `offset`…) then
         # never collides with them (Spark's AMBIGUOUS_REFERENCE failed every batch).
         raw = source_columns(raw)
         if t.registry is not None:
             raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
         decoded, reasons = self._decode(raw)
-        main_from = _offset_lookup(main_committed)
-        dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
         is_good = F.col(ERROR_COLUMN).isNull()
-        offset = F.col(source("offset"))
-        keep = F.when(is_good, offset >= main_from).otherwise(offset >= dlq_from)
+        keep = self._keep(main_committed, dlq_committed)
         has_undeclared = is_good & (F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0)
         # Persist the decoded rows with the keep flag computed, then filter the cached rows: a filter
         # on the decoded rows before the persist made Spark parse each value ~10 times (one from_json
@@ -380,6 +488,24 @@ class BatchWriter:
             cached.unpersist()
             if t.registry is not None:
                 raw.unpersist()
+
+
+def _stopped_at_dead_letter(exc: BaseException) -> bool:
+    """Whether a failed one-pass append was stopped by its dead-letter check (its message, or that of
+    the Java exception behind it or any of their causes, says so)."""
+    if DEAD_LETTER_FOUND in str(exc):
+        return True
+    java = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
+    for _ in range(20):
+        if java is None:
+            return False
+        try:
+            if DEAD_LETTER_FOUND in str(java.getMessage() or ""):
+                return True
+            java = java.getCause()
+        except Exception:  # not a Java throwable after all
+            return False
+    return False
 
 
 def _explained(failed: DataFrame, reasons: DeadLetterReasons) -> DataFrame:

@@ -348,6 +348,7 @@ def _finish(
     if undeclared is None:
         undeclared = F.lit(None).cast("array<string>")
 
+    decoded = decoded.withColumn(_RECORD, evaluated_once(F.col(_RECORD)))
     columns = [F.col(_RECORD).getField(f.name).alias(f.name) for f in fields]
     return decoded.select(
         *columns,
@@ -356,6 +357,21 @@ def _finish(
         F.when(error.isNull(), undeclared).alias(UNDECLARED_COLUMN),
         *[source(c) for c in KAFKA_SOURCE_COLUMNS if source(c) in decoded.columns],
     )
+
+
+def evaluated_once(column: Column) -> Column:
+    """`column` unchanged, in a form Spark's optimizer evaluates once per row.
+
+    The decode (from_json, from_avro, ...) is read by every field, the error checks and the batch's
+    filters. Spark inlines a deterministic projection into a filter pushed below it
+    (PushPredicateThroughNonJoin) and into the projections above it (CollapseProject), so the decode ran
+    once per reference (10 times per JSON value). Neither rule moves a non-deterministic expression:
+    gated on `spark_partition_id()` (never negative, costs a field read) the decode stays in the one
+    projection that computes it, and everything above reads its result.
+    """
+    from pyspark.sql import functions as F
+
+    return F.when(F.spark_partition_id() >= 0, column)
 
 
 def confluent_schema_id(value: Column) -> Column:

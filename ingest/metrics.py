@@ -85,6 +85,14 @@ TOPIC_MISSING = Gauge(
     ("table", "topic"),
     registry=REGISTRY,
 )
+BATCHES = Counter(
+    "floe_ingest_batches",
+    "Micro-batches that committed records, by path: one_pass (each value decoded once, counts"
+    " observed during the append), one_pass_aborted (a dead letter stopped that append; the batch"
+    " then went two_pass) or two_pass (decoded batch persisted, statistics job, dead letters first)",
+    ("table", "path"),
+    registry=REGISTRY,
+)
 MERGE_RETRIES = Counter(
     "floe_ingest_merge_retries",
     "Upsert merges planned again after losing a commit race with a concurrent rewrite (maintenance)",

@@ -9,13 +9,21 @@ per-batch fixed cost):
 - floe_decode_write_unfiltered: floe's `decode_json` and row shape, every row appended (no
   `_error IS NULL` filter)
 - floe_decode_write: floe's `decode_json` (PERMISSIVE, required-field checks, `_kafka` struct with
-  headers), good rows appended; no offsets read, no persist, no statistics
+  headers), good rows appended; no offsets read, no persist, no statistics. The decode is gated on
+  a non-deterministic condition (`ingest.decode.evaluated_once`), so the filter is not pushed below
+  it and `from_json` runs once per value (it ran 10 times before)
 - floe_decode_stats_write: the same plus floe's per-partition statistics job, without persisting the
   batch (the decode runs twice)
 - floe_persist_then_filter: BatchWriter's steps (persist, statistics, append of the good rows) with
   the decoded batch persisted before it is filtered (no offsets read from floe)
+- floe_observe_write: floe_decode_write with the statistics observed during the append
+  (`DataFrame.observe`) instead of a job of their own
+- floe_two_pass_writer: `BatchWriter`'s two-pass path, forced (offsets from floe, decode, persist
+  MEMORY_AND_DISK, statistics job, append with offsets in the summary): what every batch ran before
+  the one-pass path, and what a batch with dead letters runs now
 - floe_batch_writer: `ingest.batches.BatchWriter.write`, exactly what `floe ingest` runs per batch
-  (offsets from floe, decode, persist MEMORY_AND_DISK, statistics, append with offsets in the summary)
+  (offsets from floe, a job over the raw records for the summary's offsets and record times, decode
+  once, counts observed during the append with offsets in the summary)
 
 Each variant reads the slice with a batch `spark.read.format("kafka")` (the micro-batch's DataFrame);
 the plain variant's table has `write.distribution-mode=none` like floe's, so both write without a
@@ -51,6 +59,8 @@ VARIANTS = {
     "floe_decode_write": "the same, only good rows (`_error IS NULL`) appended",
     "floe_decode_stats_write": "the same plus floe's per-partition statistics job (no persist)",
     "floe_persist_then_filter": "decode, persist, statistics, good rows appended: persisted before filtering",
+    "floe_observe_write": "floe_decode_write with the statistics observed during the append",
+    "floe_two_pass_writer": "BatchWriter's two-pass path (persist, statistics job, append), forced",
     "floe_batch_writer": "ingest.batches.BatchWriter.write, as `floe ingest` runs it per batch",
 }
 CLUSTER = "diag"
@@ -107,10 +117,12 @@ def run_diagnosis(
     rounds: int = 2,
     master: str = "local[2]",
     driver_memory: str = "2g",
+    only: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Time every variant on `large` and `small` batches (the floe.yaml applied to `env` must hold
     `diagnosis_table()`); the median wall and CPU seconds of `rounds` rounds after one warm-up round."""
     from pyspark import StorageLevel
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.functions import col, from_json
 
@@ -120,8 +132,8 @@ def run_diagnosis(
     from runtime.spark import CatalogConnection, spark_session
 
     sizes = {"large": large, "small": small}
-    # floe_batch_writer consumes fresh consecutive slices (its offsets fence); the others reuse slice 0.
-    needed = (rounds + 1) * (large + small) + large
+    # The writers consume fresh consecutive slices (their offsets fence); the others reuse slice 0.
+    needed = 2 * (rounds + 1) * (large + small) + large
     env.kafka.create_topic(TOPIC, PARTITIONS)
     print(f"diagnosis: producing {needed:,} records ...", flush=True)
     produce_backlog(env.kafka.bootstrap_servers, TOPIC, needed, EventFactory(), round_robin=PARTITIONS)
@@ -198,13 +210,45 @@ def run_diagnosis(
         finally:
             decoded.unpersist()
 
-    def floe_batch_writer(size: int) -> None:
+    def floe_observe_write(size: int) -> None:
+        observation = Observation(f"diagnosis-{time.monotonic_ns()}")
+        observed = floe_rows(size).observe(
+            observation,
+            F.count(F.lit(1)).alias("records"),
+            F.count_if(~is_good).alias("bad"),
+            F.sum(F.length(source("value"))).alias("bytes"),
+            *[
+                F.max(F.when(F.col(source("partition")) == p, F.unix_micros(source("timestamp")))).alias(
+                    f"ts_{p}"
+                )
+                for p in range(PARTITIONS)
+            ],
+        )
+        write_good(observed)
+        if observation.get["records"] != size:
+            raise RuntimeError(f"observed {observation.get['records']} records of {size}")
+
+    def next_slice(size: int) -> DataFrame:
         per_partition = size // PARTITIONS
         raw = _slice(spark, bootstrap, cursor[0], per_partition, headers=True)
         cursor[0] += per_partition
-        result = writer.write(raw)
-        if result.records != per_partition * PARTITIONS:
-            raise RuntimeError(f"BatchWriter committed {result.records} of {per_partition * PARTITIONS}")
+        return raw
+
+    def floe_two_pass_writer(size: int) -> None:
+        t = table
+        main = env.control.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
+        dlq = env.control.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
+        result = writer._write_in_two_passes(next_slice(size), main, dlq)
+        if result.records != size:
+            raise RuntimeError(f"BatchWriter (two passes) committed {result.records} of {size}")
+
+    def floe_batch_writer(size: int) -> None:
+        one_pass = writer.one_pass_batches
+        result = writer.write(next_slice(size))
+        if result.records != size:
+            raise RuntimeError(f"BatchWriter committed {result.records} of {size}")
+        if writer.one_pass_batches != one_pass + 1:
+            raise RuntimeError("BatchWriter did not write the batch in one pass")
 
     variants: dict[str, Callable[[int], None]] = {
         "plain": plain,
@@ -212,8 +256,12 @@ def run_diagnosis(
         "floe_decode_write": floe_decode_write,
         "floe_decode_stats_write": floe_decode_stats_write,
         "floe_persist_then_filter": floe_persist_then_filter,
+        "floe_observe_write": floe_observe_write,
+        "floe_two_pass_writer": floe_two_pass_writer,
         "floe_batch_writer": floe_batch_writer,
     }
+    if only:
+        variants = {name: run for name, run in variants.items() if name in only}
     timings: dict[str, dict[str, list[tuple[float, float]]]] = {
         size: {name: [] for name in variants} for size in sizes
     }
@@ -268,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="measured rounds (after one warm-up)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument(
+        "--only", nargs="+", choices=list(VARIANTS), default=[], help="run these variants only"
+    )
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="floe-ingest-diagnose-"))
@@ -287,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                 rounds=args.rounds,
                 master=args.master,
                 driver_memory=args.driver_memory,
+                only=tuple(args.only),
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

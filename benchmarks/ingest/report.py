@@ -35,10 +35,12 @@ SYSTEMS = {
         "`floe ingest --cluster <c>` (`python -m catalog.cli ingest`): one Structured Streaming query per "
         "table with `foreachBatch`; per batch it reads the committed offsets of the table and its "
         "dead-letter table from floe, decodes with `from_json` (PERMISSIVE; Avro with `from_avro`, "
-        "Protobuf with floe's Java UDF, protobuf-java in the JVM) and checks required fields, "
-        "persists the batch, computes per-partition statistics, and appends the rows (with the `_kafka` "
-        "struct: partition, offset, timestamp, key, headers) with `writeTo(...).append()` carrying the "
-        "Kafka offsets in the snapshot summary (floe's exactly-once fence). Table from floe.yaml: "
+        "Protobuf with floe's Java UDF, protobuf-java in the JVM) once per value and checks "
+        "required fields, and appends the rows (with the `_kafka` struct: partition, offset, timestamp, "
+        "key, headers) with `writeTo(...).append()` carrying the Kafka offsets in the snapshot summary "
+        "(floe's exactly-once fence; offsets and record times from a job over the raw records, no "
+        "decoding) and observing the batch's counts during the append; a batch with dead letters is "
+        "persisted and written in two steps, dead letters first. Table from floe.yaml: "
         "`partitioning_scheme: hour` (hours of `_kafka.timestamp`), zstd Parquet, "
         "`write.distribution-mode=none`."
     ),
@@ -284,7 +286,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             b = notes["floe_ingest_batch_seconds"]
             lines.append(
                 f"- {label}, {phase}: `floe_ingest_batch_seconds` {b['count']} batches, "
-                f"mean {_fmt(b['mean'], 2)} s (decode, statistics, dead letters and commit)"
+                f"mean {_fmt(b['mean'], 2)} s (offsets, decode, write and commit)"
             )
         if "spark_progress" in notes:
             p = notes["spark_progress"]

@@ -257,6 +257,10 @@ def test_json_records_become_rows_exactly(
         f'SELECT count(*), count(DISTINCT id), max(id) FROM floe.{CLUSTER}."{table}"'
     ).fetchone() or (0, 0, 0)
     assert (total, distinct, max_id) == (count, count, count - 1)
+    # Clean batches are written in one pass (each value decoded once, no persist, no statistics job).
+    batches = _batches_by_path(ingest, f"{CLUSTER}.{table}")
+    assert batches.get("one_pass", 0) >= 1, batches
+    assert set(batches) == {"one_pass"}, batches
     assert duck.execute(
         f'SELECT device.os, tags[1] FROM floe.{CLUSTER}."{table}" WHERE id = 7'
     ).fetchone() == (
@@ -266,7 +270,7 @@ def test_json_records_become_rows_exactly(
 
 
 def test_spark_reads_the_ingested_table_through_floe(
-    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
 ) -> None:
     from runtime.spark import CatalogConnection, spark_session
 
@@ -289,6 +293,24 @@ def test_spark_reads_the_ingested_table_through_floe(
         assert row["os"] == "linux"
         summaries = spark.sql(f"SELECT summary FROM floe.{CLUSTER}.{table}.snapshots").collect()
         assert all("floe.kafka.end-offsets" in s["summary"] for s in summaries)
+
+        # The good rows' plan parses each value once (the optimizer inlined from_json 10 times before).
+        from pyspark.sql import functions as F
+
+        from ingest.decode import ERROR_COLUMN, decode_json, source_columns
+
+        raw = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("includeHeaders", "true")
+            .load()
+        )
+        schema = catalog.load_table(f"{CLUSTER}.{table}").schema()
+        good = decode_json(source_columns(raw), schema).where(F.col(ERROR_COLUMN).isNull())
+        plan = good._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("from_json(") == 1, plan
+        assert good.count() == 100
     finally:
         spark.stop()
 
@@ -347,6 +369,24 @@ def test_malformed_records_go_to_the_dead_letter_table(
         b'{"id": 12': "not valid JSON: Expecting ',' delimiter at byte 9",
     }
     assert all(d["topic"] == topic and d["failed_at"] is not None for d in dead)
+    # A dead letter stopped a one-pass append (nothing committed by it); the batch went two-pass.
+    batches = _batches_by_path(ingest, f"{CLUSTER}.{table}")
+    assert batches.get("two_pass", 0) >= 1, batches
+    assert batches.get("one_pass_aborted", 0) >= 1, batches
+
+
+def _batches_by_path(ingest: IngestProcess, table: str) -> dict[str, int]:
+    """`floe_ingest_batches_total` of `table` by path, scraped from the ingest service."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(ingest.metrics_url, timeout=10).text
+    return {
+        sample.labels["path"]: int(sample.value)
+        for family in text_string_to_metric_families(text)
+        if family.name == "floe_ingest_batches"
+        for sample in family.samples
+        if sample.name == "floe_ingest_batches_total" and sample.labels.get("table") == table
+    }
 
 
 # Every column of Spark's Kafka source: a table may have fields of these names too.
