@@ -40,7 +40,6 @@ from pyiceberg.types import (
 
 from catalog.pipelines.columns import dlq_schema
 from catalog.pipelines.config import ConfigError, InvalidConfig, PipelineConfig, field_paths
-from catalog.pipelines.table_config import DEFAULT_FORMAT_VERSION
 from catalog.pipelines.iceberg import (
     TABLE_MODE_PROPERTY,
     data_properties,
@@ -49,6 +48,7 @@ from catalog.pipelines.iceberg import (
     partition_spec,
     source_properties,
 )
+from catalog.pipelines.table_config import DEFAULT_FORMAT_VERSION
 
 TableKind = Literal["data", "dlq"]
 Action = Literal["create", "evolve", "unchanged", "resumed", "removed"]

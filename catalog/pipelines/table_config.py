@@ -54,7 +54,7 @@ TableMode = Literal["append", "upsert"]
 # position deletes) or 3 (deletion vectors; Trino 476 cannot read a table holding them).
 FormatVersion = Literal[2, 3]
 FORMAT_VERSIONS = (2, 3)
-DEFAULT_FORMAT_VERSION = 2
+DEFAULT_FORMAT_VERSION: FormatVersion = 2
 Envelope = Literal["none", "debezium"]
 TABLE_MODES = ("append", "upsert")
 ENVELOPES = ("none", "debezium")
