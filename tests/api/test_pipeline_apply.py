@@ -536,7 +536,8 @@ def test_format_version_upgrades_an_existing_table_and_never_goes_down(
     assert apply(http, upgraded)["plan"][0]["action"] == "unchanged"
 
     errors = refused(http, config)  # format_version back to 2 (the default)
-    assert "is an Iceberg format version 3 table: its format_version cannot go down to 2" in (
-        errors["tables[0].format_version"]
+    assert (
+        "is an Iceberg format version 3 table: its format_version cannot go down to 2"
+        in (errors["tables[0].format_version"])
     )
     assert metadata_location(rest_catalog, namespace, "events") == location
