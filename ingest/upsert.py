@@ -13,7 +13,8 @@ The semantics (`apply_batch` states them in plain Python; the tests hold the Spa
 - a table without `key_fields` is keyed by the Kafka record key itself: its bytes, as received, are the
   `_key` column (so `"42"` and `42` are different keys); a record without a record key is a dead letter.
 
-The merge is Spark SQL `MERGE INTO` on a merge-on-read table (position deletes, format v2), committed as
+The merge is Spark SQL `MERGE INTO` on a merge-on-read table (position deletes on format v2, deletion
+vectors on v3: Iceberg picks them by the table's format version), committed as
 one snapshot that carries the batch's Kafka offsets: the same exactly-once fence as appends (floe
 refuses a commit that does not start where the table's stored offsets are). Spark's MERGE takes no
 write options, so the offsets go in through Iceberg's session-level `snapshot-property` settings, set

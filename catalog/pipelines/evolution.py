@@ -5,6 +5,7 @@ required → optional, int → long, float → double, a wider decimal precision
 re-ordering. Refused, with the YAML path of the offending field: dropping a field, optional →
 required, any other type change, moving a field to another parent, changing the partitioning, and
 changing an existing table's `table_mode` or `key_fields` (its rows were written under the old key).
+A data table's `format_version` may go up (2 → 3, one `upgrade-format-version` update) but never down.
 
 A create is one commit with an `assert-create` requirement and add-schema/add-spec/… updates (which keep
 the configured field ids; the createTable route reassigns them). An evolution is one commit with
@@ -47,10 +48,12 @@ from catalog.pipelines.iceberg import (
     partition_spec,
     source_properties,
 )
+from catalog.pipelines.table_config import DEFAULT_FORMAT_VERSION
 
 TableKind = Literal["data", "dlq"]
 Action = Literal["create", "evolve", "unchanged", "resumed", "removed"]
-FORMAT_VERSION = 2
+# Dead-letter tables, and data tables whose floe.yaml names no format_version.
+FORMAT_VERSION = DEFAULT_FORMAT_VERSION
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class TableTarget:
     table_path: str = ""
     table_mode: str = "append"
     key_fields: tuple[str, ...] = ()
+    format_version: int = FORMAT_VERSION
 
 
 def table_targets(config: PipelineConfig) -> list[TableTarget]:
@@ -97,6 +101,7 @@ def table_targets(config: PipelineConfig) -> list[TableTarget]:
                 table_path=table.path,
                 table_mode=table.table_mode,
                 key_fields=table.key_fields or (),
+                format_version=table.format_version,
             )
         )
         targets.append(
@@ -230,9 +235,16 @@ def plan_table(target: TableTarget, current: TableMetadata | None) -> TablePlan:
         refused = _mode_changes(target, current)
         if refused:  # adding or dropping `_key` follows from the mode or key change: name only its cause
             raise InvalidConfig(refused)
+        errors += _format_downgrade(target, current)
     if errors:
         raise InvalidConfig(errors)
     updates: list[dict[str, Any]] = []
+    if target.kind == "data" and current.format_version < target.format_version:
+        updates.append({"action": "upgrade-format-version", "format-version": target.format_version})
+        changes = [
+            f"upgrade the format version from {current.format_version} to {target.format_version}",
+            *changes,
+        ]
     if changes:
         new_id = max(s.schema_id for s in current.schemas) + 1
         identifiers = list(target.schema.identifier_field_ids)
@@ -287,12 +299,27 @@ def _mode_changes(target: TableTarget, current: TableMetadata) -> list[ConfigErr
     return []
 
 
+def _format_downgrade(target: TableTarget, current: TableMetadata) -> list[ConfigError]:
+    """Iceberg has no downgrade: a v3 table's metadata (row lineage, deletion vectors) has no v2 form."""
+    if current.format_version <= target.format_version:
+        return []
+    name = f"{target.namespace}.{target.name}"
+    return [
+        ConfigError(
+            f"{target.table_path}.format_version",
+            f"{name} is an Iceberg format version {current.format_version} table: its format_version "
+            f"cannot go down to {target.format_version} (Iceberg tables are only upgraded); set "
+            f"format_version: {current.format_version}",
+        )
+    ]
+
+
 def create_updates(target: TableTarget) -> tuple[dict[str, Any], ...]:
     """The updates of a create transaction that keeps the configured ids (as pyiceberg's
     `create_table_transaction` sends them)."""
     return (
         {"action": "assign-uuid", "uuid": str(uuid.uuid4())},
-        {"action": "upgrade-format-version", "format-version": FORMAT_VERSION},
+        {"action": "upgrade-format-version", "format-version": target.format_version},
         {
             "action": "add-schema",
             "schema": _json(target.schema),

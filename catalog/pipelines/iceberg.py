@@ -32,7 +32,8 @@ TABLE_MODE_PROPERTY = "floe.table-mode"
 # Upsert tables are merged with merge-on-read: a batch writes its new rows and position delete files for
 # the rows it replaces, instead of rewriting every data file it touches (copy-on-write). Position
 # deletes (format v2) are what every engine floe serves reads: pyiceberg 0.12 cannot read equality
-# deletes, and Spark's MERGE never writes them.
+# deletes, and Spark's MERGE never writes them. On a v3 table (`format_version: 3`) the same settings make
+# Spark write deletion vectors instead.
 UPSERT_PROPERTIES = {
     TABLE_MODE_PROPERTY: "upsert",
     "write.merge.mode": "merge-on-read",

@@ -4,7 +4,9 @@ plus `<table>_dlq` for records that do not decode).
 `table_mode: upsert` makes the table the topic's current state: `key_fields` (required primitive value
 fields) are the key and the table's Iceberg identifier fields; without them the Kafka record key's bytes
 are (the `_key` column); a record with a null value (tombstone) deletes its key. `envelope: debezium`
-reads Debezium change events (JSON, or Avro through the registry) into such a table."""
+reads Debezium change events (JSON, or Avro through the registry) into such a table. `format_version`
+(2, the default, or 3) is the Iceberg format the table is created with: on 3, merges write deletion
+vectors instead of position delete files."""
 
 from __future__ import annotations
 
@@ -48,6 +50,11 @@ SchemaMode = Literal["inline", "registry"]
 # prefix is stripped and the id ignored, as WarpStream does) or `raw` (plain Avro binary).
 AvroFraming = Literal["confluent", "raw"]
 TableMode = Literal["append", "upsert"]
+# The Iceberg format versions a floe.yaml table may have: 2 (default; every engine here reads its
+# position deletes) or 3 (deletion vectors; Trino 476 cannot read a table holding them).
+FormatVersion = Literal[2, 3]
+FORMAT_VERSIONS = (2, 3)
+DEFAULT_FORMAT_VERSION: FormatVersion = 2
 Envelope = Literal["none", "debezium"]
 TABLE_MODES = ("append", "upsert")
 ENVELOPES = ("none", "debezium")
@@ -71,6 +78,13 @@ def table_name_for_topic(topic: str) -> str:
 
 def _source_format(value: Any) -> str:
     return choose(value, SOURCE_FORMATS)
+
+
+def _format_version(value: Any) -> int:
+    # Strict like every number in floe.yaml: `"3"` is a string. bool is excluded (True == 1).
+    if isinstance(value, bool) or not isinstance(value, int) or value not in FORMAT_VERSIONS:
+        raise problem(f"expected 2 or 3 (the Iceberg format version); got {value!r}")
+    return value
 
 
 class TableConfig(ConfigModel):
@@ -103,6 +117,9 @@ class TableConfig(ConfigModel):
     key_fields: Annotated[tuple[Text, ...], NonEmpty] | None = Field(default=None, strict=False)
     envelope: Annotated[Envelope, choice(ENVELOPES)] = Field(
         default="none", exclude_if=lambda envelope: envelope == "none"
+    )
+    format_version: Annotated[FormatVersion, BeforeValidator(_format_version)] = Field(
+        default=DEFAULT_FORMAT_VERSION, exclude_if=lambda version: version == DEFAULT_FORMAT_VERSION
     )
 
     @field_serializer("commit_interval_seconds")
@@ -348,7 +365,9 @@ class TableConfig(ConfigModel):
 
 __all__ = [
     "AVRO_FRAMINGS",
+    "DEFAULT_FORMAT_VERSION",
     "ENVELOPES",
+    "FORMAT_VERSIONS",
     "MAX_COMMIT_INTERVAL_SECONDS",
     "PROTOBUF_FRAMINGS",
     "SCHEMA_MODES",
@@ -356,6 +375,7 @@ __all__ = [
     "TABLE_MODES",
     "AvroFraming",
     "Envelope",
+    "FormatVersion",
     "ProtobufFraming",
     "SchemaMode",
     "SourceFormat",

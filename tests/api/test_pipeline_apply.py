@@ -506,3 +506,38 @@ def test_upsert_table_is_created_keyed_and_its_mode_cannot_change(
     assert "key_fields cannot change" in errors["tables[0].key_fields"]
     assert metadata_location(rest_catalog, namespace, "events") == location
     assert revision(http) == applied["revision"]
+
+
+def test_format_version_upgrades_an_existing_table_and_never_goes_down(
+    http: httpx.Client, rest_catalog: RestCatalog
+) -> None:
+    fields = [
+        {"name": "customer_id", "id": 1, "type": "long"},
+        {"name": "email", "id": 2, "type": "string", "optional": True},
+    ]
+    config = one_table(fields, table_mode="upsert", key_fields=["customer_id"])
+    namespace = config["source_clusters"][0]["name"]
+    apply(http, config)
+    assert rest_catalog.load_table((namespace, "events")).format_version == 2
+    assert rest_catalog.load_table((namespace, "events_dlq")).format_version == 2
+
+    upgraded = copy.deepcopy(config)
+    upgraded["tables"][0]["format_version"] = 3
+    applied = apply(http, upgraded)
+    by_table = {p["table"]: p for p in applied["plan"]}
+    assert by_table["events"]["action"] == "evolve"
+    assert by_table["events"]["changes"] == ["upgrade the format version from 2 to 3"]
+    assert by_table["events_dlq"]["action"] == "unchanged"
+    table = rest_catalog.load_table((namespace, "events"))
+    assert table.format_version == 3
+    assert table.schema().identifier_field_ids == [1]
+    assert rest_catalog.load_table((namespace, "events_dlq")).format_version == 2
+    location = table.metadata_location
+    assert apply(http, upgraded)["plan"][0]["action"] == "unchanged"
+
+    errors = refused(http, config)  # format_version back to 2 (the default)
+    assert (
+        "is an Iceberg format version 3 table: its format_version cannot go down to 2"
+        in (errors["tables[0].format_version"])
+    )
+    assert metadata_location(rest_catalog, namespace, "events") == location

@@ -705,6 +705,126 @@ def test_maintenance_while_upserting_applies_and_drops_the_deletes(
     assert_offsets_chain(catalog, name, produced.end_offsets())
 
 
+# -- format v3: deletion vectors --------------------------------------------------------------------
+
+
+def _delete_file_formats(catalog: RestCatalog, name: str) -> set[str]:
+    """The file formats of the current snapshot's live delete files (PUFFIN: deletion vectors)."""
+    files = catalog.load_table(name).inspect.files().to_pylist()
+    return {f["file_format"] for f in files if f["content"] != 0}
+
+
+def test_format_v3_upsert_table_merges_with_deletion_vectors_and_maintenance_drops_them(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+    spark: SparkSession,
+    trino: LocalTrino,
+) -> None:
+    from catalog.kafka_offsets import TOPIC as TOPIC_PROPERTY
+    from devtools.trino import TrinoQueryError
+    from maintenance.worker import MaintenanceWorker, WorkerOptions
+
+    topic = _topic(kafka, "loyalty", partitions=2)
+    table = _table(topic)
+    name = f"{CLUSTER}.{table}"
+    pipeline.add(
+        source_topic=topic,
+        table_mode="upsert",
+        key_fields=["customer_id"],
+        partitioning_scheme=["bucket(4, customer_id)"],
+        schema={"fields": CUSTOMER_FIELDS},
+        maintenance={"cold_after": "1s"},  # cold as soon as ingestion has caught up
+    )
+    assert catalog.load_table(name).format_version == 2
+    produced = Produced()
+    rng = random.Random(41)
+    keys = range(300)
+    version = 0
+
+    def wave() -> None:
+        nonlocal version
+        version += 1
+        records = [
+            (str(k).encode(), None if rng.random() < 0.15 else _customer(k, version))
+            for k in rng.sample(keys, 120)
+        ]
+        records += [(str(90_000 + version).encode(), None)]  # a key never seen
+        _produce_wave(kafka, topic, produced, records)
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    # Written on v2 first (position delete files), then upgraded by `floe apply` while ingestion runs.
+    started = time.monotonic()
+    _produce_wave(kafka, topic, produced, [(str(k).encode(), _customer(k, 0)) for k in keys])
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    wave()
+    print(f"\nv3: two waves before the upgrade merged in {time.monotonic() - started:.1f} s")
+    assert _delete_file_formats(catalog, name) == {"PARQUET"}
+    pipeline.config["tables"][-1]["format_version"] = 3
+    applied = apply_pipeline(pipeline.admin, pipeline.config)
+    (upgrade,) = [t for t in applied["plan"] if t["table"] == table]
+    assert upgrade["changes"] == ["upgrade the format version from 2 to 3"], applied
+    upgraded = catalog.load_table(name)
+    assert upgraded.format_version == 3
+    current = upgraded.current_snapshot()
+    assert current is not None
+    upgraded_at = current.sequence_number or 0
+    started = time.monotonic()
+    for _ in range(2):
+        wave()
+    print(f"\nv3: two waves after the upgrade merged in {time.monotonic() - started:.1f} s")
+
+    # The merges after the upgrade wrote deletion vectors (Puffin), none before it.
+    merges = [
+        s
+        for s in catalog.load_table(name).snapshots()
+        if s.summary is not None and s.summary[TOPIC_PROPERTY] is not None
+    ]
+    dvs = {s.snapshot_id: int(s.summary["added-dvs"] or 0) for s in merges if s.summary is not None}
+    after = [s.snapshot_id for s in merges if (s.sequence_number or 0) > upgraded_at]
+    assert sum(dvs[i] for i in after) >= 2, dvs  # every wave updates and deletes existing keys
+    assert not any(dvs[s.snapshot_id] for s in merges if (s.sequence_number or 0) <= upgraded_at)
+    assert "PUFFIN" in _delete_file_formats(catalog, name)
+    files = catalog.load_table(name).inspect.files().to_pylist()
+    vectors = [f for f in files if f["file_format"] == "PUFFIN"]
+    print(
+        f"\nv3 table before maintenance: {sum(1 for f in files if f['content'] == 0)} data files, "
+        f"{len(vectors)} deletion vectors, "
+        f"{sum(1 for f in files if f['content'] != 0 and f['file_format'] != 'PUFFIN')} position delete files"
+    )
+    # At most one vector per data file: a merge replaces a data file's vector instead of adding one.
+    for task in catalog.load_table(name).scan().plan_files():
+        assert sum(1 for d in task.delete_files if d.file_format.value == "PUFFIN") <= 1, task.file.file_path
+    _assert_customers(catalog, ingest, duck_dir, table, produced)  # pyiceberg and DuckDB apply them
+    assert _spark_versions(spark, ingest, table) == _versions(produced)
+    assert_offsets_chain(catalog, name, produced.end_offsets())
+    with pytest.raises(TrinoQueryError, match="Unexpected PUFFIN file format"):  # Trino 476 cannot
+        trino.rows(f'SELECT customer_id, version FROM floe."{CLUSTER}"."{table}"')
+
+    # Cold partitions: one pass applies every deletion vector (and any v2 position delete left) and
+    # no delete file of either kind remains.
+    worker = MaintenanceWorker(spark, WorkerOptions(ingest.server.url, *ingest.credential))
+    (maintained,) = [t for t in worker.discover() if t.namespace == (CLUSTER,) and t.name == table]
+    time.sleep(2)
+    started = time.monotonic()
+    quiet = worker.maintain(maintained, scan_orphans=False)
+    worker.close()
+    print(f"\nv3: the maintenance pass took {time.monotonic() - started:.1f} s: {quiet.summary()}")
+    assert not quiet.failed, quiet.summary()
+    assert quiet.after is not None
+    assert quiet.after.delete_files == 0, quiet.summary()
+    assert set(_live_files(catalog, name)) == {0}
+    _assert_customers(catalog, ingest, duck_dir, table, produced)
+    assert_offsets_chain(catalog, name, produced.end_offsets())
+    # With no deletion vector left, Trino 476 reads the v3 table again.
+    assert trino.rows(f'SELECT customer_id, version FROM floe."{CLUSTER}"."{table}" ORDER BY 1') == sorted(
+        _versions(produced).items()
+    )
+
+
 # -- Avro through the registry ---------------------------------------------------------------------
 
 
@@ -749,30 +869,53 @@ def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones_read_by_eve
     long_key_id = registry.register(f"{topic}.long-key", json.dumps("long"))
     registry.close()
 
+    record_keys: dict[int, bytes] = {}
+
     def key(k: int) -> bytes:
         """A key always the same bytes (so always the same partition): by k, an Avro record, a bare
         Avro long, or the id as text."""
-        if k % 3 == 0:
-            return encode_confluent(record_key_id, _avro(key_record, {"customer_id": k}))
-        if k % 3 == 1:
-            return encode_confluent(long_key_id, _avro("long", k))
-        return str(k).encode()
+        found = record_keys.get(k)
+        if found is None:
+            if k % 3 == 0:
+                found = encode_confluent(record_key_id, _avro(key_record, {"customer_id": k}))
+            elif k % 3 == 1:
+                found = encode_confluent(long_key_id, _avro("long", k))
+            else:
+                found = str(k).encode()
+            record_keys[k] = found
+        return found
+
+    writer = fastavro.parse_schema(value_schema)
+
+    def row(k: int, version: int) -> dict[str, Any]:
+        return {"customer_id": k, "region": f"r{k % 7}", "version": version, "email": f"m{k}@v{version}"}
 
     def value(k: int, version: int) -> bytes:
-        row = {"customer_id": k, "region": f"r{k % 7}", "version": version, "email": f"m{k}@v{version}"}
-        return encode_confluent(value_id, _avro(value_schema, row))
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, writer, row(k, version))
+        return encode_confluent(value_id, out.getvalue())
 
+    # The issue's size: 100,000 records over 10,000 keys, about 8% of them tombstones. Wave 1 inserts
+    # every key; waves 2-4 are random keys' updates (each a new version) and tombstones, plus a delete
+    # of a key never seen and a key inserted and deleted within the wave. Each wave ends with a
+    # tombstone whose key has an unregistered schema id: a dead letter.
     rng = random.Random(31)
-    keys = list(range(300))
-    model: dict[int, int] = {}  # customer_id → version, as the records are produced (per key in order)
+    keys = list(range(10_000))
+    model: dict[int, dict[str, Any]] = {}  # customer_id → row, as the records are produced (in order)
     produced = Produced()
     waves: list[list[tuple[int, int | None]]] = [[(k, 1) for k in keys]]
-    for version in range(2, 5):
-        changes: list[tuple[int, int | None]] = [(k, version) for k in rng.sample(keys, 120)]
-        changes += [(k, None) for k in rng.sample(keys, 40)]
-        changes += [(5_000 + version, None)]  # a key never seen
-        changes += [(7_000 + version, version), (7_000 + version, None)]  # inserted and deleted at once
+    specials = 1 + 3 * (1 + 2 + 1)  # the dead letter of every wave, and each later wave's three + one
+    random_changes = 100_000 - len(keys) - specials
+    version = 1
+    for wave in range(3):
+        changes: list[tuple[int, int | None]] = []
+        for _ in range(random_changes // 3 + (1 if wave < random_changes % 3 else 0)):
+            version += 1
+            changes.append((rng.choice(keys), None if rng.random() < 0.089 else version))
+        changes += [(50_000 + wave, None)]  # a key never seen
+        changes += [(70_000 + wave, version), (70_000 + wave, None)]  # inserted and deleted at once
         waves.append(changes)
+    started = time.monotonic()
     for changes in waves:
         records = [(key(k), None if v is None else value(k, v)) for k, v in changes]
         records.append((encode_confluent(999_999, b"\x02"), None))  # an unregistered key: a dead letter
@@ -780,25 +923,34 @@ def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones_read_by_eve
             if v is None:
                 model.pop(k, None)
             else:
-                model[k] = v
+                model[k] = row(k, v)
         _produce_wave(kafka, topic, produced, records)
         wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    print(f"\n100,000 Avro records produced and merged in {time.monotonic() - started:.1f} s")
 
+    assert len(produced.records) == 100_000
+    tombstones = sum(1 for _, v in produced.records.values() if v is None)
+    assert 7_500 < tombstones < 8_500, tombstones
     assert {k % 3 for k in keys if k not in model} == {0, 1, 2}  # every kind of key deleted something
+    assert 8_000 < len(model) < 10_000
+    expected = sorted((r["customer_id"], r["region"], r["version"], r["email"]) for r in model.values())
+    columns = "customer_id, region, version, email"
     rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
-    assert len(rows) == len(model)
-    assert {r["customer_id"]: r["version"] for r in rows} == model
-    assert all(r["email"] == f"m{r['customer_id']}@v{r['version']}" for r in rows)
-    duck = duck_rows(
-        ingest, duck_dir, f'SELECT customer_id, version FROM floe.{CLUSTER}."{table}" ORDER BY 1'
+    assert sorted((r["customer_id"], r["region"], r["version"], r["email"]) for r in rows) == expected
+    duck = duck_rows(ingest, duck_dir, f'SELECT {columns} FROM floe.{CLUSTER}."{table}" ORDER BY 1')
+    assert duck == expected
+    from maintenance.spark_actions import SparkActions
+    from runtime.spark import CatalogConnection
+
+    spark_catalog = SparkActions(spark).catalog(
+        CatalogConnection(ingest.server.url, "default", *ingest.credential)
     )
-    assert duck == sorted(model.items())
-    assert _spark_versions(spark, ingest, table) == model
+    spark_rows = spark.sql(f"SELECT {columns} FROM `{spark_catalog}`.`{CLUSTER}`.`{table}`").collect()
+    assert sorted(tuple(r) for r in spark_rows) == expected
     # Trino reads the position deletes too (the table has them: nothing has compacted it).
     assert _live_files(catalog, f"{CLUSTER}.{table}").get(1, 0) > 0
-    assert trino.rows(f'SELECT customer_id, version FROM floe."{CLUSTER}"."{table}" ORDER BY 1') == sorted(
-        model.items()
-    )
+    trino_rows = trino.rows(f'SELECT {columns} FROM floe."{CLUSTER}"."{table}" ORDER BY 1')
+    assert [tuple(r) for r in trino_rows] == expected
     dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
     assert len(dead) == len(waves)
     assert all(d["error"].startswith("tombstone without a usable key") for d in dead)

@@ -250,3 +250,59 @@ def test_adding_the_debezium_envelope_adds_cdc() -> None:
     target = table_targets(parse_config(upsert(key_fields=["customer_id"], envelope="debezium")))[0]
     after = commit(plan, base)
     assert plan_table(target, after).action == "unchanged"
+
+
+# -- format version: deletion vectors on v3 --------------------------------------------------------
+
+
+def test_format_version_3_creates_a_v3_table_and_keeps_the_default_form() -> None:
+    data = upsert(key_fields=["customer_id"], format_version=3)
+    config = parse_config(data)
+    assert config.tables[0].format_version == 3
+    assert config.to_json()["tables"][0]["format_version"] == 3
+    assert parse_config(config.to_json()) == config
+    metadata = created(data)
+    assert metadata.format_version == 3
+    assert metadata.properties["write.merge.mode"] == "merge-on-read"
+    assert evolved(data, metadata).action == "unchanged"
+    # The dead-letter table stays v2 (appends only; no deletes to write).
+    dlq = table_targets(config)[1]
+    assert dlq.kind == "dlq"
+    assert commit(plan_table(dlq, None), None).format_version == 2
+    # v2 is the default and, like every default, not in the normalized form (no fingerprint change).
+    default = parse_config(upsert(key_fields=["customer_id"], format_version=2))
+    assert "format_version" not in default.to_json()["tables"][0]
+    assert default == parse_config(upsert(key_fields=["customer_id"]))
+    assert created(upsert(key_fields=["customer_id"])).format_version == 2
+
+
+@pytest.mark.parametrize("value", [1, 4, "3", True, None, 2.5])
+def test_format_version_must_be_2_or_3(value: Any) -> None:
+    assert errors_of(upsert(key_fields=["customer_id"], format_version=value)) == {
+        "tables[0].format_version": f"expected 2 or 3 (the Iceberg format version); got {value!r}"
+    }
+
+
+def test_format_version_upgrades_2_to_3_and_refuses_to_go_down() -> None:
+    v2 = upsert(key_fields=["customer_id"])
+    base = created(v2)
+    v3 = upsert(key_fields=["customer_id"], format_version=3)
+    plan = evolved(v3, base)
+    assert plan.action == "evolve"
+    assert plan.changes == ("upgrade the format version from 2 to 3",)
+    upgraded = commit(plan, base)
+    assert upgraded.format_version == 3
+    assert upgraded.schema().identifier_field_ids == [1]
+    assert evolved(v3, upgraded).action == "unchanged"
+    # An upgrade together with a new column: one commit.
+    v3["tables"][0]["schema"]["fields"].append({"name": "tier", "id": 7, "type": "int", "optional": True})
+    both = evolved(v3, base)
+    assert both.changes == ("upgrade the format version from 2 to 3", "add column tier (id 7, int)")
+    assert commit(both, base).format_version == 3
+    with pytest.raises(InvalidConfig) as caught:
+        evolved(v2, upgraded)
+    (error,) = caught.value.errors
+    assert error.path == "tables[0].format_version"
+    assert "c1.events is an Iceberg format version 3 table: its format_version cannot go down to 2" in (
+        error.message
+    )
