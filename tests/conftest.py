@@ -12,6 +12,7 @@ PostgreSQL parameter carries the `e2e` mark, since it starts a real database pro
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,16 @@ from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.e2e)]
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for `-n auto` (pyproject's addopts): the quick tier (`-m "not e2e"`) spreads over the
+    cores, each worker with its own in-process catalog; a run that selects e2e tests stays in one
+    process, because Kafka, Spark, Trino and the registry are started once per session and two
+    copies of them would only compete for the same cores. `-n N` on the command line overrides it."""
+    if config.getoption("markexpr", "").replace(" ", "") != "note2e":
+        return 0
+    return min(os.cpu_count() or 1, 4)
 
 
 @pytest.fixture(scope="session")
