@@ -231,10 +231,14 @@ def plan_expiry(state: TableState, policy: MaintenancePolicy, now_ms: int) -> Ex
     return ExpireRun(cutoff, policy.min_snapshots_to_keep, len(expirable))
 
 
-def needs_manifest_rewrite(manifests: Sequence[ManifestState]) -> bool:
-    """Many small data manifests: planning reads each of them on every query."""
+def needs_manifest_rewrite(manifests: Sequence[ManifestState], *, compacted: bool = False) -> bool:
+    """Many small data manifests: planning reads each of them on every query. Right after a pass
+    compacted the table, two small ones are enough: compaction leaves the rewritten files in manifests
+    of a few entries beside the ones it kept (an upsert table's 16 buckets in 8 manifests of 2 files, plus
+    delete manifests listing only removed files), and DuckDB read such a table 3-7x slower than the same
+    files in one manifest (benchmarks/results/upsert.md); one rewrite of a few small manifests is cheap."""
     data = [m for m in manifests if m.content == 0]
-    if len(data) < MANIFESTS_TO_REWRITE:
+    if len(data) < (2 if compacted else MANIFESTS_TO_REWRITE):
         return False
     return sum(m.length for m in data) / len(data) < SMALL_MANIFEST_BYTES
 

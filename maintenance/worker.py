@@ -358,7 +358,7 @@ class MaintenanceWorker:
         current = state
         if result.actions:
             loaded, current = self._load_both(table, with_files=False)
-        if needs_manifest_rewrite(current.manifests):
+        if needs_manifest_rewrite(current.manifests, compacted=bool(plan.compactions)):
             self.run_action(result, "rewrite_manifests", lambda: self.actions.rewrite_manifests(ref))
             loaded, current = self._load_both(table, with_files=False)
         expire = plan_expiry(current, policy, int(time.time() * 1000))

@@ -33,12 +33,18 @@ TABLE_MODE_PROPERTY = "floe.table-mode"
 # the rows it replaces, instead of rewriting every data file it touches (copy-on-write). Position
 # deletes (format v2) are what every engine floe serves reads: pyiceberg 0.12 cannot read equality
 # deletes, and Spark's MERGE never writes them. On a v3 table (`format_version: 3`) the same settings make
-# Spark write deletion vectors instead.
+# Spark write deletion vectors instead. Partition-scoped delete files (v2): with Iceberg's default
+# (file-scoped) a merge writes one delete file per data file it touches (every file, for a batch of
+# random keys) and carries every earlier delete of those files into it, so each batch rewrote all the
+# table's deletes (56,675 positions and 192 files for 5,000 keys after 12 batches, 7.6 s per MERGE);
+# partition-scoped, it writes one per bucket holding only its own (4,698 positions, 16 files, 3.6 s).
+# Deletion vectors are per data file whatever this says.
 UPSERT_PROPERTIES = {
     TABLE_MODE_PROPERTY: "upsert",
     "write.merge.mode": "merge-on-read",
     "write.update.mode": "merge-on-read",
     "write.delete.mode": "merge-on-read",
+    "write.delete.granularity": "partition",
 }
 
 

@@ -38,6 +38,7 @@ def test_upsert_table_has_identifier_fields_and_merge_on_read() -> None:
     assert properties["floe.table-mode"] == "upsert"
     assert properties["write.merge.mode"] == "merge-on-read"
     assert properties["write.delete.mode"] == "merge-on-read"
+    assert properties["write.delete.granularity"] == "partition"
     assert properties["write.update.mode"] == "merge-on-read"
     # The normalized form keeps the keys and parses back equal.
     normalized = config.to_json()
