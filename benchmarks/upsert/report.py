@@ -23,8 +23,11 @@ def _ratio(a: float | None, b: float | None) -> str:
 def markdown(results: dict[str, Any]) -> str:
     s = results["settings"]
     systems = results["systems"]
+    measured = f" at commit `{s['commit']}`" if s.get("commit") else ""
     lines = [
         "# Upsert ingestion: floe vs a plain `foreachBatch` MERGE job",
+        "",
+        f"Measured{measured}" + (f" on {s['started_at']}" if s.get("started_at") else "") + ".",
         "",
         "`python -m benchmarks.upsert` (one run; "
         + ("the issue's full size" if s["full"] else "scaled down")
@@ -58,6 +61,9 @@ def markdown(results: dict[str, Any]) -> str:
         ("freshness max (s)", lambda r: r["freshness"]["max_s"]),
         ("live data files after the run", lambda r: r["files"]["data_files"]),
         ("live delete files after the run", lambda r: r["files"]["delete_files"]),
+        ("delete granularity", lambda r: r.get("deletes_written", {}).get("granularity")),
+        ("delete files written in all", lambda r: r.get("deletes_written", {}).get("delete_files")),
+        ("position deletes written in all", lambda r: r.get("deletes_written", {}).get("positions")),
         ("rows (model)", lambda r: f"{r['rows']:,} ({r['expected_rows']:,})"),
     ]
     for label, get in rows:

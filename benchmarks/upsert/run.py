@@ -152,6 +152,18 @@ def last_commit(catalog: RestCatalog, table: str) -> float:
     return snapshot.timestamp_ms / 1000 if snapshot is not None else 0.0
 
 
+def _deletes_written(catalog: RestCatalog, table: str) -> dict[str, Any]:
+    """The table's delete granularity, and the delete files and positions its snapshots wrote in all
+    (a file-scoped merge carries each touched file's earlier deletes into its new delete file)."""
+    loaded = catalog.load_table(table)
+    summaries = [s.summary for s in loaded.metadata.snapshots if s.summary is not None]
+    return {
+        "granularity": loaded.properties.get("write.delete.granularity", "file (Iceberg's default)"),
+        "delete_files": sum(int(s.get("added-delete-files") or 0) for s in summaries),
+        "positions": sum(int(s.get("added-position-deletes") or 0) for s in summaries),
+    }
+
+
 def _files(catalog: RestCatalog, table: str) -> dict[str, int]:
     counts = {"data_files": 0, "delete_files": 0, "rows_in_data_files": 0}
     for f in catalog.load_table(table).inspect.files().to_pylist():
@@ -290,6 +302,7 @@ def measure_system(
     finally:
         ingester.stop()
     result["files"] = _files(env.catalog, table)
+    result["deletes_written"] = _deletes_written(env.catalog, table)
     result["rows"] = len(env.catalog.load_table(table).scan(selected_fields=("id",)).to_arrow())
     result["expected_rows"] = len(stream.live)
     print(f"  {system}: files {result['files']}, rows {result['rows']} (model {result['expected_rows']})")
@@ -397,6 +410,27 @@ def pipeline_config(bootstrap: str, buckets: int) -> dict[str, Any]:
     }
 
 
+def git_commit() -> str | None:
+    """The checkout's commit, and whether the measured code (ingest/, catalog/, maintenance/,
+    benchmarks/upsert/) was edited."""
+    root = Path(__file__).resolve().parents[2]
+
+    def first_line(command: list[str]) -> str | None:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+        except OSError:
+            return None
+        lines = done.stdout.strip().splitlines()
+        return lines[0] if done.returncode == 0 and lines else None
+
+    commit = first_line(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
+    if commit is None:
+        return None
+    measured = ["ingest", "catalog", "maintenance", "benchmarks/upsert"]
+    changed = first_line(["git", "-C", str(root), "status", "--porcelain", "--", *measured])
+    return f"{commit} (with local changes)" if changed else commit
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.upsert", description=__doc__)
     parser.add_argument(
@@ -443,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
             "records_per_batch": args.records_per_batch,
             "commit_interval_s": args.commit_interval,
             "full": args.full,
+            "commit": git_commit(),
+            "started_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "cpus": os.cpu_count(),
             "load_average_at_start": list(os.getloadavg()),
         },

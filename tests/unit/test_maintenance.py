@@ -332,8 +332,10 @@ def test_manifest_rewrite_and_stale_metadata_files() -> None:
     assert not needs_manifest_rewrite([ManifestState(f"m{i}.avro", 0, 8 << 20, 0) for i in range(12)])
     # Right after a compaction, two small data manifests are packed (delete manifests do not count).
     assert needs_manifest_rewrite(small[:2], compacted=True)
-    assert not needs_manifest_rewrite(small[:1] + [ManifestState("d.avro", 1, 8_000, 0)], compacted=True)
-    assert not needs_manifest_rewrite([ManifestState(f"m{i}.avro", 0, 8 << 20, 0) for i in range(2)], compacted=True)
+    assert not needs_manifest_rewrite([small[0], ManifestState("d.avro", 1, 8_000, 0)], compacted=True)
+    assert not needs_manifest_rewrite(
+        [ManifestState(f"m{i}.avro", 0, 8 << 20, 0) for i in range(2)], compacted=True
+    )
     state = state_of([])
     listed = [f"file:/t/metadata/{v:05d}-{uuid.uuid4()}.metadata.json" for v in range(12)]
     listed += ["file:/t/metadata/snap-1.avro", "file:/t/metadata/00007-a.metadata.json"]
