@@ -202,3 +202,38 @@ def apply_pipeline(http: httpx.Client, config: dict[str, Any]) -> dict[str, Any]
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
     return result
+
+
+class Pipeline:
+    """A test module's floe.yaml: tests add their tables and apply the whole document again.
+
+    `clusters` are source clusters on the one broker at `bootstrap_servers`; `add` puts a table on
+    `default_cluster` unless told otherwise, with `defaults` under the table's own keys, and a table
+    added again for the same topic replaces the earlier one."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        admin: httpx.Client,
+        clusters: Iterable[str],
+        default_cluster: str,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> None:
+        host, port = bootstrap_servers.split(":")
+        brokers = [{"hostname": host, "port": int(port)}]
+        self.admin = admin
+        self.default_cluster = default_cluster
+        self.defaults = dict(defaults or {})
+        self.config: dict[str, Any] = {
+            "source_clusters": [{"name": name, "bootstrap_brokers": brokers} for name in clusters],
+            "tables": [],
+        }
+
+    def add(self, cluster: str | None = None, **table: Any) -> dict[str, Any]:
+        self.config["tables"] = [
+            t for t in self.config["tables"] if t["source_topic"] != table["source_topic"]
+        ]
+        self.config["tables"].append(
+            {"source_cluster_name": cluster or self.default_cluster, **self.defaults, **table}
+        )
+        return apply_pipeline(self.admin, self.config)

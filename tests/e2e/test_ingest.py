@@ -37,8 +37,8 @@ from ingest.registry_client import BasicAuth, RegistryClient, RegistryConnection
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
     IngestProcess,
+    Pipeline,
     Produced,
-    apply_pipeline,
     committed_offsets,
     produce,
     wait_until_committed,
@@ -84,32 +84,10 @@ def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
         yield client
 
 
-class Pipeline:
-    """The module's floe.yaml: tests add their tables and apply the whole document again."""
-
-    def __init__(self, kafka: LocalKafka, admin: httpx.Client) -> None:
-        host, port = kafka.bootstrap_servers.split(":")
-        self.admin = admin
-        brokers = [{"hostname": host, "port": int(port)}]
-        self.config: dict[str, Any] = {
-            "source_clusters": [
-                {"name": name, "bootstrap_brokers": brokers}
-                for name in (CLUSTER, CRASH_CLUSTER, COMPACT_CLUSTER, REFUSED_CLUSTER)
-            ],
-            "tables": [],
-        }
-
-    def add(self, cluster: str = CLUSTER, **table: Any) -> dict[str, Any]:
-        self.config["tables"] = [
-            t for t in self.config["tables"] if t["source_topic"] != table["source_topic"]
-        ]
-        self.config["tables"].append({"source_cluster_name": cluster, **table})
-        return apply_pipeline(self.admin, self.config)
-
-
 @pytest.fixture(scope="module")
 def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
-    return Pipeline(kafka, admin)
+    clusters = [CLUSTER, CRASH_CLUSTER, COMPACT_CLUSTER, REFUSED_CLUSTER]
+    return Pipeline(kafka.bootstrap_servers, admin, clusters, CLUSTER)
 
 
 @pytest.fixture(scope="module")

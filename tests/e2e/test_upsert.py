@@ -39,6 +39,7 @@ from ingest.registry_client import RegistryClient, encode_confluent
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
     IngestProcess,
+    Pipeline,
     Produced,
     apply_pipeline,
     committed_offsets,
@@ -76,27 +77,9 @@ def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
         yield client
 
 
-class Pipeline:
-    """The module's floe.yaml: tests add their tables and apply the whole document again."""
-
-    def __init__(self, kafka: LocalKafka, admin: httpx.Client) -> None:
-        host, port = kafka.bootstrap_servers.split(":")
-        self.admin = admin
-        self.config: dict[str, Any] = {
-            "source_clusters": [
-                {"name": CLUSTER, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]}
-            ],
-            "tables": [],
-        }
-
-    def add(self, **table: Any) -> dict[str, Any]:
-        self.config["tables"].append({"source_cluster_name": CLUSTER, "source_format": "json", **table})
-        return apply_pipeline(self.admin, self.config)
-
-
 @pytest.fixture(scope="module")
 def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
-    return Pipeline(kafka, admin)
+    return Pipeline(kafka.bootstrap_servers, admin, [CLUSTER], CLUSTER, {"source_format": "json"})
 
 
 @pytest.fixture(scope="module")
