@@ -28,14 +28,10 @@ from devtools.postgres import LocalPostgres
 from devtools.schema_registry import LocalSchemaRegistry
 from ingest.registry_client import RegistryClient
 from tests.e2e.ingest_harness import IngestProcess, apply_pipeline, produce, wait_until_committed
+from tests.protobuf_schemas import COMMON
 
 CLUSTER = "protobuf"
 
-COMMON = """
-syntax = "proto3";
-package shop.common;
-message Money { string currency = 1; int64 units = 2; }
-"""
 ORDER_V1 = """
 syntax = "proto3";
 package shop;
