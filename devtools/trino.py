@@ -323,7 +323,21 @@ class LocalTrino:
         return "\n".join(parts)
 
     def query(self, sql: str, *, catalog: str | None = None, schema: str | None = None) -> QueryResult:
-        """Run one statement over Trino's HTTP protocol; its columns and rows, or `TrinoQueryError`."""
+        """Run one statement over Trino's HTTP protocol; its columns and rows, or `TrinoQueryError`.
+
+        NO_NODES_AVAILABLE is refused before the statement runs anything: the single-node cluster's
+        coordinator briefly lists no active node when its own announcement lapses (seen once in a full
+        suite run), so such a statement is sent again for up to 30 s."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return self._query_once(sql, catalog=catalog, schema=schema)
+            except TrinoQueryError as exc:
+                if exc.error_name != "NO_NODES_AVAILABLE" or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
+    def _query_once(self, sql: str, *, catalog: str | None, schema: str | None) -> QueryResult:
         headers = {"X-Trino-User": "floe-test"}
         if catalog:
             headers["X-Trino-Catalog"] = catalog
