@@ -18,6 +18,11 @@ from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import KafkaProgress, record_times
 from catalog.service.tables import TableService
 
+# Kafka partitions are int32, offsets and record times int64: a larger number names no record and
+# must be a 400, not an overflow further down.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
 
 class PartitionOffset(msgspec.Struct):
     partition: int
@@ -88,14 +93,18 @@ class SnapshotAtController(Controller):
         warehouse: str,
         namespace: Annotated[str, Parameter(description="Namespace levels separated by 0x1F")],
         table: str,
-        partition: Annotated[int | None, Parameter(ge=0, description="Kafka partition (with offset)")] = None,
+        partition: Annotated[
+            int | None, Parameter(ge=0, le=INT32_MAX, description="Kafka partition (with offset)")
+        ] = None,
         offset: Annotated[
-            int | None, Parameter(ge=0, description="Kafka offset of the record (with partition)")
+            int | None,
+            Parameter(ge=0, le=INT64_MAX, description="Kafka offset of the record (with partition)"),
         ] = None,
         timestamp: Annotated[
             int | None,
             Parameter(
                 ge=0,
+                le=INT64_MAX,
                 description="Kafka record time, epoch milliseconds (instead of partition and offset)",
             ),
         ] = None,

@@ -145,7 +145,17 @@ def test_the_table_as_of_a_record_time(table: Table, namespace: str, http: httpx
 def test_a_record_time_query_is_400_when_mixed_or_negative(
     table: Table, namespace: str, http: httpx.Client
 ) -> None:
-    for params in ({"timestamp": 5, "partition": 0, "offset": 0}, {"timestamp": -1}, {"timestamp": "x"}, {}):
+    huge = 10**30  # beyond int64: no Kafka position or time
+    cases: tuple[dict[str, object], ...] = (
+        {"timestamp": 5, "partition": 0, "offset": 0},
+        {"timestamp": -1},
+        {"timestamp": "x"},
+        {"timestamp": huge},
+        {"partition": 0, "offset": huge},
+        {"partition": huge, "offset": 0},
+        {},
+    )
+    for params in cases:
         response = _at(http, namespace, **params)
         assert response.status_code == 400, params
         assert response.json()["error"]["type"] == "BadRequestException"
