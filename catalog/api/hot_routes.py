@@ -1,14 +1,15 @@
-"""loadTable and listTables on the leanest path: the catalog's hottest routes, answered before Litestar
-routes them.
+"""loadTable, listTables and listViews on the leanest path: the catalog's hottest routes, answered before
+Litestar routes them.
 
 Engines load a table before nearly every query, so a loadTable (or its 304) should cost little more than
-the version check in the database. Litestar's routing, parameter parsing, dependency injection and
-response building cost a multiple of that (profiled: benchmarks/results/catalog-hot-path.md). This ASGI
-layer recognises `GET /v1/{prefix}/namespaces/{namespace}/tables/{table}` (with at most a `snapshots`
-parameter) and `GET /v1/{prefix}/namespaces/{namespace}/tables` (without paging parameters) and calls
-the same services behind the same authentication, request id, access log and metrics, mapping errors as
-`catalog.api.errors` does. Anything else goes to Litestar, which also keeps serving both routes for the
-OpenAPI document and for requests this layer does not take.
+the version check in the database; a listing of a namespace served from the cache costs the same one
+indexed read. Litestar's routing, parameter parsing, dependency injection and response building cost a
+multiple of that (profiled: benchmarks/results/catalog-hot-path.md). This ASGI layer recognises
+`GET /v1/{prefix}/namespaces/{namespace}/tables/{table}` (with at most a `snapshots` parameter) and
+`GET /v1/{prefix}/namespaces/{namespace}/tables` and `…/views` (with at most `pageToken` and a decimal
+`pageSize`) and calls the same services behind the same authentication, request id, access log and
+metrics, mapping errors as `catalog.api.errors` does. Anything else goes to Litestar, which also keeps
+serving these routes for the OpenAPI document and for requests this layer does not take.
 """
 
 from __future__ import annotations
@@ -21,34 +22,57 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.api.authentication import authenticate_scope, send_refusal
+from catalog.api.dependencies import page_size_value
 from catalog.api.errors import error_body, unexpected_failure
 from catalog.api.middleware import request_context_middleware
-from catalog.api.tables import ident_of, list_tables_body
+from catalog.api.tables import ident_of
 from catalog.auth import Principal
 from catalog.errors import CatalogError
 from catalog.identifiers import decode_segment, parse_namespace
 from catalog.service.tables import TableService
+from catalog.service.views import ViewService
 from catalog.storage import STORAGE_ENDPOINT_HEADER, parse_storage_endpoint
 
 # What Litestar puts in `scope["path_template"]` for the routes (the access log and metrics label).
 LOAD_TABLE_TEMPLATE = "/v1/{prefix:str}/namespaces/{namespace:str}/tables/{table:str}"
-LIST_TABLES_TEMPLATE = "/v1/{prefix:str}/namespaces/{namespace:str}/tables"
+LIST_TEMPLATES = {
+    b"tables": "/v1/{prefix:str}/namespaces/{namespace:str}/tables",
+    b"views": "/v1/{prefix:str}/namespaces/{namespace:str}/views",
+}
 STORAGE_ENDPOINT_HEADER_BYTES = STORAGE_ENDPOINT_HEADER.lower().encode("latin-1")
 
 
-def _tables_path(scope: Scope) -> list[str] | None:
-    """[prefix, namespace] or [prefix, namespace, table], still percent-encoded, of a GET of
-    `/v1/{prefix}/namespaces/{namespace}/tables[/{table}]`."""
+def _tables_path(scope: Scope) -> tuple[bytes, list[str]] | None:
+    """(`tables` or `views`, [prefix, namespace] or [prefix, namespace, table], still percent-encoded)
+    of a GET of `/v1/{prefix}/namespaces/{namespace}/tables[/{table}]` or `…/{namespace}/views`."""
     if scope["type"] != ScopeType.HTTP or scope["method"] != "GET":
         return None
     raw = scope.get("raw_path") or scope["path"].encode("latin-1")
     parts = raw.split(b"?", 1)[0].split(b"/")
-    if len(parts) not in (6, 7) or parts[1] != b"v1" or parts[3] != b"namespaces" or parts[5] != b"tables":
+    if len(parts) not in (6, 7) or parts[1] != b"v1" or parts[3] != b"namespaces":
+        return None
+    if parts[5] != b"tables" and not (parts[5] == b"views" and len(parts) == 6):
         return None
     segments = [parts[2], parts[4], *parts[6:]]
     if not all(segments):
         return None
-    return [segment.decode("latin-1") for segment in segments]
+    return parts[5], [segment.decode("latin-1") for segment in segments]
+
+
+def _page_parameters(query_string: bytes) -> tuple[str | None, int | None] | None:
+    """(pageToken, pageSize) of a listing, or None for any other query (Litestar's, which also answers
+    a `pageSize` that is not a plain decimal number)."""
+    if not query_string:
+        return None, None
+    found: dict[str, str] = {}
+    for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if name not in ("pageToken", "pageSize") or name in found:
+            return None
+        found[name] = value
+    size = found.get("pageSize")
+    if size is not None and not (size.isascii() and size.isdigit()):
+        return None
+    return found.get("pageToken"), int(size) if size is not None else None
 
 
 def _snapshots_mode(query_string: bytes) -> str | None:
@@ -62,27 +86,29 @@ def _snapshots_mode(query_string: bytes) -> str | None:
 
 
 class HotRoutes:
-    """Serve loadTable directly; pass everything else to `app` (Litestar behind its wrappers)."""
+    """Serve loadTable and listings directly; pass everything else to `app` (Litestar behind its
+    wrappers)."""
 
     def __init__(self, app: ASGIApp, litestar: Litestar) -> None:
         self.app = app
         self.litestar = litestar
         self._load_table = request_context_middleware(self._serve_load_table)
-        self._list_tables = request_context_middleware(self._serve_list_tables)
+        self._list = request_context_middleware(self._serve_list)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        segments = _tables_path(scope)
-        if segments is not None:
+        path = _tables_path(scope)
+        if path is not None:
+            collection, segments = path
             query = scope.get("query_string", b"")
             if len(segments) == 3 and _snapshots_mode(query) is not None:
                 scope["path_template"] = LOAD_TABLE_TEMPLATE
                 scope["path_params"] = dict(zip(("prefix", "namespace", "table"), segments, strict=True))
                 await self._load_table(scope, receive, send)
                 return
-            if len(segments) == 2 and not query:
-                scope["path_template"] = LIST_TABLES_TEMPLATE
+            if len(segments) == 2 and _page_parameters(query) is not None:
+                scope["path_template"] = LIST_TEMPLATES[collection]
                 scope["path_params"] = dict(zip(("prefix", "namespace"), segments, strict=True))
-                await self._list_tables(scope, receive, send)
+                await self._list(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -96,21 +122,30 @@ class HotRoutes:
         scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
         return principal
 
-    async def _serve_list_tables(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve_list(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = await self._authenticated(scope, send)
         if principal is None:
             return
         params = scope["path_params"]
+        page = _page_parameters(scope.get("query_string", b""))
+        assert page is not None  # checked before routing here
+        ctx = self.litestar.state.ctx
         try:
-            namespace = parse_namespace(params["namespace"])
-            names, token = await TableService(self.litestar.state.ctx).list_tables(
-                principal, decode_segment(params["prefix"]), namespace, None, None
-            )
-            body = list_tables_body(namespace, names, token)
+            # In the order the Litestar routes evaluate them, so both answer a bad request alike.
+            prefix, namespace = decode_segment(params["prefix"]), parse_namespace(params["namespace"])
+            page_token, page_size = page[0], page_size_value(page[1])
+            if scope["path_template"] == LIST_TEMPLATES[b"views"]:
+                listing = await ViewService(ctx).list_views(
+                    principal, prefix, namespace, page_token, page_size
+                )
+            else:
+                listing = await TableService(ctx).list_tables(
+                    principal, prefix, namespace, page_token, page_size
+                )
         except Exception as exc:
             await _send_failure(scope, send, exc)
             return
-        await _send(send, 200, body, [])
+        await _send(send, 200, listing.body, [])
 
     async def _serve_load_table(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = await self._authenticated(scope, send)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-import msgspec
 from litestar import Controller, Response, delete, get, head, post
 from litestar.datastructures import ResponseHeader
 from litestar.openapi.datastructures import ResponseSpec
@@ -25,12 +24,12 @@ from catalog.api.schemas import (
     RenameTableRequest,
     ReportMetricsRequest,
     StorageCredential,
-    TableIdentifier,
     UnregisterTableResult,
     to_json_dict,
 )
 from catalog.auth import Principal
 from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_name, parse_namespace
+from catalog.service.listing_cache import Listing
 from catalog.service.table_model import LoadedTable, TableCreation, TableRegistration, parse_change
 from catalog.service.tables import TableService
 
@@ -56,15 +55,16 @@ def json_response(loaded: LoadedTable, status: int = 200) -> Response[bytes]:
     return Response(content=loaded.to_json(), status_code=status, media_type=JSON, headers=headers or None)
 
 
-def list_tables_response(namespace: Namespace, names: list[str], token: str | None) -> ListTablesResponse:
-    # One shared namespace list for every identifier: pages can hold thousands of names.
-    levels = list(namespace.levels)
-    return ListTablesResponse(identifiers=[TableIdentifier(levels, n) for n in names], next_page_token=token)
+# The response model of listTables and listViews (their routes send the service's rendered JSON).
+LISTING_RESULT = ResponseSpec(
+    data_container=ListTablesResponse, description="Request fulfilled, document follows"
+)
 
 
-def list_tables_body(namespace: Namespace, names: list[str], token: str | None) -> bytes:
-    """The JSON of a `ListTablesResponse`, as Litestar encodes it."""
-    return msgspec.json.encode(list_tables_response(namespace, names, token))
+def listing_response(listing: Listing) -> Response[bytes]:
+    """A listTables/listViews page: its JSON (`ListTablesResponse`) rendered once per namespace
+    listing version by the service."""
+    return Response(content=listing.body, media_type=JSON)
 
 
 def ident_of(namespace: str, table: str) -> TableIdent:
@@ -75,7 +75,11 @@ class TableController(Controller):
     path = "/v1/{prefix:str}/namespaces/{namespace:str}"
     tags = ["Catalog API"]
 
-    @get("/tables", operation_id="listTables")
+    @get(
+        "/tables",
+        operation_id="listTables",
+        responses={200: LISTING_RESULT},
+    )
     async def list_tables(
         self,
         prefix: str,
@@ -84,12 +88,15 @@ class TableController(Controller):
         tables: TableService,
         page_token: PageToken = None,
         page_size: PageSize = None,
-    ) -> ListTablesResponse:
-        ns = parse_namespace(namespace)
-        names, token = await tables.list_tables(
-            principal, decode_segment(prefix), ns, page_token, page_size_value(page_size)
+    ) -> Response[bytes]:
+        listing = await tables.list_tables(
+            principal,
+            decode_segment(prefix),
+            parse_namespace(namespace),
+            page_token,
+            page_size_value(page_size),
         )
-        return list_tables_response(ns, names, token)
+        return listing_response(listing)
 
     @post(
         "/tables",

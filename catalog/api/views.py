@@ -11,13 +11,11 @@ from catalog.api.namespaces import PageSize, PageToken
 from catalog.api.schemas import (
     CommitViewRequest,
     CreateViewRequest,
-    ListTablesResponse,
     LoadViewResult,
     RegisterViewRequest,
     RenameTableRequest,
-    TableIdentifier,
 )
-from catalog.api.tables import ident_of, json_response
+from catalog.api.tables import LISTING_RESULT, ident_of, json_response, listing_response
 from catalog.auth import Principal
 from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_namespace
 from catalog.service.views import ViewChange, ViewCreation, ViewRegistration, ViewService
@@ -29,7 +27,7 @@ class ViewController(Controller):
     path = "/v1/{prefix:str}/namespaces/{namespace:str}"
     tags = ["Catalog API"]
 
-    @get("/views", operation_id="listViews")
+    @get("/views", operation_id="listViews", responses={200: LISTING_RESULT})
     async def list_views(
         self,
         prefix: str,
@@ -38,15 +36,15 @@ class ViewController(Controller):
         views: ViewService,
         page_token: PageToken = None,
         page_size: PageSize = None,
-    ) -> ListTablesResponse:
-        ns = parse_namespace(namespace)
-        names, token = await views.list_views(
-            principal, decode_segment(prefix), ns, page_token, page_size_value(page_size)
+    ) -> Response[bytes]:
+        listing = await views.list_views(
+            principal,
+            decode_segment(prefix),
+            parse_namespace(namespace),
+            page_token,
+            page_size_value(page_size),
         )
-        return ListTablesResponse(
-            identifiers=[TableIdentifier(namespace=list(ns.levels), name=n) for n in names],
-            next_page_token=token,
-        )
+        return listing_response(listing)
 
     @post("/views", operation_id="createView", status_code=200, responses={200: _VIEW_RESULT})
     async def create_view(

@@ -384,10 +384,10 @@ class ConsoleReader:
     async def _table_refs(self, warehouse: str, root: Namespace) -> list[TableRef]:
         refs: list[TableRef] = []
         for namespace in await self._namespaces_below(warehouse, root):
-            names, _ = await self.tables.list_tables(
+            listing = await self.tables.list_tables(
                 self.principal, warehouse, namespace, None, MAX_TABLES_PER_NAMESPACE
             )
-            refs.extend(TableRef(warehouse, namespace.levels, name) for name in sorted(names))
+            refs.extend(TableRef(warehouse, namespace.levels, name) for name in sorted(listing.names))
         return refs
 
     async def metadata(self, ref: TableRef) -> tuple[str, dict[str, Any]]:

@@ -27,6 +27,7 @@ from catalog.events import EventBus
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
 from catalog.security.vending import CredentialVendor
+from catalog.service.listing_cache import Listing, ListingCache
 from catalog.service.load_cache import LoadCache
 from catalog.service.shared_reads import SharedReads
 from catalog.settings import Settings
@@ -62,6 +63,10 @@ class CatalogContext:
     load_cache: LoadCache = field(default_factory=LoadCache)
     # The current (kind, metadata location) of tables, one database read shared by concurrent loads.
     table_locations: SharedReads[tuple[str, str, str], tuple[str, str | None] | None] = field(init=False)
+    # Rendered listTables/listViews pages per namespace listing version (checked on every listing).
+    listing_cache: ListingCache = field(default_factory=ListingCache)
+    # The (id, listing version) of namespaces, one database read shared by concurrent listings.
+    listing_versions: SharedReads[tuple[str, str], tuple[str, int] | None] = field(init=False)
     storage_runner: StorageRunner = field(init=False)
     _warehouse_reads: SharedReads[str, WarehouseRecord | None] = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
@@ -71,6 +76,7 @@ class CatalogContext:
 
     def __post_init__(self) -> None:
         self.table_locations = SharedReads(lambda key: self.store.get_tabular_location(*key))
+        self.listing_versions = SharedReads(lambda key: self.store.get_listing_version(*key))
         self._warehouse_reads = SharedReads(self.store.get_warehouse)
         self.storage_runner = StorageRunner(
             self.settings.storage_threads,
@@ -118,6 +124,31 @@ class CatalogContext:
                 raise NoSuchTable(f"Table does not exist: {ident}")
             raise NoSuchView(f"View does not exist: {ident}")
         return record
+
+    async def listing(
+        self,
+        warehouse: WarehouseRecord,
+        namespace: Namespace,
+        kind: TabularKind,
+        page_token: str | None,
+        page_size: int | None,
+    ) -> Listing:
+        """A page of the names of `namespace`'s tables or views (the caller has authorized the read):
+        the cached page when the namespace's listing version says it is current, else listed and
+        cached. The version is read before the names, so a cached page is never older than its
+        version."""
+        found = await self.listing_versions.read((warehouse.id, namespace.key))
+        if found is None:
+            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
+        namespace_id, listing_version = found
+        key = (warehouse.id, namespace.key, kind, page_token or "", page_size or 0)
+        cached = self.listing_cache.get(key, namespace_id, listing_version)
+        if cached is not None:
+            return cached
+        names, next_token = await self.store.list_tabulars(namespace_id, kind, page_token, page_size)
+        listing = Listing.render(namespace, names, next_token)
+        self.listing_cache.put(key, namespace_id, listing_version, listing)
+        return listing
 
     async def ensure_name_free(self, namespace_id: str, ident: TableIdent, kind: TabularKind) -> None:
         """Tables and views share names: either one taking `ident` makes it unavailable."""

@@ -48,6 +48,7 @@ from catalog.locations import (
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
 from catalog.service.context import CatalogContext, run_blocking
+from catalog.service.listing_cache import Listing
 from catalog.service.table_model import (
     LoadedTable,
     TableChange,
@@ -80,15 +81,10 @@ class TableService:
         namespace: Namespace,
         page_token: str | None,
         page_size: int | None,
-    ) -> tuple[list[str], str | None]:
+    ) -> Listing:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        listed = await self.ctx.store.list_tabulars_in(
-            warehouse.id, namespace.key, "table", page_token, page_size
-        )
-        if listed is None:
-            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
-        return listed
+        return await self.ctx.listing(warehouse, namespace, "table", page_token, page_size)
 
     def table_config(self, warehouse: WarehouseRecord) -> dict[str, str]:
         return client_properties(warehouse.properties, self.storage_endpoint)

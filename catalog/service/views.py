@@ -13,6 +13,7 @@ from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import confine, confine_metadata, confine_properties, confine_stored
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext
+from catalog.service.listing_cache import Listing
 from catalog.service.table_model import LoadedTable
 from catalog.storage import StorageEndpoint, client_properties
 from catalog.store import PendingCommit, WarehouseRecord
@@ -59,15 +60,10 @@ class ViewService:
         namespace: Namespace,
         page_token: str | None,
         page_size: int | None,
-    ) -> tuple[list[str], str | None]:
+    ) -> Listing:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        listed = await self.ctx.store.list_tabulars_in(
-            warehouse.id, namespace.key, "view", page_token, page_size
-        )
-        if listed is None:
-            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
-        return listed
+        return await self.ctx.listing(warehouse, namespace, "view", page_token, page_size)
 
     def _loaded(self, warehouse: WarehouseRecord, location: str | None, metadata_json: str) -> LoadedTable:
         return LoadedTable(

@@ -37,6 +37,8 @@ class WarehouseStore(Protocol):
 class NamespaceStore(Protocol):
     async def get_namespace(self, warehouse_id: str, key: str) -> NamespaceRecord | None: ...
 
+    async def get_listing_version(self, warehouse_id: str, key: str) -> tuple[str, int] | None: ...
+
     async def list_namespaces(
         self, warehouse_id: str, parent_key: str, page_token: str | None, page_size: int | None
     ) -> tuple[list[str], str | None]: ...
@@ -64,15 +66,6 @@ class TabularStore(Protocol):
     async def list_tabulars(
         self, namespace_id: str, kind: TabularKind, page_token: str | None, page_size: int | None
     ) -> tuple[list[str], str | None]: ...
-
-    async def list_tabulars_in(
-        self,
-        warehouse_id: str,
-        namespace_key: str,
-        kind: TabularKind,
-        page_token: str | None,
-        page_size: int | None,
-    ) -> tuple[list[str], str | None] | None: ...
 
     async def swap(self, commits: Sequence[PendingCommit]) -> bool: ...
 

@@ -39,6 +39,9 @@ namespaces = Table(
     Column("parent_key", Text, nullable=False),
     Column("properties", Text, nullable=False, server_default="{}"),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Bumped in the transaction of every create, drop, rename or register of a table or view in the
+    # namespace: listings cached per version are checked against it with one indexed read.
+    Column("listing_version", BigInteger, nullable=False, server_default="0"),
     UniqueConstraint("warehouse_id", "key", name="uq_namespaces_warehouse_key"),
     Index("ix_namespaces_parent", "warehouse_id", "parent_key"),
 )

@@ -131,6 +131,29 @@ class TabularStoreMixin:
         rows = await self._fetch(self._GET_NAMESPACE, {"p_warehouse_id": warehouse_id, "p_key": key})
         return self._namespace(rows[0]) if rows else None
 
+    _GET_LISTING_VERSION = select(namespaces.c.id, namespaces.c.listing_version).where(
+        namespaces.c.warehouse_id == bindparam("p_warehouse_id"), namespaces.c.key == bindparam("p_key")
+    )
+
+    async def get_listing_version(self, warehouse_id: str, key: str) -> tuple[str, int] | None:
+        """(namespace id, listing version) of a namespace, or None when it does not exist: the version
+        check of a cached listing of its tables or views (one read of the unique index)."""
+        rows = await self._fetch(self._GET_LISTING_VERSION, {"p_warehouse_id": warehouse_id, "p_key": key})
+        return (rows[0][0], int(rows[0][1])) if rows else None
+
+    @staticmethod
+    async def _bump_listings(conn: AsyncConnection, namespace_ids: set[str]) -> None:
+        """Count a change to the tables and views of each namespace, inside the change's transaction.
+
+        One row at a time in id order, after every other write of the transaction: two transactions
+        that change the same namespaces lock their rows in the same order and cannot deadlock."""
+        for namespace_id in sorted(namespace_ids):
+            await conn.execute(
+                update(namespaces)
+                .where(namespaces.c.id == namespace_id)
+                .values(listing_version=namespaces.c.listing_version + 1)
+            )
+
     async def list_namespaces(
         self, warehouse_id: str, parent_key: str, page_token: str | None, page_size: int | None
     ) -> tuple[list[str], str | None]:
@@ -278,21 +301,6 @@ class TabularStoreMixin:
         .limit(bindparam("p_limit"))
     )
     _LIST_TABULAR_NAMES_AFTER = _LIST_TABULAR_NAMES.where(tabulars.c.name > bindparam("p_after"))
-    # The same by namespace key: a listing is one round trip (the namespace is looked up only when
-    # the listing comes back empty, to tell an empty namespace from a missing one).
-    _LIST_NAMES_BY_KEY = (
-        select(tabulars.c.name)
-        .select_from(_TABULARS_JOIN)
-        .where(
-            namespaces.c.warehouse_id == bindparam("p_warehouse_id"),
-            namespaces.c.key == bindparam("p_namespace_key"),
-            tabulars.c.kind == bindparam("p_kind"),
-        )
-        .order_by(tabulars.c.name)
-    )
-    _LIST_NAMES_BY_KEY_AFTER = _LIST_NAMES_BY_KEY.where(tabulars.c.name > bindparam("p_after"))
-    _LIST_PAGE_BY_KEY = _LIST_NAMES_BY_KEY.limit(bindparam("p_limit"))
-    _LIST_PAGE_BY_KEY_AFTER = _LIST_NAMES_BY_KEY_AFTER.limit(bindparam("p_limit"))
     # Page variants: LIMIT is a bound parameter too, so every page size shares one statement.
     _LIST_TABULAR_PAGE = _LIST_TABULAR_NAMES.limit(bindparam("p_limit"))
     _LIST_TABULAR_PAGE_AFTER = _LIST_TABULAR_NAMES_AFTER.limit(bindparam("p_limit"))
@@ -324,33 +332,6 @@ class TabularStoreMixin:
         names = [row[0] for row in await self._fetch(query, params)]
         return _page(names, page_size)
 
-    async def list_tabulars_in(
-        self,
-        warehouse_id: str,
-        namespace_key: str,
-        kind: TabularKind,
-        page_token: str | None,
-        page_size: int | None,
-    ) -> tuple[list[str], str | None] | None:
-        """A page of the names of a namespace's tables or views, or None when the namespace does not
-        exist."""
-        after = decode_page_token(page_token)
-        params: dict[str, Any] = {
-            "p_warehouse_id": warehouse_id,
-            "p_namespace_key": namespace_key,
-            "p_kind": kind,
-            "p_after": after,
-        }
-        if page_size is None:
-            query = self._LIST_NAMES_BY_KEY if after is None else self._LIST_NAMES_BY_KEY_AFTER
-        else:
-            query = self._LIST_PAGE_BY_KEY if after is None else self._LIST_PAGE_BY_KEY_AFTER
-            params["p_limit"] = page_size + 1
-        names = [row[0] for row in await self._fetch(query, params)]
-        if not names and await self.get_namespace(warehouse_id, namespace_key) is None:
-            return None
-        return _page(names, page_size)
-
     async def swap(self, commits: Sequence[PendingCommit]) -> bool:
         """Apply all pointer swaps (and creates) in one transaction, or none of them.
 
@@ -365,6 +346,7 @@ class TabularStoreMixin:
         return True
 
     async def _swap_all(self, commits: Sequence[PendingCommit], now: datetime) -> None:
+        created_in: set[str] = set()
         async with self._writing() as conn:
             for commit in commits:
                 if commit.tabular_id is None:
@@ -388,6 +370,7 @@ class TabularStoreMixin:
                     except IntegrityError as exc:
                         raise self._name_taken(commit.kind, commit.name) from exc
                     await save_kafka_offsets(conn, new_id, commit, now)
+                    created_in.add(commit.namespace_id)
                     continue
                 result = await conn.execute(
                     update(tabulars)
@@ -406,6 +389,7 @@ class TabularStoreMixin:
                 if result.rowcount != 1:
                     raise _LostRace
                 await save_kafka_offsets(conn, commit.tabular_id, commit, now)
+            await self._bump_listings(conn, created_in)
 
     @staticmethod
     def _name_taken(kind: str, name: str) -> AlreadyExists:
@@ -433,10 +417,15 @@ class TabularStoreMixin:
                     delete(tabulars)
                     .where(tabulars.c.id == tabular_id)
                     .returning(
-                        tabulars.c.metadata_location, tabulars.c.metadata_json, tabulars.c.managed_location
+                        tabulars.c.metadata_location,
+                        tabulars.c.metadata_json,
+                        tabulars.c.managed_location,
+                        tabulars.c.namespace_id,
                     )
                 )
             ).first()
+            if row is not None:
+                await self._bump_listings(conn, {row.namespace_id})
         if row is None:
             return None
         return DroppedTabular(row.metadata_location, row.metadata_json, row.managed_location)
@@ -450,11 +439,20 @@ class TabularStoreMixin:
     async def rename_tabular(self, tabular_id: str, namespace_id: str, name: str, kind: TabularKind) -> None:
         try:
             async with self._writing() as conn:
+                # Locked: a concurrent rename must not move it between this read and the update
+                # (the namespace it leaves would keep a stale listing).
+                source = (
+                    await conn.execute(
+                        select(tabulars.c.namespace_id).where(tabulars.c.id == tabular_id).with_for_update()
+                    )
+                ).first()
                 await conn.execute(
                     update(tabulars)
                     .where(tabulars.c.id == tabular_id)
                     .values(namespace_id=namespace_id, name=name, updated_at=datetime.now(UTC))
                 )
+                moved = {namespace_id} if source is None else {namespace_id, source.namespace_id}
+                await self._bump_listings(conn, moved)
         except IntegrityError as exc:
             raise self._name_taken(kind, name) from exc
 

@@ -1,0 +1,98 @@
+"""Rendered listTables / listViews pages per (namespace, kind, page token, page size), shared by the
+requests of one process and proved current by one indexed read per request.
+
+Every create, drop, rename or register of a table or view bumps its namespace's `listing_version` in
+the same transaction (`catalog.store.tabulars`). A request reads the namespace's (id, listing version)
+with a read that started after it arrived (shared with the listings arriving meanwhile), and is served
+the cached page only when the page was rendered for that very namespace row and version; so a table
+created through any `floe serve` process is listed on the next call. The version is read before the
+names: a page cached under version v holds at least every change counted up to v.
+
+Entries hold only what every authorized caller gets alike (the names): authorization runs before the
+cache is consulted.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from catalog.identifiers import Namespace
+
+# Per process; a page of 1,000 names is ~45 KB. The least recently used go first.
+MAX_CACHED_BYTES = 32 * 1024 * 1024
+MAX_ENTRY_BYTES = 4 * 1024 * 1024
+
+# warehouse id, namespace key, kind, page token ("" for the first page), page size (0: no paging)
+ListingKey = tuple[str, str, str, str, int]
+
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One page of a namespace's tables or views and its `ListTablesResponse` JSON."""
+
+    names: Sequence[str]
+    next_page_token: str | None
+    body: bytes = field(repr=False)
+
+    @classmethod
+    def render(cls, namespace: Namespace, names: Sequence[str], next_page_token: str | None) -> Listing:
+        """The page as the spec's `ListTablesResponse` (`identifiers`, `next-page-token`), byte for byte
+        what Litestar encodes for the route's response model."""
+        # Encoded once for all identifiers: a page can hold thousands of names of one namespace.
+        head = b'{"namespace":' + _encode(list(namespace.levels)) + b',"name":'
+        identifiers = b",".join([head + _encode(name) + b"}" for name in names])
+        body = b'{"identifiers":[' + identifiers + b'],"next-page-token":' + _encode(next_page_token) + b"}"
+        return cls(tuple(names), next_page_token, body)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    namespace_id: str
+    listing_version: int
+    listing: Listing
+
+
+class ListingCache:
+    """A bounded LRU of rendered listing pages (one per event loop: no locking needed)."""
+
+    def __init__(self, max_bytes: int = MAX_CACHED_BYTES) -> None:
+        self._entries: OrderedDict[ListingKey, _Entry] = OrderedDict()
+        self._bytes = 0
+        self._max_bytes = max_bytes
+
+    def get(self, key: ListingKey, namespace_id: str, listing_version: int) -> Listing | None:
+        """The page cached for `key` if it was listed from this namespace row at this version; a stale
+        entry is dropped."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        # The id too: a namespace dropped and created again starts over at version 0.
+        if entry.namespace_id != namespace_id or entry.listing_version != listing_version:
+            self._drop(key)
+            return None
+        self._entries.move_to_end(key)
+        return entry.listing
+
+    def put(self, key: ListingKey, namespace_id: str, listing_version: int, listing: Listing) -> None:
+        size = len(listing.body)
+        if size > MAX_ENTRY_BYTES:
+            return
+        self._drop(key)
+        self._entries[key] = _Entry(namespace_id, listing_version, listing)
+        self._bytes += size
+        while self._bytes > self._max_bytes and self._entries:
+            self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: ListingKey) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._bytes -= len(entry.listing.body)
+
+    def __len__(self) -> int:
+        return len(self._entries)
