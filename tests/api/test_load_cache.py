@@ -56,8 +56,17 @@ def test_hot_path_answers_as_the_litestar_route(
         (table, "", outsider),
         (table, "", {"Authorization": "Bearer not-a-token"}),
         (table, "", {"Authorization": ""}),
-        # listTables (paging parameters go to Litestar alone).
+        # listTables and listViews, with and without paging.
         (f"/v1/default/namespaces/{namespace}/tables", "", {}),
+        (f"/v1/default/namespaces/{namespace}/views", "", {}),
+        (f"/v1/default/namespaces/{namespace}/tables", "pageSize=1", {}),
+        (f"/v1/default/namespaces/{namespace}/tables", "pageSize=1&pageToken=dA%3D%3D", {}),
+        (f"/v1/default/namespaces/{namespace}/views", "pageToken=&pageSize=5", {}),
+        (f"/v1/default/namespaces/{namespace}/tables", "pageSize=0", {}),
+        (f"/v1/default/namespaces/{namespace}/tables", "pageSize=100000000000000000000", {}),
+        (f"/v1/default/namespaces/{namespace}/tables", "pageToken=%25%25", {}),
+        (f"/v1/default/namespaces/{namespace}_missing/views", "pageSize=1", {}),
+        (f"/v1/default/namespaces/{namespace}/views", "pageSize=1", outsider),
         (f"/v1/default/namespaces/{namespace}_missing/tables", "", {}),
         (f"/v1/default/namespaces/{namespace}/tables", "", outsider),
         (f"/v1/default/namespaces/{namespace}/tables", "", {"Authorization": "Bearer not-a-token"}),
@@ -72,6 +81,7 @@ def test_hot_path_answers_as_the_litestar_route(
     log = catalog_server.log_path.read_text()
     assert '"path": "/v1/{prefix:str}/namespaces/{namespace:str}/tables/{table:str}"' in log
     assert '"path": "/v1/{prefix:str}/namespaces/{namespace:str}/tables"' in log
+    assert '"path": "/v1/{prefix:str}/namespaces/{namespace:str}/views"' in log
 
 
 def test_etag_is_current_until_a_commit(

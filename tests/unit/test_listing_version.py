@@ -30,7 +30,8 @@ def test_listing_version_counts_changes_to_the_names(tmp_path: Path) -> None:
             async def versions() -> tuple[int, int]:
                 found_a = await store.get_listing_version(warehouse.id, "a")
                 found_b = await store.get_listing_version(warehouse.id, "b")
-                assert found_a is not None and found_b is not None
+                assert found_a is not None
+                assert found_b is not None
                 assert (found_a[0], found_b[0]) == (a.id, b.id)
                 return found_a[1], found_b[1]
 
