@@ -39,6 +39,7 @@ LIST_TEMPLATES = {
     b"tables": "/v1/{prefix:str}/namespaces/{namespace:str}/tables",
     b"views": "/v1/{prefix:str}/namespaces/{namespace:str}/views",
 }
+MAX_PAGE_SIZE_DIGITS = 18
 STORAGE_ENDPOINT_HEADER_BYTES = STORAGE_ENDPOINT_HEADER.lower().encode("latin-1")
 
 
@@ -70,7 +71,8 @@ def _page_parameters(query_string: bytes) -> tuple[str | None, int | None] | Non
             return None
         found[name] = value
     size = found.get("pageSize")
-    if size is not None and not (size.isascii() and size.isdigit()):
+    # Longer numbers too (Python refuses to parse thousands of digits): all are out of range anyway.
+    if size is not None and not (size.isascii() and size.isdigit() and len(size) <= MAX_PAGE_SIZE_DIGITS):
         return None
     return found.get("pageToken"), int(size) if size is not None else None
 
