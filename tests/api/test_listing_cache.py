@@ -5,6 +5,8 @@ migration that adds the listing version keeps existing namespaces."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import pyarrow as pa
 import pytest
@@ -20,13 +22,14 @@ from tests.api.test_security import bearer, new_cluster, new_key, token_for
 __all__ = ["two_servers"]  # the fixture, shared with the loadTable cache tests
 
 SCHEMA = pa.schema([("id", pa.int64())])
+SCHEMA_JSON = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}],
+}
 VIEW = {
     "name": "v",
-    "schema": {
-        "type": "struct",
-        "schema-id": 0,
-        "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}],
-    },
+    "schema": SCHEMA_JSON,
     "view-version": {
         "version-id": 1,
         "schema-id": 0,
@@ -149,6 +152,52 @@ def test_pages_across_a_change(two_servers: tuple[CatalogProcess, CatalogProcess
         bad = via_one.get(tables, params={"pageToken": "%%"})
         assert bad.status_code == 400
         assert bad.json()["error"]["type"] == "BadRequestException"
+
+
+def test_concurrent_changes_across_namespaces_through_two_servers(
+    two_servers: tuple[CatalogProcess, CatalogProcess],
+) -> None:
+    """Renames between two namespaces in both directions, creates and drops, all at once through both
+    servers: every change counts in the namespaces it touches (no deadlock on their version rows, no
+    500), and the cached listings end up exactly as the tables are."""
+    one, two = two_servers
+    one.catalog().create_namespace("left")
+    one.catalog().create_namespace("right")
+    count = 6
+    for i in range(count):
+        one.catalog().create_table(f"left.l{i}", schema=SCHEMA)
+        one.catalog().create_table(f"right.r{i}", schema=SCHEMA)
+    clients = [
+        httpx.Client(base_url=server.url, headers=bearer(server.token()), timeout=60) for server in (one, two)
+    ]
+    for client in clients:  # both servers cache both listings
+        assert len(_names(client, "/v1/default/namespaces/left/tables")) == count
+
+    def rename(client: httpx.Client, source: str, target: str, name: str) -> None:
+        body = {
+            "source": {"namespace": [source], "name": name},
+            "destination": {"namespace": [target], "name": name},
+        }
+        answer = client.post("/v1/default/tables/rename", json=body)
+        assert answer.status_code == 204, answer.text
+
+    def work(i: int) -> None:
+        client = clients[i % 2]
+        rename(client, "left", "right", f"l{i}")
+        rename(client, "right", "left", f"r{i}")
+        created = client.post(
+            "/v1/default/namespaces/right/tables", json={"name": f"n{i}", "schema": SCHEMA_JSON}
+        )
+        assert created.status_code == 200, created.text
+        dropped = client.delete(f"/v1/default/namespaces/right/tables/l{i}")
+        assert dropped.status_code == 204, dropped.text
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        list(pool.map(work, range(count)))
+    for client in clients:
+        assert _names(client, "/v1/default/namespaces/left/tables") == sorted(f"r{i}" for i in range(count))
+        assert _names(client, "/v1/default/namespaces/right/tables") == sorted(f"n{i}" for i in range(count))
+        client.close()
 
 
 @pytest.mark.parametrize("collection", ["tables", "views"])
