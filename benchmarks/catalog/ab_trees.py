@@ -40,8 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workload", action="append", default=None)
+    parser.add_argument(
+        "--tables", type=int, default=20, help="tables in the listing namespace (the full run has 1,000)"
+    )
     args = parser.parse_args(argv)
-    dataset = Dataset(list_tables=20)
+    dataset = Dataset(list_tables=args.tables)
     chosen = [w for w in workloads(args.clients) if w.key in (args.workload or ["load_table_etag"])]
     with LocalPostgres() as pg, contextlib.ExitStack() as stack:
         database_url = pg.create_database("floe_ab")
@@ -49,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         servers: list[Server] = []
         first: CatalogProcess | None = None
         for index, tree in enumerate(args.trees):
-            env = {"PYTHONPATH": str(tree.resolve())}
+            # PYTHONSAFEPATH: `python -m` would otherwise put the working directory first on the path, and
+            # every server would run the tree this command was started in.
+            env = {"PYTHONPATH": str(tree.resolve()), "PYTHONSAFEPATH": "1"}
             if first is not None:  # the same admin key and warehouse directory
                 env |= {
                     "FLOE_ADMIN_CLIENT_ID": first.admin_client_id,
