@@ -16,29 +16,36 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 
 from catalog.identifiers import Namespace
 
-# Per process; a page of 1,000 names is ~45 KB. The least recently used go first.
+# Per process, counted in response bytes (a page of 1,000 names is ~45 KB); the least recently used go
+# first.
 MAX_CACHED_BYTES = 32 * 1024 * 1024
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
 
 # warehouse id, namespace key, kind, page token ("" for the first page), page size (0: no paging)
 ListingKey = tuple[str, str, str, str, int]
 
+
+class _Page(msgspec.Struct, rename="kebab"):
+    identifiers: list[dict[str, object]]
+    next_page_token: str | None = None
+
+
 _encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(_Page).decode
 
 
 @dataclass(frozen=True, slots=True)
 class Listing:
-    """One page of a namespace's tables or views and its `ListTablesResponse` JSON."""
+    """One page of a namespace's tables or views as its `ListTablesResponse` JSON (only the bytes are
+    kept: they are what the cache holds and the routes send)."""
 
-    names: Sequence[str]
-    next_page_token: str | None
-    body: bytes = field(repr=False)
+    body: bytes
 
     @classmethod
     def render(cls, namespace: Namespace, names: Sequence[str], next_page_token: str | None) -> Listing:
@@ -48,7 +55,16 @@ class Listing:
         head = b'{"namespace":' + _encode(list(namespace.levels)) + b',"name":'
         identifiers = b",".join([head + _encode(name) + b"}" for name in names])
         body = b'{"identifiers":[' + identifiers + b'],"next-page-token":' + _encode(next_page_token) + b"}"
-        return cls(tuple(names), next_page_token, body)
+        return cls(body)
+
+    @property
+    def names(self) -> list[str]:
+        """The table or view names of the page (decoded again: for the few callers outside the API)."""
+        return [str(identifier["name"]) for identifier in _decode(self.body).identifiers]
+
+    @property
+    def next_page_token(self) -> str | None:
+        return _decode(self.body).next_page_token
 
 
 @dataclass(frozen=True, slots=True)
