@@ -5,6 +5,8 @@ migration that adds the listing version keeps existing namespaces."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -15,11 +17,9 @@ from alembic import command
 
 from catalog.migrations import alembic_config, upgrade_database
 from devtools.catalog_server import CatalogProcess
+from tests.api.catalog_thread import CatalogThread
 from tests.api.test_idempotency import run_sql
-from tests.api.test_load_cache import two_servers
 from tests.api.test_security import bearer, new_cluster, new_key, token_for
-
-__all__ = ["two_servers"]  # the fixture, shared with the loadTable cache tests
 
 SCHEMA = pa.schema([("id", pa.int64())])
 SCHEMA_JSON = {
@@ -40,6 +40,22 @@ VIEW = {
     },
     "properties": {},
 }
+
+
+@pytest.fixture(scope="module")
+def two_servers(
+    new_database: Callable[[], str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[CatalogProcess, CatalogProcess]]:
+    """Two catalog servers (as two `floe serve` processes would be) on one database, shared by this
+    module's tests (each uses namespaces of its own)."""
+    database_url = new_database()
+    env = {"FLOE_ADMIN_CLIENT_ID": "floe-admin", "FLOE_ADMIN_CLIENT_SECRET": uuid.uuid4().hex}
+    home = tmp_path_factory.mktemp("home")
+    with (
+        CatalogThread(database_url, home=home, env=env) as one,
+        CatalogThread(database_url, home=home, env=env) as two,
+    ):
+        yield one, two
 
 
 def _names(client: httpx.Client, path: str, query: str = "") -> list[str]:
@@ -119,10 +135,10 @@ def test_changes_through_another_server_are_listed_at_once(
 
 def test_pages_across_a_change(two_servers: tuple[CatalogProcess, CatalogProcess]) -> None:
     one, two = two_servers
-    one.catalog().create_namespace("ns")
+    one.catalog().create_namespace("paged")
     for name in ("a", "c", "d", "e"):
-        one.catalog().create_table(f"ns.{name}", schema=SCHEMA)
-    tables = "/v1/default/namespaces/ns/tables"
+        one.catalog().create_table(f"paged.{name}", schema=SCHEMA)
+    tables = "/v1/default/namespaces/paged/tables"
     with httpx.Client(base_url=one.url, headers=bearer(one.token())) as via_one:
         first = via_one.get(tables, params={"pageSize": 2}).json()
         assert [i["name"] for i in first["identifiers"]] == ["a", "c"]
@@ -133,8 +149,8 @@ def test_pages_across_a_change(two_servers: tuple[CatalogProcess, CatalogProcess
 
         # Tables created through the other server after the first page: the next page (already cached
         # for this token) continues after the last name seen, and takes the new names in order.
-        two.catalog().create_table("ns.b", schema=SCHEMA)  # before the token: the first page has it
-        two.catalog().create_table("ns.cc", schema=SCHEMA)
+        two.catalog().create_table("paged.b", schema=SCHEMA)  # before the token: the first page has it
+        two.catalog().create_table("paged.cc", schema=SCHEMA)
         second = via_one.get(tables, params={"pageSize": 2, "pageToken": token}).json()
         assert [i["name"] for i in second["identifiers"]] == ["cc", "d"]
         third = via_one.get(tables, params={"pageSize": 2, "pageToken": second["next-page-token"]}).json()
@@ -144,7 +160,7 @@ def test_pages_across_a_change(two_servers: tuple[CatalogProcess, CatalogProcess
         assert [i["name"] for i in first["identifiers"]] == ["a", "b"]
 
         # A dropped table leaves the pages it was on.
-        two.catalog().drop_table("ns.d")
+        two.catalog().drop_table("paged.d")
         second = via_one.get(tables, params={"pageSize": 2, "pageToken": token}).json()
         assert [i["name"] for i in second["identifiers"]] == ["cc", "e"]
         assert _names(via_one, tables) == ["a", "b", "c", "cc", "e"]
