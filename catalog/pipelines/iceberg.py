@@ -67,7 +67,10 @@ def data_schema(table: TableConfig, schema_id: int = 0) -> Schema:
 
 
 def source_id(table: TableConfig, column: str) -> int:
-    """The field id of a (validated) partition source column, dotted through structs."""
+    """The field id of a (validated) partition source column, dotted through structs (`_key`: the record
+    key column of a table keyed by it)."""
+    if table.keyed_by_record_key and column == KEY_FIELD.name:
+        return KEY_FIELD.field_id
     if column.startswith(KAFKA_COLUMN + "."):
         name = column[len(KAFKA_COLUMN) + 1 :]
         return next(f.field_id for f in KAFKA_STRUCT.fields if f.name == name)

@@ -1,6 +1,7 @@
 """A table's partitioning in floe.yaml: WarpStream's schemes (`unpartitioned`, `hour`, `day` of the Kafka
 timestamp) or a list of Iceberg transforms (`hour(event_time)`, `bucket(16, user_id)` …), each checked
-against the table's schema."""
+against the table's schema (plus floe's `_kafka` fields and, on upsert tables keyed by the record key,
+`_key`: `bucket(16, _key)`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pyiceberg.transforms import (
 )
 from pyiceberg.types import IcebergType
 
-from catalog.pipelines.columns import KAFKA_COLUMN, KAFKA_STRUCT, KAFKA_TIMESTAMP_PATH
+from catalog.pipelines.columns import KAFKA_COLUMN, KAFKA_STRUCT, KAFKA_TIMESTAMP_PATH, KEY_COLUMN, KEY_FIELD
 from catalog.pipelines.schema_fields import NESTED_TYPES, FieldConfig
 from catalog.pipelines.validation import Loc, problem, problems
 from catalog.pipelines.yaml_values import describe_value
@@ -167,7 +168,8 @@ def _source_problem(
 
 def resolve_column(fields: Sequence[FieldConfig], source: str) -> IcebergType | str:
     """The type of column `source` (dotted through structs, `_kafka.timestamp` included), or why it
-    cannot be used as a partition source."""
+    cannot be used as a partition source. `_key` not declared in `fields` is the record key column of an
+    upsert table without key_fields (the table's own rules refuse it on any other table)."""
     if source == KAFKA_COLUMN or source.startswith(KAFKA_COLUMN + "."):
         rest = source[len(KAFKA_COLUMN) + 1 :]
         if not rest:
@@ -177,7 +179,10 @@ def resolve_column(fields: Sequence[FieldConfig], source: str) -> IcebergType | 
                 return nested.field_type
         names = ", ".join(f"{KAFKA_COLUMN}.{f.name}" for f in KAFKA_STRUCT.fields)
         return f"no column {source!r} (the Kafka columns are {names})"
-    return _resolve(fields, source, source)
+    found = _resolve(fields, source, source)
+    if source == KEY_COLUMN and isinstance(found, str) and found.startswith("no column"):
+        return KEY_FIELD.field_type
+    return found
 
 
 def _resolve(fields: Sequence[FieldConfig], remaining: str, source: str) -> IcebergType | str:

@@ -295,6 +295,21 @@ class TableConfig(ConfigModel):
                             f"Kafka record key, which floe adds as {KEY_COLUMN}",
                         )
                     )
+        declared = {f.name for f in self.fields}
+        # A list scheme here is valid item by item, so `partitioning` holds one transform per item.
+        for index, partition in enumerate(self.partitioning):
+            if partition.source == KEY_COLUMN and KEY_COLUMN not in declared and not self.keyed_by_record_key:
+                found.append(
+                    (
+                        ("partitioning_scheme", index),
+                        f"{KEY_COLUMN} is the record key column of upsert tables without key_fields; "
+                        + (
+                            f"this table is keyed by {', '.join(self.key_fields or ())}: partition by them"
+                            if self.key_fields
+                            else "this table has no such column"
+                        ),
+                    )
+                )
         if self.table_mode != "upsert" and "key_fields" in given:
             found.append((("key_fields",), "key_fields is only used with table_mode: upsert"))
         if self.envelope == "debezium":
@@ -310,8 +325,11 @@ class TableConfig(ConfigModel):
                 found.append(
                     (
                         ("envelope",),
-                        "envelope debezium needs key_fields: the source table's primary key columns "
-                        "(a delete event names its row by them)",
+                        "envelope debezium needs key_fields: the source table's primary key columns, "
+                        "e.g. key_fields: [id] (read from each event's after or before, and from the "
+                        "record key of a tombstone). The record key's bytes are not a stable key here: "
+                        "Debezium's JSON key carries its schema and an Avro key its schema id, so a "
+                        "converter or key schema change would give every row a second key",
                     )
                 )
             if self.source_format == "protobuf" or (

@@ -508,6 +508,40 @@ def test_upsert_table_is_created_keyed_and_its_mode_cannot_change(
     assert revision(http) == applied["revision"]
 
 
+def test_record_key_tables_partition_by_key_and_debezium_without_key_fields_is_refused(
+    http: httpx.Client, rest_catalog: RestCatalog
+) -> None:
+    from pyiceberg.transforms import BucketTransform
+
+    from catalog.pipelines.columns import KEY_FIELD_ID
+
+    fields = [{"name": "id", "id": 1, "type": "int"}, {"name": "email", "id": 2, "type": "string"}]
+    config = one_table(fields, table_mode="upsert", partitioning_scheme=["bucket(16, _key)"])
+    namespace = config["source_clusters"][0]["name"]
+    apply(http, config)
+    table = rest_catalog.load_table((namespace, "events"))
+    assert table.schema().identifier_field_ids == [KEY_FIELD_ID]
+    (partition,) = table.spec().fields
+    assert (partition.source_id, partition.transform, partition.name) == (
+        KEY_FIELD_ID,
+        BucketTransform(16),
+        "_key_bucket",
+    )
+    assert apply(http, config)["plan"][0]["action"] == "unchanged"
+
+    # Debezium keyed by the record key's bytes is refused, nothing applied: its JSON key embeds its
+    # schema (an Avro key its schema id), so the same row's key bytes change with the converter.
+    debezium = one_table(fields, table_mode="upsert", envelope="debezium")
+    errors = refused(http, debezium)
+    assert "envelope debezium needs key_fields" in errors["tables[0].envelope"]
+    assert "key_fields: [id]" in errors["tables[0].envelope"]
+    with pytest.raises(NoSuchTableError):
+        rest_catalog.load_table((debezium["source_clusters"][0]["name"], "events"))
+    keyed = one_table(fields, table_mode="upsert", key_fields=["id"], partitioning_scheme=["bucket(4, _key)"])
+    errors = refused(http, keyed)
+    assert "keyed by id: partition by them" in errors["tables[0].partitioning_scheme[0]"]
+
+
 def test_format_version_upgrades_an_existing_table_and_never_goes_down(
     http: httpx.Client, rest_catalog: RestCatalog
 ) -> None:

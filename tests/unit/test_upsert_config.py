@@ -154,6 +154,38 @@ def test_an_upsert_table_without_key_fields_is_keyed_by_the_record_key() -> None
     assert not parse_config(upsert(key_fields=["customer_id"])).tables[0].keyed_by_record_key
 
 
+def test_record_key_tables_partition_by_the_key_column() -> None:
+    """`bucket(16, _key)` spreads a record-key table's keys (so a merge touches few files); `_key` is
+    no column of any other table unless it declares one."""
+    from pyiceberg.transforms import BucketTransform, TruncateTransform
+
+    from catalog.pipelines import partition_spec
+
+    (table,) = parse_config(upsert(partitioning_scheme=["bucket(16, _key)", "truncate(2, _key)"])).tables
+    spec = partition_spec(table)
+    assert [(f.source_id, f.transform, f.name) for f in spec.fields] == [
+        (KEY_FIELD_ID, BucketTransform(16), "_key_bucket"),
+        (KEY_FIELD_ID, TruncateTransform(2), "_key_trunc"),
+    ]
+    assert spec.partition_type(data_schema(table))  # binds against the schema's `_key`
+    errors = errors_of(upsert(key_fields=["customer_id"], partitioning_scheme=["bucket(16, _key)"]))
+    keyed = errors["tables[0].partitioning_scheme[0]"]
+    assert "this table is keyed by customer_id: partition by them" in keyed
+    errors = errors_of(minimal(partitioning_scheme=["hour(_kafka.timestamp)", "bucket(4, _key)"]))
+    assert (
+        "_key is the record key column of upsert tables without key_fields"
+        in (errors["tables[0].partitioning_scheme[1]"])
+    )
+    assert (
+        "hour() needs"
+        in errors_of(upsert(partitioning_scheme=["hour(_key)"]))["tables[0].partitioning_scheme[0]"]
+    )
+    # An append table's own `_key` field is a column like any other.
+    fields = [{"name": "_key", "id": 1, "type": "long"}]
+    (own,) = parse_config(minimal(schema={"fields": fields}, partitioning_scheme=["bucket(4, _key)"])).tables
+    assert partition_spec(own).fields[0].source_id == 1
+
+
 def test_record_key_tables_reserve_key_and_debezium_needs_key_fields() -> None:
     data = upsert()
     data["tables"][0]["schema"]["fields"].append({"name": "_key", "id": 9, "type": "string"})
