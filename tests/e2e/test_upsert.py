@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -394,170 +394,6 @@ def test_kill_9_three_times_mid_stream_keeps_exactly_once(
     assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
 
 
-# -- Debezium --------------------------------------------------------------------------------------
-
-_ROW_SCHEMA = {
-    "type": "struct",
-    "optional": True,
-    "name": "dbserver1.inventory.customers.Value",
-    "fields": [
-        {"type": "int32", "optional": False, "field": "id"},
-        {"type": "string", "optional": False, "field": "first_name"},
-        {"type": "string", "optional": False, "field": "last_name"},
-        {"type": "string", "optional": True, "field": "email"},
-    ],
-}
-_KEY_SCHEMA = {
-    "type": "struct",
-    "optional": False,
-    "name": "dbserver1.inventory.customers.Key",
-    "fields": [{"type": "int32", "optional": False, "field": "id"}],
-}
-
-
-def _debezium_key(row_id: int) -> bytes:
-    return json.dumps({"schema": _KEY_SCHEMA, "payload": {"id": row_id}}).encode()
-
-
-def _debezium_event(
-    op: str, before: dict[str, Any] | None, after: dict[str, Any] | None, lsn: int, *, wrapped: bool
-) -> bytes:
-    """A change event as Debezium's PostgreSQL connector writes it with Kafka Connect's JSON converter."""
-    payload = {
-        "before": before,
-        "after": after,
-        "source": {
-            "version": "2.7.3.Final",
-            "connector": "postgresql",
-            "name": "dbserver1",
-            "ts_ms": 1_700_000_000_000 + lsn,
-            "snapshot": "true" if op == "r" else "false",
-            "db": "inventory",
-            "sequence": json.dumps([str(lsn - 1), str(lsn)]),
-            "schema": "inventory",
-            "table": "customers",
-            "txId": 500 + lsn,
-            "lsn": lsn,
-            "xmin": None,
-        },
-        "op": op,
-        "ts_ms": 1_700_000_000_500 + lsn,
-        "transaction": None,
-    }
-    if not wrapped:
-        return json.dumps(payload).encode()
-    envelope_schema = {
-        "type": "struct",
-        "optional": False,
-        "name": "dbserver1.inventory.customers.Envelope",
-        "fields": [
-            {**_ROW_SCHEMA, "field": "before"},
-            {**_ROW_SCHEMA, "field": "after"},
-            {"type": "struct", "optional": False, "field": "source", "fields": []},
-            {"type": "string", "optional": False, "field": "op"},
-            {"type": "int64", "optional": True, "field": "ts_ms"},
-        ],
-    }
-    return json.dumps({"schema": envelope_schema, "payload": payload}).encode()
-
-
-def test_debezium_stream_ends_in_the_source_tables_state(
-    kafka: LocalKafka,
-    pipeline: Pipeline,
-    ingest: IngestProcess,
-    admin: httpx.Client,
-    catalog: RestCatalog,
-    duck_dir: Path,
-) -> None:
-    topic = _topic(kafka, "dbserver1.inventory.customers")
-    table = _table(topic)
-    pipeline.add(
-        source_topic=topic,
-        table_mode="upsert",
-        key_fields=["id"],
-        envelope="debezium",
-        schema={
-            "fields": [
-                {"name": "id", "id": 1, "type": "int"},
-                {"name": "first_name", "id": 2, "type": "string"},
-                {"name": "last_name", "id": 3, "type": "string"},
-                {"name": "email", "id": 4, "type": "string", "optional": True},
-            ]
-        },
-    )
-    rng = random.Random(5)
-    source: dict[int, dict[str, Any]] = {}  # the source database table, as the test changes it
-    last_lsn: dict[int, tuple[str, int]] = {}
-    lsn = 1000
-    produced = Produced()
-
-    def change(op: str, row_id: int, after: dict[str, Any] | None) -> list[tuple[bytes, bytes | None]]:
-        nonlocal lsn
-        lsn += 1
-        before = source.get(row_id)
-        if after is None:
-            del source[row_id]
-        else:
-            source[row_id] = after
-        last_lsn[row_id] = (op, lsn)
-        event = _debezium_event(op, before, after, lsn, wrapped=lsn % 3 != 0)
-        records: list[tuple[bytes, bytes | None]] = [(_debezium_key(row_id), event)]
-        if op == "d":
-            records.append((_debezium_key(row_id), None))  # Debezium's tombstone after a delete
-        return records
-
-    def row(row_id: int, n: int) -> dict[str, Any]:
-        email = None if n % 4 == 0 else f"u{row_id}.{n}@example.com"
-        return {"id": row_id, "first_name": f"F{row_id}", "last_name": f"L{n}", "email": email}
-
-    # The snapshot (op r), then live changes: inserts, updates and deletes (each followed by a tombstone).
-    snapshot = [r for i in range(1, 201) for r in change("r", i, row(i, 0))]
-    _produce_wave(kafka, topic, produced, snapshot)
-    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
-    for wave in range(1, 4):
-        records: list[tuple[bytes, bytes | None]] = []
-        for _ in range(150):
-            row_id = rng.randrange(1, 260)
-            if row_id not in source:
-                records += change("c", row_id, row(row_id, wave))
-            elif rng.random() < 0.2:
-                records += change("d", row_id, None)
-            else:
-                records += change("u", row_id, row(row_id, wave * 100 + rng.randrange(100)))
-        _produce_wave(kafka, topic, produced, records)
-        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
-    bad: list[tuple[bytes, bytes | None]] = [
-        (_debezium_key(1), b'{"op": "t", "source": {"ts_ms": 1}}'),
-        (_debezium_key(1), b'{"id": 1}'),
-    ]
-    _produce_wave(kafka, topic, produced, bad)
-    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
-
-    loaded = catalog.load_table(f"{CLUSTER}.{table}")
-    rows = loaded.scan().to_arrow().to_pylist()
-    assert {r["id"]: {k: r[k] for k in ("id", "first_name", "last_name", "email")} for r in rows} == source
-    for r in rows:
-        op, at = last_lsn[r["id"]]
-        assert r["_cdc"]["op"] == op
-        assert r["_cdc"]["ts_ms"] == 1_700_000_000_000 + at
-        assert dict(r["_cdc"]["source"])["lsn"] == str(at)
-        assert dict(r["_cdc"]["source"])["connector"] == "postgresql"
-    duck = duck_rows(
-        ingest,
-        duck_dir,
-        f'SELECT id, first_name, last_name, email, _cdc.op FROM floe.{CLUSTER}."{table}" ORDER BY 1',
-    )
-    assert duck == [
-        (i, v["first_name"], v["last_name"], v["email"], last_lsn[i][0]) for i, v in sorted(source.items())
-    ]
-    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
-    assert sorted(d["error"] for d in dead) == [
-        "Debezium op 't' is not applied (only c, r, u and d change rows)",
-        "value is not a Debezium change event (no op; for unwrapped rows, e.g. from Debezium's "
-        "ExtractNewRecordState, use envelope: none)",
-    ]
-
-
 # -- maintenance while upserting -------------------------------------------------------------------
 
 
@@ -808,13 +644,153 @@ def test_format_v3_upsert_table_merges_with_deletion_vectors_and_maintenance_dro
     )
 
 
-# -- Avro through the registry ---------------------------------------------------------------------
+# -- the issue's stream: 100,000 records over 10,000 keys, read by every engine --------------------
+
+STREAM_KEYS = 10_000
+STREAM_RECORDS = 100_000
+# (key, version): the key's row at that version, or (None) the key deleted.
+Change = tuple[int, int | None]
+Record = tuple[bytes, bytes | None]
+
+
+def keyed_stream(
+    seed: int, cost: Callable[[int, int | None, bool], int], *, extra: int
+) -> list[list[Change]]:
+    """The issue's keyed stream as four waves of changes, `STREAM_RECORDS` records in all once encoded:
+    wave 1 inserts every key (version 1); waves 2-4 are random keys' updates (each a new version) and
+    deletes (about 9% of the changes), then a delete of a key never seen and a key inserted and deleted
+    within the wave. `cost(key, version, exists)` is how many records the format writes for a change;
+    `extra` the records the test adds itself (dead letters), left out of the count."""
+    rng = random.Random(seed)
+    keys = range(STREAM_KEYS)
+    live = set(keys)
+    waves: list[list[Change]] = [[(k, 1) for k in keys]]
+    written = STREAM_KEYS + extra
+    version = 1
+    for wave in range(3):
+        target = written + (STREAM_RECORDS - written) // (3 - wave)
+        specials: list[Change] = [(50_000 + wave, None), (70_000 + wave, version + 1), (70_000 + wave, None)]
+        written += cost(*specials[0], False) + cost(*specials[1], False) + cost(*specials[2], True)
+        changes: list[Change] = []
+        while written < target:
+            version += 1
+            k = rng.choice(keys)
+            change: Change = (k, None if rng.random() < 0.089 else version)
+            if written + cost(*change, k in live) > target:
+                change = (k, version)  # an update: one record in every format
+            written += cost(*change, k in live)
+            (live.add if change[1] is not None else live.discard)(k)
+            changes.append(change)
+        waves.append(changes + specials)
+    return waves
+
+
+def stream_state(waves: list[list[Change]]) -> dict[int, int]:
+    """key → version of the keys alive after every wave: the latest-state model."""
+    state: dict[int, int] = {}
+    for changes in waves:
+        for k, version in changes:
+            if version is None:
+                state.pop(k, None)
+            else:
+                state[k] = version
+    return state
+
+
+def produce_stream(
+    kafka: LocalKafka,
+    admin: httpx.Client,
+    ingest: IngestProcess,
+    topics: dict[str, str],
+    waves: list[dict[str, list[Record]]],
+) -> dict[str, Produced]:
+    """Produce each wave into its topics (topic → table) and wait until ingestion has merged it; prints
+    how long the stream took (produced and merged) and returns what the broker acknowledged."""
+    produced = {topic: Produced() for topic in topics}
+    started = time.monotonic()
+    for wave in waves:
+        for topic, records in wave.items():
+            _produce_wave(kafka, topic, produced[topic], records)
+        for topic, table in topics.items():
+            wait_until_committed(
+                admin, CLUSTER, table, topic, produced[topic].end_offsets(), timeout=600, ingest=ingest
+            )
+    total = sum(len(p.records) for p in produced.values())
+    print(
+        f"\n{total:,} records into {', '.join(topics.values())} produced and merged in "
+        f"{time.monotonic() - started:.1f} s"
+    )
+    return produced
+
+
+def assert_read_by_every_engine(
+    catalog: RestCatalog,
+    ingest: IngestProcess,
+    duck_dir: Path,
+    spark: SparkSession,
+    trino: LocalTrino,
+    table: str,
+    columns: list[str],
+    expected: list[tuple[Any, ...]],
+) -> None:
+    """pyiceberg, DuckDB, Spark and Trino each read exactly `expected` (sorted rows of `columns`; a
+    dotted column is a struct's field) while the table still holds position deletes."""
+    from maintenance.spark_actions import SparkActions
+    from runtime.spark import CatalogConnection
+
+    assert _live_files(catalog, f"{CLUSTER}.{table}").get(1, 0) > 0  # merge-on-read, nothing compacted
+    started = time.monotonic()
+    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+
+    def value(row: dict[str, Any], column: str) -> Any:
+        for name in column.split("."):
+            row = row[name]
+        return row
+
+    assert sorted(tuple(value(r, c) for c in columns) for r in rows) == expected, "pyiceberg"
+    selected = ", ".join(columns)
+    duck = duck_rows(ingest, duck_dir, f'SELECT {selected} FROM floe.{CLUSTER}."{table}" ORDER BY ALL')
+    assert duck == expected, "DuckDB"
+    spark_catalog = SparkActions(spark).catalog(
+        CatalogConnection(ingest.server.url, "default", *ingest.credential)
+    )
+    spark_rows = spark.sql(f"SELECT {selected} FROM `{spark_catalog}`.`{CLUSTER}`.`{table}`").collect()
+    assert sorted(tuple(r) for r in spark_rows) == expected, "Spark"
+    trino_rows = trino.rows(f'SELECT {selected} FROM floe."{CLUSTER}"."{table}" ORDER BY 1')
+    assert sorted(tuple(r) for r in trino_rows) == expected, "Trino"
+    print(
+        f"\n{len(expected):,} rows of {table} read by the four engines in {time.monotonic() - started:.1f} s"
+    )
+
+
+def _one_record(_key: int, _version: int | None, _exists: bool) -> int:
+    return 1
+
+
+def _member(k: int, version: int) -> dict[str, Any]:
+    return {"customer_id": k, "region": f"r{k % 7}", "version": version, "email": f"m{k}@v{version}"}
+
+
+def _member_rows(state: dict[int, int]) -> list[tuple[Any, ...]]:
+    return sorted(tuple(_member(k, v).values()) for k, v in state.items())
+
+
+def _assert_stream_shape(waves: list[list[Change]], state: dict[int, int], records: int) -> None:
+    """The stream is the issue's: its records, its keys, and updates and deletes of each."""
+    assert records == STREAM_RECORDS
+    deletes = sum(1 for changes in waves for _, v in changes if v is None)
+    assert 7_000 < deletes < 8_500, deletes
+    assert 8_000 < len(state) < STREAM_KEYS
+    assert {k % 3 for k in range(STREAM_KEYS) if k not in state} == {0, 1, 2}  # every kind of key
 
 
 def _avro(schema: Any, record: Any) -> bytes:
     out = io.BytesIO()
     fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
     return out.getvalue()
+
+
+MEMBER_COLUMNS = ["customer_id", "region", "version", "email"]
 
 
 def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones_read_by_every_engine(
@@ -870,74 +846,185 @@ def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones_read_by_eve
 
     writer = fastavro.parse_schema(value_schema)
 
-    def row(k: int, version: int) -> dict[str, Any]:
-        return {"customer_id": k, "region": f"r{k % 7}", "version": version, "email": f"m{k}@v{version}"}
-
     def value(k: int, version: int) -> bytes:
         out = io.BytesIO()
-        fastavro.schemaless_writer(out, writer, row(k, version))
+        fastavro.schemaless_writer(out, writer, _member(k, version))
         return encode_confluent(value_id, out.getvalue())
 
-    # The issue's size: 100,000 records over 10,000 keys, about 8% of them tombstones. Wave 1 inserts
-    # every key; waves 2-4 are random keys' updates (each a new version) and tombstones, plus a delete
-    # of a key never seen and a key inserted and deleted within the wave. Each wave ends with a
-    # tombstone whose key has an unregistered schema id: a dead letter.
-    rng = random.Random(31)
-    keys = list(range(10_000))
-    model: dict[int, dict[str, Any]] = {}  # customer_id → row, as the records are produced (in order)
-    produced = Produced()
-    waves: list[list[tuple[int, int | None]]] = [[(k, 1) for k in keys]]
-    specials = 1 + 3 * (1 + 2 + 1)  # the dead letter of every wave, and each later wave's three + one
-    random_changes = 100_000 - len(keys) - specials
-    version = 1
-    for wave in range(3):
-        changes: list[tuple[int, int | None]] = []
-        for _ in range(random_changes // 3 + (1 if wave < random_changes % 3 else 0)):
-            version += 1
-            changes.append((rng.choice(keys), None if rng.random() < 0.089 else version))
-        changes += [(50_000 + wave, None)]  # a key never seen
-        changes += [(70_000 + wave, version), (70_000 + wave, None)]  # inserted and deleted at once
-        waves.append(changes)
-    started = time.monotonic()
-    for changes in waves:
-        records = [(key(k), None if v is None else value(k, v)) for k, v in changes]
-        records.append((encode_confluent(999_999, b"\x02"), None))  # an unregistered key: a dead letter
-        for k, v in changes:
-            if v is None:
-                model.pop(k, None)
-            else:
-                model[k] = row(k, v)
-        _produce_wave(kafka, topic, produced, records)
-        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
-    print(f"\n100,000 Avro records produced and merged in {time.monotonic() - started:.1f} s")
-
-    assert len(produced.records) == 100_000
-    tombstones = sum(1 for _, v in produced.records.values() if v is None)
-    assert 7_500 < tombstones < 8_500, tombstones
-    assert {k % 3 for k in keys if k not in model} == {0, 1, 2}  # every kind of key deleted something
-    assert 8_000 < len(model) < 10_000
-    expected = sorted((r["customer_id"], r["region"], r["version"], r["email"]) for r in model.values())
-    columns = "customer_id, region, version, email"
-    rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
-    assert sorted((r["customer_id"], r["region"], r["version"], r["email"]) for r in rows) == expected
-    duck = duck_rows(ingest, duck_dir, f'SELECT {columns} FROM floe.{CLUSTER}."{table}" ORDER BY 1')
-    assert duck == expected
-    from maintenance.spark_actions import SparkActions
-    from runtime.spark import CatalogConnection
-
-    spark_catalog = SparkActions(spark).catalog(
-        CatalogConnection(ingest.server.url, "default", *ingest.credential)
+    # Each wave ends with a tombstone whose key has an unregistered schema id: a dead letter.
+    waves = keyed_stream(31, _one_record, extra=4)
+    unregistered: Record = (encode_confluent(999_999, b"\x02"), None)
+    encoded = [
+        {topic: [(key(k), None if v is None else value(k, v)) for k, v in changes] + [unregistered]}
+        for changes in waves
+    ]
+    produced = produce_stream(kafka, admin, ingest, {topic: table}, encoded)[topic]
+    state = stream_state(waves)
+    _assert_stream_shape(waves, state, len(produced.records))
+    assert_read_by_every_engine(
+        catalog, ingest, duck_dir, spark, trino, table, MEMBER_COLUMNS, _member_rows(state)
     )
-    spark_rows = spark.sql(f"SELECT {columns} FROM `{spark_catalog}`.`{CLUSTER}`.`{table}`").collect()
-    assert sorted(tuple(r) for r in spark_rows) == expected
-    # Trino reads the position deletes too (the table has them: nothing has compacted it).
-    assert _live_files(catalog, f"{CLUSTER}.{table}").get(1, 0) > 0
-    trino_rows = trino.rows(f'SELECT {columns} FROM floe."{CLUSTER}"."{table}" ORDER BY 1')
-    assert [tuple(r) for r in trino_rows] == expected
     dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
     assert len(dead) == len(waves)
     assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
     assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
+
+
+def test_json_inline_upserts_with_json_and_plain_keyed_tombstones_read_by_every_engine(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+    spark: SparkSession,
+    trino: LocalTrino,
+) -> None:
+    topic = _topic(kafka, "members-json")
+    table = _table(topic)
+    pipeline.add(
+        source_topic=topic,
+        table_mode="upsert",
+        key_fields=["customer_id"],
+        partitioning_scheme=["bucket(4, customer_id)"],
+        schema={"fields": CUSTOMER_FIELDS},
+    )
+
+    def key(k: int) -> bytes:
+        """By k: a JSON object holding the key field, a JSON number, or a JSON string."""
+        return [json.dumps({"customer_id": k}), str(k), json.dumps(str(k))][k % 3].encode()
+
+    # Each wave ends with a tombstone whose key names no customer_id: a dead letter.
+    waves = keyed_stream(37, _one_record, extra=4)
+    unusable: Record = (b'{"id": 1}', None)
+    encoded = [
+        {
+            topic: [(key(k), None if v is None else json.dumps(_member(k, v)).encode()) for k, v in changes]
+            + [unusable]
+        }
+        for changes in waves
+    ]
+    produced = produce_stream(kafka, admin, ingest, {topic: table}, encoded)[topic]
+    state = stream_state(waves)
+    _assert_stream_shape(waves, state, len(produced.records))
+    assert_read_by_every_engine(
+        catalog, ingest, duck_dir, spark, trino, table, MEMBER_COLUMNS, _member_rows(state)
+    )
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert [d["key"] for d in dead] == [unusable[0]] * len(waves)
+    assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
+    assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
+
+
+def _debezium_cost(_key: int, version: int | None, exists: bool) -> int:
+    # A delete is the `d` event and the tombstone Debezium sends after it; a tombstone alone stands for a
+    # key whose events compaction already removed (the delete of a key never seen).
+    return 2 if version is None and exists else 1
+
+
+def test_debezium_json_with_and_without_schemas_ends_in_the_source_tables_state_for_every_engine(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    ingest: IngestProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    duck_dir: Path,
+    spark: SparkSession,
+    trino: LocalTrino,
+) -> None:
+    """The same source table's changes as two connectors write them, JsonConverter's
+    `schemas.enable` true (`{"schema", "payload"}` keys and values) and false (payloads only), into two
+    tables ingested side by side: a snapshot (`r`), then inserts, updates and deletes."""
+    from tests.e2e.debezium_json import json_event, json_key
+
+    fields = [
+        {"name": "id", "id": 1, "type": "int"},
+        {"name": "first_name", "id": 2, "type": "string"},
+        {"name": "last_name", "id": 3, "type": "string"},
+        {"name": "email", "id": 4, "type": "string", "optional": True},
+    ]
+    topics: dict[str, str] = {}
+    for name in ("dbserver1.inventory.customers", "dbserver2.inventory.customers"):
+        topic = _topic(kafka, name)
+        topics[topic] = _table(topic)
+        pipeline.add(
+            source_topic=topic,
+            table_mode="upsert",
+            key_fields=["id"],
+            envelope="debezium",
+            partitioning_scheme=["bucket(4, id)"],
+            schema={"fields": fields},
+        )
+    wrapped, bare = topics
+
+    def row(row_id: int, version: int) -> dict[str, Any]:
+        email = None if version % 4 == 0 else f"u{row_id}.{version}@example.com"
+        return {"id": row_id, "first_name": f"F{row_id}", "last_name": f"L{version}", "email": email}
+
+    waves = keyed_stream(43, _debezium_cost, extra=2)
+    source: dict[int, dict[str, Any]] = {}  # the source database table, as the changes leave it
+    last: dict[int, tuple[str, int]] = {}  # row id → op and LSN of its last event
+    lsn = 1000
+    encoded: list[dict[str, list[Record]]] = []
+    for index, changes in enumerate(waves):
+        events: list[tuple[int, str, dict[str, Any] | None, dict[str, Any] | None, int] | int] = []
+        for row_id, version in changes:
+            before = source.get(row_id)
+            if version is None and before is None:
+                events.append(row_id)  # a tombstone alone
+                continue
+            lsn += 1
+            op = "r" if index == 0 else "d" if version is None else "u" if before else "c"
+            after = None if version is None else row(row_id, version)
+            events.append((row_id, op, before, after, lsn))
+            last[row_id] = (op, lsn)
+            if after is None:
+                del source[row_id]
+            else:
+                source[row_id] = after
+        wave: dict[str, list[Record]] = {}
+        for topic, schemas_enable in ((wrapped, True), (bare, False)):
+            records: list[Record] = []
+            for found in events:
+                if isinstance(found, int):
+                    records.append((json_key(found, schemas_enable=schemas_enable), None))
+                    continue
+                row_id, op, before, after, at = found
+                key = json_key(row_id, schemas_enable=schemas_enable)
+                records.append((key, json_event(op, before, after, at, schemas_enable=schemas_enable)))
+                if op == "d":
+                    records.append((key, None))  # Debezium's tombstone after a delete
+            wave[topic] = records
+        encoded.append(wave)
+    # A truncate, and a value that is no change event: dead letters with their reasons.
+    truncate = json.dumps({"op": "t", "source": {"ts_ms": 1}, "ts_ms": 2}).encode()
+    for topic, schemas_enable in ((wrapped, True), (bare, False)):
+        key = json_key(1, schemas_enable=schemas_enable)
+        encoded[-1][topic] += [(key, truncate), (key, b'{"id": 1}')]
+
+    produced = produce_stream(kafka, admin, ingest, topics, encoded)
+    state = stream_state(waves)
+    assert {k: v for k, v in state.items()} == {k: int(r["last_name"][1:]) for k, r in source.items()}
+    assert {op for op, _ in last.values()} == {"r", "c", "u", "d"}
+    columns = ["id", "first_name", "last_name", "email", "_cdc.op"]
+    expected = sorted((*r.values(), last[i][0]) for i, r in source.items())
+    for topic, table in topics.items():
+        _assert_stream_shape(waves, state, len(produced[topic].records))
+        assert_read_by_every_engine(catalog, ingest, duck_dir, spark, trino, table, columns, expected)
+        # Each row's `_cdc` is its last event's: op, source.ts_ms and the source block (its LSN).
+        rows = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow().to_pylist()
+        for r in rows:
+            op, at = last[r["id"]]
+            source_block = dict(r["_cdc"]["source"])
+            assert (r["_cdc"]["op"], r["_cdc"]["ts_ms"]) == (op, 1_700_000_000_000 + at)
+            assert (source_block["lsn"], source_block["connector"]) == (str(at), "postgresql")
+        dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+        assert sorted(d["error"] for d in dead) == [
+            "Debezium op 't' is not applied (only c, r, u and d change rows)",
+            "value is not a Debezium change event (no op; for unwrapped rows, e.g. from Debezium's "
+            "ExtractNewRecordState, use envelope: none)",
+        ]
+        assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced[topic].end_offsets())
 
 
 # -- keyed by the Kafka record key; the table as of a record time ----------------------------------
@@ -970,11 +1057,17 @@ def test_record_key_bytes_are_the_key_and_snapshots_answer_by_record_time(
     admin: httpx.Client,
     catalog: RestCatalog,
     duck_dir: Path,
+    spark: SparkSession,
 ) -> None:
+    """Keyed by the record key's bytes, partitioned by them (`bucket(4, _key)`): merged, answered by record
+    time, then maintained (every delete applied and dropped) with the same rows."""
     from datetime import UTC, datetime
+
+    from pyiceberg.transforms import BucketTransform
 
     from catalog.kafka_offsets import MAX_TIMESTAMP, MIN_TIMESTAMP
     from catalog.pipelines.columns import KEY_FIELD_ID
+    from maintenance.worker import MaintenanceWorker, WorkerOptions
 
     topic = _topic(kafka, "sessions", partitions=2)
     table = _table(topic)
@@ -982,14 +1075,18 @@ def test_record_key_bytes_are_the_key_and_snapshots_answer_by_record_time(
     pipeline.add(
         source_topic=topic,
         table_mode="upsert",  # no key_fields: the record key's bytes are the key
+        partitioning_scheme=["bucket(4, _key)"],
         schema={
             "fields": [
                 {"name": "user", "id": 1, "type": "string"},
                 {"name": "version", "id": 2, "type": "int"},
             ]
         },
+        maintenance={"cold_after": "1s"},  # cold as soon as ingestion has caught up
     )
-    assert catalog.load_table(name).schema().identifier_field_ids == [KEY_FIELD_ID]
+    created = catalog.load_table(name)
+    assert created.schema().identifier_field_ids == [KEY_FIELD_ID]
+    assert [(f.source_id, f.transform) for f in created.spec().fields] == [(KEY_FIELD_ID, BucketTransform(4))]
     rng = random.Random(17)
     # Text keys and binary ones (not UTF-8): the bytes are the key either way.
     keys = [f"user-{k}".encode() for k in range(60)] + [bytes([0xFF, 0x00, k]) for k in range(40)]
@@ -1071,6 +1168,25 @@ def test_record_key_bytes_are_the_key_and_snapshots_answer_by_record_time(
     later = snapshot_at_time_cli(ingest, name, str(int(time.time() * 1000) + 60_000))
     assert later.returncode != 0
     assert "yet" in later.stderr
+
+    # The merges spread over the key's buckets; a maintenance pass (its predicates name each bucket of
+    # the binary `_key`) applies every delete and drops the delete files, and the rows stay the same.
+    files = catalog.load_table(name).inspect.files().to_pylist()
+    assert len({f["partition"]["_key_bucket"] for f in files if f["content"] == 0}) == 4
+    assert any(f["content"] == 1 for f in files)
+    worker = MaintenanceWorker(spark, WorkerOptions(ingest.server.url, *ingest.credential))
+    (maintained,) = [t for t in worker.discover() if t.namespace == (CLUSTER,) and t.name == table]
+    time.sleep(2)
+    quiet = worker.maintain(maintained, scan_orphans=False)
+    worker.close()
+    assert not quiet.failed, quiet.summary()
+    assert quiet.after is not None
+    assert quiet.after.delete_files == 0, quiet.summary()
+    assert set(_live_files(catalog, name)) == {0}
+    rows = catalog.load_table(name).scan().to_arrow().to_pylist()
+    assert {r["_key"]: r["version"] for r in rows} == model
+    duck = duck_rows(ingest, duck_dir, f'SELECT hex(_key), version FROM floe.{CLUSTER}."{table}" ORDER BY 1')
+    assert duck == sorted((k.hex().upper(), v) for k, v in model.items())
 
 
 # -- Debezium Avro through the registry ------------------------------------------------------------
