@@ -9,6 +9,7 @@ and reads tables; Trino is started only for the test that asks for it.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -793,7 +794,7 @@ def _avro(schema: Any, record: Any) -> bytes:
 MEMBER_COLUMNS = ["customer_id", "region", "version", "email"]
 
 
-def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones_read_by_every_engine(
+def test_keyed_stream_as_avro_registry_and_json_inline_ends_in_its_latest_state_for_every_engine(
     kafka: LocalKafka,
     pipeline: Pipeline,
     ingest: IngestProcess,
@@ -804,116 +805,92 @@ def test_avro_registry_upserts_with_avro_and_string_keyed_tombstones_read_by_eve
     schema_registry: LocalSchemaRegistry,
     trino: LocalTrino,
 ) -> None:
+    """The issue's stream twice, ingested side by side: registry Avro with Avro-record, bare-Avro and
+    text record keys, and inline JSON with JSON-object, number and string record keys."""
     from catalog.pipelines import avro_schema, parse_config
 
-    topic = _topic(kafka, "members")
-    table = _table(topic)
+    avro_topic, json_topic = _topic(kafka, "members"), _topic(kafka, "members-json")
+    topics = {avro_topic: _table(avro_topic), json_topic: _table(json_topic)}
+    table: dict[str, Any] = {
+        "table_mode": "upsert",
+        "key_fields": ["customer_id"],
+        "schema": {"fields": CUSTOMER_FIELDS},
+    }
     pipeline.add(
-        source_topic=topic,
+        source_topic=avro_topic,
         source_format="avro",
         schema_mode="registry",
         schema_registry_url=schema_registry.url,
-        table_mode="upsert",
-        key_fields=["customer_id"],
         partitioning_scheme=["bucket(4, customer_id)"],
-        schema={"fields": CUSTOMER_FIELDS},
+        **table,
     )
+    pipeline.add(source_topic=json_topic, partitioning_scheme=["bucket(4, customer_id)"], **table)
     # The producer's schemas, registered as Confluent serializers do: the value's record, and the key
     # as a record holding the key field (most producers) or a bare long (a primitive key).
-    value_schema = {**avro_schema(parse_config(pipeline.config).table(CLUSTER, table)), "name": "Member"}
+    config = parse_config(pipeline.config).table(CLUSTER, topics[avro_topic])
+    value_schema = {**avro_schema(config), "name": "Member"}
     key_record = {"type": "record", "name": "MemberKey", "fields": [{"name": "customer_id", "type": "long"}]}
     registry = RegistryClient(schema_registry.url)
-    value_id = registry.register(f"{topic}-value", json.dumps(value_schema))
-    record_key_id = registry.register(f"{topic}-key", json.dumps(key_record))
-    long_key_id = registry.register(f"{topic}.long-key", json.dumps("long"))
+    value_id = registry.register(f"{avro_topic}-value", json.dumps(value_schema))
+    record_key_id = registry.register(f"{avro_topic}-key", json.dumps(key_record))
+    long_key_id = registry.register(f"{avro_topic}.long-key", json.dumps("long"))
     registry.close()
-
-    record_keys: dict[int, bytes] = {}
-
-    def key(k: int) -> bytes:
-        """A key always the same bytes (so always the same partition): by k, an Avro record, a bare
-        Avro long, or the id as text."""
-        found = record_keys.get(k)
-        if found is None:
-            if k % 3 == 0:
-                found = encode_confluent(record_key_id, _avro(key_record, {"customer_id": k}))
-            elif k % 3 == 1:
-                found = encode_confluent(long_key_id, _avro("long", k))
-            else:
-                found = str(k).encode()
-            record_keys[k] = found
-        return found
-
     writer = fastavro.parse_schema(value_schema)
 
-    def value(k: int, version: int) -> bytes:
+    def avro_key(k: int) -> bytes:
+        """By k: an Avro record, a bare Avro long, or the id as text (a key is always the same bytes, so
+        always in the same partition)."""
+        if k % 3 == 0:
+            return encode_confluent(record_key_id, _avro(key_record, {"customer_id": k}))
+        if k % 3 == 1:
+            return encode_confluent(long_key_id, _avro("long", k))
+        return str(k).encode()
+
+    def avro_value(k: int, version: int) -> bytes:
         out = io.BytesIO()
         fastavro.schemaless_writer(out, writer, _member(k, version))
         return encode_confluent(value_id, out.getvalue())
 
-    # Each wave ends with a tombstone whose key has an unregistered schema id: a dead letter.
-    waves = keyed_stream(31, _one_record, extra=4)
-    unregistered: Record = (encode_confluent(999_999, b"\x02"), None)
-    encoded = [
-        {topic: [(key(k), None if v is None else value(k, v)) for k, v in changes] + [unregistered]}
-        for changes in waves
-    ]
-    produced = produce_stream(kafka, admin, ingest, {topic: table}, encoded)[topic]
-    state = stream_state(waves)
-    _assert_stream_shape(waves, state, len(produced.records))
-    assert_read_by_every_engine(
-        catalog, ingest, duck_dir, spark, trino, table, MEMBER_COLUMNS, _member_rows(state)
-    )
-    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
-    assert len(dead) == len(waves)
-    assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
-    assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
-
-
-def test_json_inline_upserts_with_json_and_plain_keyed_tombstones_read_by_every_engine(
-    kafka: LocalKafka,
-    pipeline: Pipeline,
-    ingest: IngestProcess,
-    admin: httpx.Client,
-    catalog: RestCatalog,
-    duck_dir: Path,
-    spark: SparkSession,
-    trino: LocalTrino,
-) -> None:
-    topic = _topic(kafka, "members-json")
-    table = _table(topic)
-    pipeline.add(
-        source_topic=topic,
-        table_mode="upsert",
-        key_fields=["customer_id"],
-        partitioning_scheme=["bucket(4, customer_id)"],
-        schema={"fields": CUSTOMER_FIELDS},
-    )
-
-    def key(k: int) -> bytes:
+    def json_key(k: int) -> bytes:
         """By k: a JSON object holding the key field, a JSON number, or a JSON string."""
         return [json.dumps({"customer_id": k}), str(k), json.dumps(str(k))][k % 3].encode()
 
-    # Each wave ends with a tombstone whose key names no customer_id: a dead letter.
-    waves = keyed_stream(37, _one_record, extra=4)
-    unusable: Record = (b'{"id": 1}', None)
+    # Each wave of each topic ends with a tombstone whose key is unusable: an unregistered schema id,
+    # a JSON object without customer_id. Both are dead letters.
+    unusable: dict[str, Record] = {
+        avro_topic: (encode_confluent(999_999, b"\x02"), None),
+        json_topic: (b'{"id": 1}', None),
+    }
+    waves = {
+        avro_topic: keyed_stream(31, _one_record, extra=4),
+        json_topic: keyed_stream(37, _one_record, extra=4),
+    }
+    encoders: dict[str, tuple[Callable[[int], bytes], Callable[[int, int], bytes]]] = {
+        avro_topic: (functools.cache(avro_key), avro_value),
+        json_topic: (json_key, lambda k, v: json.dumps(_member(k, v)).encode()),
+    }
     encoded = [
         {
-            topic: [(key(k), None if v is None else json.dumps(_member(k, v)).encode()) for k, v in changes]
-            + [unusable]
+            topic: [
+                (encoders[topic][0](k), None if v is None else encoders[topic][1](k, v))
+                for k, v in waves[topic][index]
+            ]
+            + [unusable[topic]]
+            for topic in topics
         }
-        for changes in waves
+        for index in range(len(waves[avro_topic]))
     ]
-    produced = produce_stream(kafka, admin, ingest, {topic: table}, encoded)[topic]
-    state = stream_state(waves)
-    _assert_stream_shape(waves, state, len(produced.records))
-    assert_read_by_every_engine(
-        catalog, ingest, duck_dir, spark, trino, table, MEMBER_COLUMNS, _member_rows(state)
-    )
-    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
-    assert [d["key"] for d in dead] == [unusable[0]] * len(waves)
-    assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
-    assert_offsets_chain(catalog, f"{CLUSTER}.{table}", produced.end_offsets())
+    produced = produce_stream(kafka, admin, ingest, topics, encoded)
+    for topic, name in topics.items():
+        state = stream_state(waves[topic])
+        _assert_stream_shape(waves[topic], state, len(produced[topic].records))
+        assert_read_by_every_engine(
+            catalog, ingest, duck_dir, spark, trino, name, MEMBER_COLUMNS, _member_rows(state)
+        )
+        dead = catalog.load_table(f"{CLUSTER}.{name}_dlq").scan().to_arrow().to_pylist()
+        assert [d["key"] for d in dead] == [unusable[topic][0]] * len(encoded)
+        assert all(d["error"].startswith("tombstone without a usable key") for d in dead)
+        assert_offsets_chain(catalog, f"{CLUSTER}.{name}", produced[topic].end_offsets())
 
 
 def _debezium_cost(_key: int, version: int | None, exists: bool) -> int:
