@@ -249,6 +249,18 @@ def test_partition_predicates_per_transform() -> None:
     )
     # An unpartitioned table's only partition needs no predicate.
     assert partition_predicate(state_of([], spec=PartitionSpec(spec_id=0)), PartitionState(0, ()), "c") == ""
+    # A record-key upsert table partitioned by its binary `_key`: the bucket, or the bytes as a literal.
+    from catalog.pipelines.columns import KEY_FIELD
+
+    by_key = PartitionSpec(
+        PartitionField(KEY_FIELD.field_id, 1000, BucketTransform(16), "_key_bucket"),
+        PartitionField(KEY_FIELD.field_id, 1001, IdentityTransform(), "_key"),
+        spec_id=1,
+    )
+    keyed = state_of([], spec=by_key, schema=Schema(KEY_FIELD))
+    assert partition_predicate(keyed, PartitionState(1, (7, b"\xff\x00'")), "c") == (
+        "`c`.system.bucket(16, `_key`) = 7 AND `_key` = X'ff0027'"
+    )
 
 
 def test_snapshot_expiry_keeps_the_newest_and_referenced() -> None:
