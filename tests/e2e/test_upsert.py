@@ -2,8 +2,13 @@
 floe server on PostgreSQL; the tables read back with pyiceberg and DuckDB (and, where noted, Spark and
 Trino 476) equal the latest-state model computed here from what the broker acknowledged.
 
+The issue's stream (100,000 records over 10,000 keys with updates and tombstones) is `keyed_stream`,
+encoded as registry Avro, inline JSON and Debezium JSON with and without JsonConverter schemas; two
+topics of it are ingested side by side per test (two streams merge in about the time of one) and read
+by all four engines (`assert_read_by_every_engine`).
+
 One `floe ingest` runs for the module (the restart test kills it and starts it again); each test
-applies its own table on its own topic. One Spark session in this process runs the maintenance worker
+applies its own tables on their own topics. One Spark session in this process runs the maintenance worker
 and reads tables; Trino is started only for the test that asks for it.
 """
 
