@@ -352,19 +352,16 @@ class BatchWriter:
 
         t = self.table
         raw = source_columns(raw)
-        offset, timestamp = F.col(source("offset")), F.col(source("timestamp"))
         # Every record the table may take (a dead letter would stop the append): progress per partition.
-        progress = (
-            raw.where(offset >= _offset_lookup(main_committed))
-            .groupBy(F.col(source("partition")).alias("partition"))
-            .agg(
-                F.max(offset).alias("max_offset"),
-                F.max(timestamp).alias("max_ts"),
-                F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
-                F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
-            )
-            .collect()
-        )
+        # Usually the batch starts at the committed offsets (the query resumes from them and each batch
+        # follows the last), and nothing needs filtering: the jobs then carry no offset literals, so
+        # their generated code is the same every batch and Spark compiles it once, not per batch.
+        progress = _progress(raw, None)
+        if not _starts_after(progress, main_committed, dlq_committed):
+            progress = _progress(raw, main_committed)
+            main_filter: Column | None = self._keep(main_committed, dlq_committed)
+        else:
+            main_filter = None
         if not progress:  # nothing past the table's offsets (a batch the table already holds)
             return BatchResult()
         end = {
@@ -373,7 +370,7 @@ class BatchWriter:
         }
         start = {p: main_committed[p] for p in end if p in main_committed}
         decoded = self._decode(raw)[0]
-        batch = decoded.where(self._keep(main_committed, dlq_committed))
+        batch = decoded if main_filter is None else decoded.where(main_filter)
         is_good = F.col(ERROR_COLUMN).isNull()
         has_undeclared = F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
         observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
@@ -488,6 +485,39 @@ class BatchWriter:
             cached.unpersist()
             if t.registry is not None:
                 raw.unpersist()
+
+
+def _progress(raw: DataFrame, committed: Mapping[int, int] | None) -> list[Any]:
+    """Per partition of the raw batch (internal column names), the records past `committed` (all of them
+    when None): their lowest and highest offset and their record-time range."""
+    from pyspark.sql import functions as F
+
+    offset, timestamp = F.col(source("offset")), F.col(source("timestamp"))
+    rows = raw if committed is None else raw.where(offset >= _offset_lookup(committed))
+    return (
+        rows.groupBy(F.col(source("partition")).alias("partition"))
+        .agg(
+            F.min(offset).alias("min_offset"),
+            F.max(offset).alias("max_offset"),
+            F.max(timestamp).alias("max_ts"),
+            F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
+            F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
+        )
+        .collect()
+    )
+
+
+def _starts_after(
+    progress: list[Any], main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
+) -> bool:
+    """Whether no record of the batch is committed already, to the table or to its dead-letter table
+    (every partition's lowest offset is at or past both): the batch then needs no offsets filter."""
+    for row in progress:
+        partition = int(row["partition"])
+        committed = max(main_committed.get(partition, -1), dlq_committed.get(partition, -1))
+        if int(row["min_offset"]) < committed:
+            return False
+    return True
 
 
 def _stopped_at_dead_letter(exc: BaseException) -> bool:

@@ -64,7 +64,8 @@ def decode_registry_json(raw: DataFrame, schema: Schema, schema_ids: Mapping[int
     value = F.col(source("value"))
     framed = (F.length(value) >= 5) & (F.substring(value, 1, 1) == F.lit(bytes([0])))
     schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
-    payload = F.expr(f"substring({source('value')}, 6, length({source('value')}) - 5)").cast("string")
+    payload_bytes = F.expr(f"substring({source('value')}, 6, length({source('value')}) - 5)")
+    payload = payload_bytes.cast("string")
     parsed = F.from_json(payload, record_type, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
     decoded = raw.withColumn(RECORD_COLUMN, F.when(framed, parsed))
     record = F.col(RECORD_COLUMN)
@@ -75,7 +76,7 @@ def decode_registry_json(raw: DataFrame, schema: Schema, schema_ids: Mapping[int
         .when(record.isNull() | record.getField(_CORRUPT).isNotNull(), F.lit(JSON_MISMATCH))
         .otherwise(required_fields_error(record, schema))
     )
-    return _finish(decoded, fields, error, undeclared_keys(payload, fields))
+    return _finish(decoded, fields, error, undeclared_keys(raw.sparkSession, payload_bytes, fields))
 
 
 def _id_error(schema_id: Column, schema_ids: Mapping[int, str | None]) -> Column:

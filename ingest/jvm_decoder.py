@@ -24,7 +24,10 @@ from runtime.java import spark_java_home
 from runtime.spark import SPARK_JARS
 
 SOURCE = Path(__file__).resolve().parent / "jvm" / "floe" / "ingest" / "ProtobufDecoder.java"
+# Every class of the jar: the protobuf decoder and the JSON undeclared-keys scan (JsonUndeclaredKeys).
+SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
 CLASS_NAME = "floe.ingest.ProtobufDecoder"
+JSON_KEYS_CLASS_NAME = "floe.ingest.JsonUndeclaredKeys"
 # The bytecode level: Spark 4.0's minimum Java.
 JAVA_RELEASE = "17"
 
@@ -59,9 +62,9 @@ def decoder_jar() -> Path:
     import pyspark
 
     protobuf = _protobuf_java()
-    source = SOURCE.read_bytes()
+    sources = [path.read_bytes() for path in SOURCES]
     digest = hashlib.sha256(
-        b"\0".join([source, protobuf.name.encode(), pyspark.__version__.encode(), JAVA_RELEASE.encode()])
+        b"\0".join([*sources, protobuf.name.encode(), pyspark.__version__.encode(), JAVA_RELEASE.encode()])
     ).hexdigest()[:20]
     target = cache_dir() / "jvm" / f"floe-protobuf-decoder-{digest}.jar"
     if target.exists():
@@ -75,7 +78,7 @@ def decoder_jar() -> Path:
         result = subprocess.run(
             [
                 *(str(javac), "--release", JAVA_RELEASE, "-nowarn", "-encoding", "UTF-8"),
-                *("-cp", classpath, "-d", str(classes), str(SOURCE)),
+                *("-cp", classpath, "-d", str(classes), *map(str, SOURCES)),
             ],
             capture_output=True,
             text=True,
@@ -83,7 +86,9 @@ def decoder_jar() -> Path:
             check=False,
         )
         if result.returncode != 0:
-            raise DecoderBuildError(f"javac failed on {SOURCE.name}:\n{result.stdout}{result.stderr}"[:4000])
+            raise DecoderBuildError(
+                f"javac failed on {SOURCE.parent}:\n{result.stdout}{result.stderr}"[:4000]
+            )
         # Written under a name of this process's own, then renamed: a concurrent build never leaves a
         # half-written jar where another process looks for it.
         partial = Path(work) / "decoder.jar"
@@ -99,11 +104,14 @@ def decoder_jar() -> Path:
 _LOADED: dict[str, Any] = {}
 
 
-def _decoder_class(spark: Any) -> Any:
-    """The decoder's java.lang.Class in this session's driver, its jar added to the session first."""
+def _decoder_class(spark: Any, class_name: str = CLASS_NAME) -> Any:
+    """A class of the jar (the decoder's by default) as java.lang.Class in this session's driver, the
+    jar added to the session first."""
     context = spark.sparkContext._jsc.sc()
     key = f"{context.applicationId()}:{context.hashCode()}"
     found = _LOADED.get(key)
+    if found is not None and class_name != CLASS_NAME:
+        return spark._jvm.java.lang.Class.forName(class_name, True, found.getClassLoader())
     if found is None:
         jar = decoder_jar()
         jvm = spark._jvm
@@ -114,6 +122,8 @@ def _decoder_class(spark: Any) -> Any:
         parent = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         loader = jvm.java.net.URLClassLoader(urls, parent)
         found = _LOADED[key] = jvm.java.lang.Class.forName(CLASS_NAME, True, loader)
+        if class_name != CLASS_NAME:
+            return jvm.java.lang.Class.forName(class_name, True, loader)
     return found
 
 
@@ -130,4 +140,31 @@ def register_decoder(spark: Any, name: str, result_type_json: str) -> None:
     decoder.getMethod("register", types).invoke(None, arguments)
 
 
-__all__ = ["CLASS_NAME", "SOURCE", "DecoderBuildError", "decoder_jar", "register_decoder"]
+def register_json_undeclared_keys(spark: Any, name: str, declared: list[str]) -> None:
+    """Register in `spark` as `name` the UDF giving a JSON object value's top-level keys not in
+    `declared` (array<string>; NULL when the value is not a JSON object it can read)."""
+    gateway = spark.sparkContext._gateway
+    jvm = spark._jvm
+    scanner = _decoder_class(spark, JSON_KEYS_CLASS_NAME)
+    names = gateway.new_array(jvm.java.lang.String, len(declared))
+    for index, field_name in enumerate(declared):
+        names[index] = field_name
+    types = gateway.new_array(jvm.java.lang.Class, 3)
+    types[0] = jvm.java.lang.Class.forName("java.lang.Object")
+    types[1] = jvm.java.lang.Class.forName("java.lang.String")
+    types[2] = names.getClass()
+    arguments = gateway.new_array(jvm.java.lang.Object, 3)
+    arguments[0], arguments[1], arguments[2] = spark._jsparkSession, name, names
+    scanner.getMethod("register", types).invoke(None, arguments)
+
+
+__all__ = [
+    "CLASS_NAME",
+    "JSON_KEYS_CLASS_NAME",
+    "SOURCE",
+    "SOURCES",
+    "DecoderBuildError",
+    "decoder_jar",
+    "register_decoder",
+    "register_json_undeclared_keys",
+]

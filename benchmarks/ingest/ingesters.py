@@ -16,9 +16,11 @@ from typing import Any
 
 import httpx
 
+from benchmarks.catalog.procstat import tree_pids
 from devtools.catalog_server import CatalogProcess
 from devtools.ports import free_port
 from devtools.processes import stop_process
+from runtime.java import spark_java_home
 
 FLOE = "floe"
 PLAIN = "plain"
@@ -32,6 +34,18 @@ class SparkSettings:
     driver_memory: str = "2g"
     records_per_batch: int = 100_000  # floe's --max-records-per-batch, the job's maxOffsetsPerTrigger
     commit_interval_s: float = 2.0  # floe's --commit-interval, the job's processingTime trigger
+    # Profiling only: each ingester's Spark JVM records a Java Flight Recording into its home directory.
+    flight_recording: bool = False
+    # floe's own `--spark-conf` settings (experiments with floe's session; the plain job keeps defaults).
+    floe_spark_conf: tuple[str, ...] = ()
+
+
+def java_options(settings: SparkSettings, home: Path) -> str:
+    """The driver JVM options of an ingester (the executors of a local master run in it)."""
+    options = "-Duser.timezone=UTC"
+    if settings.flight_recording:
+        options += f" -XX:StartFlightRecording=filename={home / 'profile.jfr'},settings=profile"
+    return options
 
 
 class Ingester:
@@ -45,6 +59,7 @@ class Ingester:
         self.env = env
         self.log_path = home / "ingester.log"
         self.process: subprocess.Popen[bytes] | None = None
+        self.flight_recording = False
 
     def start(self) -> Ingester:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -65,7 +80,25 @@ class Ingester:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return text[-characters:]
 
+    def dump_flight_recording(self) -> None:
+        """Write the Spark JVM's flight recording to `home/profile.jfr` now (profiling runs): the JVM is
+        stopped with its process group, too abruptly to write it at exit."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        for pid in tree_pids([self.process.pid]):
+            with contextlib.suppress(OSError):
+                if b"SparkSubmit" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    jcmd = Path(spark_java_home()) / "bin" / "jcmd"
+                    subprocess.run(
+                        [str(jcmd), str(pid), "JFR.dump", f"filename={self.home / 'profile.jfr'}"],
+                        capture_output=True,
+                        timeout=120,
+                        check=False,
+                    )
+
     def stop(self) -> None:
+        if self.flight_recording:
+            self.dump_flight_recording()
         stop_process(self.process)
         if self.process is not None:
             with contextlib.suppress(ProcessLookupError):  # anything of the group left (Spark's JVM)
@@ -108,7 +141,12 @@ class FloeIngester(Ingester):
             "--state-dir",
             str(home / "state"),
         ]
+        if settings.flight_recording:
+            command += ["--spark-conf", f"spark.driver.extraJavaOptions={java_options(settings, home)}"]
+        for pair in settings.floe_spark_conf:
+            command += ["--spark-conf", pair]
         super().__init__(home, command, _catalog_env(server))
+        self.flight_recording = settings.flight_recording
 
     @property
     def metrics_url(self) -> str:
@@ -175,7 +213,10 @@ class PlainJob(Ingester):
             "--max-offsets-per-trigger",
             str(settings.records_per_batch),
         ]
+        if settings.flight_recording:
+            command += ["--java-options", java_options(settings, home)]
         super().__init__(home, command, _catalog_env(server))
+        self.flight_recording = settings.flight_recording
 
     def progress(self) -> list[dict[str, Any]]:
         """Spark's progress of every micro-batch so far."""

@@ -39,6 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--trigger-seconds", type=float, default=2.0)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=500_000)
+    parser.add_argument("--java-options", default=None, help="driver JVM options (profiling only)")
     return parser.parse_args(argv)
 
 
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         "plain-kafka-to-iceberg",
         connection,
         master=args.master,
-        conf={"spark.driver.memory": args.driver_memory},
+        conf={"spark.driver.memory": args.driver_memory}
+        | ({"spark.driver.extraJavaOptions": args.java_options} if args.java_options else {}),
     )
     namespace = args.table.rsplit(".", 1)[0]
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")

@@ -438,13 +438,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=RESULTS_DIR, help="directory for the results")
     parser.add_argument("--name", default="ingest", help="results file name (without extension)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
+    parser.add_argument(
+        "--flight-recording",
+        action="store_true",
+        help="profile: each ingester's JVM writes <work>/<run>/profile.jfr (use with --keep)",
+    )
+    parser.add_argument(
+        "--floe-spark-conf",
+        action="append",
+        default=[],
+        help="an extra KEY=VALUE Spark setting for floe ingest (repeatable; the plain job keeps defaults)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    settings = SparkSettings(args.master, args.driver_memory, args.records_per_batch, args.commit_interval)
+    settings = SparkSettings(
+        args.master,
+        args.driver_memory,
+        args.records_per_batch,
+        args.commit_interval,
+        flight_recording=args.flight_recording,
+        floe_spark_conf=tuple(args.floe_spark_conf),
+    )
     systems = [args.only] if args.only else [FLOE, PLAIN]
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     unknown = [f for f in formats if f not in FORMATS]
@@ -570,6 +588,8 @@ def main(argv: list[str] | None = None) -> int:
             "driver_memory": settings.driver_memory,
             "records_per_batch": settings.records_per_batch,
             "commit_interval_s": settings.commit_interval_s,
+            "floe_spark_conf": list(settings.floe_spark_conf),
+            "flight_recording": settings.flight_recording,
             "topic_partitions": PARTITIONS,
             "backlog_records": args.records if backlog else None,
             "backlog_formats": list(formats) if backlog else [],
