@@ -63,11 +63,13 @@ def test_scan_matches_sparks_json_object_keys(spark: SparkSession) -> None:
     assert len(rows) == len(VALUES)
     for row in rows:
         assert row["scanned"] == row["spark"], row["text"]
-    assert rows[3]["scanned"] == ["ab", "x\"y"]  # escaped keys decoded (`é` is declared)
+    assert rows[3]["scanned"] == ["ab", 'x"y']  # escaped keys decoded (`é` is declared)
     non_numeric = spark.createDataFrame([(NON_NUMERIC.encode(),)], "__floe_value binary")
     found = non_numeric.select(undeclared_keys(spark, F.col("__floe_value"), fields).alias("k")).collect()
     assert found[0]["k"] == ["q"]
     # Values from_json refuses give NULL, never a failed job.
-    broken = spark.createDataFrame([(b'{"a": ',), (b"[1, 2]",), (b"not json",), (None,)], "__floe_value binary")
+    broken = spark.createDataFrame(
+        [(b'{"a": ',), (b"[1, 2]",), (b"not json",), (None,)], "__floe_value binary"
+    )
     scanned = broken.select(undeclared_keys(spark, F.col("__floe_value"), fields).alias("k")).collect()
     assert [r["k"] for r in scanned] == [None, None, None, None]
