@@ -24,6 +24,9 @@ per-batch fixed cost):
 - floe_batch_writer: `ingest.batches.BatchWriter.write`, exactly what `floe ingest` runs per batch
   (offsets from floe, a job over the raw records for the summary's offsets and record times, decode
   once, counts observed during the append with offsets in the summary)
+- floe_batch_writer_spark_keys / floe_batch_writer_filtered: the same with one change undone each (the
+  undeclared JSON keys by Spark's `json_object_keys`; the offsets filter on every batch), for a same-run
+  before/after of each
 
 Each variant reads the slice with a batch `spark.read.format("kafka")` (the micro-batch's DataFrame);
 the plain variant's table has `write.distribution-mode=none` like floe's, so both write without a
@@ -42,6 +45,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 from benchmarks.catalog.procstat import cpu_seconds, tree_pids
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment, floe_table
@@ -62,6 +66,8 @@ VARIANTS = {
     "floe_observe_write": "floe_decode_write with the statistics observed during the append",
     "floe_two_pass_writer": "BatchWriter's two-pass path (persist, statistics job, append), forced",
     "floe_batch_writer": "ingest.batches.BatchWriter.write, as `floe ingest` runs it per batch",
+    "floe_batch_writer_spark_keys": "the same with undeclared keys by Spark's json_object_keys (before)",
+    "floe_batch_writer_filtered": "the same with the offsets filter on every batch (before)",
 }
 CLUSTER = "diag"
 
@@ -250,6 +256,19 @@ def run_diagnosis(
         if writer.one_pass_batches != one_pass + 1:
             raise RuntimeError("BatchWriter did not write the batch in one pass")
 
+    def spark_keys(spark_session: SparkSession, value: Column, fields: list[Any]) -> Column:
+        # What ingest.decode.undeclared_keys did before floe's JVM scan.
+        declared = F.array(*[F.lit(f.name) for f in fields])
+        return F.array_except(F.json_object_keys(value.cast("string")), declared)
+
+    def floe_batch_writer_spark_keys(size: int) -> None:
+        with mock.patch("ingest.decode.undeclared_keys", spark_keys):
+            floe_batch_writer(size)
+
+    def floe_batch_writer_filtered(size: int) -> None:
+        with mock.patch("ingest.batches._starts_after", return_value=False):
+            floe_batch_writer(size)
+
     variants: dict[str, Callable[[int], None]] = {
         "plain": plain,
         "floe_decode_write_unfiltered": floe_decode_write_unfiltered,
@@ -259,6 +278,8 @@ def run_diagnosis(
         "floe_observe_write": floe_observe_write,
         "floe_two_pass_writer": floe_two_pass_writer,
         "floe_batch_writer": floe_batch_writer,
+        "floe_batch_writer_spark_keys": floe_batch_writer_spark_keys,
+        "floe_batch_writer_filtered": floe_batch_writer_filtered,
     }
     if only:
         variants = {name: run for name, run in variants.items() if name in only}
