@@ -139,7 +139,8 @@ def run_diagnosis(
 
     sizes = {"large": large, "small": small}
     # The writers consume fresh consecutive slices (their offsets fence); the others reuse slice 0.
-    needed = 2 * (rounds + 1) * (large + small) + large
+    writers = 1 + sum(name.startswith("floe_batch_writer_") for name in (only or VARIANTS))
+    needed = (1 + writers) * (rounds + 1) * (large + small) + large
     env.kafka.create_topic(TOPIC, PARTITIONS)
     print(f"diagnosis: producing {needed:,} records ...", flush=True)
     produce_backlog(env.kafka.bootstrap_servers, TOPIC, needed, EventFactory(), round_robin=PARTITIONS)

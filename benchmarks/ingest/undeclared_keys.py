@@ -12,6 +12,10 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 from benchmarks.catalog.procstat import cpu_seconds
 from benchmarks.ingest.diagnose import spark_jvm_pid
@@ -46,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     fields = [NestedField(i + 1, n, StringType(), required=False) for i, n in enumerate(names)]
     value = F.col("__floe_value")
     declared = F.array(*[F.lit(n) for n in names])
-    expressions: dict[str, Callable[[], object]] = {
+    expressions: dict[str, Callable[[], Column]] = {
         "json_object_keys": lambda: F.array_except(F.json_object_keys(value.cast("string")), declared),
         "floe_scan": lambda: undeclared_keys(spark, value, fields),
         "from_json": lambda: F.from_json(value.cast("string"), SPARK_DDL),
@@ -58,15 +62,15 @@ def main(argv: list[str] | None = None) -> int:
             column = make()
             before = cpu_seconds([jvm])
             # A non-null count reads every result (nothing is pruned).
-            frame.select(F.count_if(column.isNotNull())).collect()  # type: ignore[arg-type]
+            frame.select(F.count_if(column.isNotNull())).collect()
             spent = cpu_seconds([jvm]) - before
             if round_index:
                 cpu[name].append(spent)
             print(f"round {round_index} {name:18} {spent:6.2f} CPU s", flush=True)
     spark.stop()
-    for name, spent in cpu.items():
-        per_100k = statistics.median(spent) * 100_000 / args.records
-        print(f"{name:18} {per_100k:5.2f} CPU s per 100k records (median of {len(spent)})")
+    for name, rounds in cpu.items():
+        per_100k = statistics.median(rounds) * 100_000 / args.records
+        print(f"{name:18} {per_100k:5.2f} CPU s per 100k records (median of {len(rounds)})")
     return 0
 
 
