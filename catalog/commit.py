@@ -458,6 +458,10 @@ def _with_sent_defaults(metadata: TableMetadata, sent_schema: dict[str, Any]) ->
     return parse_metadata_obj(data)
 
 
+PARQUET_COMPRESSION = "write.parquet.compression-codec"
+PARQUET_COMPRESSION_FOR_NEW_TABLES = "zstd"
+
+
 def create_table_metadata(
     *,
     schema: dict[str, Any],
@@ -471,7 +475,10 @@ def create_table_metadata(
         parsed_schema = _SCHEMA.validate_python(schema)
         spec = _SPEC.validate_python(partition_spec) if partition_spec else UNPARTITIONED_PARTITION_SPEC
         order = _SORT_ORDER.validate_python(write_order) if write_order else UNSORTED_SORT_ORDER
-        metadata = new_table_metadata(parsed_schema, spec, order, location, dict(properties), uuid.uuid4())
+        # Iceberg's catalogs store zstd on every new table (the code default stays gzip for old tables),
+        # so a writer that relies on defaults — Spark, Flink, Trino — writes zstd through floe too.
+        stored = {PARQUET_COMPRESSION: PARQUET_COMPRESSION_FOR_NEW_TABLES, **properties}
+        metadata = new_table_metadata(parsed_schema, spec, order, location, stored, uuid.uuid4())
         metadata = _with_sent_defaults(as_writable(metadata), schema)
         _check_added_schemas(None, metadata)
         _check_added_specs_and_orders(None, metadata)

@@ -31,6 +31,10 @@ SCHEMA: dict[str, Any] = {
 LOCATION = "file:///tmp/floe-core-test/t"
 
 
+# What a create stores without being asked.
+NEW_TABLE_PROPERTIES = {"write.parquet.compression-codec": "zstd"}
+
+
 def make_table(properties: dict[str, str] | None = None) -> TableMetadata:
     return core.create_table_metadata(
         schema=SCHEMA, location=LOCATION, partition_spec=None, write_order=None, properties=properties or {}
@@ -277,9 +281,10 @@ def test_apply_properties_and_snapshots() -> None:
         ]
     )
     new = core.apply_table_updates(base, updates, "file:///x/metadata/00000-a.metadata.json")
-    assert new.properties == {"keep": "1", "owner": "floe"}
+    assert new.properties == {**NEW_TABLE_PROPERTIES, "keep": "1", "owner": "floe"}
     assert [e.metadata_file for e in new.metadata_log] == ["file:///x/metadata/00000-a.metadata.json"]
-    assert base.properties == {"keep": "1", "drop": "2"}, "the base must stay untouched"
+    untouched = {**NEW_TABLE_PROPERTIES, "keep": "1", "drop": "2"}
+    assert base.properties == untouched, "the base must stay untouched"
 
     first = append(new, 1)
     second = append(first, 2)
@@ -287,6 +292,14 @@ def test_apply_properties_and_snapshots() -> None:
     assert last_sequence_number(second) == 2
     assert [s.snapshot_id for s in second.snapshots] == [1, 2]
     assert second.refs["main"].snapshot_id == 2
+
+
+def test_a_new_table_stores_zstd_unless_asked_otherwise() -> None:
+    """As Iceberg's own catalogs do: the code default stays gzip (for old tables), so a new table
+    stores zstd explicitly and writers relying on defaults write zstd."""
+    assert make_table().properties == NEW_TABLE_PROPERTIES
+    asked = make_table({"write.parquet.compression-codec": "snappy"})
+    assert asked.properties == {"write.parquet.compression-codec": "snappy"}
 
 
 def _without_clock(metadata: TableMetadata) -> dict[str, Any]:
