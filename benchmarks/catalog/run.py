@@ -1,5 +1,6 @@
-"""The benchmark run: start floe (on a real PostgreSQL) and the reference server, seed both the same
-way, measure every workload on each, and write `catalog.json` and `catalog.md`."""
+"""The benchmark run: start floe (on a real PostgreSQL) and its peers (the reference server, and
+Lakekeeper when asked), seed each the same way, measure every workload on each, and write
+`catalog.json` and `catalog.md` (`catalog-lakekeeper.*` when Lakekeeper is among the peers)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from benchmarks.catalog.loadgen import LoadResult
 from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds, postmaster_pid
 from benchmarks.catalog.report import (
     FLOE,
+    LAKEKEEPER,
     REFERENCE,
     Measurement,
     WorkloadResult,
@@ -37,6 +39,7 @@ from benchmarks.catalog.workloads import (
     seed,
     workloads,
 )
+from devtools import lakekeeper, moto_server
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 
@@ -135,6 +138,66 @@ def reference_server() -> Iterator[Server]:
         yield Server(discover(REFERENCE, process.url), description, pids)
 
 
+# Lakekeeper pages listTables by 100 unless asked; 1,000 (its maximum) returns the namespace in one page.
+LAKEKEEPER_LIST_PAGE_SIZE = 1000
+LAKEKEEPER_BUCKET = "floe-bench-lakekeeper"
+
+
+@contextlib.contextmanager
+def lakekeeper_server(build_if_missing: bool) -> Iterator[Server]:
+    """Lakekeeper on its own PostgreSQL, with its warehouse on a moto S3 server in another process."""
+    binary = lakekeeper.lakekeeper_binary(build_if_missing=build_if_missing)
+    with LocalPostgres() as pg, moto_server.MotoServer() as moto:
+        moto.create_bucket(LAKEKEEPER_BUCKET)
+        storage = lakekeeper.S3Storage(
+            endpoint=moto.endpoint,
+            bucket=LAKEKEEPER_BUCKET,
+            access_key_id=moto_server.ACCESS_KEY_ID,
+            secret_access_key=moto_server.SECRET_ACCESS_KEY,
+            region=moto_server.REGION,
+        )
+        pg.create_database("lakekeeper")
+        database_url = lakekeeper.postgres_url(pg.port, "lakekeeper")
+        with lakekeeper.LakekeeperServer(database_url, storage, binary=binary) as process:
+            postmaster = postmaster_pid(pg.data)
+
+            def pids() -> list[int]:
+                candidates = (
+                    process.process.pid if process.process else None,
+                    postmaster,
+                    moto.process.pid if moto.process else None,
+                )
+                return [p for p in candidates if p]
+
+            description = (
+                f"Lakekeeper {lakekeeper.LAKEKEEPER_VERSION} (`{lakekeeper.BINARY} serve`, built from its "
+                "source release with cargo, release profile) on its own local PostgreSQL (same settings as "
+                "floe's), one warehouse on an S3 bucket of a moto server (another process; Lakekeeper 0.7 "
+                "has no local file system storage: every commit writes its metadata file there), STS "
+                "vending; no authentication (no OpenID provider configured, authorization `allowall`: "
+                "Lakekeeper's development mode); listTables sent with `pageSize={LAKEKEEPER_LIST_PAGE_SIZE}`"
+            )
+            target = discover(
+                LAKEKEEPER,
+                process.catalog_url,
+                warehouse=process.warehouse,
+                list_page_size=LAKEKEEPER_LIST_PAGE_SIZE,
+            )
+            yield Server(target, description, pids)
+
+
+def lakekeeper_versions() -> dict[str, Any]:
+    """Lakekeeper's version and how long its cached build took (from build.json)."""
+    build = lakekeeper.LakekeeperBuild()
+    info = build.info()
+    return {
+        "lakekeeper": lakekeeper.LAKEKEEPER_VERSION,
+        "lakekeeper_rustc": info.get("rustc"),
+        "lakekeeper_build_seconds": info.get("seconds"),
+        "lakekeeper_build_command": info.get("command"),
+    }
+
+
 def git_commit() -> str | None:
     """The commit of the floe tree measured (with `+changes` when it has uncommitted ones)."""
     root = Path(__file__).resolve().parents[2]
@@ -177,7 +240,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--appends", type=int, default=8, help="snapshots in the events tables")
     parser.add_argument("--workers", type=int, default=2, help="floe serve worker processes")
     parser.add_argument(
-        "--only", choices=[FLOE, REFERENCE], default=None, help="measure one server only (for profiling)"
+        "--peers",
+        type=_peers,
+        default=[REFERENCE],
+        help=f"comma-separated servers to measure floe against: reference (Iceberg's), {LAKEKEEPER} "
+        f"(default reference; {LAKEKEEPER} needs its cached build, see devtools/lakekeeper.py)",
+    )
+    parser.add_argument(
+        "--build-lakekeeper",
+        action="store_true",
+        help="build Lakekeeper with cargo first when it is not built yet (slow: an hour or more on 2 cores)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=[FLOE, REFERENCE, LAKEKEEPER],
+        default=None,
+        help="measure one server only (for profiling)",
     )
     parser.add_argument(
         "--workload", action="append", default=None, help="run only these workloads (repeatable)"
@@ -186,8 +264,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# `--peers` names: the reference server answers to its short name and to its result key.
+PEER_NAMES = {"reference": REFERENCE, REFERENCE: REFERENCE, LAKEKEEPER: LAKEKEEPER}
+
+
+def _peers(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(PEER_NAMES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown peers {unknown}: choose from reference, {LAKEKEEPER}")
+    return list(dict.fromkeys(PEER_NAMES[name] for name in names))
+
+
+def output_name(peers: list[str]) -> str:
+    """`catalog` for the default run against the reference server; `catalog-lakekeeper` with Lakekeeper."""
+    return "catalog-lakekeeper" if LAKEKEEPER in peers else "catalog"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    peers: list[str] = [args.only] if args.only in (REFERENCE, LAKEKEEPER) else args.peers
     started = time.perf_counter()
     settings = {
         "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -197,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "server_warmup_s": args.server_warmup,
         "clients": args.clients,
         "floe_workers": args.workers,
+        "peers": peers,
         "git_commit": git_commit(),
     }
     machine = machine_info()
@@ -209,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
             floe, pg = stack.enter_context(floe_server(args.workers))
             servers.append(floe)
             postgres_bin = pg.bin
-        if args.only in (None, REFERENCE):
+        if REFERENCE in peers and args.only in (None, REFERENCE):
             servers.append(stack.enter_context(reference_server()))
+        if LAKEKEEPER in peers and args.only in (None, LAKEKEEPER):
+            servers.append(stack.enter_context(lakekeeper_server(args.build_lakekeeper)))
         seeds: dict[str, SeedInfo] = {}
         for server in servers:
             print(f"seeding {server.target.name} at {server.target.url} ...", flush=True)
@@ -238,12 +337,16 @@ def main(argv: list[str] | None = None) -> int:
         doc = results_document(
             settings=settings | {"total_seconds": round(time.perf_counter() - started, 1)},
             machine=machine,
-            version_info=versions(postgres_bin, reference.artifact_versions()),
+            version_info=versions(
+                postgres_bin,
+                (reference.artifact_versions() if REFERENCE in peers else {})
+                | (lakekeeper_versions() if LAKEKEEPER in peers else {}),
+            ),
             servers={s.target.name: s.description for s in servers},
             seeds=seeds,
             workload_results=results,
         )
-    json_path, md_path = write_results(doc, args.output)
+    json_path, md_path = write_results(doc, args.output, output_name(peers))
     print(render_markdown(doc))
     print(f"wrote {json_path} and {md_path}")
     return 0

@@ -1,7 +1,9 @@
 """Seeding identical data into a REST catalog and the benchmark's workloads against it.
 
-Everything here speaks plain Iceberg REST, so floe and the reference server get exactly the same
-requests; the only per-server difference is the route prefix announced by `GET /v1/config`.
+Everything here speaks plain Iceberg REST, so every catalog gets exactly the same requests; the
+per-server differences are the route prefix announced by `GET /v1/config`, the warehouse a client
+names (Lakekeeper serves several) and, for Lakekeeper, a `pageSize` on listTables (it pages by 100
+unless asked for more; 1,000 is its maximum).
 """
 
 from __future__ import annotations
@@ -87,14 +89,19 @@ LIST_TABLE_SCHEMA: dict[str, Any] = {
 @dataclass(frozen=True)
 class Target:
     """One catalog under test: its base URL, the route prefix its `/v1/config` announced, and the
-    credentials every request carries (floe: a bearer token; the reference server has no auth)."""
+    credentials every request carries (floe: a bearer token; the reference server and Lakekeeper as
+    started here have no auth)."""
 
     name: str
     url: str
-    base_path: str  # e.g. "/v1/default" (floe) or "/v1" (no prefix)
+    base_path: str  # e.g. "/v1/default" (floe), "/v1" (no prefix), "/catalog/v1/<warehouse id>" (Lakekeeper)
     token: str | None = None
     # More processes serving the same catalog (same database): the load is spread over all of them.
     more_ports: tuple[int, ...] = ()
+    # The warehouse clients ask `/v1/config` for (Lakekeeper); None: the server's only one.
+    warehouse: str | None = None
+    # Sent as `pageSize` on listTables (Lakekeeper pages by 100 without it); None: not sent.
+    list_page_size: int | None = None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -103,13 +110,21 @@ class Target:
     def catalog(self) -> RestCatalog:
         """A pyiceberg client of this catalog."""
         properties = {"token": self.token} if self.token else {}
+        if self.warehouse:
+            properties["warehouse"] = self.warehouse
         return RestCatalog(self.name, uri=self.url, **properties)
 
     def http(self) -> httpx.Client:
         """An HTTP client with this catalog's credentials, asking for uncompressed answers."""
         return httpx.Client(
-            base_url=self.url, timeout=30, headers={**self.headers, "Accept-Encoding": "identity"}
+            base_url=self.origin, timeout=30, headers={**self.headers, "Accept-Encoding": "identity"}
         )
+
+    @property
+    def origin(self) -> str:
+        """Scheme, host and port: request paths (`base_path` onwards) are absolute."""
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}"
 
     @property
     def host(self) -> str:
@@ -134,13 +149,31 @@ class Target:
     def tables_path(self, namespace: str) -> str:
         return f"{self.base_path}/namespaces/{quote(namespace, safe='')}/tables"
 
+    def list_tables_path(self, namespace: str) -> str:
+        """The listTables request: one page holding every table (up to the page size)."""
+        page = f"?pageSize={self.list_page_size}" if self.list_page_size else ""
+        return self.tables_path(namespace) + page
 
-def discover(name: str, url: str, token: str | None = None) -> Target:
+
+def discover(
+    name: str,
+    url: str,
+    token: str | None = None,
+    *,
+    warehouse: str | None = None,
+    list_page_size: int | None = None,
+) -> Target:
     """Ask the catalog for its route prefix, as every client does first."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    config = httpx.get(f"{url}/v1/config", timeout=30, headers=headers).raise_for_status().json()
+    params = {"warehouse": warehouse} if warehouse else {}
+    config = (
+        httpx.get(f"{url}/v1/config", timeout=30, headers=headers, params=params).raise_for_status().json()
+    )
     prefix = (config.get("overrides") or {}).get("prefix") or (config.get("defaults") or {}).get("prefix")
-    return Target(name, url, f"/v1/{quote(prefix, safe='')}" if prefix else "/v1", token)
+    # The catalog may live under a path (Lakekeeper: /catalog); request paths start with it.
+    root = urlsplit(url).path.rstrip("/")
+    base_path = f"{root}/v1/{quote(prefix, safe='')}" if prefix else f"{root}/v1"
+    return Target(name, url, base_path, token, warehouse=warehouse, list_page_size=list_page_size)
 
 
 @dataclass(frozen=True)
@@ -212,7 +245,7 @@ def _create_events_table(catalog: RestCatalog, namespace: str, name: str, datase
 
 async def _create_list_tables(target: Target, namespace: str, count: int, parallel: int = 4) -> None:
     names = iter(f"t_{i:04d}" for i in range(count))
-    async with httpx.AsyncClient(base_url=target.url, timeout=60, headers=target.headers) as client:
+    async with httpx.AsyncClient(base_url=target.origin, timeout=60, headers=target.headers) as client:
 
         async def creator() -> None:
             for name in names:
@@ -241,7 +274,7 @@ def seed(target: Target, dataset: Dataset) -> SeedInfo:
     asyncio.run(_create_list_tables(target, dataset.list_namespace, dataset.list_tables))
     with target.http() as http:
         loaded = http.get(target.table_path(dataset.namespace, dataset.read_table)).raise_for_status()
-        listed = http.get(target.tables_path(dataset.list_namespace)).raise_for_status()
+        listed = http.get(target.list_tables_path(dataset.list_namespace)).raise_for_status()
     body = loaded.json()
     listed_count = len(listed.json()["identifiers"])
     if listed_count != dataset.list_tables:
@@ -311,7 +344,7 @@ def _commit(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str,
 
 def _list_tables(target: Target, dataset: Dataset) -> tuple[RequestFactory, dict[str, Any]]:
     request = build_request(
-        "GET", target.tables_path(dataset.list_namespace), target.host_header, target.headers
+        "GET", target.list_tables_path(dataset.list_namespace), target.host_header, target.headers
     )
     return (lambda _: request), {"tables_in_namespace": dataset.list_tables}
 

@@ -1,0 +1,84 @@
+"""moto's server (S3, STS and the rest of its AWS services on one port) in its own process.
+
+Tests start moto in-process (`ThreadedMotoServer`); a benchmark runs it as a child process instead, so
+the CPU it spends is measured apart from the load generator's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from devtools.ports import free_port
+from devtools.processes import stop_process, wait_until_answering
+
+# moto accepts any credentials while its IAM authentication is off (the default).
+ACCESS_KEY_ID = "moto-access-key"
+SECRET_ACCESS_KEY = "moto-secret-key"  # moto's stand-in credential, not a secret
+REGION = "us-east-1"
+
+
+class MotoServer:
+    """`python -m moto.server` on 127.0.0.1 and a free port; its log is deleted with it on exit."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="floe-moto-"))
+        self.log_path = self.root / "moto.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> MotoServer:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until_answering(
+            self.process,
+            f"{self.endpoint}/moto-api/",
+            name="moto server",
+            timeout=timeout,
+            log_text=self.log_text,
+        )
+        return self
+
+    def create_bucket(self, name: str) -> None:
+        """Create an S3 bucket (path-style, as every client of this endpoint addresses it)."""
+        import boto3
+        from botocore.config import Config
+
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY_ID,
+            aws_secret_access_key=SECRET_ACCESS_KEY,
+            region_name=REGION,
+            config=Config(s3={"addressing_style": "path"}),
+        )
+        s3.create_bucket(Bucket=name)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        stop_process(self.process)
+        self.process = None
+        for path in self.root.glob("*"):
+            path.unlink(missing_ok=True)
+        self.root.rmdir()
+
+    def __enter__(self) -> MotoServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
