@@ -14,8 +14,9 @@ It hard-codes binding 0.0.0.0; two one-line patches make it bind 127.0.0.1, as e
 
 `LakekeeperServer` runs `iceberg-catalog migrate` and `serve` on a PostgreSQL database, bootstraps
 the server and creates one warehouse on an S3 bucket of a moto server (Lakekeeper 0.7 has no local
-file system storage), with STS credential vending from moto. Authentication: none (no OpenID provider
-configured, authorization `allowall`), Lakekeeper's development mode.
+file system storage) with static credentials and no STS: clients that write data files bring their own
+S3 credentials. Authentication: none (no OpenID provider configured, authorization `allowall`),
+Lakekeeper's development mode.
 
     python -m devtools.lakekeeper build    # builds (or reuses) the binary and prints its path
 """
@@ -279,7 +280,7 @@ class S3Storage:
 
 def create_warehouse_request(name: str, storage: S3Storage) -> dict[str, Any]:
     """The management API's CreateWarehouseRequest for a warehouse on an S3-compatible endpoint with
-    path-style addressing and STS vending (clients get short-lived credentials from loadTable)."""
+    path-style addressing, without STS (loadTable then offers remote signing, and vends nothing)."""
     return {
         "warehouse-name": name,
         "storage-profile": {
@@ -290,7 +291,7 @@ def create_warehouse_request(name: str, storage: S3Storage) -> dict[str, Any]:
             "region": storage.region,
             "path-style-access": True,
             "flavor": "s3-compat",
-            "sts-enabled": True,
+            "sts-enabled": False,
         },
         "storage-credential": {
             "type": "s3",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import subprocess
 import time
@@ -173,8 +174,8 @@ def lakekeeper_server(build_if_missing: bool) -> Iterator[Server]:
                 f"Lakekeeper {lakekeeper.LAKEKEEPER_VERSION} (`{lakekeeper.BINARY} serve`, built from its "
                 "source release with cargo, release profile) on its own local PostgreSQL (same settings as "
                 "floe's), one warehouse on an S3 bucket of a moto server (another process; Lakekeeper 0.7 "
-                "has no local file system storage: every commit writes its metadata file there), STS "
-                "vending; no authentication (no OpenID provider configured, authorization `allowall`: "
+                "has no local file system storage: every commit writes its metadata file there), no "
+                "STS; no authentication (no OpenID provider configured, authorization `allowall`: "
                 "Lakekeeper's development mode); listTables sent with `pageSize={LAKEKEEPER_LIST_PAGE_SIZE}`"
             )
             target = discover(
@@ -183,7 +184,16 @@ def lakekeeper_server(build_if_missing: bool) -> Iterator[Server]:
                 warehouse=process.warehouse,
                 list_page_size=LAKEKEEPER_LIST_PAGE_SIZE,
             )
-            yield Server(target, description, pids)
+            # The seeding client writes data files with moto's credentials: asking for remote signing
+            # (instead of pyiceberg's default, vended credentials) keeps Lakekeeper from pointing it at
+            # an fsspec signer it cannot use without s3fs.
+            seeding = (
+                ("header.X-Iceberg-Access-Delegation", "remote-signing"),
+                ("s3.access-key-id", storage.access_key_id),
+                ("s3.secret-access-key", storage.secret_access_key),
+                ("s3.region", storage.region),
+            )
+            yield Server(dataclasses.replace(target, client_properties=seeding), description, pids)
 
 
 def lakekeeper_versions() -> dict[str, Any]:

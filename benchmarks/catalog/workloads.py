@@ -102,6 +102,8 @@ class Target:
     warehouse: str | None = None
     # Sent as `pageSize` on listTables (Lakekeeper pages by 100 without it); None: not sent.
     list_page_size: int | None = None
+    # More pyiceberg client properties for seeding (Lakekeeper: the S3 credentials to write data files).
+    client_properties: tuple[tuple[str, str], ...] = ()
 
     @property
     def headers(self) -> dict[str, str]:
@@ -112,7 +114,7 @@ class Target:
         properties = {"token": self.token} if self.token else {}
         if self.warehouse:
             properties["warehouse"] = self.warehouse
-        return RestCatalog(self.name, uri=self.url, **properties)
+        return RestCatalog(self.name, uri=self.url, **properties, **dict(self.client_properties))
 
     def http(self) -> httpx.Client:
         """An HTTP client with this catalog's credentials, asking for uncompressed answers."""

@@ -160,7 +160,7 @@ def test_missing_binary_says_how_to_build_it(tmp_path: Path) -> None:
         lakekeeper.lakekeeper_binary(build=build)
 
 
-def test_warehouse_request_uses_path_style_s3_with_sts() -> None:
+def test_warehouse_request_uses_path_style_s3_without_sts() -> None:
     storage = lakekeeper.S3Storage("http://127.0.0.1:5000", "bucket", "key", "secret")
     request = lakekeeper.create_warehouse_request("wh", storage)
     assert request["warehouse-name"] == "wh"
@@ -168,6 +168,6 @@ def test_warehouse_request_uses_path_style_s3_with_sts() -> None:
     assert profile["type"] == "s3"
     assert profile["endpoint"] == "http://127.0.0.1:5000"
     assert profile["path-style-access"] is True
-    assert profile["sts-enabled"] is True
+    assert profile["sts-enabled"] is False
     assert request["storage-credential"]["aws-secret-access-key"] == "secret"
     assert lakekeeper.postgres_url(5432, "lakekeeper") == "postgres://postgres@127.0.0.1:5432/lakekeeper"
