@@ -171,13 +171,14 @@ def lakekeeper_server(build_if_missing: bool) -> Iterator[Server]:
                 return [p for p in candidates if p]
 
             description = (
-                f"Lakekeeper {lakekeeper.LAKEKEEPER_VERSION} (`{lakekeeper.BINARY} serve`, built from its "
-                "source release with cargo, release profile; its defaults: a tokio worker thread per core, 10 "
-                "read and 5 write database connections) on its own local PostgreSQL (same settings as "
-                "floe's), one warehouse on an S3 bucket of a moto server (another process; Lakekeeper 0.7 "
-                "has no local file system storage: every commit writes its metadata file there), no "
-                "STS; no authentication (no OpenID provider configured, authorization `allowall`: "
-                "Lakekeeper's development mode); listTables sent with `pageSize={LAKEKEEPER_LIST_PAGE_SIZE}`"
+                f"Lakekeeper {lakekeeper.LAKEKEEPER_VERSION} (`{lakekeeper.BINARY} serve`, built from "
+                "its source release with cargo, release profile; its defaults: a tokio worker thread "
+                "per core, 10 read and 5 write database connections) on its own local PostgreSQL (same "
+                "settings as floe's), one warehouse on an S3 bucket of a moto server (another process; "
+                "Lakekeeper 0.7 has no local file system storage: every commit writes its metadata file "
+                "there), no STS; no authentication (no OpenID provider configured, authorization "
+                "`allowall`: Lakekeeper's development mode); listTables sent with "
+                f"`pageSize={LAKEKEEPER_LIST_PAGE_SIZE}`"
             )
             target = discover(
                 LAKEKEEPER,
