@@ -296,6 +296,13 @@ def output_name(peers: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     peers: list[str] = [args.only] if args.only in (REFERENCE, LAKEKEEPER) else args.peers
+    if LAKEKEEPER in peers and not args.build_lakekeeper:
+        # Checked before anything starts: building takes long and is never done unasked.
+        try:
+            lakekeeper.lakekeeper_binary()
+        except lakekeeper.LakekeeperNotBuilt as exc:
+            print(f"{exc}; or pass --build-lakekeeper", flush=True)
+            return 2
     started = time.perf_counter()
     settings = {
         "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
