@@ -74,6 +74,11 @@ LOOPBACK_PATCHES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# Cargo.lock pins this session's toolchain refuses: metrics 0.24.1 casts a trait object's raw pointer
+# to extend its lifetime, an error since rustc 1.89 (rust-lang/rust#141402); 0.24.2 compiles.
+LOCK_UPDATES: tuple[tuple[str, str], ...] = (("metrics", "0.24.2"),)
+
+
 class LakekeeperNotBuilt(RuntimeError):
     """The binary is not in the cache and building it was not asked for."""
 
@@ -187,6 +192,21 @@ def prepare_source(build: LakekeeperBuild, mirrors: Path | None = None) -> None:
         )
         subprocess.run(["tar", "-x", "-C", str(build.source)], input=archive.stdout, check=True)
     patch_source(build.source)
+    update_lock(build, mirrors)
+
+
+def update_lock(build: LakekeeperBuild, mirrors: Path | None = None) -> None:
+    """Move the LOCK_UPDATES crates to their versions in the source's Cargo.lock (once)."""
+    for crate, version in LOCK_UPDATES:
+        lock = (build.source / "Cargo.lock").read_text()
+        if f'name = "{crate}"\nversion = "{version}"' in lock:
+            continue
+        subprocess.run(
+            ["cargo", "update", "-p", crate, "--precise", version],
+            cwd=build.source,
+            env=cargo_environment(build, mirrors),
+            check=True,
+        )
 
 
 def rustc_version() -> str | None:
