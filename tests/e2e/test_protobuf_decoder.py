@@ -37,6 +37,7 @@ from benchmarks.protobuf_decode.wire_format import encode_message_indexes
 from catalog.pipelines.protobuf import build_pool, descriptor_set
 from ingest.decode import source
 from ingest.protobuf_decode import DECODE_ERROR, RECORD, WriterSchema, decode_protobuf
+from tests.e2e.local_spark import spark_without_tables
 from tests.protobuf_schemas import COMMON, ORDER
 
 if TYPE_CHECKING:
@@ -45,19 +46,8 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    from runtime.spark import CatalogConnection, spark_session
-
-    session = spark_session(
-        "floe-protobuf-decoder-tests",
-        # Never used: nothing here reads or writes a table.
-        CatalogConnection("http://127.0.0.1:9", "default", "unused", "unused"),
-        master="local[1]",
-        conf={"spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"},
-    )
-    try:
+    with spark_without_tables("floe-protobuf-decoder-tests") as session:
         yield session
-    finally:
-        session.stop()
 
 
 def _schema() -> tuple[descriptor_pb2.FileDescriptorSet, str]:
