@@ -45,6 +45,7 @@ from ingest.decode import (
     source_columns,
 )
 from ingest.reasons import DeadLetterReasons
+from ingest.spark_logs import quiet_expected_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -385,9 +386,11 @@ class BatchWriter:
             F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
         )
         try:
-            checked.select(*upsert.table_columns(t.schema)).writeTo(
-                t.spark_name(catalog=self.spark_catalog)
-            ).options(**_summary(t.topic, start, end, _record_times(progress))).append()
+            # A stop at a dead letter is expected: Spark is not to log it as a failed task.
+            with quiet_expected_failure(raw.sparkSession, DEAD_LETTER_FOUND):
+                checked.select(*upsert.table_columns(t.schema)).writeTo(
+                    t.spark_name(catalog=self.spark_catalog)
+                ).options(**_summary(t.topic, start, end, _record_times(progress))).append()
         except Exception as exc:  # Spark's failure, converted or not by PySpark
             if not _stopped_at_dead_letter(exc):
                 raise

@@ -4,8 +4,8 @@ against: values decoded in Spark's Python workers (`mapInArrow`).
 Each value is parsed by the protobuf runtime (upb) and converted to the table's columns by converters
 compiled once per (writer message, table schema): fields are matched by name. The rows come back as
 Arrow columns; the required-field check and the split into rows and dead letters are the same Spark
-expressions as for JSON and Avro (`ingest.decode`). The framing helpers and the registry lookups are
-floe's own (`ingest.protobuf_decode`).
+expressions as for JSON and Avro (`ingest.decode`). The framing is read in Python too (`wire_format`);
+the decoder's configuration and the registry lookups are floe's own (`ingest.protobuf_decode`).
 
 Mapping (protobuf → Iceberg): bool, integers, float/double, string, bytes as themselves (integers
 widen, never narrow); enum → string (its name; an unknown number as the number); message → struct
@@ -46,9 +46,10 @@ from pyiceberg.types import (
     UUIDType,
 )
 
+from benchmarks.protobuf_decode.wire_format import RecordError, split_confluent
 from catalog.pipelines.protobuf import ProtoSchemaError, build_pool, message_name_at
 from ingest.decode import RECORD_COLUMN, source
-from ingest.protobuf_decode import DECODE_ERROR, RecordError, WriterSchema, split_confluent
+from ingest.protobuf_decode import DECODE_ERROR, WriterSchema
 
 if TYPE_CHECKING:
     import pyarrow as pa

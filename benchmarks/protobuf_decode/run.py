@@ -47,14 +47,10 @@ from pyiceberg.types import (
 
 from benchmarks.protobuf_decode import python_decoder
 from benchmarks.protobuf_decode.python_decoder import Decoder, arrow_record_type, reader
+from benchmarks.protobuf_decode.wire_format import encode_message_indexes, split_confluent
 from catalog.pipelines.protobuf import build_pool, descriptor_set
 from ingest.decode import ERROR_COLUMN, RECORD_COLUMN, decode_avro, decode_json, source, source_columns
-from ingest.protobuf_decode import (
-    WriterSchema,
-    decode_protobuf_table,
-    encode_message_indexes,
-    split_confluent,
-)
+from ingest.protobuf_decode import WriterSchema, decode_protobuf_table
 
 if TYPE_CHECKING:
     import pyarrow as pa

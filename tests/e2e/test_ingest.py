@@ -33,6 +33,7 @@ from devtools.kafka_broker import LocalKafka
 from devtools.ports import free_port
 from devtools.postgres import LocalPostgres
 from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
+from ingest.batches import DEAD_LETTER_FOUND
 from ingest.registry_client import BasicAuth, RegistryClient, RegistryConnection, encode_confluent
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
@@ -322,8 +323,10 @@ def test_malformed_records_go_to_the_dead_letter_table(
         values.append(json.dumps({"id": i, "note": "ok"}).encode())
         if i % 50 == 0:
             values.append(bad_values[(i // 50) % len(bad_values)])
+    log_before = len(ingest.log_text())
     produced = produce(kafka.bootstrap_servers, topic, values)
     wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    logged = ingest.log_text()[log_before:]
 
     good = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow()
     dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
@@ -351,6 +354,10 @@ def test_malformed_records_go_to_the_dead_letter_table(
     batches = _batches_by_path(ingest, f"{CLUSTER}.{table}")
     assert batches.get("two_pass", 0) >= 1, batches
     assert batches.get("one_pass_aborted", 0) >= 1, batches
+    # That stop is expected: a healthy run with bad records logs no error, no stack trace for it.
+    alarming = [line for line in logged.splitlines() if re.search(r"ERROR|Exception|^\s+at ", line)]
+    assert not alarming, logged[-6000:]
+    assert DEAD_LETTER_FOUND not in logged
 
 
 def _batches_by_path(ingest: IngestProcess, table: str) -> dict[str, int]:

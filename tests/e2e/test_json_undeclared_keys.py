@@ -11,6 +11,7 @@ import pytest
 from pyiceberg.types import NestedField, StringType
 
 from ingest.decode import undeclared_keys
+from tests.e2e.local_spark import spark_without_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,19 +35,8 @@ NON_NUMERIC = '{"a": NaN, "q": Infinity}'
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    from runtime.spark import CatalogConnection, spark_session
-
-    session = spark_session(
-        "floe-json-undeclared-keys-tests",
-        # Never used: nothing here reads or writes a table.
-        CatalogConnection("http://127.0.0.1:9", "default", "unused", "unused"),
-        master="local[1]",
-        conf={"spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"},
-    )
-    try:
+    with spark_without_tables("floe-json-undeclared-keys-tests") as session:
         yield session
-    finally:
-        session.stop()
 
 
 def test_scan_matches_sparks_json_object_keys(spark: SparkSession) -> None:

@@ -33,9 +33,11 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from benchmarks.protobuf_decode.wire_format import encode_message_indexes
 from catalog.pipelines.protobuf import build_pool, descriptor_set
 from ingest.decode import source
-from ingest.protobuf_decode import DECODE_ERROR, RECORD, WriterSchema, decode_protobuf, encode_message_indexes
+from ingest.protobuf_decode import DECODE_ERROR, RECORD, WriterSchema, decode_protobuf
+from tests.e2e.local_spark import spark_without_tables
 from tests.protobuf_schemas import COMMON, ORDER
 
 if TYPE_CHECKING:
@@ -44,19 +46,8 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    from runtime.spark import CatalogConnection, spark_session
-
-    session = spark_session(
-        "floe-protobuf-decoder-tests",
-        # Never used: nothing here reads or writes a table.
-        CatalogConnection("http://127.0.0.1:9", "default", "unused", "unused"),
-        master="local[1]",
-        conf={"spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"},
-    )
-    try:
+    with spark_without_tables("floe-protobuf-decoder-tests") as session:
         yield session
-    finally:
-        session.stop()
 
 
 def _schema() -> tuple[descriptor_pb2.FileDescriptorSet, str]:
@@ -313,8 +304,11 @@ def test_records_that_do_not_decode_get_their_reason(spark: SparkSession) -> Non
         _framed(3, [0], whole),
         _framed(1, [4], whole),
         b"\x01\x00\x00\x00\x05\x00",
+        b"\x00\x00\x00",
+        b"\x00\xff\xff\xff\xff\x00",
         b"\x00\x00\x00\x00\x05\x04\x02",
         b"\x00\x00\x00\x00\x05\x03\x02",
+        b"\x00\x00\x00\x00\x05\x02\x01",
     ]
     errors = [
         error for _, error in _decode(spark, fields, values, unusable={3: "is a AVRO schema, not PROTOBUF"})
@@ -326,8 +320,11 @@ def test_records_that_do_not_decode_get_their_reason(spark: SparkSession) -> Non
         "value's schema id 3 is a AVRO schema, not PROTOBUF",
         "value's schema id 1: message index [4] is not in the schema",
         "value is not in the Confluent wire format (magic byte 0 + schema id)",
+        "value is not in the Confluent wire format (magic byte 0 + schema id)",
+        "value is not in the Confluent wire format (negative schema id)",
         "value's message indexes are truncated",
         "value's message indexes are malformed (count -2)",
+        "value's message indexes are malformed (index -1)",
     ]
 
 

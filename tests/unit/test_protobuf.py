@@ -1,8 +1,7 @@
-"""Protobuf topics, the pure parts: Confluent's wire format for protobuf, schemas as text and as base64
-FileDescriptorProtos (with references and well-known imports), the JVM decoder's configuration, and
-floe.yaml's protobuf settings. The mapping of every protobuf type to the table's columns runs in the JVM
-decoder (tests/e2e/test_protobuf_decoder.py); the Kafka and registry side is in
-tests/e2e/test_protobuf.py."""
+"""Protobuf topics, the pure parts: schemas as text and as base64 FileDescriptorProtos (with references
+and well-known imports), the JVM decoder's configuration, and floe.yaml's protobuf settings. The mapping
+of every protobuf type to the table's columns and the Confluent framing run in the JVM decoder
+(tests/e2e/test_protobuf_decoder.py); the Kafka and registry side is in tests/e2e/test_protobuf.py."""
 
 from __future__ import annotations
 
@@ -36,14 +35,7 @@ from catalog.pipelines.protobuf import (
     message_names,
     parse_file_descriptor,
 )
-from ingest.protobuf_decode import (
-    RecordError,
-    WriterSchema,
-    decoder_config,
-    encode_message_indexes,
-    read_message_indexes,
-    split_confluent,
-)
+from ingest.protobuf_decode import WriterSchema, decoder_config
 from tests.protobuf_schemas import COMMON, ORDER
 
 
@@ -58,41 +50,6 @@ def _order_class(files: descriptor_pb2.FileDescriptorSet | None = None) -> Any:
 
 def _field(name: str, kind: IcebergType, field_id: int = 1) -> NestedField:
     return NestedField(field_id, name, kind, required=False)
-
-
-# -- the wire format ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("indexes", "encoded"),
-    [([0], b"\x00"), ([1], b"\x02\x02"), ([0, 2], b"\x04\x00\x04"), ([70], b"\x02\x8c\x01")],
-)
-def test_message_indexes_are_zigzag_varints_and_zero_alone_means_the_first(
-    indexes: list[int], encoded: bytes
-) -> None:
-    assert encode_message_indexes(indexes) == encoded
-    assert read_message_indexes(encoded + b"rest", 0) == (indexes, len(encoded))
-
-
-def test_split_confluent_gives_schema_id_indexes_and_where_the_message_starts() -> None:
-    assert split_confluent(b"\x00\x00\x00\x01\x07\x00payload") == (263, [0], 6)
-    assert split_confluent(b"\x00\x00\x00\x00\x05\x04\x02\x00msg") == (5, [1, 0], 8)
-
-
-@pytest.mark.parametrize(
-    ("value", "reason"),
-    [
-        (b"\x01\x00\x00\x00\x05\x00", "not in the Confluent wire format"),
-        (b"\x00\x00\x00", "not in the Confluent wire format"),
-        (b"\x00\xff\xff\xff\xff\x00", "negative schema id"),
-        (b"\x00\x00\x00\x00\x05\x04\x02", "message indexes are truncated"),
-        (b"\x00\x00\x00\x00\x05\x03\x02", "message indexes are malformed (count -2)"),
-        (b"\x00\x00\x00\x00\x05\x02\x01", "message indexes are malformed (index -1)"),
-    ],
-)
-def test_malformed_framing_is_a_precise_reason(value: bytes, reason: str) -> None:
-    with pytest.raises(RecordError, match=reason.replace("(", r"\(").replace(")", r"\)")):
-        split_confluent(value)
 
 
 # -- schemas: text, base64 descriptors, references, well-known imports -------------------------------------
