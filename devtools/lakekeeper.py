@@ -4,7 +4,7 @@ Lakekeeper publishes no binary on a package registry, so it is built here from i
 cargo (release profile, `nice -n 19`, 2 jobs) and cached in `~/.cache/floe/lakekeeper/<version>/`
 (source, cargo target directory, build log and `build.json` with the build's duration). Its Cargo.lock
 pins git dependencies on GitHub forks; where a local mirror of such a repository exists
-(`$FLOE_GIT_MIRRORS/<owner>+<name>/repo`, bare git directories), git is pointed at it for the build
+(`$LAKEKEEPER_GIT_MIRRORS/<owner>+<name>/repo`, bare git directories), git is pointed at it for the build
 through `GIT_CONFIG_*` variables of cargo's environment only, nothing global.
 
 Version 0.7.3 is the newest release whose git dependencies all resolve from the mirrors available
@@ -88,7 +88,7 @@ class LakekeeperBuildFailed(RuntimeError):
 
 
 def mirrors_dir() -> Path:
-    return Path(os.environ.get("FLOE_GIT_MIRRORS", DEFAULT_MIRRORS))
+    return Path(os.environ.get("LAKEKEEPER_GIT_MIRRORS", DEFAULT_MIRRORS))
 
 
 def mirror_of(repository: str, mirrors: Path | None = None) -> Path:
@@ -181,7 +181,7 @@ def prepare_source(build: LakekeeperBuild, mirrors: Path | None = None) -> None:
         repository = mirror_of(SOURCE_REPOSITORY, mirrors)
         if not repository.is_dir():
             raise LakekeeperBuildFailed(
-                f"no git mirror of {SOURCE_REPOSITORY} at {repository}: set FLOE_GIT_MIRRORS to a directory "
+                f"no git mirror of {SOURCE_REPOSITORY} at {repository}: set LAKEKEEPER_GIT_MIRRORS to a directory "
                 "holding <owner>+<name>/repo bare clones"
             )
         build.source.mkdir(parents=True, exist_ok=True)
