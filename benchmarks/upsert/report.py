@@ -105,9 +105,13 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             "Target: after maintenance within 1.2x of the append-only table.",
             "",
-            "| files | data | delete |",
-            "|---|---|---|",
-            *[f"| {label} | {f['data_files']} | {f['delete_files']} |" for label, f in files],
+            "| table | data files | delete files | manifests | snapshots | metadata.json (bytes) |",
+            "|---|---|---|---|---|---|",
+            *[
+                f"| {label} | {f['data_files']} | {f['delete_files']} | {_value(f.get('manifests'))} | "
+                f"{_value(f.get('snapshots'))} | {_value(f.get('metadata_json_bytes'))} |"
+                for label, f in files
+            ],
         ]
     lines += [
         "",

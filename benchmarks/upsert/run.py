@@ -165,13 +165,20 @@ def _deletes_written(catalog: RestCatalog, table: str) -> dict[str, Any]:
 
 
 def _files(catalog: RestCatalog, table: str) -> dict[str, int]:
+    """The table's live data and delete files, and what a reader opens before them: its snapshots (all
+    in its metadata.json), that file's size, and the current snapshot's manifests."""
+    loaded = catalog.load_table(table)
     counts = {"data_files": 0, "delete_files": 0, "rows_in_data_files": 0}
-    for f in catalog.load_table(table).inspect.files().to_pylist():
+    for f in loaded.inspect.files().to_pylist():
         if f["content"] == 0:
             counts["data_files"] += 1
             counts["rows_in_data_files"] += int(f["record_count"])
         else:
             counts["delete_files"] += 1
+    current = loaded.current_snapshot()
+    counts["snapshots"] = len(loaded.metadata.snapshots)
+    counts["metadata_json_bytes"] = len(loaded.io.new_input(loaded.metadata_location).open().read())
+    counts["manifests"] = len(current.manifests(loaded.io)) if current is not None else 0
     return counts
 
 

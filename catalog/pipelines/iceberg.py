@@ -39,12 +39,19 @@ TABLE_MODE_PROPERTY = "floe.table-mode"
 # table's deletes (56,675 positions and 192 files for 5,000 keys after 12 batches, 7.6 s per MERGE);
 # partition-scoped, it writes one per bucket holding only its own (4,698 positions, 16 files, 3.6 s).
 # Deletion vectors are per data file whatever this says.
+# Every merge scans the key column of each live data file; Spark's Iceberg reader weighs a file as at
+# least `read.split.open-file-cost` per file it opens (the data file and each delete file applying to it),
+# so with the default 4 MB a small data file of a bucket with a few partition-scoped delete files filled a
+# whole split: one Spark task per data file (136 tasks for 144 files). At 64 KB the same scan is 4 tasks,
+# and a merge of 20,000 changes into 100,000 keys took 2.58 s of JVM CPU instead of 3.61 s (-29 %,
+# benchmarks/upsert/README.md "Where a merge's time goes"). Only Spark reads it; other engines ignore it.
 UPSERT_PROPERTIES = {
     TABLE_MODE_PROPERTY: "upsert",
     "write.merge.mode": "merge-on-read",
     "write.update.mode": "merge-on-read",
     "write.delete.mode": "merge-on-read",
     "write.delete.granularity": "partition",
+    "read.split.open-file-cost": str(64 * 1024),
 }
 
 

@@ -40,6 +40,8 @@ def test_upsert_table_has_identifier_fields_and_merge_on_read() -> None:
     assert properties["write.delete.mode"] == "merge-on-read"
     assert properties["write.delete.granularity"] == "partition"
     assert properties["write.update.mode"] == "merge-on-read"
+    # Small files are packed into few Spark tasks when a merge scans the table.
+    assert properties["read.split.open-file-cost"] == "65536"
     # The normalized form keeps the keys and parses back equal.
     normalized = config.to_json()
     assert normalized["tables"][0]["table_mode"] == "upsert"
