@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
+import io
 import json
 import os
 import secrets
 import subprocess
+import tarfile
 import tempfile
 import time
+import urllib.request
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -77,6 +82,16 @@ LOOPBACK_PATCHES: tuple[tuple[str, str, str], ...] = (
 # Cargo.lock pins this session's toolchain refuses: metrics 0.24.1 casts a trait object's raw pointer
 # to extend its lifetime, an error since rustc 1.89 (rust-lang/rust#141402); 0.24.2 compiles.
 LOCK_UPDATES: tuple[tuple[str, str], ...] = (("metrics", "0.24.2"),)
+
+
+# utoipa-swagger-ui's build script downloads Swagger UI from GitHub, which is out of reach here; npm
+# publishes the same files as swagger-ui-dist, repacked into the zip layout the script reads
+# (`<top>/dist/<file>`) and given to it as a file:// URL.
+SWAGGER_UI_VERSION = "5.17.14"
+SWAGGER_UI_TARBALL = (
+    f"https://registry.npmjs.org/swagger-ui-dist/-/swagger-ui-dist-{SWAGGER_UI_VERSION}.tgz",
+    "e2c222e5bf9e15ccf80ec4bc08b4aaac09792fd6",
+)
 
 
 class LakekeeperNotBuilt(RuntimeError):
@@ -148,6 +163,7 @@ def cargo_environment(build: LakekeeperBuild, mirrors: Path | None = None) -> di
         "RUSTUP_TOOLCHAIN": TOOLCHAIN,
         "CARGO_NET_GIT_FETCH_WITH_CLI": "true",
         "CARGO_TARGET_DIR": str(build.target),
+        "SWAGGER_UI_DOWNLOAD_URL": (build.directory / f"swagger-ui-{SWAGGER_UI_VERSION}.zip").as_uri(),
     }
     redirects = [
         (url, mirror_of(repository, mirrors))
@@ -159,6 +175,27 @@ def cargo_environment(build: LakekeeperBuild, mirrors: Path | None = None) -> di
         env[f"GIT_CONFIG_KEY_{index}"] = f"url.{mirror.as_uri()}.insteadOf"
         env[f"GIT_CONFIG_VALUE_{index}"] = url
     return env
+
+
+def swagger_ui_zip(build: LakekeeperBuild) -> Path:
+    """Swagger UI's dist files from npm as the zip utoipa-swagger-ui's build script expects (cached)."""
+    target = build.directory / f"swagger-ui-{SWAGGER_UI_VERSION}.zip"
+    if target.is_file():
+        return target
+    url, sha1 = SWAGGER_UI_TARBALL
+    with urllib.request.urlopen(url, timeout=300) as response:
+        tarball = response.read()
+    if hashlib.sha1(tarball).hexdigest() != sha1:
+        raise LakekeeperBuildFailed(f"{url}: checksum mismatch")
+    partial = target.with_suffix(".partial")
+    with tarfile.open(fileobj=io.BytesIO(tarball)) as archive, zipfile.ZipFile(partial, "w") as out:
+        for member in archive.getmembers():
+            content = archive.extractfile(member) if member.isfile() else None
+            if content is not None and member.name.startswith("package/"):
+                name = member.name.removeprefix("package/")
+                out.writestr(f"swagger-ui-{SWAGGER_UI_VERSION}/dist/{name}", content.read())
+    partial.replace(target)
+    return target
 
 
 def patch_source(source: Path) -> None:
@@ -181,8 +218,8 @@ def prepare_source(build: LakekeeperBuild, mirrors: Path | None = None) -> None:
         repository = mirror_of(SOURCE_REPOSITORY, mirrors)
         if not repository.is_dir():
             raise LakekeeperBuildFailed(
-                f"no git mirror of {SOURCE_REPOSITORY} at {repository}: set LAKEKEEPER_GIT_MIRRORS to a directory "
-                "holding <owner>+<name>/repo bare clones"
+                f"no git mirror of {SOURCE_REPOSITORY} at {repository}: set LAKEKEEPER_GIT_MIRRORS to a "
+                "directory holding <owner>+<name>/repo bare clones"
             )
         build.source.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(
@@ -193,6 +230,7 @@ def prepare_source(build: LakekeeperBuild, mirrors: Path | None = None) -> None:
         subprocess.run(["tar", "-x", "-C", str(build.source)], input=archive.stdout, check=True)
     patch_source(build.source)
     update_lock(build, mirrors)
+    swagger_ui_zip(build)
 
 
 def update_lock(build: LakekeeperBuild, mirrors: Path | None = None) -> None:
