@@ -280,6 +280,8 @@ def build_binary(build: LakekeeperBuild | None = None, jobs: int = BUILD_JOBS) -
             command, cwd=build.source, env=cargo_environment(build), stdout=log, stderr=subprocess.STDOUT
         )
     seconds = round(time.monotonic() - started, 1)
+    # A failed attempt keeps what it compiled and the next resumes: the build's cost is all attempts.
+    attempts = [*build.info().get("attempts", []), {"seconds": seconds, "returncode": done.returncode}]
     build.info_path.write_text(
         json.dumps(
             {
@@ -289,6 +291,8 @@ def build_binary(build: LakekeeperBuild | None = None, jobs: int = BUILD_JOBS) -
                 "started_at": started_at.strftime("%Y-%m-%d %H:%M:%S UTC"),
                 "seconds": seconds,
                 "returncode": done.returncode,
+                "attempts": attempts,
+                "total_seconds": round(sum(a["seconds"] for a in attempts), 1),
             },
             indent=2,
         )

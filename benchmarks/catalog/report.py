@@ -348,6 +348,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [
             f"Lakekeeper {version_info.get('lakekeeper')} was built from source for this run's binary in "
             f"{version_info['lakekeeper_build_seconds'] / 60:.0f} min of wall time "
+            f"over {version_info.get('lakekeeper_build_attempts') or 1} cargo run(s), each resuming the last "
             f"(`{version_info.get('lakekeeper_build_command')}`, {version_info.get('lakekeeper_rustc')}) on "
             "this machine while other work ran on it; the benchmark only reuses the cached binary.",
             "",

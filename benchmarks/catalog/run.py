@@ -205,7 +205,8 @@ def lakekeeper_versions() -> dict[str, Any]:
     return {
         "lakekeeper": lakekeeper.LAKEKEEPER_VERSION,
         "lakekeeper_rustc": info.get("rustc"),
-        "lakekeeper_build_seconds": info.get("seconds"),
+        "lakekeeper_build_seconds": info.get("total_seconds", info.get("seconds")),
+        "lakekeeper_build_attempts": len(info.get("attempts", [])) or None,
         "lakekeeper_build_command": info.get("command"),
     }
 

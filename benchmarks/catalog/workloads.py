@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 import pyarrow as pa
+import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -86,6 +87,15 @@ LIST_TABLE_SCHEMA: dict[str, Any] = {
 }
 
 
+def _without_null_storage_credentials(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+    """Lakekeeper 0.7 answers `"storage-credentials": null`, which pyiceberg 0.12 refuses (the spec
+    makes it an optional array): the seeding client reads such an answer without that key."""
+    if b'"storage-credentials":null' in response.content:
+        body = response.json()
+        body.pop("storage-credentials", None)
+        response._content = json.dumps(body).encode()
+
+
 @dataclass(frozen=True)
 class Target:
     """One catalog under test: its base URL, the route prefix its `/v1/config` announced, and the
@@ -114,7 +124,9 @@ class Target:
         properties = {"token": self.token} if self.token else {}
         if self.warehouse:
             properties["warehouse"] = self.warehouse
-        return RestCatalog(self.name, uri=self.url, **properties, **dict(self.client_properties))
+        catalog = RestCatalog(self.name, uri=self.url, **properties, **dict(self.client_properties))
+        catalog._session.hooks["response"].append(_without_null_storage_credentials)
+        return catalog
 
     def http(self) -> httpx.Client:
         """An HTTP client with this catalog's credentials, asking for uncompressed answers."""
