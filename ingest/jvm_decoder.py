@@ -100,62 +100,54 @@ def decoder_jar() -> Path:
     return target
 
 
-# The decoder class per SparkContext (its JVM object's id): one class loader per context, not per batch.
-_LOADED: dict[str, Any] = {}
+# The jar's class loader per SparkContext (its JVM object's id): one loader per context, not per batch.
+_LOADERS: dict[str, Any] = {}
 
 
-def _decoder_class(spark: Any, class_name: str = CLASS_NAME) -> Any:
-    """A class of the jar (the decoder's by default) as java.lang.Class in this session's driver, the
-    jar added to the session first."""
+def _jar_class(spark: Any, class_name: str) -> Any:
+    """A class of the jar as java.lang.Class in this session's driver, the jar added to the session
+    (and its class loader made) the first time."""
     context = spark.sparkContext._jsc.sc()
     key = f"{context.applicationId()}:{context.hashCode()}"
-    found = _LOADED.get(key)
-    if found is not None and class_name != CLASS_NAME:
-        return spark._jvm.java.lang.Class.forName(class_name, True, found.getClassLoader())
-    if found is None:
+    jvm = spark._jvm
+    loader = _LOADERS.get(key)
+    if loader is None:
         jar = decoder_jar()
-        jvm = spark._jvm
         spark.sparkContext._jsc.addJar(str(jar))  # executors fetch it before their next task
         urls = spark.sparkContext._gateway.new_array(jvm.java.net.URL, 1)
         urls[0] = jvm.java.io.File(str(jar)).toURI().toURL()
         # Spark's own classes (and protobuf-java, one of the session's jars) come from the parent.
         parent = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        loader = jvm.java.net.URLClassLoader(urls, parent)
-        found = _LOADED[key] = jvm.java.lang.Class.forName(CLASS_NAME, True, loader)
-        if class_name != CLASS_NAME:
-            return jvm.java.lang.Class.forName(class_name, True, loader)
-    return found
+        loader = _LOADERS[key] = jvm.java.net.URLClassLoader(urls, parent)
+    return jvm.java.lang.Class.forName(class_name, True, loader)
+
+
+def _register(spark: Any, class_name: str, name: str, argument: Any, argument_type: Any) -> None:
+    """Call the jar class's static `register(SparkSession, String name, <argument_type> argument)`."""
+    gateway = spark.sparkContext._gateway
+    jvm = spark._jvm
+    types = gateway.new_array(jvm.java.lang.Class, 3)
+    types[0] = jvm.java.lang.Class.forName("java.lang.Object")
+    types[1] = jvm.java.lang.Class.forName("java.lang.String")
+    types[2] = argument_type
+    arguments = gateway.new_array(jvm.java.lang.Object, 3)
+    arguments[0], arguments[1], arguments[2] = spark._jsparkSession, name, argument
+    _jar_class(spark, class_name).getMethod("register", types).invoke(None, arguments)
 
 
 def register_decoder(spark: Any, name: str, result_type_json: str) -> None:
     """Register the decoder UDF in `spark` as `name`, returning Spark's JSON type `result_type_json`."""
-    gateway = spark.sparkContext._gateway
-    jvm = spark._jvm
-    decoder = _decoder_class(spark)
-    types = gateway.new_array(jvm.java.lang.Class, 3)
-    types[0] = jvm.java.lang.Class.forName("java.lang.Object")
-    types[1] = types[2] = jvm.java.lang.Class.forName("java.lang.String")
-    arguments = gateway.new_array(jvm.java.lang.Object, 3)
-    arguments[0], arguments[1], arguments[2] = spark._jsparkSession, name, result_type_json
-    decoder.getMethod("register", types).invoke(None, arguments)
+    string = spark._jvm.java.lang.Class.forName("java.lang.String")
+    _register(spark, CLASS_NAME, name, result_type_json, string)
 
 
 def register_json_undeclared_keys(spark: Any, name: str, declared: list[str]) -> None:
     """Register in `spark` as `name` the UDF giving a JSON object value's top-level keys not in
     `declared` (array<string>; NULL when the value is not a JSON object it can read)."""
-    gateway = spark.sparkContext._gateway
-    jvm = spark._jvm
-    scanner = _decoder_class(spark, JSON_KEYS_CLASS_NAME)
-    names = gateway.new_array(jvm.java.lang.String, len(declared))
+    names = spark.sparkContext._gateway.new_array(spark._jvm.java.lang.String, len(declared))
     for index, field_name in enumerate(declared):
         names[index] = field_name
-    types = gateway.new_array(jvm.java.lang.Class, 3)
-    types[0] = jvm.java.lang.Class.forName("java.lang.Object")
-    types[1] = jvm.java.lang.Class.forName("java.lang.String")
-    types[2] = names.getClass()
-    arguments = gateway.new_array(jvm.java.lang.Object, 3)
-    arguments[0], arguments[1], arguments[2] = spark._jsparkSession, name, names
-    scanner.getMethod("register", types).invoke(None, arguments)
+    _register(spark, JSON_KEYS_CLASS_NAME, name, names, names.getClass())
 
 
 __all__ = [
