@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ QUERIES = {
     "group_by": "SELECT region, count(*), avg(amount) FROM {t} GROUP BY region ORDER BY region",
     "point_lookup": "SELECT id, version, amount FROM {t} WHERE id = 4242",
 }
-QUERY_RUNS = 5
+# Queries take milliseconds: enough runs for a stable median at sub-millisecond resolution.
+QUERY_RUNS = 31
 COLD_AFTER_S = 30
 
 
@@ -334,8 +336,10 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
-def time_queries(env: Environment, duck_dir: Path, table: str) -> dict[str, float]:
-    """Median seconds of each query (after one warm-up run), each run a new query through floe."""
+def time_queries(env: Environment, duck_dir: Path, tables: Mapping[str, str]) -> dict[str, dict[str, float]]:
+    """Median seconds of each query on each of `tables` (label -> table), each run a new query through
+    floe. The tables take turns run by run (the order alternating), so a disturbance of the shared
+    machine falls on all of them alike rather than on whichever was timed during it."""
     duck = connect_to_floe(
         duck_dir,
         endpoint=env.server.url,
@@ -343,21 +347,24 @@ def time_queries(env: Environment, duck_dir: Path, table: str) -> dict[str, floa
         client_secret=env.server.admin_client_secret,
         threads=2,
     )
-    namespace, name = table.split(".")
-    ref = f'floe.{namespace}."{name}"'
-    timings = {}
+    refs = {label: 'floe.{}."{}"'.format(*table.split(".")) for label, table in tables.items()}
+    runs: dict[str, dict[str, list[float]]] = {label: {} for label in tables}
     try:
-        for label, sql in QUERIES.items():
-            duck.execute(sql.format(t=ref)).fetchall()
-            runs = []
-            for _ in range(QUERY_RUNS):
-                started = time.perf_counter()
-                duck.execute(sql.format(t=ref)).fetchall()
-                runs.append(time.perf_counter() - started)
-            timings[label] = round(statistics.median(runs), 4)
+        for query, sql in QUERIES.items():
+            for ref in refs.values():
+                duck.execute(sql.format(t=ref)).fetchall()  # warm-up: extensions, token, caches
+            labels = list(refs)
+            for run in range(QUERY_RUNS):
+                for label in labels if run % 2 == 0 else reversed(labels):
+                    started = time.perf_counter()
+                    duck.execute(sql.format(t=refs[label])).fetchall()
+                    runs[label].setdefault(query, []).append(time.perf_counter() - started)
     finally:
         duck.close()
-    return timings
+    return {
+        label: {query: round(statistics.median(times), 6) for query, times in by_query.items()}
+        for label, by_query in runs.items()
+    }
 
 
 def maintain_once(env: Environment, settings: SparkSettings) -> dict[str, Any]:
@@ -501,17 +508,17 @@ def main(argv: list[str] | None = None) -> int:
                 results["systems"][system] = measure_system(env, args, system, settings, duck_dir)
             if FLOE in systems:
                 table = floe_table(CLUSTER, TOPICS[FLOE])
-                queries: dict[str, Any] = {"before_maintain": time_queries(env, duck_dir, table)}
+                before = time_queries(env, duck_dir, {"before_maintain": table})
+                queries: dict[str, Any] = dict(before)
                 queries["files_before_maintain"] = _files(env.catalog, table)
                 # Every partition cold, so the pass applies every delete (not only accumulated ones).
                 time.sleep(max(0.0, COLD_AFTER_S + 5 - (time.time() - last_commit(env.catalog, table))))
                 print(f"queries before maintenance: {queries['before_maintain']}", flush=True)
                 queries["maintain"] = maintain_once(env, settings)
-                queries["after_maintain"] = time_queries(env, duck_dir, table)
                 queries["files_after_maintain"] = _files(env.catalog, table)
-                print(f"maintain: {queries['maintain']['seconds']} s; after: {queries['after_maintain']}")
                 copy = append_only_copy(env, table, args.buckets)
-                queries["append_only"] = time_queries(env, duck_dir, copy)
+                queries.update(time_queries(env, duck_dir, {"after_maintain": table, "append_only": copy}))
+                print(f"maintain: {queries['maintain']['seconds']} s; after: {queries['after_maintain']}")
                 queries["files_append_only"] = _files(env.catalog, copy)
                 print(f"append-only: {queries['append_only']}", flush=True)
                 results["queries"] = queries
