@@ -62,10 +62,6 @@ class Listing:
         """The table or view names of the page (decoded again: for the few callers outside the API)."""
         return [str(identifier["name"]) for identifier in _decode(self.body).identifiers]
 
-    @property
-    def next_page_token(self) -> str | None:
-        return _decode(self.body).next_page_token
-
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
