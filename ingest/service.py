@@ -161,12 +161,12 @@ class IngestService:
             wanted = desired.get(name)
             if wanted is None:
                 log.info("%s left the pipeline: stopping its ingestion", name)
-                self._stop_query(name)
+                self._stop_query(name, between_batches=True)
                 self._throughput.forget(name)
                 metrics.PROBLEMS.clear(name)
             elif wanted.fingerprint != running.table.fingerprint:
                 log.info("%s changed (schema or settings): restarting its ingestion", name)
-                self._stop_query(name)
+                self._stop_query(name, between_batches=True)
             elif not running.query.isActive:
                 error = running.query.exception()
                 # The exception's first line says why; the rest (Spark's dump of the query plan, the Java
@@ -307,10 +307,16 @@ class IngestService:
             client = self._registries[connection] = RegistryClient(connection)
         return client
 
-    def _stop_query(self, name: str) -> None:
+    def _stop_query(self, name: str, *, between_batches: bool = False) -> None:
+        """Stop a table's query; with `between_batches`, first wait (up to `STOP_WAIT_SECONDS`) for the
+        batch it is running to end: stopping mid-batch interrupts its Spark jobs, which is safe (the
+        batch's commit either happened or is retried by the next query) but makes Spark and py4j log
+        the interruption as errors with stack traces, on every routine restart after a schema change."""
         running = self.running.pop(name, None)
         if running is None:
             return
+        if between_batches and not wait_between_batches(running.query, STOP_WAIT_SECONDS):
+            log.info("%s: its batch still runs after %.0f s: interrupting it", name, STOP_WAIT_SECONDS)
         try:
             running.query.stop()
         except Exception as exc:  # stopping a failed query can rethrow its failure
@@ -358,6 +364,8 @@ class IngestService:
 
 
 MISSING_TOPIC_WARNING_SECONDS = 60.0
+# How long a restart waits for the running batch to end before interrupting it.
+STOP_WAIT_SECONDS = 30.0
 WARM_UP_CATALOG = "floe_warm_up"
 # The rows Spark's Kafka source reads (with includeHeaders), for the warm-up batch.
 KAFKA_SOURCE_SCHEMA = (
@@ -518,3 +526,21 @@ class LagTracker:
         for consumer in self._consumers.values():
             consumer.close()
         self._consumers.clear()
+
+
+def wait_between_batches(query: Any, timeout: float, poll: float = 0.05) -> bool:
+    """Wait until the streaming query `query` runs no trigger (batch); False when it still does after
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while _in_batch(query):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+    return True
+
+
+def _in_batch(query: Any) -> bool:
+    try:
+        return bool(query.isActive and query.status.get("isTriggerActive"))
+    except Exception:  # a query failing meanwhile: nothing to wait for
+        return False

@@ -646,6 +646,7 @@ def test_schema_evolves_while_ingesting_and_destructive_changes_are_refused(
         {"name": "ratio", "id": 3, "type": "double", "optional": True},
         {"name": "comment", "id": 4, "type": "string", "optional": True},
     ]
+    log_before = ingest.log_path.stat().st_size
     pipeline.add(source_topic=topic, source_format="json", schema_mode="inline", schema={"fields": v2})
     big = 2**40
     second = produce(
@@ -654,6 +655,12 @@ def test_schema_evolves_while_ingesting_and_destructive_changes_are_refused(
         (json.dumps({"id": big + i, "comment": f"c{i}"}).encode() for i in range(50)),
     )
     wait_until_committed(admin, CLUSTER, table, topic, second.end_offsets(), ingest=ingest, timeout=300)
+    with ingest.log_path.open("rb") as log_file:
+        log_file.seek(log_before)
+        restart_log = log_file.read().decode(errors="replace")
+    assert "restarting its ingestion" in restart_log
+    # No interrupted Spark job logged as an error (the restart waits for a running batch to end).
+    assert "InterruptedException" not in restart_log, restart_log[-3000:]
     loaded = catalog.load_table(f"{CLUSTER}.{table}")
     assert [(f.name, str(f.field_type), f.required) for f in loaded.schema().fields][:4] == [
         ("id", "long", True),
