@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ from typing import Any
 from confluent_kafka import Producer
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.serializers import ToOutputFile
+from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.snapshots import SnapshotLogEntry
 from pyiceberg.transforms import BucketTransform
 
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment, floe_table
@@ -404,6 +408,34 @@ def append_only_copy(env: Environment, table: str, buckets: int) -> str:
     return target
 
 
+def current_snapshot_only(env: Environment, table: str) -> str:
+    """`table` as of its current snapshot alone, registered as another table: a metadata file with that
+    one snapshot (the same schema, specs, manifests and data files, no history) — what the table
+    would cost a reader without its retained history."""
+    loaded = env.catalog.load_table(table)
+    metadata = loaded.metadata
+    current = metadata.current_snapshot()
+    if current is None:
+        raise RuntimeError(f"{table} has no snapshot")
+    trimmed = metadata.model_copy(
+        update={
+            "table_uuid": uuid.uuid4(),
+            "snapshots": [current.model_copy(update={"parent_snapshot_id": None})],
+            "snapshot_log": [
+                SnapshotLogEntry(snapshot_id=current.snapshot_id, timestamp_ms=current.timestamp_ms)
+            ],
+            "metadata_log": [],
+            "refs": {MAIN_BRANCH: metadata.refs[MAIN_BRANCH]},
+        }
+    )
+    location = f"{metadata.location}/metadata/00000-{uuid.uuid4()}-current-snapshot-only.metadata.json"
+    ToOutputFile.table_metadata(trimmed, loaded.io.new_output(location))
+    target = "bench.current_snapshot_only"
+    env.catalog.create_namespace_if_not_exists("bench")
+    env.catalog.register_table(target, location)
+    return target
+
+
 def pipeline_config(bootstrap: str, buckets: int) -> dict[str, Any]:
     host, port = bootstrap.split(":")
     return {
@@ -517,7 +549,15 @@ def main(argv: list[str] | None = None) -> int:
                 queries["maintain"] = maintain_once(env, settings)
                 queries["files_after_maintain"] = _files(env.catalog, table)
                 copy = append_only_copy(env, table, args.buckets)
-                queries.update(time_queries(env, duck_dir, {"after_maintain": table, "append_only": copy}))
+                trimmed = current_snapshot_only(env, table)
+                queries["files_current_snapshot_only"] = _files(env.catalog, trimmed)
+                queries.update(
+                    time_queries(
+                        env,
+                        duck_dir,
+                        {"after_maintain": table, "current_snapshot_only": trimmed, "append_only": copy},
+                    )
+                )
                 print(f"maintain: {queries['maintain']['seconds']} s; after: {queries['after_maintain']}")
                 queries["files_append_only"] = _files(env.catalog, copy)
                 print(f"append-only: {queries['append_only']}", flush=True)
