@@ -8,10 +8,14 @@ are committed first, so a crash between the two commits is repaired by the next 
 records are re-read from the table's (older) offsets and the dead letters are filtered out by the
 dead-letter table's (newer) offsets.
 
-A batch is written in one pass when it can be (`BatchWriter._write_in_one_pass`): the offsets and
-record times of its summary are read from the raw records (no decoding), its counts are observed while
-the good records are appended (each value decoded once), and a dead letter among its records makes that
-append fail before it commits, so the batch is then written by the path above (dead letters first).
+A batch is written in one pass when it can be (`BatchWriter._write_in_one_pass`): each value is decoded
+once, its counts are observed while the good records are written, and a dead letter among its records
+makes that write fail before anything commits, so the batch is then written by the path above (dead
+letters first). Its offsets come from Spark's offset log (`ingest.offset_log`) and its record times are
+observed too, so the write is the batch's only job: Iceberg stages the data files instead of committing
+them, and floe's jar commits them as one append with the summary (`_append_staged`). A query's first
+batch (its range is not in the log) reads its offsets and record times from the raw records first (no
+decoding) and appends with them.
 Only a batch following one with dead letters goes straight to that path; so do upsert tables and
 registry mode.
 
@@ -25,8 +29,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.schema import Schema
@@ -44,6 +50,7 @@ from ingest.decode import (
     source,
     source_columns,
 )
+from ingest.offset_log import BatchRange, batch_range
 from ingest.reasons import DeadLetterReasons
 from ingest.spark_logs import quiet_expected_failure
 
@@ -108,6 +115,12 @@ MAX_EXPLAINED = 10_000
 MAX_UNDECLARED_NAMES = 20
 # The message of the error that stops a one-pass append at its first dead letter.
 DEAD_LETTER_FOUND = "floe: dead letter in a one-pass batch"
+# Iceberg's Spark write option that stages the written data files in its driver-side coordinator
+# instead of committing them (floe commits them with the summary the write observed).
+STAGE_OPTION = "rewritten-file-scan-task-set-id"
+# A staged append observes each partition's newest record time with an aggregate of its own: beyond this
+# many partitions in one batch, the batch's offsets come from a job over its records instead.
+MAX_OBSERVED_PARTITIONS = 64
 
 
 @dataclass
@@ -178,8 +191,11 @@ class BatchWriter:
         registry: RegistryClient | None = None,
         on_commit: Callable[[IngestTable, BatchResult], None] | None = None,
         spark_catalog: str = "floe",
+        checkpoint: Path | None = None,
     ) -> None:
         self.spark_catalog = spark_catalog
+        # The streaming query's checkpoint: its offset log gives each batch's Kafka range.
+        self.checkpoint = checkpoint
         self.table = table
         self.catalog = catalog
         self.registry = registry
@@ -189,10 +205,14 @@ class BatchWriter:
         # Whether the last batch had dead letters: the next one then skips the one-pass attempt.
         self.expect_dead_letters = False
         self.one_pass_batches = 0  # batches written in one pass (for tests and diagnosis)
+        self.staged_batches = 0  # of those, batches whose range came from the offset log (staged append)
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        result = self.write(raw)
+        offsets = None
+        if self.checkpoint is not None:
+            offsets = batch_range(self.checkpoint, batch_id, self.table.topic)
+        result = self.write(raw, offsets)
         metrics.BATCH_SECONDS.labels(self.table.name).observe(time.monotonic() - started)
         if self.on_commit is not None and (result.records or result.dead_letters):
             self.on_commit(self.table, result)
@@ -312,18 +332,21 @@ class BatchWriter:
             return decoded, reasons
         raise ValueError(f"{t.name}: unsupported source format {t.source_format}")
 
-    def write(self, raw: DataFrame) -> BatchResult:
-        """Write one batch (`raw` as the Kafka source reads it): in one pass when it can be, else (or
-        when the one-pass append met a dead letter, committing nothing) in two."""
+    def write(self, raw: DataFrame, offsets: BatchRange | None = None) -> BatchResult:
+        """Write one batch (`raw` as the Kafka source reads it; `offsets` its range when known from
+        Spark's offset log): in one pass when it can be, else (or when the one-pass append met a dead
+        letter, committing nothing) in two."""
         t = self.table
         main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
         dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
         if not (self.expect_dead_letters or t.is_upsert or t.registry is not None):
-            result = self._write_in_one_pass(raw, main_committed, dlq_committed)
+            staged_before = self.staged_batches
+            result = self._write_in_one_pass(raw, main_committed, dlq_committed, offsets)
             if result is not None:
                 self.one_pass_batches += 1
                 if result.records:
-                    metrics.BATCHES.labels(t.name, "one_pass").inc()
+                    staged = self.staged_batches > staged_before
+                    metrics.BATCHES.labels(t.name, "one_pass_staged" if staged else "one_pass").inc()
                 return result
             metrics.BATCHES.labels(t.name, "one_pass_aborted").inc()
         result = self._write_in_two_passes(raw, main_committed, dlq_committed)
@@ -343,16 +366,28 @@ class BatchWriter:
         return F.when(F.col(ERROR_COLUMN).isNull(), offset >= main_from).otherwise(offset >= dlq_from)
 
     def _write_in_one_pass(
-        self, raw: DataFrame, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
+        self,
+        raw: DataFrame,
+        main_committed: Mapping[int, int],
+        dlq_committed: Mapping[int, int],
+        offsets: BatchRange | None = None,
     ) -> BatchResult | None:
-        """Append the batch's good records with each value decoded once: the offsets and record times of
-        the summary come from the raw records (no decode), the counts are observed during the append.
+        """Append the batch's good records with each value decoded once. With the batch's range from the
+        offset log, one job: the append is staged, and committed with the record times observed while
+        writing (`_append_staged`). Otherwise the offsets and record times of the summary come from a job
+        over the raw records (no decode), and the counts are observed during the append.
         None, with nothing committed, when the batch holds a dead letter (the append fails at it)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         t = self.table
         raw = source_columns(raw)
+        if (
+            offsets is not None
+            and len(offsets.partitions()) <= MAX_OBSERVED_PARTITIONS
+            and _range_starts_after(offsets, main_committed, dlq_committed)
+        ):
+            return self._append_staged(raw, offsets, main_committed)
         # Every record the table may take (a dead letter would stop the append): progress per partition.
         # Usually the batch starts at the committed offsets (the query resumes from them and each batch
         # follows the last), and nothing needs filtering: the jobs then carry no offset literals, so
@@ -406,6 +441,88 @@ class BatchWriter:
         )
         if result.records_with_undeclared:
             # Decoded again: only batches with undeclared fields pay for their names.
+            result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
+        return result
+
+    def _append_staged(
+        self, raw: DataFrame, offsets: BatchRange, main_committed: Mapping[int, int]
+    ) -> BatchResult | None:
+        """The one-pass append of a batch whose range is known and starts past everything committed: no
+        job before the write. Spark writes the rows without committing (Iceberg stages the data files);
+        the counts and record times are observed during that write; floe's jar then commits the files as
+        one append whose summary carries the offsets and record-time range (`StagedAppend`)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        from ingest.jvm_decoder import commit_staged_append, discard_staged_append
+
+        t = self.table
+        partitions = offsets.partitions()
+        if not partitions:
+            return BatchResult()
+        end = {p: max(main_committed.get(p, 0), offsets.end[p]) for p in partitions}
+        start = {p: main_committed[p] for p in end if p in main_committed}
+        batch = self._decode(raw)[0]
+        is_good = F.col(ERROR_COLUMN).isNull()
+        has_undeclared = F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
+        partition, timestamp = F.col(source("partition")), F.col(source("timestamp"))
+        observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
+        observed = batch.observe(
+            observation,
+            F.count(F.lit(1)).alias("records"),
+            F.count_if(has_undeclared).alias("undeclared"),
+            F.sum(F.length(source("value"))).alias("bytes"),
+            F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
+            F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
+            # Epoch ms: an observed timestamp would arrive as a Java object.
+            *[
+                F.max(F.when(partition == p, F.unix_millis(timestamp))).alias(f"max_ts_ms_{p}")
+                for p in partitions
+            ],
+        )
+        checked = observed.where(
+            F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
+        )
+        target = t.spark_name(catalog=self.spark_catalog)
+        session = raw.sparkSession
+        file_set = f"floe-append-{uuid.uuid4()}"
+        try:
+            with quiet_expected_failure(session, DEAD_LETTER_FOUND):
+                checked.select(*upsert.table_columns(t.schema)).writeTo(target).option(
+                    STAGE_OPTION, file_set
+                ).append()
+        except Exception as exc:  # Spark's failure, converted or not by PySpark
+            discard_staged_append(session, target, file_set)  # a failed write stages nothing; be sure
+            if not _stopped_at_dead_letter(exc):
+                raise
+            log.info("%s: dead letters in the batch; writing it in two passes", t.name)
+            return None
+        counts = observation.get
+        records = int(counts["records"] or 0)
+        if not records:  # offsets only (e.g. transaction markers): nothing to commit, as for a job's range
+            discard_staged_append(session, target, file_set)
+            return BatchResult()
+        times = None
+        if counts["min_ts_ms"] is not None and counts["max_ts_ms"] is not None:
+            times = (int(counts["min_ts_ms"]), int(counts["max_ts_ms"]))
+        summary = {
+            key.removeprefix("snapshot-property."): value
+            for key, value in _summary(t.topic, start, end, times).items()
+        }
+        commit_staged_append(session, target, file_set, summary)
+        self.staged_batches += 1
+        result = BatchResult(
+            records=records,
+            value_bytes=int(counts["bytes"] or 0),
+            end_offsets=end,
+            max_timestamps={
+                p: int(counts[f"max_ts_ms_{p}"]) / 1000
+                for p in partitions
+                if counts[f"max_ts_ms_{p}"] is not None
+            },
+            records_with_undeclared=int(counts["undeclared"] or 0),
+        )
+        if result.records_with_undeclared:
             result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
         return result
 
@@ -508,6 +625,18 @@ def _progress(raw: DataFrame, committed: Mapping[int, int] | None) -> list[Any]:
         )
         .collect()
     )
+
+
+def _range_starts_after(
+    offsets: BatchRange, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
+) -> bool:
+    """Whether no offset of the batch's range is committed already, to the table or its dead-letter table."""
+    for partition in offsets.partitions():
+        first = offsets.start.get(partition)
+        committed = max(main_committed.get(partition, -1), dlq_committed.get(partition, -1))
+        if committed > 0 and (first is None or first < committed):
+            return False
+    return True
 
 
 def _starts_after(

@@ -1,11 +1,13 @@
-"""floe's JVM protobuf decoder (ingest/jvm/floe/ingest/ProtobufDecoder.java) as a jar for Spark.
+"""floe's JVM classes (ingest/jvm/floe/ingest/*.java) as one jar for Spark.
 
-The source ships with floe and is compiled at first use with the JDK's `javac` against pyspark's jars
-and protobuf-java (one of `runtime.spark.SPARK_JARS`), then cached in floe's cache folder under the hash
-of what went into it (source, protobuf-java, pyspark version): later runs and other checkouts of the
-same source reuse it. A running session gets it when protobuf is first decoded (`register_decoder`):
-`addJar` ships it to the executors, and the driver loads the class through a class loader of its own
-(the jars of a session are fixed when its JVM starts).
+The sources ship with floe and are compiled at first use with the JDK's `javac` against pyspark's
+jars, protobuf-java and Iceberg's Spark runtime (both `runtime.spark.SPARK_JARS`), then cached in
+floe's cache folder under the hash of what went into it (sources, those jars, pyspark version): later
+runs and other checkouts of the same sources reuse it. A running session gets it at first use (the
+protobuf decoder, the JSON undeclared-keys UDF, the staged-append commit): `addJar` ships it to the
+executors, and the driver loads its classes through a class loader of its own (the jars of a session
+are fixed when its JVM starts), whose parent has Spark's and Iceberg's classes: Iceberg's driver-side
+singletons (the FileRewriteCoordinator the staged-append commit reads) are the ones Spark's writes use.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from runtime.java import spark_java_home
 from runtime.spark import SPARK_JARS
 
 SOURCE = Path(__file__).resolve().parent / "jvm" / "floe" / "ingest" / "ProtobufDecoder.java"
-# Every class of the jar: the protobuf decoder and the JSON undeclared-keys scan (JsonUndeclaredKeys).
+# Every class of the jar: the protobuf decoder, the JSON undeclared-keys scan (JsonUndeclaredKeys) and
+# the staged-append commit (StagedAppend).
 SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
 CLASS_NAME = "floe.ingest.ProtobufDecoder"
 JSON_KEYS_CLASS_NAME = "floe.ingest.JsonUndeclaredKeys"
+STAGED_APPEND_CLASS_NAME = "floe.ingest.StagedAppend"
 # The bytecode level: Spark 4.0's minimum Java.
 JAVA_RELEASE = "17"
 
@@ -42,9 +46,17 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
-def _protobuf_java() -> Path:
-    artifact = next(a for a in SPARK_JARS if a.name == "protobuf-java")
+def _spark_jar(name: str) -> Path:
+    artifact = next(a for a in SPARK_JARS if a.name == name)
     return fetch(artifact)
+
+
+def _protobuf_java() -> Path:
+    return _spark_jar("protobuf-java")
+
+
+def _iceberg_runtime() -> Path:
+    return _spark_jar("iceberg-spark-runtime-4.0_2.13")
 
 
 def _javac() -> Path:
@@ -62,9 +74,18 @@ def decoder_jar() -> Path:
     import pyspark
 
     protobuf = _protobuf_java()
+    iceberg = _iceberg_runtime()
     sources = [path.read_bytes() for path in SOURCES]
     digest = hashlib.sha256(
-        b"\0".join([*sources, protobuf.name.encode(), pyspark.__version__.encode(), JAVA_RELEASE.encode()])
+        b"\0".join(
+            [
+                *sources,
+                protobuf.name.encode(),
+                iceberg.name.encode(),
+                pyspark.__version__.encode(),
+                JAVA_RELEASE.encode(),
+            ]
+        )
     ).hexdigest()[:20]
     target = cache_dir() / "jvm" / f"floe-protobuf-decoder-{digest}.jar"
     if target.exists():
@@ -74,7 +95,7 @@ def decoder_jar() -> Path:
     with tempfile.TemporaryDirectory(prefix="floe-javac-", dir=target.parent) as work:
         classes = Path(work) / "classes"
         classes.mkdir()
-        classpath = os.pathsep.join([str(_pyspark_jars() / "*"), str(protobuf)])
+        classpath = os.pathsep.join([str(_pyspark_jars() / "*"), str(protobuf), str(iceberg)])
         result = subprocess.run(
             [
                 *(str(javac), "--release", JAVA_RELEASE, "-nowarn", "-encoding", "UTF-8"),
@@ -104,7 +125,7 @@ def decoder_jar() -> Path:
 _LOADERS: dict[str, Any] = {}
 
 
-def _jar_class(spark: Any, class_name: str) -> Any:
+def jar_class(spark: Any, class_name: str) -> Any:
     """A class of the jar as java.lang.Class in this session's driver, the jar added to the session
     (and its class loader made) the first time."""
     context = spark.sparkContext._jsc.sc()
@@ -132,7 +153,7 @@ def _register(spark: Any, class_name: str, name: str, argument: Any, argument_ty
     types[2] = argument_type
     arguments = gateway.new_array(jvm.java.lang.Object, 3)
     arguments[0], arguments[1], arguments[2] = spark._jsparkSession, name, argument
-    _jar_class(spark, class_name).getMethod("register", types).invoke(None, arguments)
+    jar_class(spark, class_name).getMethod("register", types).invoke(None, arguments)
 
 
 def register_decoder(spark: Any, name: str, result_type_json: str) -> None:
@@ -150,13 +171,58 @@ def register_json_undeclared_keys(spark: Any, name: str, declared: list[str]) ->
     _register(spark, JSON_KEYS_CLASS_NAME, name, names, names.getClass())
 
 
+def call_static(spark: Any, class_name: str, method: str, *values: Any) -> Any:
+    """Call the jar class's static `method(Object...)` with `values` (py4j converts str and int; pass
+    Java objects for the rest). A failure arrives as InvocationTargetException with the method's own
+    exception as its cause."""
+    gateway = spark.sparkContext._gateway
+    jvm = spark._jvm
+    types = gateway.new_array(jvm.java.lang.Class, len(values))
+    arguments = gateway.new_array(jvm.java.lang.Object, len(values))
+    for index, value in enumerate(values):
+        types[index] = jvm.java.lang.Class.forName("java.lang.Object")
+        arguments[index] = value
+    return jar_class(spark, class_name).getMethod(method, types).invoke(None, arguments)
+
+
+def java_string_map(spark: Any, values: dict[str, str]) -> Any:
+    """`values` as a java.util.HashMap in the session's JVM."""
+    mapping = spark._jvm.java.util.HashMap()
+    for key, value in values.items():
+        mapping.put(key, value)
+    return mapping
+
+
+def commit_staged_append(spark: Any, table: str, file_set_id: str, summary: dict[str, str]) -> int:
+    """Commit as one append (with `summary`) the data files a Spark write of `table` staged under
+    `file_set_id` (`StagedAppend.commit`); returns how many it added."""
+    added = call_static(
+        spark, STAGED_APPEND_CLASS_NAME, "commit", spark._jsparkSession, table, file_set_id,
+        java_string_map(spark, summary),
+    )  # fmt: skip
+    return int(added)
+
+
+def discard_staged_append(spark: Any, table: str, file_set_id: str) -> int:
+    """Delete the data files a Spark write of `table` staged under `file_set_id`, if any."""
+    return int(
+        call_static(spark, STAGED_APPEND_CLASS_NAME, "discard", spark._jsparkSession, table, file_set_id)
+    )
+
+
 __all__ = [
     "CLASS_NAME",
     "JSON_KEYS_CLASS_NAME",
     "SOURCE",
     "SOURCES",
+    "STAGED_APPEND_CLASS_NAME",
     "DecoderBuildError",
+    "call_static",
+    "commit_staged_append",
     "decoder_jar",
+    "discard_staged_append",
+    "jar_class",
+    "java_string_map",
     "register_decoder",
     "register_json_undeclared_keys",
 ]

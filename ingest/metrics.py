@@ -87,9 +87,12 @@ TOPIC_MISSING = Gauge(
 )
 BATCHES = Counter(
     "floe_ingest_batches",
-    "Micro-batches that committed records, by path: one_pass (each value decoded once, counts"
-    " observed during the append), one_pass_aborted (a dead letter stopped that append; the batch"
-    " then went two_pass) or two_pass (decoded batch persisted, statistics job, dead letters first)",
+    "Micro-batches that committed records, by path: one_pass_staged (each value decoded once in the"
+    " batch's only job, its range from Spark's offset log, the append staged and committed with what"
+    " was observed while writing), one_pass (each value decoded once, counts observed during the"
+    " append, offsets from a job over the records), one_pass_aborted (a dead letter stopped that"
+    " append; the batch then went two_pass) or two_pass (decoded batch persisted, statistics job,"
+    " dead letters first)",
     ("table", "path"),
     registry=REGISTRY,
 )

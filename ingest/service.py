@@ -253,7 +253,12 @@ class IngestService:
         )
         spark_catalog = register_warehouse(self.spark, self.connection, table.warehouse)
         writer = BatchWriter(
-            table, self.catalog, registry, on_commit=self._committed, spark_catalog=spark_catalog
+            table,
+            self.catalog,
+            registry,
+            on_commit=self._committed,
+            spark_catalog=spark_catalog,
+            checkpoint=checkpoint,
         )
         if self.options.warm_up:
             self._warm_up(writer, spark_catalog)
@@ -296,6 +301,11 @@ class IngestService:
             decoded.writeTo(f"{WARM_UP_CATALOG}.scratch.t{abs(hash(writer.table.name))}").using(
                 "iceberg"
             ).createOrReplace()
+            # Later batches commit through floe's jar (staged appends, upsert merges): built (javac, on
+            # a fresh cache) and loaded now rather than during the second batch.
+            from ingest.jvm_decoder import STAGED_APPEND_CLASS_NAME, jar_class
+
+            jar_class(self.spark, STAGED_APPEND_CLASS_NAME)
         except Exception as exc:  # only a warm-up: the query reports real problems
             log.debug("%s: warm-up: %s", writer.table.name, exc)
         finally:

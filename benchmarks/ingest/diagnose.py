@@ -21,9 +21,10 @@ per-batch fixed cost):
 - floe_two_pass_writer: `BatchWriter`'s two-pass path, forced (offsets from floe, decode, persist
   MEMORY_AND_DISK, statistics job, append with offsets in the summary): what every batch ran before
   the one-pass path, and what a batch with dead letters runs now
-- floe_batch_writer: `ingest.batches.BatchWriter.write`, exactly what `floe ingest` runs per batch
+- floe_batch_writer: `ingest.batches.BatchWriter.write` as `floe ingest` runs a query's first batch
   (offsets from floe, a job over the raw records for the summary's offsets and record times, decode
-  once, counts observed during the append with offsets in the summary)
+  once, counts observed during the append with offsets in the summary); later batches take their range
+  from Spark's offset log and need no job before the write
 - floe_batch_writer_spark_keys / floe_batch_writer_filtered: the same with one change undone each (the
   undeclared JSON keys by Spark's `json_object_keys`; the offsets filter on every batch), for a same-run
   before/after of each
