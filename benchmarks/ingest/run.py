@@ -90,6 +90,49 @@ def _snapshots(catalog: RestCatalog, identifier: str) -> list[tuple[float, int, 
     return sorted(rows)
 
 
+def _data_file_bytes(catalog: RestCatalog, identifier: str) -> int:
+    """The total size of the table's live data files (its current snapshot's `total-files-size`)."""
+    snapshot = catalog.load_table(identifier).current_snapshot()
+    summary = snapshot.summary if snapshot is not None else None
+    return int(summary.get("total-files-size") or 0) if summary is not None else 0
+
+
+# What a reader pays for the writer's settings: DuckDB queries over the whole table after the ingester
+# stopped (a column aggregate, a group-by, the wide text column, one row by `seq`).
+READER_QUERIES = {
+    "sum_amount": "SELECT count(*), sum(amount) FROM {table}",
+    "group_by_type": "SELECT event_type, count(*), avg(amount) FROM {table} GROUP BY event_type",
+    "text_column": "SELECT max(length(properties)) FROM {table}",
+    "one_row": "SELECT * FROM {table} WHERE seq = 123457",
+}
+
+
+def reader_query_ms(env: Environment, identifier: str, duckdb_dir: Path, repeat: int = 3) -> dict[str, float]:
+    """The median wall milliseconds of each of READER_QUERIES on the table, DuckDB with two threads
+    attached to floe (each query after one warm-up run, which also loads the table's metadata)."""
+    duck = connect_to_floe(
+        duckdb_dir,
+        endpoint=env.server.url,
+        client_id=env.server.admin_client_id,
+        client_secret=env.server.admin_client_secret,
+        threads=2,
+    )
+    timings: dict[str, float] = {}
+    try:
+        for name, query in READER_QUERIES.items():
+            sql = query.format(table=f"floe.{identifier}")
+            duck.execute(sql).fetchall()
+            runs = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                duck.execute(sql).fetchall()
+                runs.append((time.perf_counter() - started) * 1000)
+            timings[name] = round(statistics.median(runs), 1)
+    finally:
+        duck.close()
+    return timings
+
+
 def _committed_records(env: Environment, system: str, identifier: str, topic: str) -> int:
     """Records committed so far: floe's Kafka offsets for floe, the table's snapshot for the plain job."""
     namespace, table = identifier.split(".")
@@ -151,6 +194,8 @@ def measure_throughput(
     notes = notes or _ingester_notes(ingester)
     snapshots = _snapshots(env.catalog, identifier)
     first, last = snapshots[0], snapshots[-1]
+    data_file_bytes = _data_file_bytes(env.catalog, identifier)
+    reader_ms = reader_query_ms(env, identifier, env.work / "duckdb-reader")
     window_s = last[0] - first[0]
     window_records = last[1] - first[1]
     bytes_per_record = backlog.value_bytes / backlog.records
@@ -180,11 +225,17 @@ def measure_throughput(
         "ingester_cpu_s_per_100k_records": (
             round(ingester_core_s / window_records * 100_000, 2) if window_records else None
         ),
+        # What readers pay for the writer's settings: the table's data files, bytes per record.
+        "data_file_bytes": data_file_bytes,
+        "data_file_bytes_per_record": round(data_file_bytes / last[1], 1) if last[1] else None,
+        "duckdb_query_ms": reader_ms,
         "notes": notes,
     }
     print(
         f"  {result['variant']}: {result['records_per_s']:,.0f} records/s = {result['mib_per_s']} MiB/s over "
-        f"{window_s:.1f} s ({len(snapshots)} commits, start-up {result['startup_s']} s); cores {cores}",
+        f"{window_s:.1f} s ({len(snapshots)} commits, start-up {result['startup_s']} s); cores {cores}; "
+        f"{result['ingester_cpu_s_per_100k_records']} ingester CPU s per 100k records; "
+        f"data files {data_file_bytes / 2**20:.1f} MiB; DuckDB ms {reader_ms}",
         flush=True,
     )
     return result
@@ -449,7 +500,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         help="an extra KEY=VALUE Spark setting for floe ingest (repeatable; the plain job keeps defaults)",
     )
+    parser.add_argument(
+        "--floe-table-property",
+        action="append",
+        default=[],
+        help="a KEY=VALUE table property set on floe's throughput tables after floe created them "
+        "(repeatable; experiments with the Parquet writer; the plain job's table keeps floe's defaults)",
+    )
     return parser.parse_args(argv)
+
+
+def table_properties(pairs: list[str]) -> dict[str, str]:
+    """`--floe-table-property KEY=VALUE` options as table properties."""
+    properties: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--floe-table-property: expected KEY=VALUE, got {pair!r}")
+        properties[key] = value
+    return properties
+
+
+def set_table_properties(env: Environment, identifiers: list[str], properties: dict[str, str]) -> None:
+    """Set `properties` on each of floe's tables (through floe's REST catalog, as any client would)."""
+    for identifier in identifiers:
+        with env.catalog.load_table(identifier).transaction() as transaction:
+            transaction.set_properties(properties)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -464,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         floe_spark_conf=tuple(args.floe_spark_conf),
     )
     systems = [args.only] if args.only else [FLOE, PLAIN]
+    extra_properties = table_properties(args.floe_table_property)
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
@@ -493,6 +570,16 @@ def main(argv: list[str] | None = None) -> int:
                 env.server,
                 pipeline_config(kafka.bootstrap_servers, args.rounds, args.diagnosis_rounds > 0, formats),
             )
+            if extra_properties:
+                set_table_properties(
+                    env,
+                    [
+                        floe_table(throughput_cluster(r, f), BACKLOG_TOPICS[f])
+                        for r in range(args.rounds)
+                        for f in formats
+                    ],
+                    extra_properties,
+                )
             if not args.skip_throughput:
                 print(
                     f"producing {args.records:,} records of ~{RECORD_BYTES} bytes "
@@ -589,6 +676,7 @@ def main(argv: list[str] | None = None) -> int:
             "records_per_batch": settings.records_per_batch,
             "commit_interval_s": settings.commit_interval_s,
             "floe_spark_conf": list(settings.floe_spark_conf),
+            "floe_table_properties": extra_properties,
             "flight_recording": settings.flight_recording,
             "topic_partitions": PARTITIONS,
             "backlog_records": args.records if backlog else None,
