@@ -43,8 +43,8 @@ SYSTEMS = {
         "and counts observed while writing (a query's first batch reads its offsets and record times "
         "with a job over the raw records first); a batch with dead letters is "
         "persisted and written in two steps, dead letters first. Table from floe.yaml: "
-        "`partitioning_scheme: hour` (hours of `_kafka.timestamp`), zstd Parquet, "
-        "`write.distribution-mode=none`."
+        "`partitioning_scheme: hour` (hours of `_kafka.timestamp`), zstd Parquet with a 64 KiB "
+        "dictionary budget per column (`write.parquet.dict-size-bytes`), `write.distribution-mode=none`."
     ),
     PLAIN: (
         '`python -m benchmarks.ingest.plain_job`: `spark.readStream.format("kafka")` (startingOffsets '

@@ -103,7 +103,7 @@ READER_QUERIES = {
     "sum_amount": "SELECT count(*), sum(amount) FROM {table}",
     "group_by_type": "SELECT event_type, count(*), avg(amount) FROM {table} GROUP BY event_type",
     "text_column": "SELECT max(length(properties)) FROM {table}",
-    "one_row": "SELECT * FROM {table} WHERE seq = 123457",
+    "one_row": "SELECT CAST(t AS VARCHAR) FROM {table} t WHERE seq = 123457",
 }
 
 

@@ -140,10 +140,14 @@ def test_ingest_benchmark_throughput_phase_runs(system: str, tmp_path: Path) -> 
             str(tmp_path),
             "--name",
             "ingest-smoke",
+            # A Parquet writer experiment on floe's tables (the plain job's table keeps floe's defaults).
+            "--floe-table-property",
+            "write.parquet.compression-level=3",
         ]
     )
     assert code == 0
     doc = json.loads((tmp_path / "ingest-smoke.json").read_text())
+    assert doc["settings"]["floe_table_properties"] == {"write.parquet.compression-level": "3"}
     # floe ingests the same records as JSON, Avro and Protobuf; the plain job reads JSON only.
     formats = ["json", "avro", "protobuf"] if system == INGEST_FLOE else ["json"]
     assert [run["format"] for run in doc["throughput"]] == formats
@@ -157,6 +161,10 @@ def test_ingest_benchmark_throughput_phase_runs(system: str, tmp_path: Path) -> 
         assert run["window_records"] > 0
         assert run["records_per_s"] > 0
         assert run["cpu_cores"]["ingester"] > 0
+        # What readers pay: the table's data files and DuckDB's time for each query over them.
+        assert run["data_file_bytes"] > 0
+        assert set(run["duckdb_query_ms"]) == set(ingest_benchmark.READER_QUERIES)
+        assert all(ms > 0 for ms in run["duckdb_query_ms"].values())
         if system == INGEST_FLOE:
             assert run["notes"]["floe_ingest_batch_seconds"]["count"] >= run["commits"]
         else:

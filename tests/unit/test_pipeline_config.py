@@ -991,6 +991,8 @@ def test_create_keeps_every_id_and_sets_properties() -> None:
         assert metadata.format_version == 2
         assert metadata.properties["write.format.default"] == "parquet"
         assert metadata.properties["write.parquet.compression-codec"] == "zstd"
+        # A small dictionary budget: unique columns give up dictionary encoding early (ingestion CPU).
+        assert metadata.properties["write.parquet.dict-size-bytes"] == str(64 * 1024)
         assert metadata.properties["write.distribution-mode"] == "none"
         assert metadata.properties["floe.source.topic"] == target.topic
         assert plan_table(target, metadata).action == "unchanged"
