@@ -55,7 +55,7 @@ from ingest.reasons import DeadLetterReasons
 from ingest.spark_logs import quiet_expected_failure
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Observation
 
     from catalog.client import FloeClient
     from catalog.pipelines import SourceCluster
@@ -378,7 +378,6 @@ class BatchWriter:
         over the raw records (no decode), and the counts are observed during the append.
         None, with nothing committed, when the batch holds a dead letter (the append fails at it)."""
         from pyspark.sql import Observation
-        from pyspark.sql import functions as F
 
         t = self.table
         raw = source_columns(raw)
@@ -407,19 +406,8 @@ class BatchWriter:
         start = {p: main_committed[p] for p in end if p in main_committed}
         decoded = self._decode(raw)[0]
         batch = decoded if main_filter is None else decoded.where(main_filter)
-        is_good = F.col(ERROR_COLUMN).isNull()
-        has_undeclared = F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
         observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
-        observed = batch.observe(
-            observation,
-            F.count(F.lit(1)).alias("records"),
-            F.count_if(has_undeclared).alias("undeclared"),
-            F.sum(F.length(source("value"))).alias("bytes"),
-        )
-        # Each row passes this filter or stops the job: Iceberg then aborts the append (no commit).
-        checked = observed.where(
-            F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
-        )
+        checked = _counted_good_rows(batch, observation)
         try:
             # A stop at a dead letter is expected: Spark is not to log it as a failed task.
             with quiet_expected_failure(raw.sparkSession, DEAD_LETTER_FOUND):
@@ -431,18 +419,8 @@ class BatchWriter:
                 raise
             log.info("%s: dead letters in the batch; writing it in two passes", t.name)
             return None
-        counts = observation.get
-        result = BatchResult(
-            records=int(counts["records"] or 0),
-            value_bytes=int(counts["bytes"] or 0),
-            end_offsets=end,
-            max_timestamps={int(r["partition"]): r["max_ts"].timestamp() for r in progress if r["max_ts"]},
-            records_with_undeclared=int(counts["undeclared"] or 0),
-        )
-        if result.records_with_undeclared:
-            # Decoded again: only batches with undeclared fields pay for their names.
-            result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
-        return result
+        newest = {int(r["partition"]): r["max_ts"].timestamp() for r in progress if r["max_ts"]}
+        return _one_pass_result(observation.get, end, newest, batch)
 
     def _append_staged(
         self, raw: DataFrame, offsets: BatchRange, main_committed: Mapping[int, int]
@@ -463,15 +441,11 @@ class BatchWriter:
         end = {p: max(main_committed.get(p, 0), offsets.end[p]) for p in partitions}
         start = {p: main_committed[p] for p in end if p in main_committed}
         batch = self._decode(raw)[0]
-        is_good = F.col(ERROR_COLUMN).isNull()
-        has_undeclared = F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
         partition, timestamp = F.col(source("partition")), F.col(source("timestamp"))
         observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
-        observed = batch.observe(
+        checked = _counted_good_rows(
+            batch,
             observation,
-            F.count(F.lit(1)).alias("records"),
-            F.count_if(has_undeclared).alias("undeclared"),
-            F.sum(F.length(source("value"))).alias("bytes"),
             F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
             F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
             # Epoch ms: an observed timestamp would arrive as a Java object.
@@ -479,9 +453,6 @@ class BatchWriter:
                 F.max(F.when(partition == p, F.unix_millis(timestamp))).alias(f"max_ts_ms_{p}")
                 for p in partitions
             ],
-        )
-        checked = observed.where(
-            F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
         )
         target = t.spark_name(catalog=self.spark_catalog)
         session = raw.sparkSession
@@ -511,20 +482,8 @@ class BatchWriter:
         }
         commit_staged_append(session, target, file_set, summary)
         self.staged_batches += 1
-        result = BatchResult(
-            records=records,
-            value_bytes=int(counts["bytes"] or 0),
-            end_offsets=end,
-            max_timestamps={
-                p: int(counts[f"max_ts_ms_{p}"]) / 1000
-                for p in partitions
-                if counts[f"max_ts_ms_{p}"] is not None
-            },
-            records_with_undeclared=int(counts["undeclared"] or 0),
-        )
-        if result.records_with_undeclared:
-            result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
-        return result
+        newest = {p: int(ms) / 1000 for p in partitions if (ms := counts[f"max_ts_ms_{p}"]) is not None}
+        return _one_pass_result(counts, end, newest, batch)
 
     def _write_in_two_passes(
         self, raw: DataFrame, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
@@ -625,6 +584,47 @@ def _progress(raw: DataFrame, committed: Mapping[int, int] | None) -> list[Any]:
         )
         .collect()
     )
+
+
+def _has_undeclared() -> Column:
+    """Whether a decoded row has fields the table does not declare."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
+
+
+def _counted_good_rows(batch: DataFrame, observation: Observation, *extra: Column) -> DataFrame:
+    """`batch` as a one-pass write reads it: observed into `observation` (`records`, `undeclared`,
+    `bytes`, and the `extra` aggregates), each row passing only if it is good — a dead letter stops the
+    job, and Iceberg then aborts the write (nothing commits)."""
+    from pyspark.sql import functions as F
+
+    observed = batch.observe(
+        observation,
+        F.count(F.lit(1)).alias("records"),
+        F.count_if(_has_undeclared()).alias("undeclared"),
+        F.sum(F.length(source("value"))).alias("bytes"),
+        *extra,
+    )
+    is_good = F.col(ERROR_COLUMN).isNull()
+    return observed.where(F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND))))
+
+
+def _one_pass_result(
+    counts: Mapping[str, Any], end: dict[int, int], newest: dict[int, float], batch: DataFrame
+) -> BatchResult:
+    """A committed one-pass batch's result from its observed `counts`."""
+    result = BatchResult(
+        records=int(counts["records"] or 0),
+        value_bytes=int(counts["bytes"] or 0),
+        end_offsets=end,
+        max_timestamps=newest,
+        records_with_undeclared=int(counts["undeclared"] or 0),
+    )
+    if result.records_with_undeclared:
+        # Decoded again: only batches with undeclared fields pay for their names.
+        result.undeclared_fields = _undeclared_names(batch.where(_has_undeclared()))
+    return result
 
 
 def _range_starts_after(

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import httpx
 from pyiceberg.catalog.rest import RestCatalog
 
 from benchmarks.catalog.procstat import postmaster_pid
+from benchmarks.ingest.freshness import connect_to_floe
 from benchmarks.ingest.ingesters import Ingester
 from benchmarks.ingest.sampling import CpuSampler
 from catalog.client import FloeClient
@@ -32,6 +34,17 @@ class Environment:
     kafka: LocalKafka
     catalog: RestCatalog
     control: FloeClient
+
+    def duckdb(self, directory: Path, threads: int = 1) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB (offline extensions under `directory`) with floe attached as `floe`,
+        authenticated with the admin key."""
+        return connect_to_floe(
+            directory,
+            endpoint=self.server.url,
+            client_id=self.server.admin_client_id,
+            client_secret=self.server.admin_client_secret,
+            threads=threads,
+        )
 
     def sampler(self, ingester: Ingester | None) -> CpuSampler:
         """CPU of the ingester's process tree, the broker, and floe's catalog with PostgreSQL."""

@@ -43,7 +43,7 @@ from benchmarks.ingest.events import (
     EventFactory,
     Reencoder,
 )
-from benchmarks.ingest.freshness import VisibilityProbe, connect_to_floe
+from benchmarks.ingest.freshness import VisibilityProbe
 from benchmarks.ingest.ingesters import FLOE, PLAIN, FloeIngester, Ingester, PlainJob, SparkSettings
 from benchmarks.ingest.producing import ProduceResult, SteadyProducer, produce_backlogs
 from benchmarks.ingest.sampling import CpuSampler
@@ -110,13 +110,7 @@ READER_QUERIES = {
 def reader_query_ms(env: Environment, identifier: str, duckdb_dir: Path, repeat: int = 3) -> dict[str, float]:
     """The median wall milliseconds of each of READER_QUERIES on the table, DuckDB with two threads
     attached to floe (each query after one warm-up run, which also loads the table's metadata)."""
-    duck = connect_to_floe(
-        duckdb_dir,
-        endpoint=env.server.url,
-        client_id=env.server.admin_client_id,
-        client_secret=env.server.admin_client_secret,
-        threads=2,
-    )
+    duck = env.duckdb(duckdb_dir, threads=2)
     timings: dict[str, float] = {}
     try:
         for name, query in READER_QUERIES.items():
@@ -296,12 +290,7 @@ def measure_freshness(
     """Produce `rate` records/s while `ingester` runs; freshness of the records produced during
     `duration_s` seconds, starting `warmup_s` after the first record became visible."""
     print(f"freshness: {ingester.kind} at {rate:g} records/s for {duration_s:g} s ...", flush=True)
-    duck = connect_to_floe(
-        duckdb_dir,
-        endpoint=env.server.url,
-        client_id=env.server.admin_client_id,
-        client_secret=env.server.admin_client_secret,
-    )
+    duck = env.duckdb(duckdb_dir)
     probe = VisibilityProbe(duck, f"floe.{identifier}")
     producer = SteadyProducer(env.kafka.bootstrap_servers, topic, rate, EventFactory(seed=11))
     sampler = env.sampler(ingester)

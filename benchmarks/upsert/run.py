@@ -35,7 +35,6 @@ from pyiceberg.table.snapshots import SnapshotLogEntry
 from pyiceberg.transforms import BucketTransform
 
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment, floe_table
-from benchmarks.ingest.freshness import connect_to_floe
 from benchmarks.ingest.ingesters import FLOE, PLAIN, FloeIngester, Ingester, SparkSettings
 from benchmarks.upsert import report
 from benchmarks.upsert.workload import FIELDS, Change, ChangeStream
@@ -194,12 +193,7 @@ class Freshness(threading.Thread):
 
     def __init__(self, env: Environment, duck_dir: Path, table: str) -> None:
         super().__init__(daemon=True)
-        self.duck = connect_to_floe(
-            duck_dir,
-            endpoint=env.server.url,
-            client_id=env.server.admin_client_id,
-            client_secret=env.server.admin_client_secret,
-        )
+        self.duck = env.duckdb(duck_dir)
         self.table = table
         self.polls: list[tuple[float, int]] = []  # (poll end, max seq)
         self.errors = 0
@@ -344,13 +338,7 @@ def time_queries(env: Environment, duck_dir: Path, tables: Mapping[str, str]) ->
     """Median seconds of each query on each of `tables` (label -> table), each run a new query through
     floe. The tables take turns run by run (the order alternating), so a disturbance of the shared
     machine falls on all of them alike rather than on whichever was timed during it."""
-    duck = connect_to_floe(
-        duck_dir,
-        endpoint=env.server.url,
-        client_id=env.server.admin_client_id,
-        client_secret=env.server.admin_client_secret,
-        threads=2,
-    )
+    duck = env.duckdb(duck_dir, threads=2)
     refs = {label: 'floe.{}."{}"'.format(*table.split(".")) for label, table in tables.items()}
     runs: dict[str, dict[str, list[float]]] = {label: {} for label in tables}
     try:
