@@ -134,6 +134,8 @@ class BatchResult:
     # and how many records carried each of the most frequent such names.
     records_with_undeclared: int = 0
     undeclared_fields: dict[str, int] = field(default_factory=dict)
+    # Written in one job: the range from Spark's offset log, the append staged (`_append_staged`).
+    staged: bool = False
 
 
 def _offset_lookup(offsets: Mapping[int, int]) -> Column:
@@ -205,14 +207,10 @@ class BatchWriter:
         # Whether the last batch had dead letters: the next one then skips the one-pass attempt.
         self.expect_dead_letters = False
         self.one_pass_batches = 0  # batches written in one pass (for tests and diagnosis)
-        self.staged_batches = 0  # of those, batches whose range came from the offset log (staged append)
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        offsets = None
-        if self.checkpoint is not None:
-            offsets = batch_range(self.checkpoint, batch_id, self.table.topic)
-        result = self.write(raw, offsets)
+        result = self.write(raw, batch_id)
         metrics.BATCH_SECONDS.labels(self.table.name).observe(time.monotonic() - started)
         if self.on_commit is not None and (result.records or result.dead_letters):
             self.on_commit(self.table, result)
@@ -332,21 +330,28 @@ class BatchWriter:
             return decoded, reasons
         raise ValueError(f"{t.name}: unsupported source format {t.source_format}")
 
-    def write(self, raw: DataFrame, offsets: BatchRange | None = None) -> BatchResult:
-        """Write one batch (`raw` as the Kafka source reads it; `offsets` its range when known from
-        Spark's offset log): in one pass when it can be, else (or when the one-pass append met a dead
-        letter, committing nothing) in two."""
+    @property
+    def writes_in_one_pass(self) -> bool:
+        """Whether the table's batches are tried in one pass (appends decoded without a registry)."""
+        return not (self.table.is_upsert or self.table.registry is not None)
+
+    def write(self, raw: DataFrame, batch_id: int | None = None) -> BatchResult:
+        """Write one batch (`raw` as the Kafka source reads it; `batch_id` its id in the query, whose
+        offset log then gives its range): in one pass when it can be, else (or when the one-pass append
+        met a dead letter, committing nothing) in two."""
         t = self.table
         main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
         dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
-        if not (self.expect_dead_letters or t.is_upsert or t.registry is not None):
-            staged_before = self.staged_batches
+        if self.writes_in_one_pass and not self.expect_dead_letters:
+            offsets = None
+            if self.checkpoint is not None and batch_id is not None:
+                offsets = batch_range(self.checkpoint, batch_id, t.topic)
             result = self._write_in_one_pass(raw, main_committed, dlq_committed, offsets)
             if result is not None:
                 self.one_pass_batches += 1
                 if result.records:
-                    staged = self.staged_batches > staged_before
-                    metrics.BATCHES.labels(t.name, "one_pass_staged" if staged else "one_pass").inc()
+                    path = "one_pass_staged" if result.staged else "one_pass"
+                    metrics.BATCHES.labels(t.name, path).inc()
                 return result
             metrics.BATCHES.labels(t.name, "one_pass_aborted").inc()
         result = self._write_in_two_passes(raw, main_committed, dlq_committed)
@@ -481,9 +486,10 @@ class BatchWriter:
             for key, value in _summary(t.topic, start, end, times).items()
         }
         commit_staged_append(session, target, file_set, summary)
-        self.staged_batches += 1
         newest = {p: int(ms) / 1000 for p in partitions if (ms := counts[f"max_ts_ms_{p}"]) is not None}
-        return _one_pass_result(counts, end, newest, batch)
+        result = _one_pass_result(counts, end, newest, batch)
+        result.staged = True
+        return result
 
     def _write_in_two_passes(
         self, raw: DataFrame, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
@@ -630,13 +636,9 @@ def _one_pass_result(
 def _range_starts_after(
     offsets: BatchRange, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
 ) -> bool:
-    """Whether no offset of the batch's range is committed already, to the table or its dead-letter table."""
-    for partition in offsets.partitions():
-        first = offsets.start.get(partition)
-        committed = max(main_committed.get(partition, -1), dlq_committed.get(partition, -1))
-        if committed > 0 and (first is None or first < committed):
-            return False
-    return True
+    """`_starts_after` for a batch whose range is known from the offset log."""
+    firsts = {p: offsets.start.get(p) for p in offsets.partitions()}
+    return _firsts_after(firsts, main_committed, dlq_committed)
 
 
 def _starts_after(
@@ -644,10 +646,18 @@ def _starts_after(
 ) -> bool:
     """Whether no record of the batch is committed already, to the table or to its dead-letter table
     (every partition's lowest offset is at or past both): the batch then needs no offsets filter."""
-    for row in progress:
-        partition = int(row["partition"])
+    firsts = {int(row["partition"]): int(row["min_offset"]) for row in progress}
+    return _firsts_after(firsts, main_committed, dlq_committed)
+
+
+def _firsts_after(
+    firsts: Mapping[int, int | None], main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
+) -> bool:
+    """Whether each partition's first offset is at or past what the table and its dead-letter table have
+    committed (a first offset unknown — None — only where nothing is committed)."""
+    for partition, first in firsts.items():
         committed = max(main_committed.get(partition, -1), dlq_committed.get(partition, -1))
-        if int(row["min_offset"]) < committed:
+        if (first is None and committed > 0) or (first is not None and first < committed):
             return False
     return True
 

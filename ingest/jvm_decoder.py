@@ -143,17 +143,32 @@ def jar_class(spark: Any, class_name: str) -> Any:
     return jvm.java.lang.Class.forName(class_name, True, loader)
 
 
-def _register(spark: Any, class_name: str, name: str, argument: Any, argument_type: Any) -> None:
-    """Call the jar class's static `register(SparkSession, String name, <argument_type> argument)`."""
+def _invoke(spark: Any, class_name: str, method: str, arguments: list[tuple[Any, Any]]) -> Any:
+    """Call the jar class's static `method` with `arguments` (value, java.lang.Class of its parameter).
+    A failure arrives as InvocationTargetException with the method's own exception as its cause."""
     gateway = spark.sparkContext._gateway
     jvm = spark._jvm
-    types = gateway.new_array(jvm.java.lang.Class, 3)
-    types[0] = jvm.java.lang.Class.forName("java.lang.Object")
-    types[1] = jvm.java.lang.Class.forName("java.lang.String")
-    types[2] = argument_type
-    arguments = gateway.new_array(jvm.java.lang.Object, 3)
-    arguments[0], arguments[1], arguments[2] = spark._jsparkSession, name, argument
-    jar_class(spark, class_name).getMethod("register", types).invoke(None, arguments)
+    types = gateway.new_array(jvm.java.lang.Class, len(arguments))
+    values = gateway.new_array(jvm.java.lang.Object, len(arguments))
+    for index, (value, parameter_type) in enumerate(arguments):
+        types[index] = parameter_type
+        values[index] = value
+    return jar_class(spark, class_name).getMethod(method, types).invoke(None, values)
+
+
+def _register(spark: Any, class_name: str, name: str, argument: Any, argument_type: Any) -> None:
+    """Call the jar class's static `register(SparkSession, String name, <argument_type> argument)`."""
+    lang = spark._jvm.java.lang
+    _invoke(
+        spark,
+        class_name,
+        "register",
+        [
+            (spark._jsparkSession, lang.Class.forName("java.lang.Object")),
+            (name, lang.Class.forName("java.lang.String")),
+            (argument, argument_type),
+        ],
+    )
 
 
 def register_decoder(spark: Any, name: str, result_type_json: str) -> None:
@@ -171,21 +186,14 @@ def register_json_undeclared_keys(spark: Any, name: str, declared: list[str]) ->
     _register(spark, JSON_KEYS_CLASS_NAME, name, names, names.getClass())
 
 
-def call_static(spark: Any, class_name: str, method: str, *values: Any) -> Any:
+def _call_static(spark: Any, class_name: str, method: str, *values: Any) -> Any:
     """Call the jar class's static `method(Object...)` with `values` (py4j converts str and int; pass
-    Java objects for the rest). A failure arrives as InvocationTargetException with the method's own
-    exception as its cause."""
-    gateway = spark.sparkContext._gateway
-    jvm = spark._jvm
-    types = gateway.new_array(jvm.java.lang.Class, len(values))
-    arguments = gateway.new_array(jvm.java.lang.Object, len(values))
-    for index, value in enumerate(values):
-        types[index] = jvm.java.lang.Class.forName("java.lang.Object")
-        arguments[index] = value
-    return jar_class(spark, class_name).getMethod(method, types).invoke(None, arguments)
+    Java objects for the rest)."""
+    anything = spark._jvm.java.lang.Class.forName("java.lang.Object")
+    return _invoke(spark, class_name, method, [(value, anything) for value in values])
 
 
-def java_string_map(spark: Any, values: dict[str, str]) -> Any:
+def _java_string_map(spark: Any, values: dict[str, str]) -> Any:
     """`values` as a java.util.HashMap in the session's JVM."""
     mapping = spark._jvm.java.util.HashMap()
     for key, value in values.items():
@@ -196,9 +204,9 @@ def java_string_map(spark: Any, values: dict[str, str]) -> Any:
 def commit_staged_append(spark: Any, table: str, file_set_id: str, summary: dict[str, str]) -> int:
     """Commit as one append (with `summary`) the data files a Spark write of `table` staged under
     `file_set_id` (`StagedAppend.commit`); returns how many it added."""
-    added = call_static(
+    added = _call_static(
         spark, STAGED_APPEND_CLASS_NAME, "commit", spark._jsparkSession, table, file_set_id,
-        java_string_map(spark, summary),
+        _java_string_map(spark, summary),
     )  # fmt: skip
     return int(added)
 
@@ -206,7 +214,7 @@ def commit_staged_append(spark: Any, table: str, file_set_id: str, summary: dict
 def discard_staged_append(spark: Any, table: str, file_set_id: str) -> int:
     """Delete the data files a Spark write of `table` staged under `file_set_id`, if any."""
     return int(
-        call_static(spark, STAGED_APPEND_CLASS_NAME, "discard", spark._jsparkSession, table, file_set_id)
+        _call_static(spark, STAGED_APPEND_CLASS_NAME, "discard", spark._jsparkSession, table, file_set_id)
     )
 
 
@@ -217,12 +225,10 @@ __all__ = [
     "SOURCES",
     "STAGED_APPEND_CLASS_NAME",
     "DecoderBuildError",
-    "call_static",
     "commit_staged_append",
     "decoder_jar",
     "discard_staged_append",
     "jar_class",
-    "java_string_map",
     "register_decoder",
     "register_json_undeclared_keys",
 ]

@@ -301,11 +301,12 @@ class IngestService:
             decoded.writeTo(f"{WARM_UP_CATALOG}.scratch.t{abs(hash(writer.table.name))}").using(
                 "iceberg"
             ).createOrReplace()
-            # Later batches commit through floe's jar (staged appends, upsert merges): built (javac, on
-            # a fresh cache) and loaded now rather than during the second batch.
-            from ingest.jvm_decoder import STAGED_APPEND_CLASS_NAME, jar_class
+            if writer.writes_in_one_pass:
+                # A one-pass table's later batches commit through floe's jar (staged appends): built
+                # (javac, on a fresh cache) and loaded now rather than during the second batch.
+                from ingest.jvm_decoder import STAGED_APPEND_CLASS_NAME, jar_class
 
-            jar_class(self.spark, STAGED_APPEND_CLASS_NAME)
+                jar_class(self.spark, STAGED_APPEND_CLASS_NAME)
         except Exception as exc:  # only a warm-up: the query reports real problems
             log.debug("%s: warm-up: %s", writer.table.name, exc)
         finally:
