@@ -20,6 +20,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -116,8 +117,20 @@ def trino(sides: dict[str, Side], aws: Aws, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture(scope="module")
-def duck(tmp_path_factory: pytest.TempPathFactory) -> object:
-    return connect(tmp_path_factory.mktemp("duckdb-ext"))
+def duck_extensions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("duckdb-ext")
+
+
+@pytest.fixture
+def duck(duck_extensions: Path) -> Iterator[object]:
+    """A DuckDB connection per test. One shared by the local and S3 cases once sent the S3 case's
+    `GET /v1/config` (with the S3 server's token) to the local server, which had answered the local
+    case a second before: both servers' access logs showed it (401 on the local one, no request on the
+    other), as if DuckDB had reused a kept-alive HTTP connection across the two endpoints. A fresh
+    connection has none to reuse."""
+    connection = connect(duck_extensions)
+    yield connection
+    connection.close()
 
 
 def _name(prefix: str = "t") -> str:
