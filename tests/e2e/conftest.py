@@ -41,6 +41,13 @@ def catalog_server(
 
 
 @pytest.fixture(scope="session")
+def duckdb_extensions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The extension directory DuckDB connections of the session install into (each extension is a
+    ~50 MB copy: once is enough)."""
+    return Path(tmp_path_factory.mktemp("duckdb-extensions"))
+
+
+@pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """A started LocalKafka; `kafka.bootstrap_servers` is `127.0.0.1:<port>`."""
     with LocalKafka(data_dir=tmp_path_factory.mktemp("kafka")) as broker:

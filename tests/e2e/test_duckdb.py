@@ -40,15 +40,10 @@ pytestmark = pytest.mark.e2e
 DuckRows = list[tuple[Any, ...]]
 
 
-@pytest.fixture(scope="session")
-def duckdb_extension_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return Path(tmp_path_factory.mktemp("duckdb-extensions"))
-
-
 @pytest.fixture
-def duck(catalog_server: CatalogProcess, duckdb_extension_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def duck(catalog_server: CatalogProcess, duckdb_extensions: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """A fresh DuckDB with floe's default warehouse attached as `floe`."""
-    connection = connect(duckdb_extension_dir)
+    connection = connect(duckdb_extensions)
     attach_catalog(
         connection,
         endpoint=catalog_server.url,

@@ -63,12 +63,6 @@ def floe_catalog(spark: SparkSession, catalog_server: CatalogProcess) -> str:
     return name
 
 
-@pytest.fixture(scope="module")
-def duckdb_extensions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Installed once for the module (each extension is a ~50 MB copy)."""
-    return Path(tmp_path_factory.mktemp("duckdb-extensions"))
-
-
 @pytest.fixture
 def duck(catalog_server: CatalogProcess, duckdb_extensions: Path) -> Iterator[Any]:
     connection = connect(duckdb_extensions)

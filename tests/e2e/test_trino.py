@@ -116,19 +116,14 @@ def trino(sides: dict[str, Side], aws: Aws, tmp_path_factory: pytest.TempPathFac
         yield server
 
 
-@pytest.fixture(scope="module")
-def duck_extensions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("duckdb-ext")
-
-
 @pytest.fixture
-def duck(duck_extensions: Path) -> Iterator[object]:
+def duck(duckdb_extensions: Path) -> Iterator[object]:
     """A DuckDB connection per test. One shared by the local and S3 cases once sent the S3 case's
     `GET /v1/config` (with the S3 server's token) to the local server, which had answered the local
     case a second before: both servers' access logs showed it (401 on the local one, no request on the
     other), as if DuckDB had reused a kept-alive HTTP connection across the two endpoints. A fresh
     connection has none to reuse."""
-    connection = connect(duck_extensions)
+    connection = connect(duckdb_extensions)
     yield connection
     connection.close()
 
