@@ -11,6 +11,11 @@ per JVM):
 - in the scheduler's threads, where nothing marks the job, the lines that quote the error's message,
   and `TaskSetManager`'s "failed N times; aborting job" while an expected failure is under way.
 
+The job's other tasks are not interrupted when it fails (Spark's job property `spark.job.interruptOnCancel`,
+which a streaming query turns on for its batches, is off within): they end at their next record and abort,
+deleting the files they wrote. Interrupted, that deletion stops half way, leaving files behind and
+logging Iceberg's "Failed to bulk delete" with an InterruptedException.
+
 A local master's executors run in the driver's JVM, so that is all of it; a cluster's executors log as
 their cluster does. Any other failure still logs as usual (the scheduler's "Lost task" line with its
 stack trace, and floe's own error when the batch fails).
@@ -26,6 +31,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+# The job property that has a failed job's other tasks interrupted (on in a streaming query's batches).
+INTERRUPT_ON_CANCEL = "spark.job.interruptOnCancel"
 # The log context entry that marks the expected failure's threads (`mdc.` makes Spark copy it to tasks).
 CONTEXT_KEY = "mdc.floe.expected_failure"
 # Loggers that log the failure in the task's thread or the write's.
@@ -127,7 +134,21 @@ def _end(spark: Any) -> None:
 
 @contextmanager
 def quiet_expected_failure(spark: Any, message: str) -> Iterator[None]:
-    """Within: a Spark job this thread runs that fails with an error saying `message` logs nothing of it."""
+    """Within: a Spark job this thread runs that fails with an error saying `message` logs nothing of it,
+    and its other tasks end uninterrupted."""
+    context = spark.sparkContext
+    interrupt_on_cancel = context.getLocalProperty(INTERRUPT_ON_CANCEL)
+    context.setLocalProperty(INTERRUPT_ON_CANCEL, "false")
+    try:
+        with _quiet(spark, message):
+            yield
+    finally:
+        context.setLocalProperty(INTERRUPT_ON_CANCEL, interrupt_on_cancel)
+
+
+@contextmanager
+def _quiet(spark: Any, message: str) -> Iterator[None]:
+    """Within: what the loggers log for a failure saying `message` is dropped."""
     if not _begin(spark, message):
         yield
         return

@@ -11,15 +11,15 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def spark_without_tables(app_name: str) -> Iterator[SparkSession]:
-    """floe's session (its jars and settings) on `local[1]`, stopped at the end; its catalog is never used."""
+def spark_without_tables(app_name: str, master: str = "local[1]") -> Iterator[SparkSession]:
+    """floe's session (its jars and settings) on `master`, stopped at the end; its catalog is never used."""
     from runtime.spark import CatalogConnection, spark_session
 
     session = spark_session(
         app_name,
         # Never used: nothing here reads or writes a table.
         CatalogConnection("http://127.0.0.1:9", "default", "unused", "unused"),
-        master="local[1]",
+        master=master,
         conf={"spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"},
     )
     try:
