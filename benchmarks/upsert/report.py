@@ -23,6 +23,14 @@ def _history_note(after: dict[str, Any], append: dict[str, Any]) -> list[str]:
     ]
 
 
+def _steady_commits(result: dict[str, Any]) -> str | None:
+    """The steady phase's commits and the median time between them (None: a run before they were kept)."""
+    freshness = result["freshness"]
+    if "commits" not in freshness:
+        return None
+    return f"{freshness['commits']} / {_value(freshness['commit_interval_p50_s'])}"
+
+
 def _value(value: Any, suffix: str = "") -> str:
     if value is None:
         return "-"
@@ -76,6 +84,8 @@ def markdown(results: dict[str, Any]) -> str:
         ("freshness p50 (s)", lambda r: r["freshness"]["p50_s"]),
         ("freshness p99 (s)", lambda r: r["freshness"]["p99_s"]),
         ("freshness max (s)", lambda r: r["freshness"]["max_s"]),
+        ("steady commits / interval p50 (s)", _steady_commits),
+        ("reader's query p50 (s)", lambda r: r["freshness"].get("reader_query_p50_s")),
         ("live data files after the run", lambda r: r["files"]["data_files"]),
         ("live delete files after the run", lambda r: r["files"]["delete_files"]),
         ("delete granularity", lambda r: r.get("deletes_written", {}).get("granularity")),
@@ -152,7 +162,10 @@ def markdown(results: dict[str, Any]) -> str:
         "steady change is stamped when produced; a DuckDB reader polls "
         "`SELECT max(seq)` every 0.2 s and a record counts as visible at the end of the first poll that "
         "returns its sequence number or a later one (a batch commits every partition up to the same point); "
-        "deletes are not counted, nor the first 15 s of the stream. The machine is shared: a load average "
+        "deletes are not counted, nor the first 15 s of the stream. The reader shares the machine with the "
+        "ingester: its query time per poll is in the table (it polls again 0.2 s after each answer). "
+        "The steady interval is the median time between the table's commits while the changes stream in. "
+        "The machine is shared: a load average "
         "far above its 2 CPUs means every number here ran on a fraction of them, and query times of a "
         "few milliseconds are within the noise of such a run.",
         "",

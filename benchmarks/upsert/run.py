@@ -12,6 +12,7 @@ and against an append-only table holding the same current rows.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -196,13 +197,16 @@ class Freshness(threading.Thread):
         self.duck = env.duckdb(duck_dir)
         self.table = table
         self.polls: list[tuple[float, int]] = []  # (poll end, max seq)
+        self.query_seconds: list[float] = []  # each poll's query time (the reader's cost per look)
         self.errors = 0
         self.halt = threading.Event()
 
     def run(self) -> None:
         while not self.halt.is_set():
             try:
+                began = time.monotonic()
                 (found,) = self.duck.execute(f"SELECT max(seq) FROM {self.table}").fetchone() or (None,)
+                self.query_seconds.append(time.monotonic() - began)
                 self.polls.append((time.time(), int(found or 0)))
             except Exception:
                 self.errors += 1
@@ -269,6 +273,7 @@ def measure_system(
         producer = Producer({"bootstrap.servers": env.kafka.bootstrap_servers, "linger.ms": 5})
         sent: dict[int, float] = {}
         steady_started = time.monotonic()
+        steady_started_at = time.time()
         produced = 0
         changes = stream.changes()
         while time.monotonic() - steady_started < args.steady_seconds:
@@ -294,8 +299,14 @@ def measure_system(
         # The first 15 s are left out: the reader's first polls and the switch from backlog to stream.
         skip = min(sent) + 15 if sent else 0
         values = probe.freshness({s: t for s, t in sent.items() if t >= skip})
+        # How often the table changed while the changes streamed in (its batch cycle), from its commits.
+        steady_commits = [t for t in _commit_times(env.catalog, table) if t >= steady_started_at]
+        intervals = [b - a for a, b in itertools.pairwise(steady_commits)]
         result["freshness"] = {
             "rate_per_s": args.rate,
+            "commits": len(steady_commits),
+            "commit_interval_p50_s": _round(_percentile(intervals, 50)),
+            "reader_query_p50_s": _round(_percentile(probe.query_seconds, 50)),
             "seconds": args.steady_seconds,
             "records": produced,
             "measured": len(values),
