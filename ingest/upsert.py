@@ -23,7 +23,9 @@ on the streaming query's own session (each query has its own clone) for the one 
 A MERGE loses a race when the maintenance worker commits a rewrite of the files it read (compaction
 removed the data files its position deletes point at): Iceberg refuses it with a `ValidationException`
 before anything reaches floe. The merge is then planned again on the table as it is now (the batch is
-cached), up to `MERGE_ATTEMPTS` times, rather than failing the streaming query. Only validation failures
+cached), for up to `MERGE_RETRY_SECONDS` (a maintenance pass commits its compaction of a hot table group
+by group, each commit a lost race for a merge under way: the merge rides the pass out rather than failing
+the streaming query, whose restart costs more), at most `MERGE_ATTEMPTS` runs. Only validation failures
 are retried: floe refusing the Kafka offsets (a 409, `CommitFailedException`) or a commit whose outcome
 is unknown must not be.
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,7 +56,9 @@ _WRITE_SNAPSHOT_PROPERTY = "snapshot-property."
 Key = tuple[Any, ...]
 log = logging.getLogger(__name__)
 # Runs of one batch's MERGE that lose a race with a concurrent rewrite before the batch fails.
-MERGE_ATTEMPTS = 5
+MERGE_ATTEMPTS = 100
+# How long a batch's merge keeps being planned again after lost races before the batch fails.
+MERGE_RETRY_SECONDS = 300.0
 _VALIDATION_EXCEPTION = "org.apache.iceberg.exceptions.ValidationException"
 
 
@@ -296,12 +301,14 @@ def merge_batch(good: DataFrame, schema: Schema, target: str, write_options: Map
     try:
         for key, value in properties.items():
             session.conf.set(key, value)
+        started = time.monotonic()
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             try:
                 session.sql(statement)
                 return attempt - 1
             except Exception as exc:
-                if attempt == MERGE_ATTEMPTS or not lost_a_race(exc):
+                out_of_time = time.monotonic() - started > MERGE_RETRY_SECONDS
+                if attempt == MERGE_ATTEMPTS or out_of_time or not lost_a_race(exc):
                     raise
                 log.info("%s: the merge lost a race with a concurrent rewrite, merging again", target)
         raise AssertionError("unreachable")  # the loop returns or raises

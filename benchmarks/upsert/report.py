@@ -45,6 +45,21 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a and b else "-"
 
 
+def _maintenance_note(settings: dict[str, Any]) -> list[str]:
+    """The paragraph saying floe ran with its maintenance worker beside it (nothing when it did not)."""
+    interval = settings.get("maintenance_interval_s")
+    if not interval:
+        return []
+    hot = settings.get("hot_partition_max_files")
+    policy = f"`hot_partition_max_files: {hot}`" if hot else "floe's default maintenance policy"
+    return [
+        f"floe ran as deployed with its maintenance worker: `floe maintain --interval {interval}` beside "
+        f"`floe ingest` from the start of the backlog to the end of the steady phase ({policy}), on the "
+        "same machine (its own Spark JVM, same master and driver memory). The plain job has none.",
+        "",
+    ]
+
+
 def markdown(results: dict[str, Any]) -> str:
     s = results["settings"]
     systems = results["systems"]
@@ -64,6 +79,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{s['commit_interval_s']:g} s. Machine: {s['cpus']} CPUs shared with other work; load average "
         f"{s['load_average_at_start'][0]:.1f} at the start, {s['load_average_at_end'][0]:.1f} at the end.",
         "",
+        *_maintenance_note(s),
     ]
     if not s["full"]:
         lines += [

@@ -107,6 +107,32 @@ class PlainUpsertJob(Ingester):
         return sum(int(json.loads(line).get("numInputRows") or 0) for line in lines if line.strip())
 
 
+class MaintenanceWorker(Ingester):
+    """`floe maintain --interval N` on the upsert table's namespace, beside `floe ingest`: floe as deployed
+    with its maintenance worker (`floe up` runs both), compacting while the merges go on."""
+
+    kind = "maintenance"
+
+    def __init__(self, env: Environment, home: Path, settings: SparkSettings, interval_s: int) -> None:
+        command = [
+            sys.executable, "-m", "catalog.cli", "maintain", "--interval", f"{interval_s}s",
+            "--namespace", CLUSTER, "--metrics-port", "0", "--master", settings.master,
+            "--driver-memory", settings.driver_memory,
+        ]  # fmt: skip
+        super().__init__(home, command, _admin_env(env))
+
+
+def _admin_env(env: Environment) -> dict[str, str]:
+    """The environment of a floe command acting as the benchmark's admin."""
+    return {
+        **os.environ,
+        "FLOE_URL": env.server.url,
+        "FLOE_CLIENT_ID": env.server.admin_client_id,
+        "FLOE_CLIENT_SECRET": env.server.admin_client_secret,
+        "COLUMNS": "200",
+    }
+
+
 def _produce(bootstrap: str, topic: str, changes: list[Change]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "enable.idempotence": True})
     errors: list[Any] = []
@@ -241,14 +267,23 @@ def measure_system(
         if system == FLOE
         else PlainUpsertJob(env, home, topic, settings, args.buckets)
     )
+    worker = (
+        MaintenanceWorker(env, env.work / "maintenance", settings, args.maintenance_interval)
+        if system == FLOE and args.maintenance_interval
+        else None
+    )
     started = time.time()
     ingester.start()
+    if worker is not None:
+        worker.start()
     result: dict[str, Any] = {"system": system, "table": table, "backlog_records": len(backlog)}
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S + len(backlog) / 200
         while _consumed(env, ingester, table, topic) < len(backlog):
             if ingester.exited():
                 raise RuntimeError(f"{system} exited:\n{ingester.log_tail()}")
+            if worker is not None and worker.exited():
+                raise RuntimeError(f"the maintenance worker exited:\n{worker.log_tail()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{system} did not catch up:\n{ingester.log_tail()}")
             time.sleep(0.5)
@@ -292,6 +327,8 @@ def measure_system(
         while _consumed(env, ingester, table, topic) < total and time.monotonic() < deadline:
             if ingester.exited():
                 raise RuntimeError(f"{system} exited:\n{ingester.log_tail()}")
+            if worker is not None and worker.exited():
+                raise RuntimeError(f"the maintenance worker exited:\n{worker.log_tail()}")
             time.sleep(0.5)
         time.sleep(2)
         probe.halt.set()
@@ -319,6 +356,9 @@ def measure_system(
         probe.duck.close()
     finally:
         ingester.stop()
+        if worker is not None:
+            worker.stop()
+            result["maintenance_log_tail"] = worker.log_tail(2000)
     result["files"] = _files(env.catalog, table)
     result["deletes_written"] = _deletes_written(env.catalog, table)
     result["rows"] = len(env.catalog.load_table(table).scan(selected_fields=("id",)).to_arrow())
@@ -376,13 +416,7 @@ def maintain_once(env: Environment, settings: SparkSettings) -> dict[str, Any]:
         sys.executable, "-m", "catalog.cli", "maintain", "--once", "--namespace", CLUSTER,
         "--metrics-port", "0", "--master", settings.master, "--driver-memory", settings.driver_memory,
     ]  # fmt: skip
-    env_vars = {
-        **os.environ,
-        "FLOE_URL": env.server.url,
-        "FLOE_CLIENT_ID": env.server.admin_client_id,
-        "FLOE_CLIENT_SECRET": env.server.admin_client_secret,
-        "COLUMNS": "200",
-    }
+    env_vars = _admin_env(env)
     started = time.monotonic()
     done = subprocess.run(command, env=env_vars, capture_output=True, text=True, timeout=1800, check=False)
     return {
@@ -435,7 +469,9 @@ def current_snapshot_only(env: Environment, table: str) -> str:
     return target
 
 
-def pipeline_config(bootstrap: str, buckets: int) -> dict[str, Any]:
+def pipeline_config(
+    bootstrap: str, buckets: int, hot_partition_max_files: int | None = None
+) -> dict[str, Any]:
     host, port = bootstrap.split(":")
     return {
         "source_clusters": [{"name": CLUSTER, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]}],
@@ -449,7 +485,14 @@ def pipeline_config(bootstrap: str, buckets: int) -> dict[str, Any]:
                 "partitioning_scheme": [f"bucket({buckets}, id)"],
                 "schema": {"fields": FIELDS},
                 # Cold (every delete applied by a pass) once ingestion has stopped for this long.
-                "maintenance": {"cold_after": f"{COLD_AFTER_S}s"},
+                "maintenance": {
+                    "cold_after": f"{COLD_AFTER_S}s",
+                    **(
+                        {"hot_partition_max_files": hot_partition_max_files}
+                        if hot_partition_max_files
+                        else {}
+                    ),
+                },
             }
         ],
     }
@@ -494,6 +537,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kafka-heap", default="512m")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR)
     parser.add_argument("--name", default="upsert")
+    parser.add_argument(
+        "--maintenance-interval",
+        type=int,
+        default=0,
+        help="run floe's maintenance worker beside floe ingest, a pass every N seconds (0: not at all)",
+    )
+    parser.add_argument(
+        "--hot-partition-max-files",
+        type=int,
+        default=None,
+        help="the table's maintenance.hot_partition_max_files (default: floe's)",
+    )
     args = parser.parse_args(argv)
     if args.full:
         args.keys, args.backlog_changes, args.steady_seconds = 1_000_000, 1_000_000, 600.0
@@ -522,6 +577,8 @@ def main(argv: list[str] | None = None) -> int:
             "records_per_batch": args.records_per_batch,
             "commit_interval_s": args.commit_interval,
             "full": args.full,
+            "maintenance_interval_s": args.maintenance_interval,
+            "hot_partition_max_files": args.hot_partition_max_files,
             "commit": git_commit(),
             "started_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "cpus": os.cpu_count(),
@@ -534,7 +591,10 @@ def main(argv: list[str] | None = None) -> int:
             duck_dir = work / "duckdb"
             for topic in TOPICS.values():
                 env.kafka.create_topic(topic, PARTITIONS)
-            apply_pipeline(env.server, pipeline_config(env.kafka.bootstrap_servers, args.buckets))
+            apply_pipeline(
+                env.server,
+                pipeline_config(env.kafka.bootstrap_servers, args.buckets, args.hot_partition_max_files),
+            )
             for system in systems:
                 results["systems"][system] = measure_system(env, args, system, settings, duck_dir)
             if FLOE in systems:
