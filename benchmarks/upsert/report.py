@@ -53,7 +53,7 @@ def _maintenance_note(settings: dict[str, Any]) -> list[str]:
     hot = settings.get("hot_partition_max_files")
     policy = f"`hot_partition_max_files: {hot}`" if hot else "floe's default maintenance policy"
     return [
-        f"floe ran as deployed with its maintenance worker: `floe maintain --interval {interval}` beside "
+        f"floe ran as deployed with its maintenance worker: `floe maintain --interval {interval}s` beside "
         f"`floe ingest` from the start of the backlog to the end of the steady phase ({policy}), on the "
         "same machine (its own Spark JVM, same master and driver memory). The plain job has none.",
         "",
