@@ -15,7 +15,8 @@
   a partition has several.
 - Manifests: `rewrite_manifests` when there are many small ones (decided after compaction, which
   changes them).
-- Snapshots: `expire_snapshots` older than `snapshot_retention`, keeping `min_snapshots_to_keep`.
+- Snapshots: `expire_snapshots` older than `snapshot_retention` or beyond the newest `max_snapshots`,
+  keeping `min_snapshots_to_keep`.
 - Metadata files: the table keeps `write.metadata.previous-versions-max` of them in its log
   (`write.metadata.delete-after-commit.enabled`); files older than the log's oldest are removed.
 - Orphan files: unreferenced files older than `orphan_file_age` (`maintenance.orphans`, no Spark).
@@ -215,10 +216,14 @@ def compaction_options(state: TableState, policy: MaintenancePolicy) -> dict[str
 
 
 def plan_expiry(state: TableState, policy: MaintenancePolicy, now_ms: int) -> ExpireRun | None:
-    """Expire when some snapshot is older than the retention, not among the newest kept, and no
-    branch or tag points at it."""
+    """Expire when some snapshot is older than the retention (or than the newest `max_snapshots` of the
+    current snapshot's ancestry), not among the newest kept, and no branch or tag points at it."""
     cutoff = now_ms - policy.snapshot_retention * 1000
-    kept = {s.snapshot_id for s in state.main_ancestry()[: policy.min_snapshots_to_keep]}
+    ancestry = state.main_ancestry()
+    if 0 < policy.max_snapshots < len(state.snapshots) and ancestry:
+        # Iceberg expires what is older than a timestamp: the oldest of the newest `max_snapshots`.
+        cutoff = max(cutoff, ancestry[: policy.max_snapshots][-1].timestamp_ms)
+    kept = {s.snapshot_id for s in ancestry[: policy.min_snapshots_to_keep]}
     expirable = [
         s
         for s in state.snapshots

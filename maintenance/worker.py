@@ -7,8 +7,9 @@ what it did in floe (`POST /management/v1/maintenance/passes`) and in its Promet
 action is recorded and the pass goes on with the next one; a failed table does not stop the others.
 
 Policies come from the applied floe.yaml (`GET /management/v1/pipeline`): a table's `maintenance:`
-block over the top-level one over the built-in defaults (`--interval` sets the default interval).
-Tables outside floe.yaml get the top-level block and defaults.
+block over the top-level one over the built-in defaults (`--interval` sets the default interval; an
+upsert table's defaults are `UPSERT_DEFAULTS`). Tables outside floe.yaml get the top-level block and
+defaults.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ from catalog.client import (
     TableCounts,
 )
 from catalog.pipelines import InvalidConfig, parse_config
-from catalog.pipelines.maintenance import DEFAULT_POLICY, MaintenanceConfig, MaintenancePolicy, resolve_policy
+from catalog.pipelines.maintenance import (
+    DEFAULT_POLICY,
+    MaintenanceConfig,
+    MaintenancePolicy,
+    defaults_for_mode,
+    resolve_policy,
+)
 from maintenance import metrics, orphans
 from maintenance.planner import (
     ORPHAN_SCAN_INTERVAL_SECONDS,
@@ -70,6 +77,14 @@ class WorkerOptions:
     namespaces: tuple[str, ...] = ()
     default_warehouse: str = "default"
     defaults: MaintenancePolicy = DEFAULT_POLICY
+
+
+@dataclass(frozen=True)
+class TableBlock:
+    """What floe.yaml says of one table's maintenance: its own block and its mode."""
+
+    maintenance: MaintenanceConfig | None = None
+    mode: str = "append"
 
 
 @dataclass(frozen=True)
@@ -183,10 +198,8 @@ class MaintenanceWorker:
 
     def _policies(
         self,
-    ) -> tuple[
-        MaintenanceConfig | None, dict[tuple[str, tuple[str, ...], str], MaintenanceConfig], list[str]
-    ]:
-        """The top-level block, each pipeline table's own block, and the pipeline's warehouses."""
+    ) -> tuple[MaintenanceConfig | None, dict[tuple[str, tuple[str, ...], str], TableBlock], list[str]]:
+        """The top-level block, each pipeline table's own block and mode, and the pipeline's warehouses."""
         try:
             pipeline = self.control.pipeline()
         except Forbidden:  # a key that may not read the pipeline: default policies
@@ -201,7 +214,7 @@ class MaintenanceWorker:
         except InvalidConfig as exc:
             log.warning("the applied pipeline does not parse (default policies apply): %s", exc)
             return None, {}, []
-        blocks: dict[tuple[str, tuple[str, ...], str], MaintenanceConfig] = {}
+        blocks: dict[tuple[str, tuple[str, ...], str], TableBlock] = {}
         warehouses = sorted({t.warehouse for t in pipeline.tables})
         for entry in pipeline.tables:
             # A pipeline table's namespace is its source cluster's name: one level.
@@ -210,10 +223,11 @@ class MaintenanceWorker:
                 table = config.table(entry.namespace, entry.table)
             except KeyError:
                 continue
-            if table.maintenance is None:
-                continue
-            for name in (entry.table, entry.dlq_table):
-                blocks[(entry.warehouse, namespace, name)] = table.maintenance
+            blocks[(entry.warehouse, namespace, entry.table)] = TableBlock(
+                table.maintenance, table.table_mode
+            )
+            # The dead-letter table is appended to, whatever the table's mode.
+            blocks[(entry.warehouse, namespace, entry.dlq_table)] = TableBlock(table.maintenance)
         return config.maintenance, blocks, warehouses
 
     def _warehouses(self, from_pipeline: list[str]) -> list[str]:
@@ -251,8 +265,9 @@ class MaintenanceWorker:
                         continue
                     for ident in catalog.list_tables(namespace):
                         name = ident[-1]
+                        block = blocks.get((warehouse, namespace, name), TableBlock())
                         policy = resolve_policy(
-                            top_level, blocks.get((warehouse, namespace, name)), self.options.defaults
+                            top_level, block.maintenance, defaults_for_mode(self.options.defaults, block.mode)
                         )
                         tables.append(MaintainedTable(warehouse, namespace, name, policy))
             except Exception as exc:

@@ -7,6 +7,7 @@ a table's own block overrides them key by key; keys set nowhere take `DEFAULT_PO
       target_file_size_mb: 128    # compaction's target data file size
       snapshot_retention: 1h      # expire snapshots older than this …
       min_snapshots_to_keep: 5    # … but always keep the newest N
+      max_snapshots: 0            # keep at most this many (0: no limit; upsert tables: 50)
       orphan_file_age: 3d         # unreferenced files younger than this are never removed
       interval: 10m               # how often the table is maintained
       cold_after: 15m             # a partition not written for this long is cold (compacted first)
@@ -14,6 +15,10 @@ a table's own block overrides them key by key; keys set nowhere take `DEFAULT_PO
     tables:
       - source_topic: clicks
         maintenance: {snapshot_retention: 7d}
+
+A table floe.yaml declares with `table_mode: upsert` starts from `UPSERT_DEFAULTS` instead (maintained
+every minute, hot partitions compacted at 20 small files, at most 50 snapshots): it commits a merge every
+batch, and every merge and every reader pays for its files and its history.
 
 Durations are a number and a unit, combinable: `90s`, `10m`, `1h30m`, `7d`, `2w`. A block is a pydantic
 model of the floe.yaml it is part of: its problems are that document's `ConfigError`s.
@@ -35,6 +40,7 @@ MAINTENANCE_KEYS = (
     "target_file_size_mb",
     "snapshot_retention",
     "min_snapshots_to_keep",
+    "max_snapshots",
     "orphan_file_age",
     "interval",
     "cold_after",
@@ -108,6 +114,9 @@ class MaintenancePolicy:
     target_file_size_mb: int = 128
     snapshot_retention: int = 3_600
     min_snapshots_to_keep: int = 5
+    # 0: no limit. A bound on the count, not the age: every retained snapshot is in metadata.json,
+    # which each commit rewrites and each reader loads (DuckDB parses it on every query).
+    max_snapshots: int = 0
     orphan_file_age: int = 3 * 86_400
     interval: int = 600
     cold_after: int = 900
@@ -127,6 +136,11 @@ class MaintenancePolicy:
 
 
 DEFAULT_POLICY = MaintenancePolicy()
+# An upsert table merges every batch into the files of the keys it touches: the merge's cost and the
+# readers' grow with the files, and at a commit every few seconds an hour of history is over a thousand
+# snapshots (benchmarks/results/upsert-1m-keys-maintained.md: 210 snapshots made DuckDB's point lookup
+# 1.49x slower than the same files with one).
+UPSERT_DEFAULTS: dict[str, int] = {"interval": 60, "hot_partition_max_files": 20, "max_snapshots": 50}
 
 
 class MaintenanceConfig(ConfigModel):
@@ -137,6 +151,7 @@ class MaintenanceConfig(ConfigModel):
     min_snapshots_to_keep: (
         Annotated[int, _between(1, 1_000_000, "a table always keeps its current snapshot")] | None
     ) = None
+    max_snapshots: Annotated[int, _between(0, 1_000_000)] | None = None
     # Files of a commit still in flight are unreferenced until it lands: a short horizon would delete
     # them under a slow writer.
     orphan_file_age: (
@@ -161,6 +176,12 @@ class MaintenanceConfig(ConfigModel):
         return replace(policy, **self.model_dump(exclude_none=True))
 
 
+def defaults_for_mode(defaults: MaintenancePolicy, table_mode: str) -> MaintenancePolicy:
+    """The defaults of a table in `table_mode` (`append` or `upsert`): `defaults`, with
+    `UPSERT_DEFAULTS` over them for an upsert table."""
+    return replace(defaults, **UPSERT_DEFAULTS) if table_mode == "upsert" else defaults
+
+
 def resolve_policy(
     top_level: MaintenanceConfig | None,
     table: MaintenanceConfig | None,
@@ -177,8 +198,10 @@ def resolve_policy(
 __all__ = [
     "DEFAULT_POLICY",
     "MAINTENANCE_KEYS",
+    "UPSERT_DEFAULTS",
     "MaintenanceConfig",
     "MaintenancePolicy",
+    "defaults_for_mode",
     "format_duration",
     "parse_duration",
     "resolve_policy",

@@ -36,6 +36,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.table.snapshots import Snapshot
 
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
+from catalog.pipelines.maintenance import DEFAULT_POLICY, UPSERT_DEFAULTS
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
@@ -158,15 +159,20 @@ def latest_state(produced: Produced, key_of: Any) -> dict[Any, tuple[int, int, d
 
 
 def assert_offsets_chain(catalog: RestCatalog, name: str, ends: dict[int, int]) -> None:
-    """Exactly once: every snapshot starts where the previous one ended, and the last ends at `ends`."""
+    """Exactly once: every snapshot starts where the previous one ended, and the last ends at `ends`.
+    The oldest snapshot left starts from nothing, unless its parent has been expired."""
     table = catalog.load_table(name)
-    committed: dict[int, int] = {}
+    retained = {s.snapshot_id for s in table.snapshots()}
+    committed: dict[int, int] | None = None
     for snapshot in sorted(table.snapshots(), key=lambda s: s.sequence_number or 0):
         summary = snapshot.summary
         if summary is None or summary[TOPIC] is None:
             continue
         start = {int(p): o for p, o in json.loads(summary[START_OFFSETS] or "{}").items()}
         end = {int(p): o for p, o in json.loads(summary[END_OFFSETS] or "{}").items()}
+        if committed is None:
+            parent = snapshot.parent_snapshot_id
+            committed = dict(start) if parent is not None and parent not in retained else {}
         assert start == {p: committed[p] for p in end if p in committed}, (start, committed)
         committed.update(end)
     assert committed == ends
@@ -459,8 +465,9 @@ def test_maintenance_while_upserting_applies_and_drops_the_deletes(
         key_fields=["customer_id"],
         partitioning_scheme=["bucket(4, customer_id)"],
         schema={"fields": CUSTOMER_FIELDS},
-        # Hot while merged into (about every second), cold 5 s after ingestion stops.
-        maintenance={"cold_after": "5s"},
+        # Hot while merged into (about every second), cold 5 s after ingestion stops; history bounded
+        # below the merges' count so the pass expires some.
+        maintenance={"cold_after": "5s", "max_snapshots": 8},
     )
     produced = Produced()
     rng = random.Random(29)
@@ -485,8 +492,15 @@ def test_maintenance_while_upserting_applies_and_drops_the_deletes(
     assert _live_files(catalog, name).get(1, 0) >= 4 * 10
 
     worker = MaintenanceWorker(spark, WorkerOptions(ingest.server.url, *ingest.credential))
-    (maintained,) = [t for t in worker.discover() if t.namespace == (CLUSTER,) and t.name == table]
-    assert maintained.policy.cold_after == 5
+    discovered = {t.name: t for t in worker.discover() if t.namespace == (CLUSTER,)}
+    maintained = discovered[table]
+    # The table's block over the upsert defaults; its dead-letter table is appended to: plain defaults.
+    assert (maintained.policy.cold_after, maintained.policy.max_snapshots) == (5, 8)
+    assert maintained.policy.interval == UPSERT_DEFAULTS["interval"]
+    assert maintained.policy.hot_partition_max_files == UPSERT_DEFAULTS["hot_partition_max_files"]
+    dead_letters = discovered[f"{table}_dlq"].policy
+    assert (dead_letters.interval, dead_letters.cold_after) == (DEFAULT_POLICY.interval, 5)
+    assert dead_letters.max_snapshots == DEFAULT_POLICY.max_snapshots
     stop = threading.Event()
 
     def keep_producing() -> None:
@@ -525,6 +539,10 @@ def test_maintenance_while_upserting_applies_and_drops_the_deletes(
     assert quiet.after is not None
     assert quiet.after.delete_files == 0, quiet.summary()
     assert set(_live_files(catalog, name)) == {0}
+    # History beyond the newest 8 snapshots is gone, and the offsets chain of what is left is whole.
+    (expired,) = [a for a in quiet.actions if a.name == "expire_snapshots"]
+    assert expired.error is None, quiet.summary()
+    assert len(catalog.load_table(name).snapshots()) <= 8
     assert _spark_versions(spark, ingest, table) == _versions(produced)
     _assert_customers(catalog, ingest, duck_dir, table, produced)
     assert_offsets_chain(catalog, name, produced.end_offsets())

@@ -7,6 +7,7 @@ tests/e2e/test_maintenance.py.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -19,7 +20,9 @@ from pyiceberg.types import LongType, NestedField, StringType, StructType, Times
 from catalog.pipelines import InvalidConfig, load_yaml, parse_config
 from catalog.pipelines.maintenance import (
     DEFAULT_POLICY,
+    MaintenanceConfig,
     MaintenancePolicy,
+    defaults_for_mode,
     format_duration,
     parse_duration,
     resolve_policy,
@@ -276,6 +279,49 @@ def test_snapshot_expiry_keeps_the_newest_and_referenced() -> None:
     # A tagged snapshot is never expirable.
     tagged = state_of([], chain, referenced_snapshot_ids=frozenset({10, 1, 2, 3, 4, 5, 6, 7}))
     assert plan_expiry(tagged, policy, NOW_MS) is None
+
+
+def test_max_snapshots_bounds_the_history_whatever_its_age() -> None:
+    # Ten snapshots a second apart, all younger than the retention.
+    chain = [snapshot(i, i - 1 if i > 1 else None, age_seconds=20 - i) for i in range(1, 11)]
+    state = state_of([], chain)
+    policy = MaintenancePolicy(snapshot_retention=3600, min_snapshots_to_keep=2, max_snapshots=4)
+    run = plan_expiry(state, policy, NOW_MS)
+    assert run is not None
+    # Iceberg expires what is older than the oldest of the newest four (snapshot 7).
+    assert (run.older_than_ms, run.retain_last, run.expirable) == (chain[6].timestamp_ms, 2, 6)
+    # No limit (0), or no more snapshots than it: the age alone decides.
+    assert plan_expiry(state, replace(policy, max_snapshots=0), NOW_MS) is None
+    assert plan_expiry(state, replace(policy, max_snapshots=10), NOW_MS) is None
+    # min_snapshots_to_keep above the limit wins: Iceberg's retain_last keeps them.
+    run = plan_expiry(state, replace(policy, min_snapshots_to_keep=6), NOW_MS)
+    assert run is not None
+    assert (run.retain_last, run.expirable) == (6, 4)
+    # Snapshots past the retention go whatever their number: the later of the two cutoffs.
+    old = [snapshot(i, i - 1 if i > 1 else None, age_seconds=10_000 - i) for i in range(1, 11)]
+    run = plan_expiry(state_of([], old), policy, NOW_MS)
+    assert run is not None
+    assert (run.older_than_ms, run.expirable) == (NOW_MS - 3_600_000, 8)
+    # A tagged snapshot beyond the limit is kept (not expirable).
+    tagged = state_of([], chain, referenced_snapshot_ids=frozenset({1, 2, 3, 4, 5, 6}))
+    assert plan_expiry(tagged, policy, NOW_MS) is None
+
+
+def test_upsert_tables_start_from_their_own_defaults() -> None:
+    upsert = defaults_for_mode(DEFAULT_POLICY, "upsert")
+    assert (upsert.interval, upsert.hot_partition_max_files, upsert.max_snapshots) == (60, 20, 50)
+    assert upsert.snapshot_retention == DEFAULT_POLICY.snapshot_retention
+    assert defaults_for_mode(DEFAULT_POLICY, "append") == DEFAULT_POLICY
+    # floe.yaml's blocks override them: the top level, then the table's own.
+    config = load_yaml(
+        PIPELINE_YAML.format(cluster="c1").replace(
+            "  orphan_file_age: 1h\n", "  orphan_file_age: 1h\n  interval: 5m\n"
+        )
+    )
+    policy = resolve_policy(config.maintenance, config.tables[0].maintenance, upsert)
+    assert (policy.interval, policy.max_snapshots, policy.snapshot_retention) == (300, 50, 1)
+    table = MaintenanceConfig.model_validate({"max_snapshots": 0})
+    assert resolve_policy(None, table, upsert).max_snapshots == 0  # 0: no limit, explicitly
 
 
 def test_expiry_and_orphans_and_properties_in_the_plan() -> None:
