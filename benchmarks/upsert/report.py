@@ -16,7 +16,8 @@ def _history_note(after: dict[str, Any], append: dict[str, Any]) -> list[str]:
         "After maintenance the upsert table holds the append-only table's number of files in the same "
         "number of manifests. What still differs: its history, "
         f"{after['snapshots']} snapshots (one per merge and the pass's own commits, kept by "
-        f"`snapshot_retention`, 1 h by default) against the copy's one, so a metadata.json of "
+        "`snapshot_retention` and `max_snapshots`: 1 h and 50 for an upsert table by default) against the "
+        "copy's one, so a metadata.json of "
         f"{_value(after.get('metadata_json_bytes'))} bytes against "
         f"{_value(append.get('metadata_json_bytes'))}; "
         "and the files' writer (Spark's compaction, parquet-java, against pyarrow through pyiceberg).",
@@ -51,7 +52,12 @@ def _maintenance_note(settings: dict[str, Any]) -> list[str]:
     if not interval:
         return []
     hot = settings.get("hot_partition_max_files")
-    policy = f"`hot_partition_max_files: {hot}`" if hot else "floe's default maintenance policy"
+    policy = (
+        f"`hot_partition_max_files: {hot}`"
+        if hot
+        else "an upsert table's default policy: every minute, hot partitions at 20 small files, at most 50 "
+        "snapshots"
+    )
     return [
         f"floe ran as deployed with its maintenance worker: `floe maintain --interval {interval}s` beside "
         f"`floe ingest` from the start of the backlog to the end of the steady phase ({policy}), on the "

@@ -160,9 +160,10 @@ def latest_state(produced: Produced, key_of: Any) -> dict[Any, tuple[int, int, d
 
 def assert_offsets_chain(catalog: RestCatalog, name: str, ends: dict[int, int]) -> None:
     """Exactly once: every snapshot starts where the previous one ended, and the last ends at `ends`.
-    The oldest snapshot left starts from nothing, unless its parent has been expired."""
+    The oldest ingestion snapshot left starts from nothing, unless the history has been expired."""
     table = catalog.load_table(name)
-    retained = {s.snapshot_id for s in table.snapshots()}
+    # The table's first snapshot has sequence number 1 (format v2 and later); expiry drops it.
+    expired = min((s.sequence_number or 0 for s in table.snapshots()), default=0) > 1
     committed: dict[int, int] | None = None
     for snapshot in sorted(table.snapshots(), key=lambda s: s.sequence_number or 0):
         summary = snapshot.summary
@@ -171,8 +172,7 @@ def assert_offsets_chain(catalog: RestCatalog, name: str, ends: dict[int, int]) 
         start = {int(p): o for p, o in json.loads(summary[START_OFFSETS] or "{}").items()}
         end = {int(p): o for p, o in json.loads(summary[END_OFFSETS] or "{}").items()}
         if committed is None:
-            parent = snapshot.parent_snapshot_id
-            committed = dict(start) if parent is not None and parent not in retained else {}
+            committed = dict(start) if expired else {}
         assert start == {p: committed[p] for p in end if p in committed}, (start, committed)
         committed.update(end)
     assert committed == ends
@@ -494,13 +494,17 @@ def test_maintenance_while_upserting_applies_and_drops_the_deletes(
     worker = MaintenanceWorker(spark, WorkerOptions(ingest.server.url, *ingest.credential))
     discovered = {t.name: t for t in worker.discover() if t.namespace == (CLUSTER,)}
     maintained = discovered[table]
-    # The table's block over the upsert defaults; its dead-letter table is appended to: plain defaults.
+    # The table's block over the upsert defaults; its dead-letter table is appended to: the same block
+    # over the append defaults.
     assert (maintained.policy.cold_after, maintained.policy.max_snapshots) == (5, 8)
     assert maintained.policy.interval == UPSERT_DEFAULTS["interval"]
     assert maintained.policy.hot_partition_max_files == UPSERT_DEFAULTS["hot_partition_max_files"]
     dead_letters = discovered[f"{table}_dlq"].policy
-    assert (dead_letters.interval, dead_letters.cold_after) == (DEFAULT_POLICY.interval, 5)
-    assert dead_letters.max_snapshots == DEFAULT_POLICY.max_snapshots
+    assert (dead_letters.cold_after, dead_letters.max_snapshots) == (5, 8)
+    assert (dead_letters.interval, dead_letters.hot_partition_max_files) == (
+        DEFAULT_POLICY.interval,
+        DEFAULT_POLICY.hot_partition_max_files,
+    )
     stop = threading.Event()
 
     def keep_producing() -> None:
