@@ -180,7 +180,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "How it is measured: records/s counts the backlog records after the first commit between the first "
         "and last commit of the table (Iceberg's snapshot times, for both systems; the first batch's "
-        "records from floe's snapshot offsets and from the plain job's Spark progress). Freshness: each "
+        "records from floe's snapshot offsets and from the plain job's Spark progress; the snapshots are "
+        "read from the catalog every 2 s during the run, as maintenance expires them). Freshness: each "
         "steady change is stamped when produced; a DuckDB reader polls "
         "`SELECT max(seq)` every 0.2 s and a record counts as visible at the end of the first poll that "
         "returns its sequence number or a later one (a batch commits every partition up to the same point); "

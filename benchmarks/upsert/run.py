@@ -29,10 +29,11 @@ from typing import Any
 
 from confluent_kafka import Producer
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.serializers import ToOutputFile
 from pyiceberg.table.refs import MAIN_BRANCH
-from pyiceberg.table.snapshots import SnapshotLogEntry
+from pyiceberg.table.snapshots import Snapshot, SnapshotLogEntry
 from pyiceberg.transforms import BucketTransform
 
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment, floe_table
@@ -54,6 +55,8 @@ QUERIES = {
 # Queries take milliseconds: enough runs for a stable median at sub-millisecond resolution.
 QUERY_RUNS = 31
 COLD_AFTER_S = 30
+# The table's snapshots are read this often: far more often than maintenance expires them.
+SNAPSHOT_POLL_S = 2.0
 
 
 class PlainUpsertJob(Ingester):
@@ -168,12 +171,46 @@ def _consumed(env: Environment, ingester: Ingester, table: str, topic: str) -> i
     return sum(env.control.next_offsets("default", (namespace,), name, topic).values())
 
 
-def _commit_times(catalog: RestCatalog, table: str) -> list[float]:
-    """The commit times of the table's snapshots that wrote rows (not its creation), oldest first."""
-    loaded = catalog.load_table(table)
+class SnapshotLog(threading.Thread):
+    """Every snapshot the table has had while the run watched it, read from the catalog every
+    `SNAPSHOT_POLL_S`: floe's maintenance expires an upsert table's history as it goes (at most 50
+    snapshots, a pass a minute), so its metadata at the end no longer holds the run's commits."""
+
+    def __init__(self, catalog: RestCatalog, table: str) -> None:
+        super().__init__(daemon=True)
+        self.catalog, self.table = catalog, table
+        self.seen: dict[int, Snapshot] = {}
+        self.halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def record(self) -> None:
+        try:
+            loaded = self.catalog.load_table(self.table)
+        except NoSuchTableError:  # the plain job creates its table once started
+            return
+        with self._lock:
+            for snapshot in loaded.metadata.snapshots:
+                self.seen.setdefault(snapshot.snapshot_id, snapshot)
+
+    def run(self) -> None:
+        while not self.halt.wait(SNAPSHOT_POLL_S):
+            try:
+                self.record()
+            except Exception as exc:  # a poll lost to a busy server: the next one reads it
+                print(f"snapshot poll failed: {exc}", flush=True)
+
+    def snapshots(self) -> list[Snapshot]:
+        """What was seen, oldest first (read once more now)."""
+        self.record()
+        with self._lock:
+            return sorted(self.seen.values(), key=lambda s: s.timestamp_ms)
+
+
+def _commit_times(snapshots: list[Snapshot]) -> list[float]:
+    """The commit times of the snapshots that wrote rows (not the table's creation), oldest first."""
     return sorted(
         s.timestamp_ms / 1000
-        for s in loaded.metadata.snapshots
+        for s in snapshots
         if s.summary is not None and s.summary.operation.value != "replace"
     )
 
@@ -184,11 +221,11 @@ def last_commit(catalog: RestCatalog, table: str) -> float:
     return snapshot.timestamp_ms / 1000 if snapshot is not None else 0.0
 
 
-def _deletes_written(catalog: RestCatalog, table: str) -> dict[str, Any]:
+def _deletes_written(catalog: RestCatalog, table: str, snapshots: list[Snapshot]) -> dict[str, Any]:
     """The table's delete granularity, and the delete files and positions its snapshots wrote in all
     (a file-scoped merge carries each touched file's earlier deletes into its new delete file)."""
     loaded = catalog.load_table(table)
-    summaries = [s.summary for s in loaded.metadata.snapshots if s.summary is not None]
+    summaries = [s.summary for s in snapshots if s.summary is not None]
     return {
         "granularity": loaded.properties.get("write.delete.granularity", "file (Iceberg's default)"),
         "delete_files": sum(int(s.get("added-delete-files") or 0) for s in summaries),
@@ -272,10 +309,12 @@ def measure_system(
         if system == FLOE and args.maintenance_interval
         else None
     )
+    history = SnapshotLog(env.catalog, table)
     started = time.time()
     ingester.start()
     if worker is not None:
         worker.start()
+    history.start()
     result: dict[str, Any] = {"system": system, "table": table, "backlog_records": len(backlog)}
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S + len(backlog) / 200
@@ -288,10 +327,10 @@ def measure_system(
                 raise RuntimeError(f"{system} did not catch up:\n{ingester.log_tail()}")
             time.sleep(0.5)
         caught_up = time.time()
-        commits = _commit_times(env.catalog, table)
+        commits = _commit_times(history.snapshots())
         window = commits[-1] - commits[0] if len(commits) > 1 else 0.0
         # The first commit's records are Spark's start-up batch: the rate counts those after it.
-        first_batch = _first_batch_records(env, ingester, table, topic)
+        first_batch = _first_batch_records(ingester, history.snapshots())
         result["throughput"] = {
             "startup_s": round(commits[0] - started, 1) if commits else None,
             "commits": len(commits),
@@ -337,7 +376,7 @@ def measure_system(
         skip = min(sent) + 15 if sent else 0
         values = probe.freshness({s: t for s, t in sent.items() if t >= skip})
         # How often the table changed while the changes streamed in (its batch cycle), from its commits.
-        steady_commits = [t for t in _commit_times(env.catalog, table) if t >= steady_started_at]
+        steady_commits = [t for t in _commit_times(history.snapshots()) if t >= steady_started_at]
         intervals = [b - a for a, b in itertools.pairwise(steady_commits)]
         result["freshness"] = {
             "rate_per_s": args.rate,
@@ -359,25 +398,28 @@ def measure_system(
         if worker is not None:
             worker.stop()
             result["maintenance_log_tail"] = worker.log_tail(2000)
+        history.halt.set()
+        history.join(30)
     result["files"] = _files(env.catalog, table)
-    result["deletes_written"] = _deletes_written(env.catalog, table)
+    seen = history.snapshots()
+    result["snapshots_seen"] = len(seen)
+    result["deletes_written"] = _deletes_written(env.catalog, table, seen)
     result["rows"] = len(env.catalog.load_table(table).scan(selected_fields=("id",)).to_arrow())
     result["expected_rows"] = len(stream.live)
     print(f"  {system}: files {result['files']}, rows {result['rows']} (model {result['expected_rows']})")
     return result
 
 
-def _first_batch_records(env: Environment, ingester: Ingester, table: str, topic: str) -> int:
+def _first_batch_records(ingester: Ingester, snapshots: list[Snapshot]) -> int:
     if isinstance(ingester, PlainUpsertJob):
         lines = [ln for ln in ingester.progress_path.read_text().splitlines() if ln.strip()]
         batches = [json.loads(ln) for ln in lines]
         return next((int(b["numInputRows"]) for b in batches if int(b.get("numInputRows") or 0)), 0)
     from catalog.kafka_offsets import END_OFFSETS
 
-    snapshots = sorted(env.catalog.load_table(table).metadata.snapshots, key=lambda s: s.timestamp_ms)
     for snapshot in snapshots:
-        if snapshot.summary is not None and snapshot.summary.get(END_OFFSETS):
-            return sum(json.loads(snapshot.summary[END_OFFSETS]).values())
+        if snapshot.summary is not None and (offsets := snapshot.summary.get(END_OFFSETS)):
+            return sum(json.loads(str(offsets)).values())
     return 0
 
 
