@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from catalog.pipelines.maintenance import DEFAULT_POLICY, defaults_for_mode, format_duration
+
+# What an upsert table's maintenance does when floe.yaml does not say (the report names it).
+_UPSERT_POLICY = defaults_for_mode(DEFAULT_POLICY, "upsert")
+
 
 def _history_note(after: dict[str, Any], append: dict[str, Any]) -> list[str]:
     """What still tells the maintained upsert table from the append-only one, when only its history does."""
@@ -16,8 +21,9 @@ def _history_note(after: dict[str, Any], append: dict[str, Any]) -> list[str]:
         "After maintenance the upsert table holds the append-only table's number of files in the same "
         "number of manifests. What still differs: its history, "
         f"{after['snapshots']} snapshots (one per merge and the pass's own commits, kept by "
-        "`snapshot_retention` and `max_snapshots`: 1 h and 50 for an upsert table by default) against the "
-        "copy's one, so a metadata.json of "
+        f"`snapshot_retention` and `max_snapshots`: {format_duration(_UPSERT_POLICY.snapshot_retention)} and "
+        f"{_UPSERT_POLICY.max_snapshots} for an upsert table by default) against the copy's one, so a "
+        "metadata.json of "
         f"{_value(after.get('metadata_json_bytes'))} bytes against "
         f"{_value(append.get('metadata_json_bytes'))}; "
         "and the files' writer (Spark's compaction, parquet-java, against pyarrow through pyiceberg).",
@@ -55,8 +61,10 @@ def _maintenance_note(settings: dict[str, Any]) -> list[str]:
     policy = (
         f"`hot_partition_max_files: {hot}`"
         if hot
-        else "an upsert table's default policy: every minute, hot partitions at 20 small files, at most 50 "
-        "snapshots"
+        else "an upsert table's default policy: a pass every "
+        f"{format_duration(_UPSERT_POLICY.interval)}, hot partitions compacted at "
+        f"{_UPSERT_POLICY.hot_partition_max_files} small files, at most "
+        f"{_UPSERT_POLICY.max_snapshots} snapshots"
     )
     return [
         f"floe ran as deployed with its maintenance worker: `floe maintain --interval {interval}s` beside "

@@ -327,10 +327,11 @@ def measure_system(
                 raise RuntimeError(f"{system} did not catch up:\n{ingester.log_tail()}")
             time.sleep(0.5)
         caught_up = time.time()
-        commits = _commit_times(history.snapshots())
+        backlog_snapshots = history.snapshots()
+        commits = _commit_times(backlog_snapshots)
         window = commits[-1] - commits[0] if len(commits) > 1 else 0.0
         # The first commit's records are Spark's start-up batch: the rate counts those after it.
-        first_batch = _first_batch_records(ingester, history.snapshots())
+        first_batch = _first_batch_records(ingester, backlog_snapshots)
         result["throughput"] = {
             "startup_s": round(commits[0] - started, 1) if commits else None,
             "commits": len(commits),
