@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql import types as st
 
+log = logging.getLogger(__name__)
+
 # floe's internal columns start with INTERNAL_PREFIX: a table's top-level fields cannot (floe.yaml
 # validation refuses it), so none of them ever shares a name with a table field.
 ERROR_COLUMN = INTERNAL_PREFIX + "error"
@@ -56,6 +59,7 @@ UNDECLARED_COLUMN = INTERNAL_PREFIX + "undeclared"
 RECORD_COLUMN = INTERNAL_PREFIX + "record"  # the decoded value, a struct of the table's fields
 _RECORD = RECORD_COLUMN
 _CORRUPT = INTERNAL_PREFIX + "corrupt_record"
+_UNDECLARED = INTERNAL_PREFIX + "undeclared_keys"  # in the JSON decoder's result
 _DECODED = INTERNAL_PREFIX + "decoded"
 # The Kafka source's own columns (with `includeHeaders`).
 KAFKA_SOURCE_COLUMNS = (
@@ -213,25 +217,86 @@ def kafka_struct() -> Column:
 def decode_json(raw: DataFrame, schema: Schema) -> DataFrame:
     """Parse the value as a JSON object of the table's fields; `raw` has the internal column names
     (`source_columns`). Keys the table does not declare are not kept: they are listed per record in the
-    undeclared-fields column, so ingestion can count them."""
+    undeclared-fields column, so ingestion can count them.
+
+    floe's JVM decoder (ingest/jvm JsonDecoder) reads each value's bytes once for the fields and the
+    undeclared keys; Spark's `from_json` read them through a char reader, and the keys took a second
+    scan. Without a JDK compiler (or for a map with non-string keys), Spark's `from_json`."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as st
 
     fields = user_fields(schema)
-    record_type = st.StructType(
-        [_spark_field(f) for f in fields] + [st.StructField(_CORRUPT, st.StringType(), True)]
-    )
-    text = F.col(source("value")).cast("string")
-    parsed = F.from_json(text, record_type, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
-    decoded = raw.withColumn(_RECORD, parsed)
+    value = F.col(source("value"))
     record = F.col(_RECORD)
+    decoder = _json_decoder(raw.sparkSession, fields)
+    if decoder is not None:
+        decoded = raw.withColumn(_RECORD, F.call_udf(decoder, value))
+        undeclared: Column = record.getField(_UNDECLARED)
+    else:
+        decoded = raw.withColumn(_RECORD, _from_json(value, fields))
+        undeclared = undeclared_keys(raw.sparkSession, value, fields)
     error = (
-        F.when(F.col(source("value")).isNull(), F.lit("record has no value (tombstone)"))
+        F.when(value.isNull(), F.lit("record has no value (tombstone)"))
         .when(record.getField(_CORRUPT).isNotNull(), F.lit(JSON_MISMATCH))
         .otherwise(required_fields_error(record, schema))
     )
-    undeclared = undeclared_keys(raw.sparkSession, F.col(source("value")), fields)
     return _finish(decoded, fields, error, undeclared)
+
+
+def _from_json(value: Column, fields: list[NestedField]) -> Column:
+    """Spark's `from_json` of the value (PERMISSIVE, the corrupt-record column set when it fails)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as st
+
+    record_type = st.StructType(
+        [_spark_field(f) for f in fields] + [st.StructField(_CORRUPT, st.StringType(), True)]
+    )
+    text = value.cast("string")
+    return F.from_json(text, record_type, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+
+
+def _json_decoder(spark: SparkSession, fields: list[NestedField]) -> str | None:
+    """The name of floe's JSON decoder UDF for `fields`, registered in `spark` once (None when the JVM
+    decoder cannot be built or does not read these types)."""
+    from pyspark.sql import types as st
+
+    from ingest.jvm_decoder import DecoderBuildError, register_json_decoder
+
+    result = st.StructType(
+        [_spark_field(f) for f in fields]
+        + [
+            st.StructField(_CORRUPT, st.StringType(), True),
+            st.StructField(_UNDECLARED, st.ArrayType(st.StringType(), True), True),
+        ]
+    )
+    result_json = _nullable(result).json()
+    name = "floe_json_decode_" + hashlib.sha256(result_json.encode()).hexdigest()[:16]
+    session = spark._jsparkSession
+    registered = _REGISTERED.setdefault(
+        f"{session.sparkContext().applicationId()}:{session.hashCode()}", set()
+    )
+    if name in registered:
+        return name
+    try:
+        register_json_decoder(spark, name, result_json)
+    except DecoderBuildError as exc:
+        log.info("JSON through Spark's from_json: %s", exc)
+        return None
+    registered.add(name)
+    return name
+
+
+def _nullable(kind: st.DataType) -> st.DataType:
+    """`kind` with every field, element and map value nullable (a decoder's result: required fields
+    are checked after decoding, so a missing one is a dead letter, not a failed task)."""
+    from pyspark.sql import types as st
+
+    if isinstance(kind, st.StructType):
+        return st.StructType([st.StructField(f.name, _nullable(f.dataType), True) for f in kind.fields])
+    if isinstance(kind, st.ArrayType):
+        return st.ArrayType(_nullable(kind.elementType), True)
+    if isinstance(kind, st.MapType):
+        return st.MapType(kind.keyType, _nullable(kind.valueType), True)
+    return kind
 
 
 def undeclared_keys(spark: SparkSession, value: Column, fields: list[NestedField]) -> Column:

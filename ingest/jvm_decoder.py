@@ -26,11 +26,12 @@ from runtime.java import spark_java_home
 from runtime.spark import SPARK_JARS
 
 SOURCE = Path(__file__).resolve().parent / "jvm" / "floe" / "ingest" / "ProtobufDecoder.java"
-# Every class of the jar: the protobuf decoder, the JSON undeclared-keys scan (JsonUndeclaredKeys) and
-# the staged-append commit (StagedAppend).
+# Every class of the jar: the protobuf decoder, the JSON decoder (JsonDecoder), the JSON undeclared-keys
+# scan (JsonUndeclaredKeys) and the staged-append commit (StagedAppend).
 SOURCES = tuple(sorted(SOURCE.parent.glob("*.java")))
 CLASS_NAME = "floe.ingest.ProtobufDecoder"
 JSON_KEYS_CLASS_NAME = "floe.ingest.JsonUndeclaredKeys"
+JSON_DECODER_CLASS_NAME = "floe.ingest.JsonDecoder"
 STAGED_APPEND_CLASS_NAME = "floe.ingest.StagedAppend"
 # The bytecode level: Spark 4.0's minimum Java.
 JAVA_RELEASE = "17"
@@ -177,6 +178,19 @@ def register_decoder(spark: Any, name: str, result_type_json: str) -> None:
     _register(spark, CLASS_NAME, name, result_type_json, string)
 
 
+def register_json_decoder(spark: Any, name: str, result_type_json: str) -> None:
+    """Register in `spark` as `name` floe's JSON decoder returning Spark's JSON type `result_type_json`
+    (the table's fields, then the corrupt and undeclared columns). A type it does not read (a map with
+    non-string keys) is refused with DecoderBuildError."""
+    string = spark._jvm.java.lang.Class.forName("java.lang.String")
+    try:
+        _register(spark, JSON_DECODER_CLASS_NAME, name, result_type_json, string)
+    except Exception as exc:  # py4j's error around InvocationTargetException
+        if "IllegalArgumentException" in str(exc):
+            raise DecoderBuildError(f"floe's JSON decoder does not read this table: {exc}"[:1000]) from exc
+        raise
+
+
 def register_json_undeclared_keys(spark: Any, name: str, declared: list[str]) -> None:
     """Register in `spark` as `name` the UDF giving a JSON object value's top-level keys not in
     `declared` (array<string>; NULL when the value is not a JSON object it can read)."""
@@ -220,6 +234,7 @@ def discard_staged_append(spark: Any, table: str, file_set_id: str) -> int:
 
 __all__ = [
     "CLASS_NAME",
+    "JSON_DECODER_CLASS_NAME",
     "JSON_KEYS_CLASS_NAME",
     "SOURCE",
     "SOURCES",

@@ -20,6 +20,7 @@ import binascii
 import datetime as dt
 import decimal
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,8 @@ from ingest.decode import AVRO_MISMATCH, JSON_MISMATCH, user_fields
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
 # Spark's JSON reader takes these strings for a float or a double.
-_NON_FINITE = {"NaN", "Infinity", "+Infinity", "-Infinity", "INF", "+INF", "-INF"}
+_NON_FINITE = {"NaN", "Infinity", "+Infinity", "-Infinity", "+INF", "-INF"}
+_JAVA_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 _SHOWN = 40  # characters of an offending value shown in a reason
 
 
@@ -150,10 +152,15 @@ def _problem(value: Any, kind: IcebergType, path: str) -> str | None:
         return _decimal_problem(value, kind, expected)
     if isinstance(kind, DateType):
         return _temporal_problem(value, expected, dt.date.fromisoformat)
-    if isinstance(kind, TimestampType | TimestamptzType):
+    if isinstance(kind, TimestamptzType):
         if isinstance(value, int) and not isinstance(value, bool):
             return None  # epoch seconds
         return _temporal_problem(value, expected, dt.datetime.fromisoformat)
+    if isinstance(kind, TimestampType):  # without time zone: ISO text only, and no offset in it
+        problem = _temporal_problem(value, expected, dt.datetime.fromisoformat)
+        if problem is None and dt.datetime.fromisoformat(value.strip()).tzinfo is not None:
+            return f"{expected} (a timestamp without time zone takes no offset)"
+        return problem
     if isinstance(kind, BinaryType | FixedType):
         if not isinstance(value, str):
             return expected
@@ -188,6 +195,12 @@ def _problem(value: Any, kind: IcebergType, path: str) -> str | None:
 def _decimal_problem(value: Any, kind: DecimalType, expected: str) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return expected
+    if isinstance(value, str):
+        # Spark drops grouping commas, then reads the text as Java's BigDecimal does (no spaces,
+        # underscores or words, which Python's Decimal would take).
+        value = value.replace(",", "")
+        if not _JAVA_DECIMAL.fullmatch(value):
+            return expected
     try:
         number = decimal.Decimal(str(value))
     except decimal.InvalidOperation:

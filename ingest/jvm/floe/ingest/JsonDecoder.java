@@ -1,0 +1,533 @@
+/*
+ * Decoding JSON Kafka values into table rows in one pass over their UTF-8 bytes (a Java UDF;
+ * ingest/decode.py `decode_json`).
+ *
+ * Spark's `from_json` reads each value through a per-value InputStreamReader (UTF-8 decoded to chars,
+ * then Jackson's char parser), and floe needed a second scan for the keys a table does not declare.
+ * This decoder gives Jackson the value's bytes (its byte parser), fills the table's struct and lists
+ * the undeclared top-level keys in the same pass.
+ *
+ * It reads values the way Spark's JSON reader does with its default options (single-quoted strings
+ * and NaN/Infinity allowed; a long takes an integral number only, a string takes any JSON value as its
+ * text, a timestamp takes ISO text or epoch seconds, a date ISO text, a decimal a number or numeric
+ * text rounded half-up to the scale, binary base64 text; fields not declared are skipped, a repeated
+ * key's last value wins, in a map too, where Spark kept both entries). Stricter than Spark, on purpose:
+ * an empty value, text after the object and bytes that are not UTF-8 are refused (Spark turned the
+ * first into a row of NULLs, ignored the second and replaced the third with U+FFFD), so such records go
+ * to the dead-letter table instead of landing changed. tests/e2e/test_json_decoder.py
+ * compares the two on the same values.
+ *
+ * Result: the table's fields, then `corrupt` (non-NULL when the value cannot become a row) and
+ * `undeclared` (the object's top-level keys the table does not declare, in order, each once).
+ */
+package floe.ingest;
+
+import com.fasterxml.jackson.core.JsonEncoding;
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonFactoryBuilder;
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.core.json.JsonReadFeature;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.Serializable;
+import java.math.BigDecimal;
+import java.math.RoundingMode;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.time.ZoneId;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.catalyst.util.DateTimeUtils;
+import org.apache.spark.sql.catalyst.util.RebaseDateTime;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.DecimalType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.MapType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampNTZType;
+import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.Option;
+
+/** value bytes → Row(the table's fields..., corrupt, undeclared). */
+public final class JsonDecoder implements UDF1<byte[], Row> {
+  private static final long serialVersionUID = 1L;
+
+  // Spark's JSONOptions defaults (allowSingleQuotes and allowNonNumericNumbers on, the rest off).
+  private static final JsonFactory FACTORY =
+      new JsonFactoryBuilder()
+          .enable(JsonReadFeature.ALLOW_SINGLE_QUOTES)
+          .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
+          .streamReadConstraints(
+              StreamReadConstraints.builder().maxStringLength(Integer.MAX_VALUE).build())
+          .build();
+  private static final String CORRUPT = "value is not a JSON object matching the table schema";
+
+  /** Why a value cannot become a row: thrown per bad value, so no stack trace is filled in. */
+  private static final class Refused extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    static final Refused INSTANCE = new Refused();
+
+    private Refused() {
+      super("refused", null, false, false);
+    }
+  }
+
+  private final StructType resultType;
+  private final String zone;
+  private transient Struct root;
+  private transient Object[] failed;
+
+  JsonDecoder(StructType resultType, String zone) {
+    this.resultType = resultType;
+    this.zone = zone;
+  }
+
+  /**
+   * Registers the UDF in `session` (a SparkSession; Object for a reflective call through py4j) as
+   * `name`. `resultTypeJson` is the result's Spark type (JSON form): the table's fields, then the
+   * corrupt (string) and undeclared (array of strings) columns. Refuses, with IllegalArgumentException,
+   * a type it does not read (a map whose keys are not strings).
+   */
+  public static void register(Object session, String name, String resultTypeJson) {
+    SparkSession spark = (SparkSession) session;
+    StructType type = (StructType) DataType.fromJson(resultTypeJson);
+    JsonDecoder decoder = new JsonDecoder(type, spark.conf().get("spark.sql.session.timeZone"));
+    decoder.compile(); // refuse unsupported types now, on the driver
+    // Not deterministic for the optimizer: one call per row, never copied into each field extraction.
+    UserDefinedFunction udf = functions.udf(decoder, type).asNondeterministic();
+    spark.udf().register(name, udf);
+  }
+
+  private Struct compile() {
+    if (root == null) {
+      ZoneId zoneId = DateTimeUtils.getZoneId(zone);
+      StructField[] fields = resultType.fields();
+      StructField[] declared = java.util.Arrays.copyOf(fields, fields.length - 2);
+      root = new Struct(new StructType(declared), zoneId);
+      failed = new Object[fields.length];
+      failed[fields.length - 2] = CORRUPT;
+    }
+    return root;
+  }
+
+  @Override
+  public Row call(byte[] value) {
+    if (value == null) {
+      return null;
+    }
+    Struct struct = compile();
+    Object[] out = new Object[struct.names.size() + 2];
+    try (JsonParser parser = FACTORY.createParser(value)) {
+      if (parser.nextToken() != JsonToken.START_OBJECT) {
+        return RowFactory.create(failed);
+      }
+      Set<String> undeclared = struct.fill(parser, out, true);
+      if (parser.nextToken() != null) { // text after the object
+        return RowFactory.create(failed);
+      }
+      out[out.length - 1] = undeclared == null ? NO_KEYS : undeclared.toArray(NO_KEYS);
+      return RowFactory.create(out);
+    } catch (IOException | RuntimeException e) { // not JSON, not UTF-8, or a value of the wrong type
+      return RowFactory.create(failed);
+    }
+  }
+
+  private static final String[] NO_KEYS = new String[0];
+
+  // -- converters -----------------------------------------------------------------------------------------
+
+  /** Reads the value at the parser's current token (never a field name) as one Spark type. */
+  private abstract static class Reader implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    abstract Object read(JsonParser parser) throws IOException;
+  }
+
+  private static Reader readerFor(DataType type, ZoneId zone) {
+    if (type instanceof StringType) {
+      return new Text();
+    }
+    if (type instanceof BooleanType) {
+      return new Bool();
+    }
+    if (type instanceof IntegerType) {
+      return new Int();
+    }
+    if (type instanceof LongType) {
+      return new Long64();
+    }
+    if (type instanceof FloatType) {
+      return new Float32();
+    }
+    if (type instanceof DoubleType) {
+      return new Float64();
+    }
+    if (type instanceof DecimalType decimal) {
+      return new Dec(decimal.precision(), decimal.scale());
+    }
+    if (type instanceof TimestampType) {
+      return new Timestamp(zone);
+    }
+    if (type instanceof TimestampNTZType) {
+      return new TimestampNtz();
+    }
+    if (type instanceof DateType) {
+      return new Date();
+    }
+    if (type instanceof BinaryType) {
+      return new Binary();
+    }
+    if (type instanceof StructType struct) {
+      return new Struct(struct, zone);
+    }
+    if (type instanceof ArrayType array) {
+      return new Array(readerFor(array.elementType(), zone));
+    }
+    if (type instanceof MapType map) {
+      if (!(map.keyType() instanceof StringType)) {
+        throw new IllegalArgumentException("JSON maps with " + map.keyType().simpleString() + " keys");
+      }
+      return new MapOf(readerFor(map.valueType(), zone));
+    }
+    throw new IllegalArgumentException("JSON values of type " + type.simpleString());
+  }
+
+  /** Any JSON value: a string's text, anything else as compact JSON text (Spark's generator copy). */
+  private static final class Text extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      JsonToken token = parser.currentToken();
+      if (token == JsonToken.VALUE_STRING) {
+        return parser.getText();
+      }
+      ByteArrayOutputStream bytes = new ByteArrayOutputStream(64);
+      try (JsonGenerator generator = FACTORY.createGenerator(bytes, JsonEncoding.UTF8)) {
+        generator.copyCurrentStructure(parser);
+      }
+      return bytes.toString(StandardCharsets.UTF_8);
+    }
+  }
+
+  private static final class Bool extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) {
+      return switch (parser.currentToken()) {
+        case VALUE_TRUE -> Boolean.TRUE;
+        case VALUE_FALSE -> Boolean.FALSE;
+        default -> throw Refused.INSTANCE;
+      };
+    }
+  }
+
+  private static final class Int extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      if (parser.currentToken() != JsonToken.VALUE_NUMBER_INT) {
+        throw Refused.INSTANCE;
+      }
+      return parser.getIntValue(); // out of range: Jackson refuses
+    }
+  }
+
+  private static final class Long64 extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      if (parser.currentToken() != JsonToken.VALUE_NUMBER_INT) {
+        throw Refused.INSTANCE;
+      }
+      return parser.getLongValue();
+    }
+  }
+
+  /** The non-finite spellings Spark's reader takes as text for a float or a double (1 = +, -1 = -). */
+  private static int nonFinite(String text) {
+    return switch (text) {
+      case "NaN" -> 0;
+      case "+INF", "+Infinity", "Infinity" -> 1;
+      case "-INF", "-Infinity" -> -1;
+      default -> throw Refused.INSTANCE;
+    };
+  }
+
+  private static final class Float32 extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      JsonToken token = parser.currentToken();
+      if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
+        return parser.getFloatValue();
+      }
+      if (token == JsonToken.VALUE_STRING) {
+        int sign = nonFinite(parser.getText());
+        return sign == 0 ? Float.NaN : sign > 0 ? Float.POSITIVE_INFINITY : Float.NEGATIVE_INFINITY;
+      }
+      throw Refused.INSTANCE;
+    }
+  }
+
+  private static final class Float64 extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      JsonToken token = parser.currentToken();
+      if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
+        return parser.getDoubleValue();
+      }
+      if (token == JsonToken.VALUE_STRING) {
+        int sign = nonFinite(parser.getText());
+        return sign == 0 ? Double.NaN : sign > 0 ? Double.POSITIVE_INFINITY : Double.NEGATIVE_INFINITY;
+      }
+      throw Refused.INSTANCE;
+    }
+  }
+
+  private static final class Dec extends Reader {
+    private static final long serialVersionUID = 1L;
+    private final int precision;
+    private final int scale;
+
+    Dec(int precision, int scale) {
+      this.precision = precision;
+      this.scale = scale;
+    }
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      JsonToken token = parser.currentToken();
+      BigDecimal number;
+      if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
+        number = parser.getDecimalValue();
+      } else if (token == JsonToken.VALUE_STRING && parser.getTextLength() >= 1) {
+        // Spark's decimal parser for its default locale: grouping commas dropped.
+        number = new BigDecimal(parser.getText().replace(",", ""));
+      } else {
+        throw Refused.INSTANCE;
+      }
+      BigDecimal scaled = number.setScale(scale, RoundingMode.HALF_UP);
+      if (scaled.precision() > precision) {
+        throw Refused.INSTANCE;
+      }
+      return scaled;
+    }
+  }
+
+  private static UTF8String nonEmptyText(JsonParser parser) throws IOException {
+    if (parser.currentToken() != JsonToken.VALUE_STRING || parser.getTextLength() < 1) {
+      throw Refused.INSTANCE;
+    }
+    return UTF8String.fromString(parser.getText());
+  }
+
+  private static long micros(Option<?> parsed) {
+    if (parsed.isEmpty()) {
+      throw Refused.INSTANCE;
+    }
+    return (Long) parsed.get();
+  }
+
+  private static final class Timestamp extends Reader {
+    private static final long serialVersionUID = 1L;
+    private final ZoneId zone;
+
+    Timestamp(ZoneId zone) {
+      this.zone = zone;
+    }
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      long micros;
+      if (parser.currentToken() == JsonToken.VALUE_NUMBER_INT) {
+        micros = parser.getLongValue() * 1_000_000L; // epoch seconds, as Spark reads them
+      } else {
+        UTF8String text = DateTimeUtils.cleanLegacyTimestampStr(nonEmptyText(parser));
+        micros = micros(DateTimeUtils.stringToTimestamp(text, zone));
+      }
+      return Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
+    }
+  }
+
+  private static final class TimestampNtz extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      long micros = micros(DateTimeUtils.stringToTimestampWithoutTimeZone(nonEmptyText(parser), false));
+      return LocalDateTime.ofEpochSecond(
+          Math.floorDiv(micros, 1_000_000L), (int) (Math.floorMod(micros, 1_000_000L) * 1000L), ZoneOffset.UTC);
+    }
+  }
+
+  private static final class Date extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      String raw = nonEmptyText(parser).toString();
+      Option<?> parsed = DateTimeUtils.stringToDate(DateTimeUtils.cleanLegacyTimestampStr(UTF8String.fromString(raw)));
+      int days;
+      if (parsed.isDefined()) {
+        days = (Integer) parsed.get();
+      } else {
+        try { // Spark 1.5 wrote dates as their day number in text; Spark's reader still takes it
+          days = RebaseDateTime.rebaseJulianToGregorianDays(Integer.parseInt(raw));
+        } catch (NumberFormatException e) {
+          throw Refused.INSTANCE;
+        }
+      }
+      return LocalDate.ofEpochDay(days);
+    }
+  }
+
+  private static final class Binary extends Reader {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      if (parser.currentToken() != JsonToken.VALUE_STRING) {
+        throw Refused.INSTANCE;
+      }
+      return parser.getBinaryValue();
+    }
+  }
+
+  private static final class Array extends Reader {
+    private static final long serialVersionUID = 1L;
+    private final Reader element;
+
+    Array(Reader element) {
+      this.element = element;
+    }
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      if (parser.currentToken() != JsonToken.START_ARRAY) {
+        throw Refused.INSTANCE;
+      }
+      List<Object> values = new ArrayList<>();
+      JsonToken token;
+      while ((token = parser.nextToken()) != JsonToken.END_ARRAY) {
+        if (token == null) {
+          throw Refused.INSTANCE;
+        }
+        values.add(token == JsonToken.VALUE_NULL ? null : element.read(parser));
+      }
+      return values;
+    }
+  }
+
+  private static final class MapOf extends Reader {
+    private static final long serialVersionUID = 1L;
+    private final Reader value;
+
+    MapOf(Reader value) {
+      this.value = value;
+    }
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      if (parser.currentToken() != JsonToken.START_OBJECT) {
+        throw Refused.INSTANCE;
+      }
+      Map<String, Object> entries = new LinkedHashMap<>();
+      String key;
+      while ((key = parser.nextFieldName()) != null) {
+        JsonToken token = parser.nextToken();
+        entries.put(key, token == JsonToken.VALUE_NULL ? null : value.read(parser));
+      }
+      if (parser.currentToken() != JsonToken.END_OBJECT) {
+        throw Refused.INSTANCE;
+      }
+      return entries;
+    }
+  }
+
+  private static final class Struct extends Reader {
+    private static final long serialVersionUID = 1L;
+    final Map<String, Integer> names = new HashMap<>();
+    private final Reader[] readers;
+
+    Struct(StructType type, ZoneId zone) {
+      StructField[] fields = type.fields();
+      readers = new Reader[fields.length];
+      for (int i = 0; i < fields.length; i++) {
+        names.put(fields[i].name(), i);
+        readers[i] = readerFor(fields[i].dataType(), zone);
+      }
+    }
+
+    @Override
+    Object read(JsonParser parser) throws IOException {
+      if (parser.currentToken() != JsonToken.START_OBJECT) {
+        throw Refused.INSTANCE;
+      }
+      Object[] values = new Object[readers.length];
+      fill(parser, values, false);
+      return RowFactory.create(values);
+    }
+
+    /**
+     * Reads the object the parser is at (START_OBJECT) into `values` by field name; with `listKeys`,
+     * the keys not declared (NULL when none).
+     */
+    Set<String> fill(JsonParser parser, Object[] values, boolean listKeys) throws IOException {
+      Set<String> undeclared = null;
+      String key;
+      while ((key = parser.nextFieldName()) != null) {
+        JsonToken token = parser.nextToken();
+        Integer index = names.get(key);
+        if (index == null) {
+          parser.skipChildren();
+          if (listKeys) {
+            if (undeclared == null) {
+              undeclared = new LinkedHashSet<>();
+            }
+            undeclared.add(key);
+          }
+        } else {
+          values[index] = token == JsonToken.VALUE_NULL ? null : readers[index].read(parser);
+        }
+      }
+      if (parser.currentToken() != JsonToken.END_OBJECT) {
+        throw Refused.INSTANCE;
+      }
+      return undeclared;
+    }
+  }
+}
