@@ -54,6 +54,8 @@ CLUSTER = "ingest"
 CRASH_CLUSTER = "crash"
 # The compaction test's tables: the module's ingest writes them while `floe maintain` compacts them.
 COMPACT_CLUSTER = "compact"
+# The backlog test's table: only its own ingest process (a long commit interval, small batches) reads it.
+BACKLOG_CLUSTER = "backlog"
 # The registry-authentication test's refused tables: only its ingest process (wrong password) reads them.
 REFUSED_CLUSTER = "refused"
 # The variables floe.yaml's schema_registry.basic_auth_*_env name in the registry-authentication test.
@@ -87,7 +89,7 @@ def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
-    clusters = [CLUSTER, CRASH_CLUSTER, COMPACT_CLUSTER, REFUSED_CLUSTER]
+    clusters = [CLUSTER, CRASH_CLUSTER, COMPACT_CLUSTER, REFUSED_CLUSTER, BACKLOG_CLUSTER]
     return Pipeline(kafka.bootstrap_servers, admin, clusters, CLUSTER)
 
 
@@ -950,6 +952,58 @@ def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
     positions = _positions(catalog, table, CRASH_CLUSTER)
     assert len(positions) == len(set(positions)), "a record was committed twice"
     assert sorted(positions) == sorted(produced.records), "a record was lost"
+
+
+def test_a_backlog_commits_full_batches_back_to_back_and_a_trickle_waits_for_the_interval(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    """The commit interval bounds how long a record waits, not the pace of a backlog: full batches
+    (--max-records-per-batch) are committed one after the other; fewer records wait for the interval."""
+    interval, batch, backlog = 20, 500, 3_000
+    topic = _topic(kafka, "backlog", partitions=2)
+    table = _table_name(topic)
+    pipeline.add(
+        cluster=BACKLOG_CLUSTER,
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
+    )
+    produced = produce(
+        kafka.bootstrap_servers, topic, (json.dumps({"id": i}).encode() for i in range(backlog))
+    )
+    args = ["--commit-interval", str(interval), "--max-records-per-batch", str(batch)]
+    with IngestProcess(server, tmp_path / "backlog", args=[*args, "--cluster", BACKLOG_CLUSTER]) as process:
+        wait_until_committed(admin, BACKLOG_CLUSTER, table, topic, produced.end_offsets(), ingest=process)
+        snapshots = sorted(
+            catalog.load_table(f"{BACKLOG_CLUSTER}.{table}").snapshots(), key=lambda s: s.sequence_number
+        )
+        assert len(snapshots) >= backlog // batch  # batches of at most `batch` records
+        assert all(int(s.summary["added-records"]) <= batch for s in snapshots if s.summary)
+        # The backlog within one interval of the first commit (a trigger every interval took 100 s for
+        # it); at most the last batch, if Spark's per-partition rounding left it short, waits.
+        first = snapshots[0].timestamp_ms
+        early = [s for s in snapshots if s.summary and s.timestamp_ms - first < interval * 1000]
+        assert sum(int(s.summary["added-records"]) for s in early if s.summary) >= backlog - batch
+        # A few records: committed once the interval has passed since the last batch, not at once.
+        trickle = produce(kafka.bootstrap_servers, topic, (json.dumps({"id": -i}).encode() for i in range(5)))
+        wait_until_committed(
+            admin, BACKLOG_CLUSTER, table, topic, trickle.end_offsets(), timeout=90, ingest=process
+        )
+        last = catalog.load_table(f"{BACKLOG_CLUSTER}.{table}").current_snapshot()
+        assert last is not None
+        assert last.summary is not None
+        assert int(last.summary["added-records"]) == 5
+        waited = (last.timestamp_ms - snapshots[-1].timestamp_ms) / 1000
+        assert waited > interval - 5, waited
+    assert "falling behind" not in process.log_text()  # Spark's trigger warning is expected, so quiet
+    positions = _positions(catalog, table, BACKLOG_CLUSTER)
+    assert sorted(positions) == sorted({**produced.records, **trickle.records})
 
 
 def test_compaction_while_ingesting_keeps_every_record_exactly_once(
