@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -44,6 +45,7 @@ from ingest.decode import (
     ERROR_COLUMN,
     GENERIC_ERRORS,
     UNDECLARED_COLUMN,
+    cached_columns,
     confluent_schema_id,
     decode_avro,
     decode_json,
@@ -55,7 +57,7 @@ from ingest.reasons import DeadLetterReasons
 from ingest.spark_logs import quiet_expected_failure
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, Observation
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
 
     from catalog.client import FloeClient
     from catalog.pipelines import SourceCluster
@@ -183,6 +185,39 @@ def _record_times(stats: list[Any], partitions: set[int] | None = None) -> tuple
     return (min(lows), max(highs)) if lows and highs else None
 
 
+class BatchGate:
+    """Lets a query's batches through until it is closed; closing waits for the batch under way.
+
+    A query's batches run back to back while it is behind, so there is no moment between them to stop
+    it in; stopping one mid-batch interrupts its Spark jobs (safe, but logged as errors with stack
+    traces). Once closed, a batch that starts is skipped: its records are read again by the table's
+    next query, which starts from the offsets committed to floe, not from Spark's checkpoint."""
+
+    def __init__(self) -> None:
+        self._state = threading.Condition()
+        self._closed = False
+        self._inside = False
+
+    def enter(self) -> bool:
+        """Whether a batch may run (then `leave` when it ends)."""
+        with self._state:
+            if self._closed:
+                return False
+            self._inside = True
+            return True
+
+    def leave(self) -> None:
+        with self._state:
+            self._inside = False
+            self._state.notify_all()
+
+    def close(self, timeout: float) -> bool:
+        """Let no further batch through; False when the batch under way still runs after `timeout` s."""
+        with self._state:
+            self._closed = True
+            return self._state.wait_for(lambda: not self._inside, timeout)
+
+
 class BatchWriter:
     """The `foreachBatch` function of one table's streaming query."""
 
@@ -207,13 +242,19 @@ class BatchWriter:
         # Whether the last batch had dead letters: the next one then skips the one-pass attempt.
         self.expect_dead_letters = False
         self.one_pass_batches = 0  # batches written in one pass (for tests and diagnosis)
+        self.gate = BatchGate()  # closed when the query is to stop between batches
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
-        result = self.write(raw, batch_id)
-        metrics.BATCH_SECONDS.labels(self.table.name).observe(time.monotonic() - started)
-        if self.on_commit is not None and (result.records or result.dead_letters):
-            self.on_commit(self.table, result)
+        if not self.gate.enter():
+            return  # the query is stopping: its next one reads these records again
+        try:
+            started = time.monotonic()
+            result = self.write(raw, batch_id)
+            metrics.BATCH_SECONDS.labels(self.table.name).observe(time.monotonic() - started)
+            if self.on_commit is not None and (result.records or result.dead_letters):
+                self.on_commit(self.table, result)
+        finally:
+            self.gate.leave()
 
     def _schema_ids(self, raw: DataFrame) -> list[int]:
         """The distinct schema ids of the batch's Confluent-framed values (registry mode)."""
@@ -446,25 +487,28 @@ class BatchWriter:
         end = {p: max(main_committed.get(p, 0), offsets.end[p]) for p in partitions}
         start = {p: main_committed[p] for p in end if p in main_committed}
         batch = self._decode(raw)[0]
-        partition, timestamp = F.col(source("partition")), F.col(source("timestamp"))
-        observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
-        checked = _counted_good_rows(
-            batch,
-            observation,
-            F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
-            F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
-            # Epoch ms: an observed timestamp would arrive as a Java object.
-            *[
-                F.max(F.when(partition == p, F.unix_millis(timestamp))).alias(f"max_ts_ms_{p}")
-                for p in partitions
-            ],
-        )
-        target = t.spark_name(catalog=self.spark_catalog)
+
+        def record_times() -> list[Column]:
+            partition, timestamp = F.col(source("partition")), F.col(source("timestamp"))
+            return [
+                F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
+                F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
+                # Epoch ms: an observed timestamp would arrive as a Java object.
+                *[
+                    F.max(F.when(partition == p, F.unix_millis(timestamp))).alias(f"max_ts_ms_{p}")
+                    for p in partitions
+                ],
+            ]
+
         session = raw.sparkSession
+        time_range = cached_columns(session, ("record_times", tuple(partitions)), record_times)
+        observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
+        checked = _counted_good_rows(batch, observation, *time_range)
+        target = t.spark_name(catalog=self.spark_catalog)
         file_set = f"floe-append-{uuid.uuid4()}"
         try:
             with quiet_expected_failure(session, DEAD_LETTER_FOUND):
-                checked.select(*upsert.table_columns(t.schema)).writeTo(target).option(
+                checked.select(*_table_columns(session, t.schema)).writeTo(target).option(
                     STAGE_OPTION, file_set
                 ).append()
         except Exception as exc:  # Spark's failure, converted or not by PySpark
@@ -605,15 +649,25 @@ def _counted_good_rows(batch: DataFrame, observation: Observation, *extra: Colum
     job, and Iceberg then aborts the write (nothing commits)."""
     from pyspark.sql import functions as F
 
-    observed = batch.observe(
-        observation,
-        F.count(F.lit(1)).alias("records"),
-        F.count_if(_has_undeclared()).alias("undeclared"),
-        F.sum(F.length(source("value"))).alias("bytes"),
-        *extra,
-    )
-    is_good = F.col(ERROR_COLUMN).isNull()
-    return observed.where(F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND))))
+    def build() -> tuple[list[Column], Column]:
+        counts = [
+            F.count(F.lit(1)).alias("records"),
+            F.count_if(_has_undeclared()).alias("undeclared"),
+            F.sum(F.length(source("value"))).alias("bytes"),
+        ]
+        is_good = F.col(ERROR_COLUMN).isNull()
+        return counts, F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
+
+    counts, good_or_stop = cached_columns(batch.sparkSession, ("counted_good_rows",), build)
+    return batch.observe(observation, *counts, *extra).where(good_or_stop)
+
+
+def _table_columns(spark: SparkSession, schema: Schema) -> list[Column]:
+    """The columns a batch writes (`upsert.table_columns`), as expressions built once per schema."""
+    from pyspark.sql import functions as F
+
+    names = tuple(upsert.table_columns(schema))
+    return cached_columns(spark, ("table_columns", names), lambda: [F.col(f"`{n}`") for n in names])
 
 
 def _one_pass_result(

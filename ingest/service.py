@@ -31,7 +31,6 @@ from ingest import metrics
 from ingest.batches import BatchResult, BatchWriter, IngestTable
 from ingest.kafka_connection import check_connection
 from ingest.registry_client import RegistryClient, RegistryConnection
-from ingest.spark_logs import quiet_trigger_warnings
 from runtime.spark import CatalogConnection, register_warehouse
 
 if TYPE_CHECKING:
@@ -61,6 +60,7 @@ class _Running:
     table: IngestTable
     query: StreamingQuery
     checkpoint: Path
+    writer: BatchWriter
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -100,7 +100,6 @@ class IngestService:
         self._commit_log = CommitLog()
         self._missing_warned: dict[str, float] = {}  # topic table → when its missing topic was last logged
         self._undeclared: dict[str, set[str]] = {}  # table → undeclared field names seen (and labelled)
-        quiet_trigger_warnings(spark)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -254,7 +253,7 @@ class IngestService:
             .option("failOnDataLoss", "false")
             # The commit interval bounds how long a record waits, not the pace of a backlog: a full batch
             # starts as soon as the previous one is committed, a partial one once `interval` has passed
-            # since the last batch (see `trigger_poll_seconds`).
+            # since the last batch (see `poll_delay_seconds`).
             .option("maxOffsetsPerTrigger", batch)
             .option("minOffsetsPerTrigger", batch)
             .option("maxTriggerDelay", f"{round(interval * 1000)}ms")
@@ -270,15 +269,17 @@ class IngestService:
         )
         if self.options.warm_up:
             self._warm_up(writer, spark_catalog)
+        # Read by the query when it starts (its session is a copy of this one).
+        self.spark.conf.set(POLLING_DELAY, f"{round(poll_delay_seconds(interval) * 1000)}ms")
         query = (
             reader.load()
             .writeStream.queryName(f"floe:{table.name}")
             .foreachBatch(writer)
             .option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime=f"{trigger_poll_seconds(interval):g} seconds")
+            .trigger(processingTime="0 seconds")
             .start()
         )
-        self.running[table.name] = _Running(table, query, checkpoint)
+        self.running[table.name] = _Running(table, query, checkpoint, writer)
         log.info("%s: ingesting topic %s every %gs", table.name, table.topic, interval)
 
     def _warm_up(self, writer: BatchWriter, spark_catalog: str) -> None:
@@ -327,14 +328,15 @@ class IngestService:
         return client
 
     def _stop_query(self, name: str, *, between_batches: bool = False) -> None:
-        """Stop a table's query; with `between_batches`, first wait (up to `STOP_WAIT_SECONDS`) for the
-        batch it is running to end: stopping mid-batch interrupts its Spark jobs, which is safe (the
-        batch's commit either happened or is retried by the next query) but makes Spark and py4j log
-        the interruption as errors with stack traces, on every routine restart after a schema change."""
+        """Stop a table's query; with `between_batches`, first let it start no further batch and wait
+        (up to `STOP_WAIT_SECONDS`) for the one it is running to end (`BatchGate`): stopping mid-batch
+        interrupts its Spark jobs, which is safe (the batch's commit either happened or is retried by
+        the next query) but makes Spark and py4j log the interruption as errors with stack traces, on
+        every routine restart after a schema change."""
         running = self.running.pop(name, None)
         if running is None:
             return
-        if between_batches and not wait_between_batches(running.query, STOP_WAIT_SECONDS):
+        if between_batches and not running.writer.gate.close(STOP_WAIT_SECONDS):
             log.info("%s: its batch still runs after %.0f s: interrupting it", name, STOP_WAIT_SECONDS)
         try:
             running.query.stop()
@@ -393,19 +395,22 @@ KAFKA_SOURCE_SCHEMA = (
 )
 
 
-# How often a query looks for new records (one Kafka end-offsets request per look; a look that finds
-# fewer than a full batch before the commit interval is up starts nothing).
-TRIGGER_POLL_SECONDS = 0.2
+# How long a query waits before it looks for records again when it found too few for a batch (one Kafka
+# end-offsets request per look; a look that finds fewer than a full batch before the commit interval is
+# up starts nothing). Spark's internal setting, 10 ms by default: a hundred requests a second per idle table.
+POLL_DELAY_SECONDS = 0.2
+POLLING_DELAY = "spark.sql.streaming.pollingDelay"
 
 
-def trigger_poll_seconds(interval: float) -> float:
-    """The trigger period of a query committing every `interval` seconds: Spark's processing-time
-    trigger then starts a full batch at most this long after the last one ended.
+def poll_delay_seconds(interval: float) -> float:
+    """How long a query committing every `interval` seconds waits between looks for records.
 
-    A plain `processingTime=interval` trigger held a backlog to one batch per interval: a batch done in
-    1.8 s of a 2 s interval left the machine idle for 0.2 s. The interval is enforced by the Kafka
-    source instead (`minOffsetsPerTrigger` = a full batch, `maxTriggerDelay` = the interval)."""
-    return min(interval, TRIGGER_POLL_SECONDS)
+    Its trigger runs batches back to back (`processingTime` 0): a batch starts as soon as the last one
+    ends if a full batch of records is waiting (`minOffsetsPerTrigger`), or once `interval` has passed
+    since the last one (`maxTriggerDelay`). A `processingTime=interval` trigger held a backlog to one
+    batch per interval, idling whenever a batch took less; a short fixed period still idled until its
+    next tick (0.1 s a batch on average for 0.2 s)."""
+    return min(interval, POLL_DELAY_SECONDS)
 
 
 def create_topic(table: IngestTable, timeout: float = 30.0) -> None:
@@ -560,21 +565,3 @@ class LagTracker:
         for consumer in self._consumers.values():
             consumer.close()
         self._consumers.clear()
-
-
-def wait_between_batches(query: Any, timeout: float, poll: float = 0.05) -> bool:
-    """Wait until the streaming query `query` runs no trigger (batch); False when it still does after
-    `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while _in_batch(query):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(poll)
-    return True
-
-
-def _in_batch(query: Any) -> bool:
-    try:
-        return bool(query.isActive and query.status.get("isTriggerActive"))
-    except Exception:  # a query failing meanwhile: nothing to wait for
-        return False

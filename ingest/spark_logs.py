@@ -162,21 +162,3 @@ def _quiet(spark: Any, message: str) -> Iterator[None]:
         thread_context.remove(CONTEXT_KEY)
         spark.sparkContext.setLocalProperty(CONTEXT_KEY, None)
         _end(spark)
-
-
-# Spark's trigger warns "Current batch is falling behind" whenever a batch outlasts the trigger period.
-# floe's period is how often a query looks for records (`ingest.service.trigger_poll_seconds`), not a
-# commit interval, so every batch of a backlog would warn.
-TRIGGER_LOGGER = "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor"
-
-
-def quiet_trigger_warnings(spark: Any) -> None:
-    """Log only errors of Spark's processing-time trigger in this JVM (its warnings are expected)."""
-    jvm = spark._jvm
-    try:
-        context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
-        logger = _logger_config(jvm, context.getConfiguration(), TRIGGER_LOGGER)
-        logger.setLevel(jvm.org.apache.logging.log4j.Level.ERROR)
-        context.updateLoggers()
-    except Exception as exc:  # another log4j, a Spark that moved a class: a noisier log, nothing more
-        log.debug("Spark's trigger keeps its warnings: %s", exc)

@@ -326,7 +326,9 @@ def test_spark_reads_the_ingested_table_through_floe(
         schema = catalog.load_table(f"{CLUSTER}.{table}").schema()
         good = decode_json(source_columns(raw), schema).where(F.col(ERROR_COLUMN).isNull())
         plan = good._jdf.queryExecution().executedPlan().toString()
-        assert plan.count("from_json(") == 1, plan
+        # Each value decoded once (floe's JSON decoder), not once per field and filter.
+        assert plan.count("floe_json_decode_") == 1, plan
+        assert "from_json(" not in plan
         assert good.count() == 100
     finally:
         spark.stop()
@@ -1001,7 +1003,7 @@ def test_a_backlog_commits_full_batches_back_to_back_and_a_trickle_waits_for_the
         assert int(last.summary["added-records"]) == 5
         waited = (last.timestamp_ms - snapshots[-1].timestamp_ms) / 1000
         assert waited > interval - 5, waited
-    assert "falling behind" not in process.log_text()  # Spark's trigger warning is expected, so quiet
+    assert "falling behind" not in process.log_text()  # batches run back to back: no trigger period
     positions = _positions(catalog, table, BACKLOG_CLUSTER)
     assert sorted(positions) == sorted({**produced.records, **trickle.records})
 
