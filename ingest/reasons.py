@@ -155,7 +155,11 @@ def _problem(value: Any, kind: IcebergType, path: str) -> str | None:
     if isinstance(kind, TimestamptzType):
         if isinstance(value, int) and not isinstance(value, bool):
             return None  # epoch seconds
-        return _temporal_problem(value, expected, dt.datetime.fromisoformat)
+        problem = _temporal_problem(value, expected, dt.datetime.fromisoformat)
+        offset = None if problem is not None else dt.datetime.fromisoformat(value.strip()).utcoffset()
+        if offset is not None and abs(offset) > dt.timedelta(hours=18):
+            return f"{expected} (its offset is beyond ±18:00)"  # Java's limit; Python allows ±24:00
+        return problem
     if isinstance(kind, TimestampType):  # without time zone: ISO text only, and no offset in it
         problem = _temporal_problem(value, expected, dt.datetime.fromisoformat)
         if problem is None and dt.datetime.fromisoformat(value.strip()).tzinfo is not None:
@@ -218,10 +222,16 @@ def _decimal_problem(value: Any, kind: DecimalType, expected: str) -> str | None
 def _temporal_problem(value: Any, expected: str, parse: Any) -> str | None:
     if not isinstance(value, str):
         return expected
+    text = value.strip()
+    not_iso = f"{expected} (not an ISO 8601 {'date' if parse is dt.date.fromisoformat else 'timestamp'})"
+    # Python also reads the basic layout (20240102) and any character between date and time; Spark
+    # reads dashes, and `T` or a space.
+    if text[4:5] != "-" or (len(text) > 10 and text[10] not in "T "):
+        return not_iso
     try:
-        parse(value.strip())
+        parse(text)
     except ValueError:
-        return f"{expected} (not an ISO 8601 {'date' if parse is dt.date.fromisoformat else 'timestamp'})"
+        return not_iso
     return None
 
 
