@@ -32,6 +32,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,6 +140,8 @@ class BatchResult:
     undeclared_fields: dict[str, int] = field(default_factory=dict)
     # Written in one job: the range from Spark's offset log, the append staged (`_append_staged`).
     staged: bool = False
+    # Its commit queued (`CommitQueue`): reported once committed, by the commit's thread.
+    queued: bool = False
 
 
 def _offset_lookup(offsets: Mapping[int, int]) -> Column:
@@ -218,6 +222,62 @@ class BatchGate:
             return self._state.wait_for(lambda: not self._inside, timeout)
 
 
+class CommitFailed(RuntimeError):
+    """An earlier batch's commit failed: the query stops, and its next one restarts from floe's offsets."""
+
+
+class CommitQueue:
+    """A table query's staged appends, committed one at a time, in batch order, on a thread of their
+    own: the query's next batch is planned and written while the last one commits (~0.1 s through floe,
+    which the executors spent idle). After a failed commit none of the later ones runs (their files are
+    discarded), and the failure ends the query at its next batch or the service's next look; the next
+    query starts from the offsets committed to floe, so nothing is lost or written twice."""
+
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="floe-commit")
+        self._last: Future[None] | None = None
+        self.error: BaseException | None = None
+        # Where the last queued commit leaves the table: the next batch starts there.
+        self.end_offsets: dict[int, int] = {}
+
+    def submit(
+        self, commit: Callable[[], object], discard: Callable[[], object], end: Mapping[int, int]
+    ) -> None:
+        """Queue `commit` (`discard` instead, when an earlier one failed)."""
+
+        def run() -> None:
+            if self.error is not None:
+                try:
+                    discard()
+                except Exception as exc:  # the files are left for maintenance's orphan removal
+                    log.warning("cannot discard the files of a commit skipped after a failure: %s", exc)
+                return
+            try:
+                commit()
+            except BaseException as exc:
+                self.error = exc
+                log.warning("a commit failed; the table's ingestion restarts from floe's offsets: %s", exc)
+
+        self.end_offsets = dict(end)
+        self._last = self._executor.submit(run)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait for the queued commits to end; False when one still runs after `timeout` seconds."""
+        last = self._last
+        if last is None:
+            return True
+        try:
+            last.result(timeout)
+        except FutureTimeout:
+            return False
+        return True
+
+    def check(self) -> None:
+        """Raise CommitFailed when a queued commit failed."""
+        if self.error is not None:
+            raise CommitFailed(f"an earlier batch's commit failed: {self.error}") from self.error
+
+
 class BatchWriter:
     """The `foreachBatch` function of one table's streaming query."""
 
@@ -243,18 +303,32 @@ class BatchWriter:
         self.expect_dead_letters = False
         self.one_pass_batches = 0  # batches written in one pass (for tests and diagnosis)
         self.gate = BatchGate()  # closed when the query is to stop between batches
+        self.commits = CommitQueue()  # staged appends being committed while the next batch runs
 
     def __call__(self, raw: DataFrame, batch_id: int) -> None:
         if not self.gate.enter():
             return  # the query is stopping: its next one reads these records again
         try:
+            self.commits.check()
             started = time.monotonic()
             result = self.write(raw, batch_id)
             metrics.BATCH_SECONDS.labels(self.table.name).observe(time.monotonic() - started)
-            if self.on_commit is not None and (result.records or result.dead_letters):
-                self.on_commit(self.table, result)
+            if not result.queued:
+                self._report(result)
         finally:
             self.gate.leave()
+
+    def _report(self, result: BatchResult) -> None:
+        if self.on_commit is not None and (result.records or result.dead_letters):
+            self.on_commit(self.table, result)
+
+    def stop(self, timeout: float) -> bool:
+        """Start no further batch; wait (up to `timeout` seconds in all) for the batch under way and the
+        commits queued. False when something still runs."""
+        deadline = time.monotonic() + timeout
+        if not self.gate.close(timeout):
+            return False
+        return self.commits.drain(max(0.0, deadline - time.monotonic()))
 
     def _schema_ids(self, raw: DataFrame) -> list[int]:
         """The distinct schema ids of the batch's Confluent-framed values (registry mode)."""
@@ -381,7 +455,12 @@ class BatchWriter:
         offset log then gives its range): in one pass when it can be, else (or when the one-pass append
         met a dead letter, committing nothing) in two."""
         t = self.table
+        queued = self.commits.end_offsets  # read first: a commit ending meanwhile is then in floe's
         main_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.table, t.topic)
+        # The last batch's commit may still be under way: this batch starts where it leaves the table.
+        main_committed = {
+            p: max(main_committed.get(p, 0), queued.get(p, 0)) for p in {*main_committed, *queued}
+        }
         dlq_committed = self.catalog.next_offsets(t.warehouse, t.namespace, t.dlq_table, t.topic)
         if self.writes_in_one_pass and not self.expect_dead_letters:
             offsets = None
@@ -433,6 +512,7 @@ class BatchWriter:
             and _range_starts_after(offsets, main_committed, dlq_committed)
         ):
             return self._append_staged(raw, offsets, main_committed)
+        self._drain_commits()  # Spark's own append commits at once: after the queued ones
         # Every record the table may take (a dead letter would stop the append): progress per partition.
         # Usually the batch starts at the committed offsets (the query resumes from them and each batch
         # follows the last), and nothing needs filtering: the jobs then carry no offset literals, so
@@ -529,16 +609,27 @@ class BatchWriter:
             key.removeprefix("snapshot-property."): value
             for key, value in _summary(t.topic, start, end, times).items()
         }
-        commit_staged_append(session, target, file_set, summary)
         newest = {p: int(ms) / 1000 for p in partitions if (ms := counts[f"max_ts_ms_{p}"]) is not None}
         result = _one_pass_result(counts, end, newest, batch)
-        result.staged = True
+        result.staged = result.queued = True
+
+        def commit() -> None:
+            commit_staged_append(session, target, file_set, summary)
+            self._report(result)
+
+        self.commits.submit(commit, lambda: discard_staged_append(session, target, file_set), end)
         return result
+
+    def _drain_commits(self) -> None:
+        """Wait for the queued commits (before a commit that is not queued); raise if one failed."""
+        self.commits.drain()
+        self.commits.check()
 
     def _write_in_two_passes(
         self, raw: DataFrame, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
     ) -> BatchResult:
         """Persist the decoded batch, read its statistics, commit its dead letters, then its good records."""
+        self._drain_commits()
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 

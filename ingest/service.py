@@ -168,8 +168,8 @@ class IngestService:
             elif wanted.fingerprint != running.table.fingerprint:
                 log.info("%s changed (schema or settings): restarting its ingestion", name)
                 self._stop_query(name, between_batches=True)
-            elif not running.query.isActive:
-                error = running.query.exception()
+            elif not running.query.isActive or running.writer.commits.error is not None:
+                error = running.query.exception() or running.writer.commits.error
                 # The exception's first line says why; the rest (Spark's dump of the query plan, the Java
                 # stack) is in the Spark log.
                 reason = str(error).strip().splitlines()[0] if error is not None else "no error"
@@ -336,8 +336,10 @@ class IngestService:
         running = self.running.pop(name, None)
         if running is None:
             return
-        if between_batches and not running.writer.gate.close(STOP_WAIT_SECONDS):
+        if between_batches and not running.writer.stop(STOP_WAIT_SECONDS):
             log.info("%s: its batch still runs after %.0f s: interrupting it", name, STOP_WAIT_SECONDS)
+        elif not between_batches:
+            running.writer.commits.drain(STOP_WAIT_SECONDS)  # a queued commit is not cut short
         try:
             running.query.stop()
         except Exception as exc:  # stopping a failed query can rethrow its failure

@@ -1,12 +1,16 @@
 """A table's query is stopped between batches when its settings change (`BatchGate`): closing the gate
-lets no further batch start and waits for the one under way."""
+lets no further batch start and waits for the one under way. Its staged appends commit in order on a
+thread of their own (`CommitQueue`), and a failed one stops the ones after it."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
-from ingest.batches import BatchGate
+import pytest
+
+from ingest.batches import BatchGate, CommitFailed, CommitQueue
 
 
 def test_closing_waits_until_the_running_batch_ends() -> None:
@@ -45,3 +49,53 @@ def test_batches_pass_one_after_another_while_open() -> None:
         assert gate.enter()
         gate.leave()
     assert gate.close(timeout=0)
+
+
+# -- CommitQueue: a batch's commit runs while the next batch is written ---------------------------------
+
+
+def test_commits_run_in_order_on_their_own_thread() -> None:
+    queue = CommitQueue()
+    done: list[int] = []
+    caller = threading.get_ident()
+    threads: set[int] = set()
+
+    def commit(n: int) -> None:
+        time.sleep(0.05)
+        threads.add(threading.get_ident())
+        done.append(n)
+
+    for n in range(5):
+        queue.submit(functools.partial(commit, n), lambda: None, {0: (n + 1) * 10})
+    assert queue.end_offsets == {0: 50}  # where the next batch starts, before any commit ended
+    assert queue.drain(timeout=5)
+    assert done == [0, 1, 2, 3, 4]
+    assert caller not in threads
+    queue.check()  # nothing failed
+
+
+def test_after_a_failed_commit_the_later_ones_are_discarded_and_the_failure_is_raised() -> None:
+    queue = CommitQueue()
+    committed: list[int] = []
+    discarded: list[int] = []
+
+    def fail() -> None:
+        raise RuntimeError("floe refused the offsets")
+
+    queue.submit(lambda: committed.append(1), lambda: discarded.append(1), {0: 1})
+    queue.submit(fail, lambda: discarded.append(2), {0: 2})
+    queue.submit(lambda: committed.append(3), lambda: discarded.append(3), {0: 3})
+    assert queue.drain(timeout=5)
+    assert committed == [1]
+    assert discarded == [3]  # a failed commit cleans up after itself (StagedAppend)
+    with pytest.raises(CommitFailed, match="floe refused the offsets"):
+        queue.check()
+
+
+def test_draining_gives_up_after_the_timeout() -> None:
+    queue = CommitQueue()
+    release = threading.Event()
+    queue.submit(release.wait, lambda: None, {})
+    assert not queue.drain(timeout=0.1)
+    release.set()
+    assert queue.drain(timeout=5)
