@@ -330,7 +330,7 @@ def test_a_repeated_map_key_keeps_its_last_value(spark: SparkSession) -> None:
 
 def _raw(spark: SparkSession, values: list[bytes | None]) -> Any:
     """Kafka source rows with these values, columns renamed as ingestion does."""
-    rows = [(None, v, "t", 0, i, None, 0, []) for i, v in enumerate(values)]
+    rows: list[tuple[Any, ...]] = [(None, v, "t", 0, i, None, 0, []) for i, v in enumerate(values)]
     return source_columns(spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA))
 
 
