@@ -127,6 +127,21 @@ def _table_name(topic: str) -> str:
     return topic.replace(".", "_").replace("-", "_")
 
 
+def _id_table(
+    kafka: LocalKafka, pipeline: Pipeline, name: str, cluster: str, partitions: int
+) -> tuple[str, str]:
+    """A new topic of JSON records `{"id": N}` and its table in `cluster`: (topic, table)."""
+    topic = _topic(kafka, name, partitions=partitions)
+    pipeline.add(
+        cluster=cluster,
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
+    )
+    return topic, _table_name(topic)
+
+
 EVENT_FIELDS = [
     {"name": "id", "id": 1, "type": "long"},
     {"name": "name", "id": 2, "type": "string"},
@@ -901,15 +916,7 @@ def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
     catalog: RestCatalog,
     tmp_path: Path,
 ) -> None:
-    topic = _topic(kafka, "crashy", partitions=3)
-    table = _table_name(topic)
-    pipeline.add(
-        cluster=CRASH_CLUSTER,
-        source_topic=topic,
-        source_format="json",
-        schema_mode="inline",
-        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
-    )
+    topic, table = _id_table(kafka, pipeline, "crashy", CRASH_CLUSTER, partitions=3)
     produced = Produced()
     stop = threading.Event()
 
@@ -967,15 +974,7 @@ def test_a_backlog_commits_full_batches_back_to_back_and_a_trickle_waits_for_the
     """The commit interval bounds how long a record waits, not the pace of a backlog: full batches
     (--max-records-per-batch) are committed one after the other; fewer records wait for the interval."""
     interval, batch, backlog = 20, 500, 3_000
-    topic = _topic(kafka, "backlog", partitions=2)
-    table = _table_name(topic)
-    pipeline.add(
-        cluster=BACKLOG_CLUSTER,
-        source_topic=topic,
-        source_format="json",
-        schema_mode="inline",
-        schema={"fields": [{"name": "id", "id": 1, "type": "long"}]},
-    )
+    topic, table = _id_table(kafka, pipeline, "backlog", BACKLOG_CLUSTER, partitions=2)
     produced = produce(
         kafka.bootstrap_servers, topic, (json.dumps({"id": i}).encode() for i in range(backlog))
     )

@@ -183,11 +183,8 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     if (type instanceof LongType) {
       return new Long64();
     }
-    if (type instanceof FloatType) {
-      return new Float32();
-    }
-    if (type instanceof DoubleType) {
-      return new Float64();
+    if (type instanceof FloatType || type instanceof DoubleType) {
+      return new FloatingPoint(type instanceof FloatType);
     }
     if (type instanceof DecimalType decimal) {
       return new Dec(decimal.precision(), decimal.scale());
@@ -284,37 +281,31 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     };
   }
 
-  private static final class Float32 extends Reader {
+  /** A float or a double: any JSON number, or the non-finite spellings Spark's reader takes as text. */
+  private static final class FloatingPoint extends Reader {
     private static final long serialVersionUID = 1L;
+    private final boolean single;
 
-    @Override
-    Object read(JsonParser parser) throws IOException {
-      JsonToken token = parser.currentToken();
-      if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
-        return parser.getFloatValue();
-      }
-      if (token == JsonToken.VALUE_STRING) {
-        int sign = nonFinite(parser.getText());
-        return sign == 0 ? Float.NaN : sign > 0 ? Float.POSITIVE_INFINITY : Float.NEGATIVE_INFINITY;
-      }
-      throw Refused.INSTANCE;
+    FloatingPoint(boolean single) {
+      this.single = single;
     }
-  }
-
-  private static final class Float64 extends Reader {
-    private static final long serialVersionUID = 1L;
 
     @Override
     Object read(JsonParser parser) throws IOException {
       JsonToken token = parser.currentToken();
+      double value;
       if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
-        return parser.getDoubleValue();
-      }
-      if (token == JsonToken.VALUE_STRING) {
+        if (single) {
+          return parser.getFloatValue();
+        }
+        value = parser.getDoubleValue();
+      } else if (token == JsonToken.VALUE_STRING) {
         int sign = nonFinite(parser.getText());
-        return sign == 0 ? Double.NaN : sign > 0 ? Double.POSITIVE_INFINITY : Double.NEGATIVE_INFINITY;
+        value = sign == 0 ? Double.NaN : sign > 0 ? Double.POSITIVE_INFINITY : Double.NEGATIVE_INFINITY;
+      } else {
+        throw Refused.INSTANCE;
       }
-      throw Refused.INSTANCE;
+      return single ? (Object) (float) value : (Object) value;
     }
   }
 
