@@ -34,15 +34,18 @@ SYSTEMS = {
     FLOE: (
         "`floe ingest --cluster <c>` (`python -m catalog.cli ingest`): one Structured Streaming query per "
         "table with `foreachBatch`; per batch it reads the committed offsets of the table and its "
-        "dead-letter table from floe, decodes with `from_json` (PERMISSIVE; Avro with `from_avro`, "
-        "Protobuf with floe's Java UDF, protobuf-java in the JVM) once per value and checks "
+        "dead-letter table from floe, decodes once per value (JSON with floe's Java UDF on Jackson's byte "
+        "parser, which also lists undeclared keys; Avro with `from_avro`, Protobuf with floe's Java UDF, "
+        "protobuf-java in the JVM) and checks "
         "required fields, and appends the rows (with the `_kafka` struct: partition, offset, timestamp, "
         "key, headers) with `writeTo(...).append()` carrying the Kafka offsets in the snapshot summary "
         "(floe's exactly-once fence): after a query's first batch its only job, the offsets from Spark's "
         "offset log, the data files staged by Iceberg and committed by floe's jar with the record times "
-        "and counts observed while writing (a query's first batch reads its offsets and record times "
-        "with a job over the raw records first); a batch with dead letters is "
-        "persisted and written in two steps, dead letters first. Table from floe.yaml: "
+        "and counts observed while writing, on a thread of its own while the next batch runs (a query's "
+        "first batch reads its offsets and record times with a job over the raw records first); a batch "
+        "with dead letters is persisted and written in two steps, dead letters first. Batches run back to "
+        "back while a full batch waits (the commit interval bounds how long records wait, Kafka's "
+        "`minOffsetsPerTrigger`/`maxTriggerDelay`). Table from floe.yaml: "
         "`partitioning_scheme: hour` (hours of `_kafka.timestamp`), zstd Parquet with a 64 KiB "
         "dictionary budget per column (`write.parquet.dict-size-bytes`), `write.distribution-mode=none`."
     ),
@@ -208,10 +211,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"their own Spark JVM: master `{settings['master']}`, driver memory {settings['driver_memory']}, "
         f"{settings['records_per_batch']:,} records per micro-batch at most (floe's "
         "`--max-records-per-batch`, the job's `maxOffsetsPerTrigger`), a "
-        f"{settings['commit_interval_s']:g} s trigger (floe's `--commit-interval`, the job's "
-        "`processingTime`), the same Kafka broker, the same floe catalog (every commit through its REST "
-        f"API) and hour partitioning on the Kafka timestamp. Topics have {settings['topic_partitions']} "
-        "partitions.",
+        f"{settings['commit_interval_s']:g} s commit interval (floe's `--commit-interval`, the job's "
+        "`processingTime` trigger), the same Kafka broker, the same floe catalog (every commit through "
+        "its REST API) and hour partitioning on the Kafka timestamp. Topics have "
+        f"{settings['topic_partitions']} partitions.",
         "",
     ]
     if backlog:
