@@ -397,10 +397,12 @@ KAFKA_SOURCE_SCHEMA = (
 )
 
 
-# How long a query waits before it looks for records again when it found too few for a batch (one Kafka
-# end-offsets request per look; a look that finds fewer than a full batch before the commit interval is
-# up starts nothing). Spark's internal setting, 10 ms by default: a hundred requests a second per idle table.
-POLL_DELAY_SECONDS = 0.2
+# How long a query waits before it looks for records again when it found too few for a batch, as a
+# share of its commit interval and within bounds: each look is a Kafka end-offsets request and a trigger
+# of Spark's engine (Spark's own default, 10 ms, made a hundred a second per idle table; 0.2 s cost an
+# idle table 3.6 % of a core). A partial batch starts at most this long after its interval is up.
+POLL_DELAY_SHARE = 0.25
+POLL_DELAY_BOUNDS = (0.05, 1.0)
 POLLING_DELAY = "spark.sql.streaming.pollingDelay"
 
 
@@ -409,10 +411,11 @@ def poll_delay_seconds(interval: float) -> float:
 
     Its trigger runs batches back to back (`processingTime` 0): a batch starts as soon as the last one
     ends if a full batch of records is waiting (`minOffsetsPerTrigger`), or once `interval` has passed
-    since the last one (`maxTriggerDelay`). A `processingTime=interval` trigger held a backlog to one
-    batch per interval, idling whenever a batch took less; a short fixed period still idled until its
-    next tick (0.1 s a batch on average for 0.2 s)."""
-    return min(interval, POLL_DELAY_SECONDS)
+    since the last one (`maxTriggerDelay`); only when neither holds does it wait this long. A
+    `processingTime=interval` trigger held a backlog to one batch per interval, idling whenever a batch
+    took less."""
+    low, high = POLL_DELAY_BOUNDS
+    return min(high, max(low, interval * POLL_DELAY_SHARE))
 
 
 def create_topic(table: IngestTable, timeout: float = 30.0) -> None:
