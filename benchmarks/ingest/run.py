@@ -627,6 +627,9 @@ def main(argv: list[str] | None = None) -> int:
                         ingester = FloeIngester(env.server, home, FRESHNESS_CLUSTER, settings)
                     else:
                         identifier = f"{PLAIN_NAMESPACE}.plain_fresh"
+                        # Before DuckDB attaches: it lists the catalog's namespaces once, and without a
+                        # throughput phase the job would create this one only after.
+                        env.catalog.create_namespace_if_not_exists(PLAIN_NAMESPACE)
                         ingester = PlainJob(
                             env.server, home, kafka.bootstrap_servers, topic, identifier, settings
                         )
