@@ -272,6 +272,10 @@ class CommitQueue:
             return False
         return True
 
+    def close(self) -> None:
+        """Let the commit thread end once the queued commits have run (the query is gone)."""
+        self._executor.shutdown(wait=False)
+
     def check(self) -> None:
         """Raise CommitFailed when a queued commit failed."""
         if self.error is not None:

@@ -307,15 +307,16 @@ def _json_decoder(spark: SparkSession, fields: list[NestedField]) -> str | None:
     )
     result_json = _nullable(result).json()
     name = "floe_json_decode_" + hashlib.sha256(result_json.encode()).hexdigest()[:16]
-    session = spark._jsparkSession
-    registered = _REGISTERED.setdefault(
-        f"{session.sparkContext().applicationId()}:{session.hashCode()}", set()
-    )
+    if name in _REFUSED:
+        return None
+    registered = _registered_udfs(spark)
     if name in registered:
         return name
     try:
         register_json_decoder(spark, name, result_json)
     except DecoderBuildError as exc:
+        # Said once: the same types (or the missing compiler) refuse it again on every later batch.
+        _REFUSED.add(name)
         log.info("JSON through Spark's from_json: %s", exc)
         return None
     registered.add(name)
@@ -349,10 +350,7 @@ def undeclared_keys(spark: SparkSession, value: Column, fields: list[NestedField
 
     names = [f.name for f in fields]
     udf_name = "floe_json_undeclared_" + hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
-    session = spark._jsparkSession
-    registered = _REGISTERED.setdefault(
-        f"{session.sparkContext().applicationId()}:{session.hashCode()}", set()
-    )
+    registered = _registered_udfs(spark)
     try:
         if udf_name not in registered:
             register_json_undeclared_keys(spark, udf_name, names)
@@ -363,8 +361,18 @@ def undeclared_keys(spark: SparkSession, value: Column, fields: list[NestedField
         return F.array_except(F.json_object_keys(value.cast("string")), declared)
 
 
-# The undeclared-keys UDFs registered per Spark session (application id and session): once per table.
+# floe's UDFs registered per Spark session (application id and session): the JSON decoder and the
+# undeclared-keys scan, once per table and schema. A streaming query runs its batches in a session of
+# its own, so each query registers them again.
 _REGISTERED: dict[str, set[str]] = {}
+# JSON decoders the JVM refused (types it does not read, or no JDK compiler): not tried again.
+_REFUSED: set[str] = set()
+
+
+def _registered_udfs(spark: SparkSession) -> set[str]:
+    """The names of floe's UDFs registered in `spark`'s session so far (add to it on registering)."""
+    session = spark._jsparkSession
+    return _REGISTERED.setdefault(f"{session.sparkContext().applicationId()}:{session.hashCode()}", set())
 
 
 def avro_reader_schema(avro_schema: Mapping[str, Any]) -> str:

@@ -344,6 +344,7 @@ class IngestService:
             running.query.stop()
         except Exception as exc:  # stopping a failed query can rethrow its failure
             log.debug("%s: stop: %s", name, exc)
+        running.writer.commits.close()  # its thread would otherwise wait for commits forever
         shutil.rmtree(running.checkpoint, ignore_errors=True)
 
     def _committed(self, table: IngestTable, result: BatchResult) -> None:

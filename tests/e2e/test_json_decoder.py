@@ -352,3 +352,24 @@ def test_a_required_field_missing_is_reported(spark: SparkSession) -> None:
     raw = _raw(spark, [json.dumps({"s": "x"}).encode()])
     rows = decode_json(raw, SCHEMA).select("__floe_error").collect()
     assert rows[0]["__floe_error"] == "required field req is missing or null"
+
+
+def test_a_type_the_decoder_does_not_read_falls_back_once(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ingest import jvm_decoder
+
+    calls: list[str] = []
+    register = jvm_decoder.register_json_decoder
+
+    def counted(session: Any, name: str, result_type_json: str) -> None:
+        calls.append(name)
+        register(session, name, result_type_json)
+
+    monkeypatch.setattr(jvm_decoder, "register_json_decoder", counted)
+    fields = [
+        NestedField(1, "m", MapType(2, IntegerType(), 3, StringType(), value_required=False), required=False)
+    ]
+    assert _json_decoder(spark, fields) is None  # map keys other than strings: Spark's from_json reads it
+    assert _json_decoder(spark, fields) is None
+    assert len(calls) == 1  # refused once, not tried again on every batch

@@ -99,3 +99,17 @@ def test_draining_gives_up_after_the_timeout() -> None:
     assert not queue.drain(timeout=0.1)
     release.set()
     assert queue.drain(timeout=5)
+
+
+def test_closing_lets_the_queued_commits_run_and_then_ends_the_thread() -> None:
+    queue = CommitQueue()
+    done: list[int] = []
+    release = threading.Event()
+    queue.submit(release.wait, lambda: None, {0: 1})
+    queue.submit(lambda: done.append(2), lambda: None, {0: 2})
+    queue.close()
+    release.set()
+    assert queue.drain(timeout=5)
+    assert done == [2]
+    with pytest.raises(RuntimeError):  # nothing is queued after the query is gone
+        queue.submit(lambda: None, lambda: None, {})
