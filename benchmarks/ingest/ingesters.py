@@ -44,7 +44,9 @@ def java_options(settings: SparkSettings, home: Path) -> str:
     """The driver JVM options of an ingester (the executors of a local master run in it)."""
     options = "-Duser.timezone=UTC"
     if settings.flight_recording:
-        options += f" -XX:StartFlightRecording=filename={home / 'profile.jfr'},settings=profile"
+        # `profile.jfr` is dumped by `dump_flight_recording` before the stop; the JVM's own write at exit
+        # goes elsewhere, or the kill that follows the stop would cut the dump short.
+        options += f" -XX:StartFlightRecording=filename={home / 'profile-at-exit.jfr'},settings=profile"
     return options
 
 
