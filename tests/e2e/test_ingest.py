@@ -972,15 +972,30 @@ def test_a_backlog_commits_full_batches_back_to_back_and_a_trickle_waits_for_the
     tmp_path: Path,
 ) -> None:
     """The commit interval bounds how long a record waits, not the pace of a backlog: full batches
-    (--max-records-per-batch) are committed one after the other; fewer records wait for the interval."""
+    (--max-records-per-batch) are committed one after the other; fewer records wait for the interval.
+    A second backlog has dead letters in batches written in one pass while the one before still
+    commits (`CommitQueue`): each such batch is written again in two passes, exactly once."""
     interval, batch, backlog = 20, 500, 3_000
     topic, table = _id_table(kafka, pipeline, "backlog", BACKLOG_CLUSTER, partitions=2)
     produced = produce(
         kafka.bootstrap_servers, topic, (json.dumps({"id": i}).encode() for i in range(backlog))
     )
+    mixed_topic, mixed_table = _id_table(kafka, pipeline, "backlog-dead", BACKLOG_CLUSTER, partitions=2)
+    bad = {1_300, 2_200, 2_210}  # past the first batches, which are written before any is queued
+    mixed = produce(
+        kafka.bootstrap_servers,
+        mixed_topic,
+        (b"not json" if i in bad else json.dumps({"id": i}).encode() for i in range(backlog)),
+    )
     args = ["--commit-interval", str(interval), "--max-records-per-batch", str(batch)]
     with IngestProcess(server, tmp_path / "backlog", args=[*args, "--cluster", BACKLOG_CLUSTER]) as process:
         wait_until_committed(admin, BACKLOG_CLUSTER, table, topic, produced.end_offsets(), ingest=process)
+        wait_until_committed(
+            admin, BACKLOG_CLUSTER, mixed_table, mixed_topic, mixed.end_offsets(), ingest=process
+        )
+        paths = _batches_by_path(process, f"{BACKLOG_CLUSTER}.{mixed_table}")
+        assert paths.get("one_pass_staged", 0) >= 1, paths  # queued batches
+        assert paths.get("one_pass_aborted", 0) >= 1, paths  # a queued one met a dead letter
         snapshots = sorted(
             catalog.load_table(f"{BACKLOG_CLUSTER}.{table}").snapshots(), key=lambda s: s.sequence_number
         )
@@ -1005,6 +1020,12 @@ def test_a_backlog_commits_full_batches_back_to_back_and_a_trickle_waits_for_the
     assert "falling behind" not in process.log_text()  # batches run back to back: no trigger period
     positions = _positions(catalog, table, BACKLOG_CLUSTER)
     assert sorted(positions) == sorted({**produced.records, **trickle.records})
+    good = _positions(catalog, mixed_table, BACKLOG_CLUSTER)
+    dead = catalog.load_table(f"{BACKLOG_CLUSTER}.{mixed_table}_dlq").scan().to_arrow().to_pylist()
+    bad_positions = {position for position, (_, value) in mixed.records.items() if value == b"not json"}
+    assert len(good) == len(set(good)) == backlog - len(bad)
+    assert set(good) == set(mixed.records) - bad_positions
+    assert sorted((d["partition"], d["offset"]) for d in dead) == sorted(bad_positions)
 
 
 def test_compaction_while_ingesting_keeps_every_record_exactly_once(
