@@ -158,8 +158,13 @@ def _spark_field(field: NestedField) -> st.StructField:
     return st.StructField(field.name, spark_type(field.field_type), True)
 
 
+def table_columns(schema: Schema) -> list[str]:
+    """The columns a batch writes: the table's own fields (and `_key`, `_cdc`), then `_kafka`."""
+    return [f.name for f in schema.fields if f.name != KAFKA_COLUMN] + [KAFKA_COLUMN]
+
+
 def written_columns(schema: Schema) -> list[Column]:
-    """The columns a batch writes (the table's fields, `_kafka` last), typed as the table declares them.
+    """The columns a batch writes (`table_columns`), typed as the table declares them.
 
     A required field is checked before the write (a record without it is a dead letter), so it is
     declared non-null here (a `coalesce` whose default is never taken). Spark then takes the rows as
@@ -169,9 +174,15 @@ def written_columns(schema: Schema) -> list[Column]:
     nullable (Spark checks it as before)."""
     from pyspark.sql import functions as F
 
-    ordered = [f for f in schema.fields if f.name != KAFKA_COLUMN]
-    ordered += [f for f in schema.fields if f.name == KAFKA_COLUMN]
-    return [_non_null(F.col(f"`{f.name}`"), f.field_type, f.required).alias(f.name) for f in ordered]
+    fields = {f.name: f for f in schema.fields}
+    columns = []
+    for name in table_columns(schema):
+        column = F.col(f"`{name}`")
+        field = fields.get(name)
+        if field is not None:
+            column = _non_null(column, field.field_type, field.required).alias(name)
+        columns.append(column)
+    return columns
 
 
 def _non_null(value: Column, kind: IcebergType, required: bool) -> Column:

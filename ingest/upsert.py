@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField
 
-from ingest.decode import ERROR_COLUMN, KAFKA_COLUMN, KEY_COLUMN, source, spark_type
+from ingest.decode import ERROR_COLUMN, KEY_COLUMN, source, spark_type, table_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -262,11 +262,6 @@ def latest_rows(good: DataFrame, keys: Sequence[str]) -> DataFrame:
     return (
         good.withColumn("_floe_rank", F.row_number().over(order)).where("_floe_rank = 1").drop("_floe_rank")
     )
-
-
-def table_columns(schema: Schema) -> list[str]:
-    """The columns a batch writes: the table's own fields (and `_key`, `_cdc`), then `_kafka`."""
-    return [f.name for f in schema.fields if f.name != KAFKA_COLUMN] + [KAFKA_COLUMN]
 
 
 def lost_a_race(exc: BaseException) -> bool:

@@ -10,7 +10,7 @@ import datetime
 import decimal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pyiceberg.schema import Schema
@@ -109,17 +109,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         yield session
 
 
-def _decoded(spark: SparkSession, schema: Schema) -> DataFrame:
-    """A batch as the decoder leaves it: every field nullable (a record may lack any of them)."""
+def _decoded(spark: SparkSession, schema: Schema, row: tuple[Any, ...] = ROW) -> DataFrame:
+    """A batch of `row` as the decoder leaves it: every field nullable, a record may lack any of them
+    (`spark_type` makes struct fields nullable too)."""
     from pyspark.sql import types as st
 
-    def nullable(kind: st.DataType) -> st.DataType:
-        if isinstance(kind, st.StructType):
-            return st.StructType([st.StructField(f.name, nullable(f.dataType), True) for f in kind.fields])
-        return kind
-
-    fields = [st.StructField(f.name, nullable(spark_type(f.field_type)), True) for f in schema.fields]
-    return spark.createDataFrame([ROW], st.StructType(fields))
+    fields = [st.StructField(f.name, spark_type(f.field_type), True) for f in schema.fields]
+    return spark.createDataFrame([row], st.StructType(fields))
 
 
 def _ddl(kind: IcebergType) -> str:
@@ -177,21 +173,10 @@ def test_a_required_field_in_a_list_is_left_for_spark_to_check(spark: SparkSessi
             ),
             required=False,
         ),
+        KAFKA_FIELD,  # every table floe ingests into has it
     )
     table = _create(spark, "listed", schema)
-    from pyspark.sql import types as st
-
-    rows = spark.createDataFrame(
-        [(1, [("a",)])],
-        st.StructType(
-            [
-                st.StructField("id", st.LongType(), True),
-                st.StructField(
-                    "items", st.ArrayType(st.StructType([st.StructField("sku", st.StringType(), True)]))
-                ),
-            ]
-        ),
-    )
+    rows = _decoded(spark, schema, (1, [("a",)], ROW[-1]))
     written = rows.select(*written_columns(schema))
     assert "assertnotnull" in _write_plan(spark, written, table)  # Spark still checks the element's field
     written.writeTo(table).append()
