@@ -377,7 +377,8 @@ def _from_json(value: Column, fields: list[NestedField]) -> Column:
 
 
 def _json_decoder(spark: SparkSession, fields: list[NestedField]) -> str | None:
-    """The name of floe's JSON decoder UDF for `fields`, registered in `spark` once (None when the JVM
+    """The name of floe's JSON decoder function for `fields` (a Catalyst expression called like a UDF:
+    jvm/floe/ingest/DecodeValue.java), registered in `spark` once (None when the JVM
     decoder cannot be built or does not read these types)."""
     from pyspark.sql import types as st
 

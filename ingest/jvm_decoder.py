@@ -179,9 +179,10 @@ def register_decoder(spark: Any, name: str, result_type_json: str) -> None:
 
 
 def register_json_decoder(spark: Any, name: str, result_type_json: str) -> None:
-    """Register in `spark` as `name` floe's JSON decoder returning Spark's JSON type `result_type_json`
-    (the table's fields, then the corrupt and undeclared columns). A type it does not read (a map with
-    non-string keys) is refused with DecoderBuildError."""
+    """Register in `spark` as the function `name` floe's JSON decoder returning Spark's JSON type
+    `result_type_json` (the table's fields, then the corrupt and undeclared columns); its rows are
+    Spark's internal values, so no per-row conversion follows it as one follows a Java UDF. A type it
+    does not read (a map with non-string keys) is refused with DecoderBuildError."""
     string = spark._jvm.java.lang.Class.forName("java.lang.String")
     try:
         _register(spark, JSON_DECODER_CLASS_NAME, name, result_type_json, string)

@@ -34,8 +34,9 @@ SYSTEMS = {
     FLOE: (
         "`floe ingest --cluster <c>` (`python -m catalog.cli ingest`): one Structured Streaming query per "
         "table with `foreachBatch`; per batch it reads the committed offsets of the table and its "
-        "dead-letter table from floe, decodes once per value (JSON with floe's Java UDF on Jackson's byte "
-        "parser, which also lists undeclared keys; Avro with `from_avro`, Protobuf with floe's Java UDF, "
+        "dead-letter table from floe, decodes once per value (JSON with floe's decoder on Jackson's byte "
+        "parser, a Catalyst expression building Spark's internal rows, which also lists undeclared keys; "
+        "Avro with `from_avro`, Protobuf with floe's Java UDF, "
         "protobuf-java in the JVM) and checks "
         "required fields, and appends the rows (with the `_kafka` struct: partition, offset, timestamp, "
         "key, headers; typed as the table declares them, so Spark adds no projection) with "

@@ -103,6 +103,13 @@ FIELD_VALUES: dict[str, list[str]] = {
         '"日本語 ß"',
         "0.1",
         "123456789012345678901234",
+        # Plain ASCII is copied from the value's bytes; escapes and other characters are decoded.
+        '"  spaced out  "',
+        '"a\\\\b"',
+        '"tab\\there"',
+        '"x\\u0041y"',
+        '"\\ud83d\\ude00 and 😀"',
+        '"' + "long ascii " * 200 + '"',
     ],
     "i": ["7", "-2147483648", "2147483647", "2147483648", "1.0", "1.5", '"7"', "true", "[]", "-0", "1e2"],
     "l": ["9223372036854775807", "9223372036854775808", "-9223372036854775808", "3", "3.0", '"3"'],
@@ -206,6 +213,7 @@ FIELD_VALUES: dict[str, list[str]] = {
         '{"x": 1, "y": "a"}',
         '{"x": 1, "x": 2}',
         '{"y": 5, "z": {"deep": [1]}}',
+        '{"y": "a\\"b", "x": 3}',
         "{}",
         "[]",
         '"x"',
@@ -342,10 +350,19 @@ def test_undeclared_keys_and_a_tombstone(spark: SparkSession) -> None:
     assert rows[0]["__floe_error"] is None
     assert rows[0]["__floe_undeclared"] == ["zz", "aa"]
     assert rows[1]["__floe_error"] == "record has no value (tombstone)"
-    # One decode per value in the executed plan: the UDF, not from_json.
-    plan = decode_json(raw, SCHEMA)._jdf.queryExecution().executedPlan().toString()
+    # One decode per value in the executed plan: floe's decoder, not from_json.
+    execution = decode_json(raw, SCHEMA)._jdf.queryExecution()
+    plan = execution.executedPlan().toString()
     assert "floe_json_decode_" in plan
     assert "from_json" not in plan
+    # Inside Spark's generated code (whole-stage), which calls it with the value's bytes and takes its
+    # row as is: no interpreted fallback, no per-row conversion of a Java UDF's Row.
+    jvm = spark._jvm
+    assert jvm is not None
+    debug = jvm.org.apache.spark.sql.execution.debug.package
+    generated = debug.codegenString(execution.executedPlan())
+    (call,) = [line for line in generated.splitlines() if "/* decoder */" in line]
+    assert "(InternalRow) ((java.util.function.Function) references[" in call
 
 
 def test_a_required_field_missing_is_reported(spark: SparkSession) -> None:

@@ -1,6 +1,7 @@
 /*
- * Decoding JSON Kafka values into table rows in one pass over their UTF-8 bytes (a Java UDF;
- * ingest/decode.py `decode_json`).
+ * Decoding JSON Kafka values into table rows in one pass over their UTF-8 bytes (a DecodeValue
+ * expression; ingest/decode.py `decode_json`). The rows hold Spark's internal values (UTF8String,
+ * microseconds, days, Decimal, GenericArrayData), so nothing converts them after the decoder.
  *
  * Spark's `from_json` reads each value through a per-value InputStreamReader (UTF-8 decoded to chars,
  * then Jackson's char parser), and floe needed a second scan for the keys a table does not declare.
@@ -35,10 +36,7 @@ import java.io.IOException;
 import java.io.Serializable;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
-import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 import java.time.LocalDate;
-import java.time.LocalDateTime;
 import java.time.ZoneId;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
@@ -48,19 +46,19 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayBasedMapData;
 import org.apache.spark.sql.catalyst.util.DateTimeUtils;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.catalyst.util.RebaseDateTime;
-import org.apache.spark.sql.expressions.UserDefinedFunction;
-import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.FloatType;
@@ -75,8 +73,8 @@ import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 
-/** value bytes → Row(the table's fields..., corrupt, undeclared). */
-public final class JsonDecoder implements UDF1<byte[], Row> {
+/** value bytes → row(the table's fields..., corrupt, undeclared), in Spark's internal values. */
+public final class JsonDecoder implements DecodeValue.Decoder {
   private static final long serialVersionUID = 1L;
 
   // Spark's JSONOptions defaults (allowSingleQuotes and allowNonNumericNumbers on, the rest off).
@@ -87,7 +85,8 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
           .streamReadConstraints(
               StreamReadConstraints.builder().maxStringLength(Integer.MAX_VALUE).build())
           .build();
-  private static final String CORRUPT = "value is not a JSON object matching the table schema";
+  private static final UTF8String CORRUPT =
+      UTF8String.fromString("value is not a JSON object matching the table schema");
 
   /** Why a value cannot become a row: thrown per bad value, so no stack trace is filled in. */
   private static final class Refused extends RuntimeException {
@@ -110,8 +109,8 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
   }
 
   /**
-   * Registers the UDF in `session` (a SparkSession; Object for a reflective call through py4j) as
-   * `name`. `resultTypeJson` is the result's Spark type (JSON form): the table's fields, then the
+   * Registers the decoder in `session` (a SparkSession; Object for a reflective call through py4j) as
+   * the function `name` (DecodeValue). `resultTypeJson` is the result's Spark type (JSON form): the table's fields, then the
    * corrupt (string) and undeclared (array of strings) columns. Refuses, with IllegalArgumentException,
    * a type it does not read (a map whose keys are not strings).
    */
@@ -120,9 +119,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     StructType type = (StructType) DataType.fromJson(resultTypeJson);
     JsonDecoder decoder = new JsonDecoder(type, spark.conf().get("spark.sql.session.timeZone"));
     decoder.compile(); // refuse unsupported types now, on the driver
-    // Not deterministic for the optimizer: one call per row, never copied into each field extraction.
-    UserDefinedFunction udf = functions.udf(decoder, type).asNondeterministic();
-    spark.udf().register(name, udf);
+    DecodeValue.register(spark, name, decoder, type);
   }
 
   private Struct compile() {
@@ -138,7 +135,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
   }
 
   @Override
-  public Row call(byte[] value) {
+  public InternalRow apply(byte[] value) {
     if (value == null) {
       return null;
     }
@@ -146,28 +143,45 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     Object[] out = new Object[struct.names.size() + 2];
     try (JsonParser parser = FACTORY.createParser(value)) {
       if (parser.nextToken() != JsonToken.START_OBJECT) {
-        return RowFactory.create(failed);
+        return failed();
       }
-      Set<String> undeclared = struct.fill(parser, out, true);
+      Set<String> undeclared = struct.fill(parser, value, out, true);
       if (parser.nextToken() != null) { // text after the object
-        return RowFactory.create(failed);
+        return failed();
       }
-      out[out.length - 1] = undeclared == null ? NO_KEYS : undeclared.toArray(NO_KEYS);
-      return RowFactory.create(out);
+      out[out.length - 1] = undeclared == null ? NO_KEYS : texts(undeclared);
+      return new GenericInternalRow(out);
     } catch (IOException | RuntimeException e) { // not JSON, not UTF-8, or a value of the wrong type
-      return RowFactory.create(failed);
+      return failed();
     }
   }
 
-  private static final String[] NO_KEYS = new String[0];
+  /** The row of a value that cannot become one: NULL fields, `corrupt` set. */
+  private InternalRow failed() {
+    return new GenericInternalRow(failed.clone());
+  }
+
+  private static final GenericArrayData NO_KEYS = new GenericArrayData(new Object[0]);
+
+  private static GenericArrayData texts(Set<String> keys) {
+    Object[] values = new Object[keys.size()];
+    int i = 0;
+    for (String key : keys) {
+      values[i++] = UTF8String.fromString(key);
+    }
+    return new GenericArrayData(values);
+  }
 
   // -- converters -----------------------------------------------------------------------------------------
 
-  /** Reads the value at the parser's current token (never a field name) as one Spark type. */
+  /**
+   * Reads the value at the parser's current token (never a field name) as one Spark type; `source` is
+   * the bytes the parser reads.
+   */
   private abstract static class Reader implements Serializable {
     private static final long serialVersionUID = 1L;
 
-    abstract Object read(JsonParser parser) throws IOException;
+    abstract Object read(JsonParser parser, byte[] source) throws IOException;
   }
 
   private static Reader readerFor(DataType type, ZoneId zone) {
@@ -221,24 +235,40 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       JsonToken token = parser.currentToken();
       if (token == JsonToken.VALUE_STRING) {
-        return parser.getText();
+        return text(parser, source);
       }
       ByteArrayOutputStream bytes = new ByteArrayOutputStream(64);
       try (JsonGenerator generator = FACTORY.createGenerator(bytes, JsonEncoding.UTF8)) {
         generator.copyCurrentStructure(parser);
       }
-      return bytes.toString(StandardCharsets.UTF_8);
+      return UTF8String.fromBytes(bytes.toByteArray());
     }
+  }
+
+  /**
+   * The string at the parser's current token. When its bytes between the quotes are as many as its
+   * characters, every byte is one ASCII character and no escape: the text is a copy of those bytes
+   * (the usual case; one copy instead of a String and its UTF-8 encoding). Otherwise Jackson's text.
+   */
+  private static UTF8String text(JsonParser parser, byte[] source) throws IOException {
+    long quote = parser.currentTokenLocation().getByteOffset();
+    int length = parser.getTextLength(); // finishes reading the string, without making a String
+    long end = parser.currentLocation().getByteOffset(); // just after the closing quote
+    if (quote >= 0 && end - quote - 2 == length && end <= source.length) {
+      int from = (int) quote + 1;
+      return UTF8String.fromBytes(java.util.Arrays.copyOfRange(source, from, from + length));
+    }
+    return UTF8String.fromString(parser.getText());
   }
 
   private static final class Bool extends Reader {
     private static final long serialVersionUID = 1L;
 
     @Override
-    Object read(JsonParser parser) {
+    Object read(JsonParser parser, byte[] source) {
       return switch (parser.currentToken()) {
         case VALUE_TRUE -> Boolean.TRUE;
         case VALUE_FALSE -> Boolean.FALSE;
@@ -251,7 +281,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       if (parser.currentToken() != JsonToken.VALUE_NUMBER_INT) {
         throw Refused.INSTANCE;
       }
@@ -263,7 +293,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       if (parser.currentToken() != JsonToken.VALUE_NUMBER_INT) {
         throw Refused.INSTANCE;
       }
@@ -291,7 +321,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     }
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       JsonToken token = parser.currentToken();
       double value;
       if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
@@ -320,7 +350,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     }
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       JsonToken token = parser.currentToken();
       BigDecimal number;
       if (token == JsonToken.VALUE_NUMBER_INT || token == JsonToken.VALUE_NUMBER_FLOAT) {
@@ -335,7 +365,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
       if (scaled.precision() > precision) {
         throw Refused.INSTANCE;
       }
-      return scaled;
+      return Decimal.apply(scaled, precision, scale);
     }
   }
 
@@ -364,7 +394,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     }
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       long micros;
       if (parser.currentToken() == JsonToken.VALUE_NUMBER_INT) {
         micros = parser.getLongValue() * 1_000_000L; // epoch seconds, as Spark reads them
@@ -375,7 +405,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
           micros = micros(DateTimeUtils.stringToTimestamp(text, zone));
         }
       }
-      return Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
+      return micros;
     }
   }
 
@@ -461,10 +491,8 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
 
     @Override
-    Object read(JsonParser parser) throws IOException {
-      long micros = micros(DateTimeUtils.stringToTimestampWithoutTimeZone(nonEmptyText(parser), false));
-      return LocalDateTime.ofEpochSecond(
-          Math.floorDiv(micros, 1_000_000L), (int) (Math.floorMod(micros, 1_000_000L) * 1000L), ZoneOffset.UTC);
+    Object read(JsonParser parser, byte[] source) throws IOException {
+      return micros(DateTimeUtils.stringToTimestampWithoutTimeZone(nonEmptyText(parser), false));
     }
   }
 
@@ -472,7 +500,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       String raw = nonEmptyText(parser).toString();
       Option<?> parsed = DateTimeUtils.stringToDate(DateTimeUtils.cleanLegacyTimestampStr(UTF8String.fromString(raw)));
       int days;
@@ -485,7 +513,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
           throw Refused.INSTANCE;
         }
       }
-      return LocalDate.ofEpochDay(days);
+      return days;
     }
   }
 
@@ -493,7 +521,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     private static final long serialVersionUID = 1L;
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       if (parser.currentToken() != JsonToken.VALUE_STRING) {
         throw Refused.INSTANCE;
       }
@@ -510,7 +538,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     }
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       if (parser.currentToken() != JsonToken.START_ARRAY) {
         throw Refused.INSTANCE;
       }
@@ -520,9 +548,9 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
         if (token == null) {
           throw Refused.INSTANCE;
         }
-        values.add(token == JsonToken.VALUE_NULL ? null : element.read(parser));
+        values.add(token == JsonToken.VALUE_NULL ? null : element.read(parser, source));
       }
-      return values;
+      return new GenericArrayData(values.toArray());
     }
   }
 
@@ -535,7 +563,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     }
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       if (parser.currentToken() != JsonToken.START_OBJECT) {
         throw Refused.INSTANCE;
       }
@@ -543,12 +571,19 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
       String key;
       while ((key = parser.nextFieldName()) != null) {
         JsonToken token = parser.nextToken();
-        entries.put(key, token == JsonToken.VALUE_NULL ? null : value.read(parser));
+        entries.put(key, token == JsonToken.VALUE_NULL ? null : value.read(parser, source));
       }
       if (parser.currentToken() != JsonToken.END_OBJECT) {
         throw Refused.INSTANCE;
       }
-      return entries;
+      Object[] keys = new Object[entries.size()];
+      Object[] values = new Object[entries.size()];
+      int i = 0;
+      for (Map.Entry<String, Object> entry : entries.entrySet()) {
+        keys[i] = UTF8String.fromString(entry.getKey());
+        values[i++] = entry.getValue();
+      }
+      return new ArrayBasedMapData(new GenericArrayData(keys), new GenericArrayData(values));
     }
   }
 
@@ -567,20 +602,20 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
     }
 
     @Override
-    Object read(JsonParser parser) throws IOException {
+    Object read(JsonParser parser, byte[] source) throws IOException {
       if (parser.currentToken() != JsonToken.START_OBJECT) {
         throw Refused.INSTANCE;
       }
       Object[] values = new Object[readers.length];
-      fill(parser, values, false);
-      return RowFactory.create(values);
+      fill(parser, source, values, false);
+      return new GenericInternalRow(values);
     }
 
     /**
      * Reads the object the parser is at (START_OBJECT) into `values` by field name; with `listKeys`,
      * the keys not declared (NULL when none).
      */
-    Set<String> fill(JsonParser parser, Object[] values, boolean listKeys) throws IOException {
+    Set<String> fill(JsonParser parser, byte[] source, Object[] values, boolean listKeys) throws IOException {
       Set<String> undeclared = null;
       String key;
       while ((key = parser.nextFieldName()) != null) {
@@ -595,7 +630,7 @@ public final class JsonDecoder implements UDF1<byte[], Row> {
             undeclared.add(key);
           }
         } else {
-          values[index] = token == JsonToken.VALUE_NULL ? null : readers[index].read(parser);
+          values[index] = token == JsonToken.VALUE_NULL ? null : readers[index].read(parser, source);
         }
       }
       if (parser.currentToken() != JsonToken.END_OBJECT) {
