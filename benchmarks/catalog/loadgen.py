@@ -47,11 +47,14 @@ class ConnectionLost(Exception):
 
 class _ResponseReader(asyncio.Protocol):
     """Parses one response at a time from a keep-alive connection: status, then the body framed by
-    Content-Length or chunked transfer encoding (the body itself is discarded)."""
+    Content-Length or chunked transfer encoding (the body is discarded unless `keep_body`: then the
+    last response's body is in `body`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_body: bool = False) -> None:
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
+        self.keep_body = keep_body
+        self.body = bytearray()
         self.waiter: asyncio.Future[int] | None = None
         self.status = 0
         # Parser state: remaining -1 = reading headers, >= 0 = bytes of a fixed-length body still
@@ -91,6 +94,8 @@ class _ResponseReader(asyncio.Protocol):
                 return False
             head = bytes(buf[:end]).lower()
             del buf[: end + 4]
+            if self.keep_body:
+                self.body = bytearray()
             self.status = int(head[9:12])
             self.server_closes = b"\r\nconnection: close" in head
             if self.status == 304 or self.status == 204 or (100 <= self.status < 200):
@@ -108,6 +113,8 @@ class _ResponseReader(asyncio.Protocol):
             return self._advance_chunked()
         if len(buf) < self.remaining:
             return False
+        if self.keep_body:
+            self.body += buf[: self.remaining]
         del buf[: self.remaining]
         return self._complete()
 
@@ -127,6 +134,8 @@ class _ResponseReader(asyncio.Protocol):
                 return self._complete()
             if len(buf) < line_end + 2 + size + 2:
                 return False
+            if self.keep_body:
+                self.body += buf[line_end + 2 : line_end + 2 + size]
             del buf[: line_end + 2 + size + 2]
 
     def _complete(self) -> bool:
@@ -188,10 +197,11 @@ class LoadResult:
         return self.loadgen_cpu_s / self.wall_s if self.wall_s else 0.0
 
 
-async def open_connection(host: str, port: int) -> _ResponseReader:
-    """A keep-alive connection: `send(request)` answers the response's status once it is complete."""
+async def open_connection(host: str, port: int, keep_body: bool = False) -> _ResponseReader:
+    """A keep-alive connection: `send(request)` answers the response's status once it is complete
+    (with `keep_body`, its body is then in `.body`)."""
     loop = asyncio.get_running_loop()
-    _, protocol = await loop.create_connection(_ResponseReader, host, port)
+    _, protocol = await loop.create_connection(lambda: _ResponseReader(keep_body), host, port)
     return protocol
 
 
