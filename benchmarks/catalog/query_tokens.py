@@ -39,7 +39,7 @@ from benchmarks.catalog.loadgen import (
 from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds
 from benchmarks.catalog.report import machine_info
 from benchmarks.catalog.run import Server, floe_server, git_commit, reference_server
-from benchmarks.catalog.workloads import Dataset, Target, discover, seed
+from benchmarks.catalog.workloads import Dataset, Target, discover, seed_read_table
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 TOKEN_PATH = "/v1/oauth/tokens"
@@ -125,6 +125,10 @@ def _measured(server: Server, run: Any) -> dict[str, Any]:
     return {"result": result, "server_cpu_s": server_cpu, "other_cpu_s": other}
 
 
+def _rounded(ms: float | None) -> float | None:
+    return None if ms is None else round(ms, 2)
+
+
 def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     merged = LoadResult.merge([s["result"] for s in samples])
     server_cpu = sum(s["server_cpu_s"] for s in samples)
@@ -132,8 +136,8 @@ def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "queries_per_s": round(merged.throughput, 1),
         "queries": merged.requests,
-        "p50_ms": merged.percentile_ms(50),
-        "p99_ms": merged.percentile_ms(99),
+        "p50_ms": _rounded(merged.percentile_ms(50)),
+        "p99_ms": _rounded(merged.percentile_ms(99)),
         "statuses": {str(k): v for k, v in sorted(merged.statuses.items())},
         "errors": merged.errors,
         # CPU is read around whole runs (their warm-up too): the server's cores busy on average, and
@@ -148,7 +152,8 @@ def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _writer_key(floe: Server) -> dict[str, Any]:
-    """A cluster and a writer key of it (a secret floe generated), made with the admin's token."""
+    """Cluster `bench` (its namespace is the dataset's) and a writer key of it (a secret floe generated),
+    made with the admin's token."""
     with httpx.Client(base_url=floe.target.origin, timeout=30, headers=floe.target.headers) as http:
         http.post("/management/v1/clusters", json={"name": "bench"}).raise_for_status()
         created = http.post("/management/v1/keys", json={"cluster": "bench", "role": "writer"})
@@ -173,9 +178,11 @@ def render(doc: dict[str, Any]) -> str:
         f"`{doc['git_commit']}` ({doc['total_seconds']} s in all). {doc['clients']} clients in a closed "
         "loop, "
         f"{doc['duration_s']:g} s measured per workload and server in {doc['rounds']} rounds alternating "
-        f"which server goes first, each after {doc['warmup_s']:g} s of warm-up; every server ran its "
-        f"workloads unmeasured for {doc['server_warmup_s']:g} s first. floe: {doc['servers']['floe']}. "
-        f"Reference: {doc['servers']['reference']}.",
+        f"which server goes first, each after {doc['warmup_s']:g} s of warm-up; each workload ran "
+        f"unmeasured for {doc['server_warmup_s'] / 3:g} s first. floe: {doc['servers']['floe']}; here "
+        "the measured requests use a cluster's writer key (a secret floe generated) and its tokens. "
+        f"Reference: {doc['servers']['reference']}. Server cores: the server's processes (floe: "
+        "workers and PostgreSQL), busy on average; CPU per query: those cores over the measured rate.",
         "",
         "| workload | queries/s | p50 ms | p99 ms | server cores | server CPU ms per query | other cores "
         "| statuses |",
@@ -204,14 +211,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per workload")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds per measurement")
-    parser.add_argument("--server-warmup", type=float, default=30.0, help="unmeasured seconds per server")
+    parser.add_argument(
+        "--server-warmup",
+        type=float,
+        default=90.0,
+        help="unmeasured seconds before measuring, shared by the workloads (the reference's JIT)",
+    )
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="floe serve worker processes")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    dataset = Dataset(list_tables=1, appends=8)
+    machine = machine_info()
+    dataset = Dataset(appends=8)
     with contextlib.ExitStack() as stack:
         floe, _ = stack.enter_context(floe_server(args.workers))
         reference = stack.enter_context(reference_server())
@@ -219,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         writer = discover(
             "floe", floe.target.url, _access_token(floe.target.url, key["client_id"], key["client_secret"])
         )
-        seed(writer, dataset)
-        seed(reference.target, dataset)
+        seed_read_table(writer, dataset)  # in the cluster's namespace, `bench`
+        seed_read_table(reference.target, dataset)
         token_request = build_request(
             "POST",
             TOKEN_PATH,
@@ -257,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         for workload in (PAIRS, FLOE_LOAD, REFERENCE_LOAD):
-            print(f"warming up: {TITLES[workload]} for {args.server_warmup / 2:g} s ...", flush=True)
-            run(workload, args.server_warmup / 2, 0.0)
+            print(f"warming up: {TITLES[workload]} for {args.server_warmup / 3:g} s ...", flush=True)
+            run(workload, args.server_warmup / 3, 0.0)
         samples: dict[str, list[dict[str, Any]]] = {w: [] for w in TITLES}
         per_round = args.duration / max(1, args.rounds)
         for round_index in range(max(1, args.rounds)):
@@ -275,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = {w: _summary(s) for w, s in samples.items()}
     reference_rps = rows[REFERENCE_LOAD]["queries_per_s"]
     ratio = round(rows[PAIRS]["queries_per_s"] / reference_rps, 2) if reference_rps else None
-    machine = machine_info() | {"load_average_after": [round(x, 2) for x in os.getloadavg()]}
+    machine["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     doc = {
         "generated_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "git_commit": git_commit(),

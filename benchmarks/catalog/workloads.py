@@ -302,6 +302,15 @@ def seed(target: Target, dataset: Dataset) -> SeedInfo:
     )
 
 
+def seed_read_table(target: Target, dataset: Dataset) -> None:
+    """Only the table loadTable reads (and its namespace, unless it exists): a cluster's key may create
+    tables in its cluster's namespace only, which floe made with the cluster."""
+    catalog = target.catalog()
+    if not catalog.namespace_exists(dataset.namespace):
+        catalog.create_namespace(dataset.namespace)
+    _create_events_table(catalog, dataset.namespace, dataset.read_table, dataset)
+
+
 # -- workloads -------------------------------------------------------------------------------------
 
 
