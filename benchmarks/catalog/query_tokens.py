@@ -24,7 +24,6 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import httpx
 
@@ -39,7 +38,8 @@ from benchmarks.catalog.loadgen import (
 from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds
 from benchmarks.catalog.report import machine_info
 from benchmarks.catalog.run import Server, floe_server, git_commit, reference_server
-from benchmarks.catalog.workloads import Dataset, Target, discover, seed_read_table
+from benchmarks.catalog.token_endpoint import token_request as query_token_request
+from benchmarks.catalog.workloads import Dataset, Target, create_cluster_key, discover, seed_read_table
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 TOKEN_PATH = "/v1/oauth/tokens"
@@ -151,16 +151,6 @@ def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _writer_key(floe: Server) -> dict[str, Any]:
-    """Cluster `bench` (its namespace is the dataset's) and a writer key of it (a secret floe generated),
-    made with the admin's token."""
-    with httpx.Client(base_url=floe.target.origin, timeout=30, headers=floe.target.headers) as http:
-        http.post("/management/v1/clusters", json={"name": "bench"}).raise_for_status()
-        created = http.post("/management/v1/keys", json={"cluster": "bench", "role": "writer"})
-        key: dict[str, Any] = created.raise_for_status().json()
-    return key
-
-
 def _access_token(url: str, client_id: str, client_secret: str) -> str:
     form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": client_secret}
     answer = httpx.post(f"{url}{TOKEN_PATH}", data=form, timeout=30).raise_for_status()
@@ -228,26 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         floe, _ = stack.enter_context(floe_server(args.workers))
         reference = stack.enter_context(reference_server())
-        key = _writer_key(floe)
+        # Cluster `bench`: floe makes its namespace, the dataset's; the key's secret is floe's.
+        assert floe.target.token is not None
+        key = create_cluster_key(floe.target.origin, floe.target.token, "bench")
         writer = discover(
             "floe", floe.target.url, _access_token(floe.target.url, key["client_id"], key["client_secret"])
         )
         seed_read_table(writer, dataset)  # in the cluster's namespace, `bench`
         seed_read_table(reference.target, dataset)
-        token_request = build_request(
-            "POST",
-            TOKEN_PATH,
-            writer.host_header,
-            body=urlencode(
-                {
-                    "grant_type": "client_credentials",
-                    "client_id": key["client_id"],
-                    "client_secret": key["client_secret"],
-                    "scope": "catalog",
-                }
-            ).encode(),
-            content_type="application/x-www-form-urlencoded",
-        )
+        token_request = query_token_request(writer, key["client_id"], key["client_secret"], scope="catalog")
         floe_path = writer.table_path(dataset.namespace, dataset.read_table)
         reference_path = reference.target.table_path(dataset.namespace, dataset.read_table)
         floe_load = build_request("GET", floe_path, writer.host_header, writer.headers)

@@ -34,11 +34,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import httpx
-
 from benchmarks.catalog.loadgen import build_request, new_event_loop, open_connection
 from benchmarks.catalog.procstat import cpu_ns, postmaster_pid, tree_pids
-from benchmarks.catalog.workloads import LIST_TABLE_SCHEMA, Target, discover
+from benchmarks.catalog.workloads import LIST_TABLE_SCHEMA, Target, create_cluster_key, discover
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 
@@ -57,8 +55,11 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1], 3)
 
 
-def token_request(target: Target, client_id: str, client_secret: str) -> bytes:
+def token_request(target: Target, client_id: str, client_secret: str, scope: str | None = None) -> bytes:
+    """A client-credentials token request (with `scope` when given)."""
     form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": client_secret}
+    if scope is not None:
+        form["scope"] = scope
     return build_request(
         "POST",
         TOKEN_PATH,
@@ -213,12 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         CatalogProcess(pg.create_database("floe_token_bench"), workers=args.workers) as floe,
     ):
         admin = floe.token()
-        with httpx.Client(
-            base_url=floe.url, timeout=30, headers={"Authorization": f"Bearer {admin}"}
-        ) as http:
-            http.post("/management/v1/clusters", json={"name": "bench"}).raise_for_status()
-            created = http.post("/management/v1/keys", json={"cluster": "bench", "role": "writer"})
-            key = created.raise_for_status().json()
+        key = create_cluster_key(floe.url, admin, "bench")
         target = discover("floe", floe.url, admin)
         _seed(target, "bench", args.tables)
         assert floe.process is not None

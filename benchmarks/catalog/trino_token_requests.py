@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from benchmarks.catalog.run import git_commit
+from benchmarks.catalog.workloads import create_cluster_key
 from devtools.catalog_server import CatalogProcess
 from devtools.trino import TRINO_VERSION, LocalTrino
 from tests.e2e.readme_blocks import engine_block, filled
@@ -46,12 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="floe-trino-tokens-"))
     steps: dict[str, dict[str, int]] = {}
     with CatalogProcess(f"sqlite+aiosqlite:///{home / 'floe.db'}", home=home) as floe:
-        admin = {"Authorization": f"Bearer {floe.token()}"}
+        admin_token = floe.token()
+        admin = {"Authorization": f"Bearer {admin_token}"}
         cluster = f"kafka_{uuid.uuid4().hex[:8]}"
-        with httpx.Client(base_url=floe.url, timeout=60, headers=admin) as http:
-            http.post("/management/v1/clusters", json={"name": cluster}).raise_for_status()
-            created = http.post("/management/v1/keys", json={"cluster": cluster, "role": "writer"})
-            key = created.raise_for_status().json()
+        key = create_cluster_key(floe.url, admin_token, cluster)
         block = filled(
             engine_block("trino-local"),
             url=floe.url,

@@ -302,6 +302,17 @@ def seed(target: Target, dataset: Dataset) -> SeedInfo:
     )
 
 
+def create_cluster_key(url: str, admin_token: str, cluster: str, role: str = "writer") -> dict[str, Any]:
+    """Make Kafka cluster `cluster` in floe (at `url`, as the admin) and a key of it with `role`; the
+    management API's answer (`client_id`, the `client_secret` floe generated, ...)."""
+    headers = {"Authorization": f"Bearer {admin_token}"}
+    with httpx.Client(base_url=url, timeout=60, headers=headers) as http:
+        http.post("/management/v1/clusters", json={"name": cluster}).raise_for_status()
+        created = http.post("/management/v1/keys", json={"cluster": cluster, "role": role})
+        key: dict[str, Any] = created.raise_for_status().json()
+    return key
+
+
 def seed_read_table(target: Target, dataset: Dataset) -> None:
     """Only the table loadTable reads (and its namespace, unless it exists): a cluster's key may create
     tables in its cluster's namespace only, which floe made with the cluster."""
