@@ -289,6 +289,13 @@ class Settings(FloeSettings):
         "then starts its workers with `false`)",
     )
     token_lifetime_seconds: int = Field(3600, ge=1, description="access token lifetime")
+    token_reuse_seconds: int = Field(
+        60,
+        ge=0,
+        description="a client-credentials request answered this soon after a token was signed for the same "
+        "key gets that token again, with the lifetime it has left (at most a tenth of the lifetime; 0: "
+        "always a new token)",
+    )
     # "oauth2" (the default): every catalog route needs a token. "none": everyone is an administrator —
     # only for a catalog nobody else can reach (local experiments, the auth-off benchmark baseline).
     auth_mode: Annotated[Literal["oauth2", "none"], BeforeValidator(_auth_mode)] = Field(

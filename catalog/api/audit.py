@@ -14,7 +14,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.identifiers import SEPARATOR, decode_segment
 from catalog.observability import REQUEST_ID
-from catalog.service.audit import AuditService
+from catalog.service.audit import AuditWriter
 from catalog.store.security import AuditEntry
 
 log = logging.getLogger(__name__)
@@ -75,11 +75,16 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
 
 
 async def _record(scope: Scope, status: int) -> None:
-    state: dict[str, Any] = scope.get("state", {})
-    principal = state.get(PRINCIPAL_STATE_KEY)
     handler = scope.get("route_handler")
     operation = getattr(handler, "operation_id", None)
     action = operation if isinstance(operation, str) else str(scope.get("path_template") or scope.get("path"))
+    await record_request(scope["litestar_app"].state.ctx.audit, scope, status, action)
+
+
+async def record_request(audit: AuditWriter, scope: Scope, status: int, action: str) -> None:
+    """Write the audit entry of an answered request (its failure is logged, never raised)."""
+    state: dict[str, Any] = scope.get("state", {})
+    principal = state.get(PRINCIPAL_STATE_KEY)
     subject = principal.subject if principal is not None else state.get(TOKEN_CLIENT_STATE_KEY, "anonymous")
     client = scope.get("client")
     entry = AuditEntry(
@@ -93,6 +98,6 @@ async def _record(scope: Scope, status: int) -> None:
         source=client[0] if client else "",
     )
     try:
-        await AuditService(scope["litestar_app"].state.ctx.store).record(entry)
+        await audit.record(entry)
     except Exception:
         log.exception("could not write audit entry for %s", action)

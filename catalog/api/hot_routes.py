@@ -1,5 +1,5 @@
-"""loadTable, listTables and listViews on the leanest path: the catalog's hottest routes, answered before
-Litestar routes them.
+"""loadTable, listTables, listViews and token requests on the leanest path: the catalog's hottest routes,
+answered before Litestar routes them.
 
 Engines load a table before nearly every query, so a loadTable (or its 304) should cost little more than
 the version check in the database; a listing of a namespace served from the cache costs the same one
@@ -8,8 +8,10 @@ multiple of that (profiled: benchmarks/results/catalog-hot-path.md). This ASGI l
 `GET /v1/{prefix}/namespaces/{namespace}/tables/{table}` (with at most a `snapshots` parameter) and
 `GET /v1/{prefix}/namespaces/{namespace}/tables` and `…/views` (with at most `pageToken` and a decimal
 `pageSize`) and calls the same services behind the same authentication, request id, access log and
-metrics, mapping errors as `catalog.api.errors` does. Anything else goes to Litestar, which also keeps
-serving these routes for the OpenAPI document and for requests this layer does not take.
+metrics, mapping errors as `catalog.api.errors` does. Engines ask for a token before most queries
+(Trino 476: two per SELECT), so `POST /v1/oauth/tokens` with a form body is answered here too, by the
+same `answer_token_request` and audited like every POST. Anything else goes to Litestar, which also
+keeps serving these routes for the OpenAPI document and for requests this layer does not take.
 """
 
 from __future__ import annotations
@@ -20,15 +22,23 @@ from litestar import Litestar
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from catalog.api.audit import PRINCIPAL_STATE_KEY
+from catalog.api.audit import PRINCIPAL_STATE_KEY, record_request
 from catalog.api.authentication import authenticate_scope, send_refusal
 from catalog.api.dependencies import page_size_value
 from catalog.api.errors import error_body, unexpected_failure
 from catalog.api.middleware import request_context_middleware
+from catalog.api.oauth import (
+    TOKEN_OPERATION,
+    TOKEN_PATH,
+    answer_token_request,
+    oauth_error,
+    parse_token_form,
+)
 from catalog.api.tables import ident_of
 from catalog.auth import Principal
 from catalog.errors import CatalogError
 from catalog.identifiers import decode_segment, parse_namespace
+from catalog.service.security import OAuthFailure
 from catalog.service.tables import TableService
 from catalog.service.views import ViewService
 from catalog.storage import STORAGE_ENDPOINT_HEADER, parse_storage_endpoint
@@ -40,6 +50,9 @@ LIST_TEMPLATES = {
     b"views": "/v1/{prefix:str}/namespaces/{namespace:str}/views",
 }
 MAX_PAGE_SIZE_DIGITS = 18
+# A token request is a few hundred bytes (a token exchange: a token more); larger ones are refused.
+MAX_TOKEN_REQUEST_BYTES = 64 * 1024
+FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
 STORAGE_ENDPOINT_HEADER_BYTES = STORAGE_ENDPOINT_HEADER.lower().encode("latin-1")
 
 
@@ -87,6 +100,36 @@ def _snapshots_mode(query_string: bytes) -> str | None:
     return pairs[0][1]
 
 
+def _is_token_form_post(scope: Scope) -> bool:
+    """A `POST /v1/oauth/tokens` with a form body (without a query: anything else is Litestar's)."""
+    if scope["type"] != ScopeType.HTTP or scope["method"] != "POST":
+        return False
+    if (scope.get("raw_path") or scope["path"].encode("latin-1")) != TOKEN_PATH.encode():
+        return False
+    for key, value in scope["headers"]:
+        if key.lower() == b"content-type":
+            media_type = value.split(b";", 1)[0].strip().lower()
+            return media_type == FORM_MEDIA_TYPE.encode()
+    return False
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request body (`OAuthFailure` when longer than `limit`), or None when the client left."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise OAuthFailure(413, "invalid_request", "The token request is too large")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
 class HotRoutes:
     """Serve loadTable and listings directly; pass everything else to `app` (Litestar behind its
     wrappers)."""
@@ -96,8 +139,14 @@ class HotRoutes:
         self.litestar = litestar
         self._load_table = request_context_middleware(self._serve_load_table)
         self._list = request_context_middleware(self._serve_list)
+        self._token = request_context_middleware(self._serve_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if _is_token_form_post(scope):
+            scope["path_template"] = TOKEN_PATH
+            scope["path_params"] = {}
+            await self._token(scope, receive, send)
+            return
         path = _tables_path(scope)
         if path is not None:
             collection, segments = path
@@ -148,6 +197,37 @@ class HotRoutes:
             await _send_failure(scope, send, exc)
             return
         await _send(send, 200, listing.body, [])
+
+    async def _serve_token(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = self.litestar.state
+        authorization = None
+        for key, value in scope["headers"]:
+            if key.lower() == b"authorization":
+                authorization = value.decode("latin-1")
+                break
+        client = scope.get("client")
+        try:
+            body = await _read_body(receive, MAX_TOKEN_REQUEST_BYTES)
+            if body is None:
+                return  # the client left: nobody to answer, nothing was asked
+            status, answer, headers = await answer_token_request(
+                state.auth,
+                parse_token_form(body),
+                authorization,
+                client[0] if client else "unknown",
+                scope.setdefault("state", {}),
+            )
+        except OAuthFailure as exc:
+            status, answer, headers = oauth_error(exc, basic=False)
+        except Exception as exc:  # answered as Litestar's exception handlers would, and audited alike
+            status, error_type, message = unexpected_failure(exc, "POST", TOKEN_PATH)
+            answer, headers = error_body(status, error_type, message), {}
+        # Recorded before the answer goes out, as `audit_middleware` does for Litestar's routes.
+        await record_request(state.ctx.audit, scope, status, TOKEN_OPERATION)
+        encoded = [
+            (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
+        ]
+        await _send(send, status, answer, encoded)
 
     async def _serve_load_table(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = await self._authenticated(scope, send)

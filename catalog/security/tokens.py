@@ -2,7 +2,13 @@
 
 Keys persist across restarts and are shared by every catalog process. Rotation adds a new signing key
 and retires the old ones, which keep verifying until every token they signed has expired. Verified
-tokens are cached briefly by their text, so a request pays for signature checks only once per token.
+tokens are cached briefly by their text, so a request pays for signature checks only once per token;
+a token this process signed is known without a check.
+
+Engines ask for a token before most operations (Trino 476: two per query), each with the same
+credentials. A token issued for the same claims a moment ago is answered again, with the lifetime it
+has left, as a cloud metadata server answers its cached token: signing costs more than the rest of a
+token request, and every new token costs each catalog process a signature check on its first use.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ ALGORITHM = "ES256"
 ISSUER = "floe"
 _CACHE_SIZE = 10_000
 _RELOAD_INTERVAL_SECONDS = 5.0
+# Tokens answered again, at most this share of their lifetime after they were signed.
+MAX_REUSE_SHARE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +54,13 @@ def _new_key() -> tuple[str, ECKey]:
 class TokenSigner:
     """Issues and verifies floe access tokens."""
 
-    def __init__(self, store: SigningKeyStore, lifetime: timedelta) -> None:
+    def __init__(self, store: SigningKeyStore, lifetime: timedelta, reuse: timedelta = timedelta(0)) -> None:
         self.store = store
         self.lifetime = lifetime
+        # A token is answered again for the same claims (same key, same secret version) this long.
+        self.reuse_seconds = min(reuse.total_seconds(), lifetime.total_seconds() * MAX_REUSE_SHARE)
+        # (signing key id, claims) -> (the token, its iat, its exp)
+        self._issued: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[str, int, int]] = {}
         self._signing: tuple[str, ECKey] | None = None
         self._verifying = KeySet([])
         self._kids: set[str] = set()
@@ -91,12 +103,19 @@ class TokenSigner:
         self._install(await self.store.list_signing_keys())
         return kid
 
-    async def issue(self, claims: dict[str, Any]) -> AccessToken:
+    async def issue(self, claims: dict[str, Any], *, reuse: bool = False) -> AccessToken:
+        """A token with these claims: new, or with `reuse` one this process signed for the same claims
+        with its current key at most `reuse_seconds` ago (its `expires_in` is the lifetime it has left)."""
         if self._signing is None or time.monotonic() - self._loaded_at > 60:
             await self.load()
         assert self._signing is not None
         kid, key = self._signing
         now = int(time.time())
+        cache_key = (kid, tuple(sorted(claims.items())))
+        if reuse:
+            issued = self._issued.get(cache_key)
+            if issued is not None and now - issued[1] <= self.reuse_seconds and issued[2] > now:
+                return AccessToken(issued[0], issued[2] - now)
         lifetime = int(self.lifetime.total_seconds())
         payload = {
             **claims,
@@ -107,7 +126,18 @@ class TokenSigner:
             "jti": uuid.uuid4().hex,
         }
         token = jwt.encode({"alg": ALGORITHM, "kid": kid, "typ": "JWT"}, payload, key, algorithms=[ALGORITHM])
+        # Signed here just now: its first use in this process needs no signature check.
+        self._remember(token, payload)
+        if reuse and self.reuse_seconds > 0:
+            if len(self._issued) >= _CACHE_SIZE:
+                self._issued.clear()
+            self._issued[cache_key] = (token, now, now + lifetime)
         return AccessToken(token, lifetime)
+
+    def _remember(self, token: str, claims: dict[str, Any]) -> None:
+        self._verified[token] = (float(claims["exp"]), claims)
+        if len(self._verified) > _CACHE_SIZE:
+            self._verified.popitem(last=False)
 
     def verified_expiry(self, token: str) -> float | None:
         """The expiry (epoch seconds) of a token `verify` accepted and still remembers."""
@@ -136,9 +166,7 @@ class TokenSigner:
         except (JoseError, ValueError, TypeError, KeyError) as exc:
             raise NotAuthorized(f"Invalid token: {type(exc).__name__}") from exc
         claims = dict(decoded.claims)
-        self._verified[token] = (float(claims["exp"]), claims)
-        if len(self._verified) > _CACHE_SIZE:
-            self._verified.popitem(last=False)
+        self._remember(token, claims)
         return claims
 
 

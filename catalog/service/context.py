@@ -27,6 +27,7 @@ from catalog.events import EventBus
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
 from catalog.security.vending import CredentialVendor
+from catalog.service.audit import AuditWriter
 from catalog.service.listing_cache import Listing, ListingCache
 from catalog.service.load_cache import LoadCache
 from catalog.service.shared_reads import SharedReads
@@ -68,6 +69,8 @@ class CatalogContext:
     # The (id, listing version) of namespaces, one database read shared by concurrent listings.
     listing_versions: SharedReads[tuple[str, str], tuple[str, int] | None] = field(init=False)
     storage_runner: StorageRunner = field(init=False)
+    # The HTTP layer's audit entries, written in groups under load.
+    audit: AuditWriter = field(init=False)
     _warehouse_reads: SharedReads[str, WarehouseRecord | None] = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
     _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
@@ -78,6 +81,7 @@ class CatalogContext:
         self.table_locations = SharedReads(lambda key: self.store.get_tabular_location(*key))
         self.listing_versions = SharedReads(lambda key: self.store.get_listing_version(*key))
         self._warehouse_reads = SharedReads(self.store.get_warehouse)
+        self.audit = AuditWriter(self.store)
         self.storage_runner = StorageRunner(
             self.settings.storage_threads,
             self.settings.storage_threads_per_tenant,

@@ -91,6 +91,7 @@ class KeyService:
         """No new tokens, and tokens already issued stop working within seconds."""
         await self._manageable(principal, client_id)
         await self.store.revoke_api_key(client_id)
+        self.auth.forget_key(client_id)
 
     async def rotate(self, principal: Principal, client_id: str) -> IssuedKey:
         """A new secret; the old one stops working at once."""

@@ -147,7 +147,11 @@ class AuthService:
     def __init__(self, store: SecurityStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self.signer = TokenSigner(store, timedelta(seconds=settings.token_lifetime_seconds))
+        self.signer = TokenSigner(
+            store,
+            timedelta(seconds=settings.token_lifetime_seconds),
+            reuse=timedelta(seconds=settings.token_reuse_seconds),
+        )
         # client id -> (monotonic and wall-clock time of the read, the key then)
         self._key_state: dict[str, _KeyState] = {}
         # bearer token -> (its principal, the key state it was checked against, the token's expiry):
@@ -159,6 +163,8 @@ class AuthService:
         self._slow_verified: dict[str, tuple[str, bytes]] = {}
         self._slow_pool = ThreadPoolExecutor(SLOW_HASH_THREADS, thread_name_prefix="floe-scrypt")
         self._client_locks = _KeyedLocks()
+        # client id -> (monotonic time of the read, the key, the client's failures in the window then)
+        self._client_state: dict[str, tuple[float, ApiKeyRecord, int]] = {}
         self._cluster_state: dict[str, tuple[float, ClusterRecord | None]] = {}
         self.oidc: OidcVerifier | None = None
         if settings.oidc_issuer:
@@ -177,7 +183,8 @@ class AuthService:
         """Answer a token request: (token, scope) or `OAuthFailure`."""
         if request.grant_type == CLIENT_CREDENTIALS:
             key = await self._check_client(request, source)
-            claims = self._claims_for(key)
+            # Engines ask again before most operations: a token of a moment ago serves (see `TokenSigner`).
+            return await self.signer.issue(self._claims_for(key), reuse=True), request.scope or "catalog"
         elif request.grant_type == TOKEN_EXCHANGE:
             if not request.subject_token:
                 raise OAuthFailure(400, "invalid_request", "subject_token is required for token exchange")
@@ -194,6 +201,7 @@ class AuthService:
                 raise OAuthFailure(
                     401, "invalid_client", "The key behind subject_token is revoked or expired"
                 )
+            # A refresh: always a new token, with the whole lifetime.
             claims = self._claims_for(current)
         elif request.grant_type is None:
             raise OAuthFailure(400, "invalid_request", "grant_type is required")
@@ -242,6 +250,17 @@ class AuthService:
                 raise self._too_many(settings)
             await self.store.record_auth_failure([by_source], window)
             raise OAuthFailure(401, "invalid_client", "Client authentication failed")
+        cached = self._client_state.get(client_id)
+        if (
+            cached is not None
+            and time.monotonic() - cached[0] < KEY_STATE_CACHE_SECONDS
+            and cached[2] < settings.auth_failure_limit
+            and cached[1].usable(datetime.now(UTC))
+            and self._known_valid(cached[1], secret)
+        ):
+            # The key and its failure count as read a moment ago, like a bearer token's key state:
+            # valid credentials cost no database read. Anything else takes the full check below.
+            return await self._accepted(cached[1])
         by_client = f"client:{client_id}"
         async with self._client_locks.hold(client_id):
             key, failures = await self.store.token_request_state(client_id, [by_client, by_source], window)
@@ -249,6 +268,7 @@ class AuthService:
                 raise self._too_many(settings)
             valid = await self._verify(key, secret)
             if key is None or not valid or not key.usable(datetime.now(UTC)):
+                self._client_state.pop(client_id, None)
                 source_over = failures.get(by_source, 0) >= settings.auth_source_failure_limit
                 # A source over its limit stays there until its window ends: no need to count more.
                 await self.store.record_auth_failure(
@@ -261,12 +281,33 @@ class AuthService:
                 if source_over:
                     raise self._too_many(settings)
                 raise OAuthFailure(401, "invalid_client", "Client authentication failed")
+            if len(self._client_state) >= MAX_CACHED_PRINCIPALS:
+                self._client_state.clear()
+            self._client_state[client_id] = (time.monotonic(), key, failures.get(by_client, 0))
         if is_upgradable(key.secret_hash) and not self._is_operator_key(key.client_id):
             key = await self._upgrade(key, secret)
+        return await self._accepted(key)
+
+    async def _accepted(self, key: ApiKeyRecord) -> ApiKeyRecord:
+        """`key`, whose credentials were just presented, with its last use recorded (once a minute)."""
         now = datetime.now(UTC)
         if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
             await self.store.touch_api_key(key.client_id)  # at most once a minute: a write costs
+            key = replace(key, last_used_at=now)
+            cached = self._client_state.get(key.client_id)
+            if cached is not None and cached[1].secret_hash == key.secret_hash:
+                self._client_state[key.client_id] = (cached[0], key, cached[2])
         return key
+
+    def _known_valid(self, key: ApiKeyRecord, secret: str) -> bool:
+        """Whether `secret` is the key's, where that is known without scrypt (else False)."""
+        stored = key.secret_hash
+        if not is_slow(stored):
+            return verify_secret(secret, stored)
+        cached = self._slow_verified.get(key.client_id)
+        if cached is None or cached[0] != stored:
+            return False
+        return hmac.compare_digest(cached[1], secret_digest(secret))
 
     async def _verify(self, key: ApiKeyRecord | None, secret: str) -> bool:
         """Check the secret; scrypt hashes in a small thread pool (never on the event loop), and an
@@ -278,13 +319,11 @@ class AuthService:
         stored = key.secret_hash
         if not is_slow(stored):
             return verify_secret(secret, stored)
-        digest = secret_digest(secret)
-        cached = self._slow_verified.get(key.client_id)
-        if cached is not None and cached[0] == stored and hmac.compare_digest(cached[1], digest):
+        if self._known_valid(key, secret):
             return True
         valid = await self._off_loop(verify_secret, secret, stored)
         if valid:
-            self._slow_verified[key.client_id] = (stored, digest)
+            self._slow_verified[key.client_id] = (stored, secret_digest(secret))
         return valid
 
     async def _off_loop(self, function: Callable[..., _T], *args: Any) -> _T:
@@ -304,8 +343,7 @@ class AuthService:
                 # Rotated meanwhile: the secret just checked is no longer the key's.
                 raise OAuthFailure(401, "invalid_client", "Client authentication failed")
             key = current
-        self._key_state.pop(key.client_id, None)
-        self._slow_verified.pop(key.client_id, None)
+        self.forget_key(key.client_id)
         log.info("API key %s: secret hash upgraded to %s", key.client_id, FAST)
         return replace(key, secret_hash=new_hash)
 
@@ -487,9 +525,15 @@ class AuthService:
             raise NotFound(f"API key does not exist or is revoked: {client_id}")
         # Tokens of the old secret carry its version: they stop here at once, elsewhere within
         # KEY_STATE_CACHE_SECONDS, as after revocation.
-        self._key_state.pop(client_id, None)
-        self._slow_verified.pop(client_id, None)
+        self.forget_key(client_id)
         return secret
+
+    def forget_key(self, client_id: str) -> None:
+        """Drop what this process cached of a key that was just revoked or given a new secret: here it
+        takes effect at once (other processes read it again within KEY_STATE_CACHE_SECONDS)."""
+        self._key_state.pop(client_id, None)
+        self._client_state.pop(client_id, None)
+        self._slow_verified.pop(client_id, None)
 
     async def bootstrap_admin(self) -> None:
         """Make sure a global admin key exists.

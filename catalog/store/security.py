@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert, literal, select, update
+from sqlalchemy import Table, delete, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -145,6 +145,9 @@ class SecurityStoreMixin:
         raise NotImplementedError
 
     def _writing(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        raise NotImplementedError
+
+    async def _append_rows(self, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
         raise NotImplementedError
 
     # -- signing keys -----------------------------------------------------------------------------
@@ -384,24 +387,23 @@ class SecurityStoreMixin:
         if not entries:
             return
         now = datetime.now(UTC)
-        async with self._writing() as conn:
-            await conn.execute(
-                insert(audit_log),
-                [
-                    {
-                        "at": e.at or now,
-                        "subject": e.subject,
-                        "cluster": e.cluster,
-                        "action": e.action,
-                        "target": e.target,
-                        "outcome": e.outcome,
-                        "status_code": e.status_code,
-                        "request_id": e.request_id,
-                        "source": e.source,
-                    }
-                    for e in entries
-                ],
-            )
+        await self._append_rows(
+            audit_log,
+            [
+                {
+                    "at": e.at or now,
+                    "subject": e.subject,
+                    "cluster": e.cluster,
+                    "action": e.action,
+                    "target": e.target,
+                    "outcome": e.outcome,
+                    "status_code": e.status_code,
+                    "request_id": e.request_id,
+                    "source": e.source,
+                }
+                for e in entries
+            ],
+        )
 
     async def list_audit(
         self,

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections import Counter
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from joserfc import jwt
@@ -261,3 +262,67 @@ def test_rotation_ends_tokens_of_the_old_secret(catalog_server: CatalogProcess, 
 
     new = catalog_server.token(client_id, new_secret)
     assert httpx.get(f"{catalog_server.url}/v1/config", headers=bearer(new)).status_code == 200
+
+
+# -- tokens answered again, and the form body ---------------------------------------------------------
+
+
+def test_a_token_of_a_moment_ago_is_answered_again(catalog_server: CatalogProcess) -> None:
+    """Engines ask for a token before most queries: the same key's token of a moment ago comes back,
+    with the lifetime it has left; a refresh (token exchange) and a new secret get a new one."""
+    client_id, client_secret = new_key(catalog_server)
+    url = f"{catalog_server.url}{TOKEN_PATH}"
+    first = httpx.post(url, data=credentials(client_id, client_secret)).raise_for_status().json()
+    again = httpx.post(url, data=credentials(client_id, client_secret)).raise_for_status().json()
+    assert again["access_token"] == first["access_token"]
+    assert 3600 - 60 <= again["expires_in"] <= first["expires_in"] <= 3600
+    basic = httpx.post(url, data={"grant_type": "client_credentials"}, auth=(client_id, client_secret))
+    assert basic.raise_for_status().json()["access_token"] == first["access_token"]
+
+    refreshed = httpx.post(url, data={"grant_type": EXCHANGE, "subject_token": first["access_token"]})
+    assert refreshed.raise_for_status().json()["access_token"] != first["access_token"]
+
+    with httpx.Client(base_url=catalog_server.url, headers=bearer(catalog_server.token())) as http:
+        new_secret = http.post(f"/management/v1/keys/{client_id}/rotate").raise_for_status().json()
+    after = httpx.post(url, data=credentials(client_id, new_secret["client_secret"])).raise_for_status()
+    assert after.json()["access_token"] != first["access_token"]
+    assert (
+        httpx.get(f"{catalog_server.url}/v1/config", headers=bearer(first["access_token"])).status_code == 401
+    )
+    assert httpx.get(
+        f"{catalog_server.url}/v1/config", headers=bearer(after.json()["access_token"])
+    ).is_success
+
+
+def test_token_reuse_can_be_turned_off(fresh_database_url: str) -> None:
+    with CatalogThread(fresh_database_url, env={"FLOE_TOKEN_REUSE_SECONDS": "0"}) as server:
+        form = credentials(server.admin_client_id, server.admin_client_secret)
+        tokens = [
+            httpx.post(f"{server.url}{TOKEN_PATH}", data=form).raise_for_status().json() for _ in range(2)
+        ]
+        assert tokens[0]["access_token"] != tokens[1]["access_token"]
+        assert [t["expires_in"] for t in tokens] == [3600, 3600]
+
+
+def test_malformed_token_forms_are_oauth_errors(catalog_server: CatalogProcess) -> None:
+    url = f"{catalog_server.url}{TOKEN_PATH}"
+    form = "grant_type=client_credentials&client_id=a&client_id=b&client_secret=x"
+    twice = httpx.post(url, content=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert twice.status_code == 400, twice.text
+    assert twice.json()["error"] == "invalid_request"
+    assert "client_id" in twice.json()["error_description"]
+
+    huge = httpx.post(url, data={"grant_type": "client_credentials", "client_secret": "x" * 100_000})
+    assert huge.status_code == 413, huge.text
+    assert huge.json()["error"] == "invalid_request"
+
+    # Parameters a token request does not have are ignored (RFC 6749 §3.2); a charset is fine.
+    known = credentials(catalog_server.admin_client_id, catalog_server.admin_client_secret)
+    odd = httpx.post(
+        url,
+        content=urlencode({**known, "audience": "x"}),
+        headers={"Content-Type": "application/x-www-form-urlencoded; charset=UTF-8"},
+    )
+    assert odd.status_code == 200, odd.text
+    assert odd.headers["cache-control"] == "no-store"
+    assert odd.headers["x-request-id"]
