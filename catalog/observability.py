@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
+import logging.config
 import os
-import sys
 import time
 from contextvars import ContextVar
 from typing import Any
 
+import msgspec
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
 REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="-")
@@ -35,10 +35,20 @@ def metrics_payload() -> bytes:
 
 
 class JsonFormatter(logging.Formatter):
+    """One JSON object per line. Every request is logged (the access log), so this is lean: the
+    timestamp's seconds are formatted once per second, and msgspec writes the JSON."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._second = -1
+        self._stamp = ""
+
     def format(self, record: logging.LogRecord) -> str:
+        second = int(record.created)
+        if second != self._second:  # handlers call this under their lock
+            self._second, self._stamp = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         entry: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": f"{self._stamp}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -49,14 +59,26 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = getattr(record, key)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+        return msgspec.json.encode(entry).decode()
+
+
+QUIET_LOGGERS = ("uvicorn.access", "aiosqlite", "asyncio")
+
+
+def logging_config(level: str = "INFO") -> dict[str, Any]:
+    """JSON lines on stderr, as a `logging.config.dictConfig` dictionary: uvicorn applies it in each
+    worker process it starts (they do not inherit the parent's handlers)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {
+            "stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+        },
+        "root": {"handlers": ["stderr"], "level": level.upper()},
+        "loggers": {name: {"level": "WARNING"} for name in QUIET_LOGGERS},
+    }
 
 
 def configure_logging(level: str = "INFO") -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    for noisy in ("uvicorn.access", "aiosqlite", "asyncio"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.config.dictConfig(logging_config(level))

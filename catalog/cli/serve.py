@@ -36,7 +36,7 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
     import uvicorn
 
     from catalog.http_limits import LimitedHttpToolsProtocol
-    from catalog.observability import configure_logging
+    from catalog.observability import configure_logging, logging_config
     from devtools.ports import port_is_free
 
     settings = server_settings()
@@ -59,7 +59,8 @@ def serve(host: str, port: int, workers: int, log_level: str) -> None:
         highlight=False,
     )
     options: dict[str, Any] = {
-        "log_config": None,
+        # Applied again in every worker process, which starts with no handlers of its own.
+        "log_config": logging_config(log_level),
         "access_log": False,
         "proxy_headers": False,
         # See Settings.keep_alive_seconds for why idle connections stay open this long.

@@ -50,6 +50,15 @@ def test_several_workers_share_postgres(postgres: LocalPostgres) -> None:
         assert catalog.load_table("multi.t").scan().to_arrow().num_rows == 50
         metrics = httpx.get(f"{server.url}/metrics").text
         assert "floe_http_requests_total" in metrics
+        # Each worker writes JSON access lines (a spawned worker has no handlers until uvicorn applies
+        # floe's logging configuration in it); request ids start with their worker's random prefix.
+        access = [
+            json.loads(line)
+            for line in server.log_text().splitlines()
+            if line.startswith("{") and '"floe.access"' in line
+        ]
+        assert any(entry["path"].endswith("/tables/{table:str}") for entry in access)
+        assert len({entry["request_id"][:20] for entry in access}) == 2
 
 
 def _floe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
