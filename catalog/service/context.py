@@ -30,6 +30,7 @@ from catalog.security.vending import CredentialVendor
 from catalog.service.audit import AuditWriter
 from catalog.service.listing_cache import Listing, ListingCache
 from catalog.service.load_cache import LoadCache
+from catalog.service.metadata_models import MetadataModels
 from catalog.service.shared_reads import SharedReads
 from catalog.settings import Settings
 from catalog.storage import Storage, StorageRunner
@@ -69,6 +70,8 @@ class CatalogContext:
     # The (id, listing version) of namespaces, one database read shared by concurrent listings.
     listing_versions: SharedReads[tuple[str, str], tuple[str, int] | None] = field(init=False)
     storage_runner: StorageRunner = field(init=False)
+    # The metadata models of this process's commits: the next commit to a table starts from them.
+    metadata_models: MetadataModels = field(default_factory=MetadataModels)
     # The HTTP layer's audit entries, written in groups under load.
     audit: AuditWriter = field(init=False)
     _warehouse_reads: SharedReads[str, WarehouseRecord | None] = field(init=False)

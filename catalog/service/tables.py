@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from pyiceberg.table.metadata import TableMetadata
 from sqlalchemy.exc import DBAPIError
 
 from catalog import commit as core
@@ -404,7 +405,7 @@ class TableService:
         # after the last one). Other workers and servers still race; the swap decides between them.
         async with self.ctx.commit_locks(warehouse.id, idents):
             for attempt in range(attempts):
-                pending, results = await self._prepare(warehouse, changes, root)
+                pending, results, models = await self._prepare(warehouse, changes, root)
                 written = [p.metadata_location for p, changed in pending if changed]
                 try:
                     for p, changed in pending:
@@ -428,6 +429,8 @@ class TableService:
                         f"Commit state unknown: database error during commit: {exc.orig}"
                     ) from exc
                 if swapped:
+                    for location, model in models:
+                        self.ctx.metadata_models.put(location, model)
                     for ident in idents:
                         await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
                     return results
@@ -446,11 +449,12 @@ class TableService:
 
     async def _prepare(
         self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
-    ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable]]:
+    ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable], list[tuple[str, TableMetadata]]]:
         """The new metadata of every change on its table's current state, each confined to `root`
-        (the caller's folder), as compare-and-swap commits."""
+        (the caller's folder), as compare-and-swap commits; and the new models by their locations."""
         pending: list[tuple[PendingCommit, bool]] = []
         results: list[LoadedTable] = []
+        models: list[tuple[str, TableMetadata]] = []
         config = self.table_config(warehouse)
         for change in changes:
             ident = change.ident
@@ -491,7 +495,9 @@ class TableService:
                 )
                 results.append(LoadedTable(location, metadata_json, config))
                 continue
-            base = core.parse_table_metadata(record.metadata_json)
+            base = self.ctx.metadata_models.get(record.metadata_location) or core.parse_table_metadata(
+                record.metadata_json
+            )
             metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
             if change.updates:
                 metadata = confine_table_metadata(metadata, base, root)
@@ -519,7 +525,8 @@ class TableService:
                 (PendingCommit(record.id, record.version, location, metadata_json, kafka=progress), True)
             )
             results.append(LoadedTable(location, metadata_json, config))
-        return pending, results
+            models.append((location, metadata))
+        return pending, results, models
 
     # -- drop, rename, unregister -----------------------------------------------------------------
 
