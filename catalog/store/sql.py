@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy import Select, Table, event, insert, text
+from sqlalchemy import Select, Table, Update, event, insert, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -35,13 +35,14 @@ async def _keep_session(_: asyncpg.Connection) -> None:
 
 
 class _PostgresReadPool:
-    """PostgreSQL only: the read hot path (loadTable, listTables) and the audit log's appends on a plain
-    asyncpg pool.
+    """PostgreSQL only: the read hot path (loadTable, listTables), the audit log's appends and a commit's
+    pointer swap of one table on a plain asyncpg pool.
 
     SQLAlchemy's async execution layer cost ~0.3 ms of CPU per statement here (greenlet switches, pool
     and execution events, result wrapping): six times the query itself on asyncpg. These reads are
-    single autocommit statements, so they run on the driver directly; the statements stay SQLAlchemy
-    Core objects, compiled once for asyncpg's dialect. Appends of many rows at once go in one binary
+    single autocommit statements, so they run on the driver directly, as does a compare-and-swap that is
+    one UPDATE (atomic by itself); the statements stay SQLAlchemy Core objects, compiled once for
+    asyncpg's dialect. Appends of many rows at once go in one binary
     COPY, PostgreSQL's cheapest way in, on both sides.
     """
 
@@ -54,7 +55,7 @@ class _PostgresReadPool:
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
         # id -> (statement, SQL, parameter names in order); holding the statement keeps its id unique.
-        self._compiled: dict[int, tuple[Select[Any], str, tuple[str, ...]]] = {}
+        self._compiled: dict[int, tuple[Select[Any] | Update, str, tuple[str, ...]]] = {}
 
     async def _open(self) -> asyncpg.Pool:
         async with self._opening:
@@ -64,16 +65,27 @@ class _PostgresReadPool:
                 )
             return self._pool
 
-    async def fetch(self, statement: Select[Any], params: dict[str, Any]) -> list[Any]:
-        """Rows of a prebuilt (module or class level) statement."""
+    def _compile(self, statement: Select[Any] | Update) -> tuple[Select[Any] | Update, str, tuple[str, ...]]:
         compiled = self._compiled.get(id(statement))
         if compiled is None:
             sql = statement.compile(dialect=self._dialect)
             compiled = (statement, str(sql), tuple(sql.positiontup or ()))
             self._compiled[id(statement)] = compiled
+        return compiled
+
+    async def fetch(self, statement: Select[Any], params: dict[str, Any]) -> list[Any]:
+        """Rows of a prebuilt (module or class level) statement."""
+        _, sql, names = self._compile(statement)
         pool = self._pool or await self._open()
-        rows: list[Any] = await pool.fetch(compiled[1], *(params[name] for name in compiled[2]))
+        rows: list[Any] = await pool.fetch(sql, *(params[name] for name in names))
         return rows
+
+    async def execute(self, statement: Select[Any] | Update, params: dict[str, Any]) -> int:
+        """Run a prebuilt data-changing statement on its own (autocommit); the rows it changed."""
+        _, sql, names = self._compile(statement)
+        pool = self._pool or await self._open()
+        status: str = await pool.execute(sql, *(params[name] for name in names))
+        return int(status.rsplit(" ", 1)[-1])  # "UPDATE 1"
 
     async def copy_rows(self, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
         """Append `rows` (each with the same columns) in one COPY, as one statement."""
@@ -159,6 +171,14 @@ class SqlCatalogStore(
         async with self._reading() as conn:
             rows: Sequence[Any] = (await conn.execute(statement, params)).all()
         return rows
+
+    async def _execute(self, statement: Update, params: dict[str, Any]) -> int:
+        """Run one prebuilt data-changing statement in a transaction of its own; the rows it changed."""
+        if self._fast_reads is not None:
+            return await self._fast_reads.execute(statement, params)
+        async with self._writing() as conn:
+            result = await conn.execute(statement, params)
+        return int(getattr(result, "rowcount", 0))
 
     async def _append_rows(self, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
         """Insert `rows` (each with the same columns) in one statement: a log's appends."""

@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Select, Update, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -60,6 +60,11 @@ def _page(rows: list[str], page_size: int | None) -> tuple[list[str], str | None
     return rows, None
 
 
+def _advances_offsets(commit: PendingCommit) -> bool:
+    """Whether the commit records Kafka offsets too (`save_kafka_offsets` writes them)."""
+    return commit.kafka is not None and bool(commit.kafka.end)
+
+
 class TabularStoreMixin:
     """Warehouses, namespaces, tables and views on the engines of `SqlCatalogStore`."""
 
@@ -70,6 +75,9 @@ class TabularStoreMixin:
         raise NotImplementedError
 
     async def _fetch(self, statement: Select[Any], params: dict[str, Any]) -> Sequence[Any]:
+        raise NotImplementedError
+
+    async def _execute(self, statement: Update, params: dict[str, Any]) -> int:
         raise NotImplementedError
 
     # -- warehouses -------------------------------------------------------------------------------
@@ -300,6 +308,17 @@ class TabularStoreMixin:
         )
         .limit(bindparam("p_limit"))
     )
+    # A commit's compare-and-swap of one table's pointer.
+    _SWAP_POINTER = (
+        update(tabulars)
+        .where(tabulars.c.id == bindparam("p_id"), tabulars.c.version == bindparam("p_version"))
+        .values(
+            metadata_location=bindparam("p_location"),
+            metadata_json=bindparam("p_json"),
+            version=bindparam("p_next_version"),
+            updated_at=bindparam("p_now"),
+        )
+    )
     _LIST_TABULAR_NAMES_AFTER = _LIST_TABULAR_NAMES.where(tabulars.c.name > bindparam("p_after"))
     # Page variants: LIMIT is a bound parameter too, so every page size shares one statement.
     _LIST_TABULAR_PAGE = _LIST_TABULAR_NAMES.limit(bindparam("p_limit"))
@@ -339,6 +358,21 @@ class TabularStoreMixin:
         base). Raises `AlreadyExists` when a create finds the name taken.
         """
         now = datetime.now(UTC)
+        if len(commits) == 1 and commits[0].tabular_id is not None and not _advances_offsets(commits[0]):
+            # One table's pointer alone (the common commit): a single statement is atomic by itself.
+            commit = commits[0]
+            swapped = await self._execute(
+                self._SWAP_POINTER,
+                {
+                    "p_id": commit.tabular_id,
+                    "p_version": commit.expected_version,
+                    "p_next_version": commit.expected_version + 1,
+                    "p_location": commit.metadata_location,
+                    "p_json": commit.metadata_json,
+                    "p_now": now,
+                },
+            )
+            return swapped == 1
         try:
             await self._swap_all(commits, now)
         except _LostRace:
