@@ -15,6 +15,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.api.errors import error_body
+from catalog.api.oauth import TOKEN_PATH
 from catalog.observability import LATENCY, REQUEST_ID, REQUESTS
 from catalog.service.idempotency import (
     IDEMPOTENCY_LEASE_SECONDS,
@@ -40,7 +41,6 @@ __all__ = [
 
 MUTATING_METHODS = frozenset({"POST", "DELETE", "PUT"})
 IDEMPOTENCY_HEADER = b"idempotency-key"
-TOKEN_PATH = "/v1/oauth/tokens"
 # Response fields that hold secrets: such responses are never stored (see idempotency_middleware).
 SECRET_FIELDS = frozenset(
     {"client_secret", "access_token", "refresh_token", "id_token", "token", "storage-credentials"}

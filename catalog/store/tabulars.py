@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, Update, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Select, Update, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -360,18 +360,7 @@ class TabularStoreMixin:
         now = datetime.now(UTC)
         if len(commits) == 1 and commits[0].tabular_id is not None and not _advances_offsets(commits[0]):
             # One table's pointer alone (the common commit): a single statement is atomic by itself.
-            commit = commits[0]
-            swapped = await self._execute(
-                self._SWAP_POINTER,
-                {
-                    "p_id": commit.tabular_id,
-                    "p_version": commit.expected_version,
-                    "p_next_version": commit.expected_version + 1,
-                    "p_location": commit.metadata_location,
-                    "p_json": commit.metadata_json,
-                    "p_now": now,
-                },
-            )
+            swapped = await self._execute(self._SWAP_POINTER, self._swap_parameters(commits[0], now))
             return swapped == 1
         try:
             await self._swap_all(commits, now)
@@ -406,24 +395,23 @@ class TabularStoreMixin:
                     await save_kafka_offsets(conn, new_id, commit, now)
                     created_in.add(commit.namespace_id)
                     continue
-                result = await conn.execute(
-                    update(tabulars)
-                    .where(
-                        and_(
-                            tabulars.c.id == commit.tabular_id, tabulars.c.version == commit.expected_version
-                        )
-                    )
-                    .values(
-                        metadata_location=commit.metadata_location,
-                        metadata_json=commit.metadata_json,
-                        version=commit.expected_version + 1,
-                        updated_at=now,
-                    )
-                )
+                result = await conn.execute(self._SWAP_POINTER, self._swap_parameters(commit, now))
                 if result.rowcount != 1:
                     raise _LostRace
                 await save_kafka_offsets(conn, commit.tabular_id, commit, now)
             await self._bump_listings(conn, created_in)
+
+    @staticmethod
+    def _swap_parameters(commit: PendingCommit, now: datetime) -> dict[str, Any]:
+        """`_SWAP_POINTER`'s parameters: the table's pointer moves on from the version the commit read."""
+        return {
+            "p_id": commit.tabular_id,
+            "p_version": commit.expected_version,
+            "p_next_version": commit.expected_version + 1,
+            "p_location": commit.metadata_location,
+            "p_json": commit.metadata_json,
+            "p_now": now,
+        }
 
     @staticmethod
     def _name_taken(kind: str, name: str) -> AlreadyExists:
