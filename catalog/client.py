@@ -149,6 +149,7 @@ class AuditEntry(msgspec.Struct, frozen=True):
     status_code: int
     request_id: str
     source: str
+    count: int = 1
 
 
 class AuditPage(msgspec.Struct, frozen=True, omit_defaults=True):

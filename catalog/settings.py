@@ -296,6 +296,14 @@ class Settings(FloeSettings):
         "key gets that token again, with the lifetime it has left (at most a tenth of the lifetime; 0: "
         "always a new token)",
     )
+    audit_repeat_window_seconds: float = Field(
+        10.0,
+        ge=0,
+        le=3600,
+        description="identical successful token requests (same key, same address) within this many seconds "
+        "of one written to the audit log are counted and written as one entry when the window ends (0: "
+        "one entry per request)",
+    )
     # "oauth2" (the default): every catalog route needs a token. "none": everyone is an administrator —
     # only for a catalog nobody else can reach (local experiments, the auth-off benchmark baseline).
     auth_mode: Annotated[Literal["oauth2", "none"], BeforeValidator(_auth_mode)] = Field(

@@ -114,6 +114,7 @@ def build_litestar(settings: Settings) -> Litestar:
             if history is not None:
                 await history.stop()
             await glue.stop()
+            await ctx.audit.close()
             await store.close()
 
     console: list[Router] = []
@@ -172,7 +173,8 @@ def build_litestar(settings: Settings) -> Litestar:
     )
 
 
-def create_app(settings: Settings | None = None) -> RawPathApp:
-    """The served ASGI app: Litestar behind raw-path routing, loadTable on its hot path."""
+def create_app(settings: Settings | None = None) -> HotRoutes:
+    """The served ASGI app: the hot routes (which route on the raw path themselves), then Litestar
+    behind raw-path routing."""
     litestar = build_litestar(settings or Settings.from_env())
-    return RawPathApp(HotRoutes(litestar, litestar))
+    return HotRoutes(RawPathApp(litestar), litestar)

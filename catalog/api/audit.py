@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 AUDITED_METHODS = frozenset({"POST", "PUT", "DELETE"})
 PRINCIPAL_STATE_KEY = "principal"
 TOKEN_CLIENT_STATE_KEY = "token_client_id"
+# The token endpoint's operation: its granted requests repeat (engines ask before most queries).
+TOKEN_OPERATION = "getToken"
 
 
 def _outcome(status: int) -> str:
@@ -98,6 +100,9 @@ async def record_request(audit: AuditWriter, scope: Scope, status: int, action: 
         source=client[0] if client else "",
     )
     try:
-        await audit.record(entry)
+        if action == TOKEN_OPERATION and status == 200:
+            await audit.record_repeatable(entry)
+        else:
+            await audit.record(entry)
     except Exception:
         log.exception("could not write audit entry for %s", action)

@@ -42,20 +42,18 @@ async def authenticate_scope(state: State, scope: Scope) -> Principal:
     return principal
 
 
-async def send_refusal(scope: Scope, send: Send, exc: CatalogError) -> None:
-    """The error response of a refused authentication, naming the scheme to use (RFC 6750)."""
+def refusal(scope: Scope, exc: CatalogError) -> tuple[int, bytes, list[tuple[bytes, bytes]], bool]:
+    """The answer to a refused authentication, naming the scheme to use (RFC 6750): status, body,
+    headers beside the body's length and type, whether the body is JSON."""
     body = b"" if scope.get("method") == "HEAD" else error_body(exc.status_code, exc.error_type, exc.message)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": exc.status_code,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'Bearer realm="floe"'),
-            ],
-        }
-    )
+    return exc.status_code, body, [(b"www-authenticate", b'Bearer realm="floe"')], True
+
+
+async def send_refusal(scope: Scope, send: Send, exc: CatalogError) -> None:
+    """Send the `refusal` of a request."""
+    status, body, headers, _ = refusal(scope, exc)
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 

@@ -16,19 +16,20 @@ keeps serving these routes for the OpenAPI document and for requests this layer 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl
 
 from litestar import Litestar
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from catalog.api.audit import PRINCIPAL_STATE_KEY, record_request
-from catalog.api.authentication import authenticate_scope, send_refusal
+from catalog.api.audit import PRINCIPAL_STATE_KEY, TOKEN_OPERATION, record_request
+from catalog.api.authentication import authenticate_scope, refusal
 from catalog.api.dependencies import page_size_value
 from catalog.api.errors import error_body, unexpected_failure
-from catalog.api.middleware import request_context_middleware
+from catalog.api.middleware import record_access, request_id_of
 from catalog.api.oauth import (
-    TOKEN_OPERATION,
     TOKEN_PATH,
     answer_token_request,
     oauth_error,
@@ -38,6 +39,7 @@ from catalog.api.tables import ident_of
 from catalog.auth import Principal
 from catalog.errors import CatalogError
 from catalog.identifiers import decode_segment, parse_namespace
+from catalog.observability import REQUEST_ID
 from catalog.service.security import OAuthFailure
 from catalog.service.tables import TableService
 from catalog.service.views import ViewService
@@ -130,22 +132,24 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
+# An answer: status, body, headers (lower-case names), whether the body is JSON.
+Answer = tuple[int, bytes, list[tuple[bytes, bytes]], bool]
+Serve = Callable[[Scope, Receive], Awaitable[Answer | None]]
+
+
 class HotRoutes:
-    """Serve loadTable and listings directly; pass everything else to `app` (Litestar behind its
-    wrappers)."""
+    """Serve loadTable, listings and token requests directly; pass everything else to `app` (Litestar
+    behind its wrappers)."""
 
     def __init__(self, app: ASGIApp, litestar: Litestar) -> None:
         self.app = app
         self.litestar = litestar
-        self._load_table = request_context_middleware(self._serve_load_table)
-        self._list = request_context_middleware(self._serve_list)
-        self._token = request_context_middleware(self._serve_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if _is_token_form_post(scope):
             scope["path_template"] = TOKEN_PATH
             scope["path_params"] = {}
-            await self._token(scope, receive, send)
+            await self._answer(self._serve_token, scope, receive, send)
             return
         path = _tables_path(scope)
         if path is not None:
@@ -154,29 +158,51 @@ class HotRoutes:
             if len(segments) == 3 and _snapshots_mode(query) is not None:
                 scope["path_template"] = LOAD_TABLE_TEMPLATE
                 scope["path_params"] = dict(zip(("prefix", "namespace", "table"), segments, strict=True))
-                await self._load_table(scope, receive, send)
+                await self._answer(self._serve_load_table, scope, receive, send)
                 return
             if len(segments) == 2 and _page_parameters(query) is not None:
                 scope["path_template"] = LIST_TEMPLATES[collection]
                 scope["path_params"] = dict(zip(("prefix", "namespace"), segments, strict=True))
-                await self._list(scope, receive, send)
+                await self._answer(self._serve_list, scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    async def _authenticated(self, scope: Scope, send: Send) -> Principal | None:
-        """The caller, or None once a refusal was sent."""
+    @staticmethod
+    async def _answer(serve: Serve, scope: Scope, receive: Receive, send: Send) -> None:
+        """What `request_context_middleware` does for Litestar's routes (request id, metrics, access
+        line), with the answer `serve` returns sent here: no per-request wrapper around `send`."""
+        request_id = request_id_of(scope)
+        token = REQUEST_ID.set(request_id)
+        started = time.perf_counter()
+        status = 500
+        try:
+            answer = await serve(scope, receive)
+            if answer is not None:  # None: the client left before asking
+                status, body, headers, json = answer
+                start = [(b"content-length", str(len(body)).encode())] if status != 304 else []
+                if json:
+                    start.append((b"content-type", b"application/json"))
+                start += headers
+                start.append((b"x-request-id", request_id.encode()))
+                await send({"type": "http.response.start", "status": status, "headers": start})
+                await send({"type": "http.response.body", "body": body, "more_body": False})
+        finally:
+            record_access(scope, status, time.perf_counter() - started)
+            REQUEST_ID.reset(token)
+
+    async def _authenticated(self, scope: Scope) -> Principal | Answer:
+        """The caller, or the refusal to answer."""
         try:
             principal = await authenticate_scope(self.litestar.state, scope)
         except CatalogError as exc:
-            await send_refusal(scope, send, exc)
-            return None
+            return refusal(scope, exc)
         scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
         return principal
 
-    async def _serve_list(self, scope: Scope, receive: Receive, send: Send) -> None:
-        principal = await self._authenticated(scope, send)
-        if principal is None:
-            return
+    async def _serve_list(self, scope: Scope, receive: Receive) -> Answer:
+        principal = await self._authenticated(scope)
+        if not isinstance(principal, Principal):
+            return principal
         params = scope["path_params"]
         page = _page_parameters(scope.get("query_string", b""))
         assert page is not None  # checked before routing here
@@ -194,11 +220,10 @@ class HotRoutes:
                     principal, prefix, namespace, page_token, page_size
                 )
         except Exception as exc:
-            await _send_failure(scope, send, exc)
-            return
-        await _send(send, 200, listing.body, [])
+            return _failure(scope, exc)
+        return 200, listing.body, [], True
 
-    async def _serve_token(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve_token(self, scope: Scope, receive: Receive) -> Answer | None:
         state = self.litestar.state
         authorization = None
         for key, value in scope["headers"]:
@@ -209,7 +234,7 @@ class HotRoutes:
         try:
             body = await _read_body(receive, MAX_TOKEN_REQUEST_BYTES)
             if body is None:
-                return  # the client left: nobody to answer, nothing was asked
+                return None  # the client left: nobody to answer, nothing was asked
             status, answer, headers = await answer_token_request(
                 state.auth,
                 parse_token_form(body),
@@ -227,12 +252,12 @@ class HotRoutes:
         encoded = [
             (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
         ]
-        await _send(send, status, answer, encoded)
+        return status, answer, encoded, True
 
-    async def _serve_load_table(self, scope: Scope, receive: Receive, send: Send) -> None:
-        principal = await self._authenticated(scope, send)
-        if principal is None:
-            return
+    async def _serve_load_table(self, scope: Scope, receive: Receive) -> Answer:
+        principal = await self._authenticated(scope)
+        if not isinstance(principal, Principal):
+            return principal
         state = self.litestar.state
         params = scope["path_params"]
         if_none_match = access_delegation = storage_endpoint = None
@@ -255,33 +280,20 @@ class HotRoutes:
                 access_delegation,
             )
         except Exception as exc:
-            await _send_failure(scope, send, exc)
-            return
+            return _failure(scope, exc)
         if loaded is None:
-            await _send(send, 304, b"", [(b"etag", (if_none_match or "").encode("latin-1"))], json=False)
-            return
+            return 304, b"", [(b"etag", (if_none_match or "").encode("latin-1"))], False
         headers = [(b"etag", loaded.etag.encode("latin-1"))] if loaded.etag else []
         if loaded.storage_credentials:
             # Secrets inside: no shared cache may keep this response.
             headers.append((b"cache-control", b"no-store"))
-        await _send(send, 200, loaded.to_json(), headers)
+        return 200, loaded.to_json(), headers, True
 
 
-async def _send(
-    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], *, json: bool = True
-) -> None:
-    start = [(b"content-length", str(len(body)).encode())] if status != 304 else []
-    if json:
-        start.append((b"content-type", b"application/json"))
-    await send({"type": "http.response.start", "status": status, "headers": start + headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _send_failure(scope: Scope, send: Send, exc: Exception) -> None:
-    """The error response `catalog.api.errors` maps `exc` to."""
+def _failure(scope: Scope, exc: Exception) -> Answer:
+    """The error answer `catalog.api.errors` maps `exc` to."""
     if isinstance(exc, CatalogError):
         extra = [(b"www-authenticate", b'Bearer realm="floe"')] if exc.status_code == 401 else []
-        await _send(send, exc.status_code, error_body(exc.status_code, exc.error_type, exc.message), extra)
-        return
+        return exc.status_code, error_body(exc.status_code, exc.error_type, exc.message), extra, True
     status, error_type, message = unexpected_failure(exc, "GET", scope["path"])
-    await _send(send, status, error_body(status, error_type, message), [])
+    return status, error_body(status, error_type, message), [], True

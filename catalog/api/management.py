@@ -77,6 +77,8 @@ class AuditRecord(msgspec.Struct):
     status_code: int
     request_id: str
     source: str
+    # The requests this entry records (identical successful token requests are summarized as one).
+    count: int = 1
 
 
 class ListAuditResponse(msgspec.Struct, omit_defaults=True):
@@ -124,6 +126,7 @@ def _audit(entry: AuditEntry) -> AuditRecord:
         entry.status_code,
         entry.request_id,
         entry.source,
+        entry.count,
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import logging
 import os
 import time
 from typing import Any, cast
@@ -16,7 +15,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.api.errors import error_body
 from catalog.api.oauth import TOKEN_PATH
-from catalog.observability import LATENCY, REQUEST_ID, REQUESTS
+from catalog.observability import LATENCY, REQUEST_ID, REQUESTS, AccessLog
 from catalog.service.idempotency import (
     IDEMPOTENCY_LEASE_SECONDS,
     Claimed,
@@ -27,8 +26,6 @@ from catalog.service.idempotency import (
     UsedForOtherRequest,
     idempotency_identity,
 )
-
-log = logging.getLogger("floe.access")
 
 # The lease and the key identity are the idempotency service's; tests and tools import them from here.
 __all__ = [
@@ -78,13 +75,16 @@ class _RequestIds:
     `uuid4().hex` (which read the kernel's random source on every request: ~1.5% of a 304's CPU)."""
 
     def __init__(self) -> None:
-        self._pid = 0
-        self._prefix = ""
+        self._reset()
+        # A forked worker must not repeat its parent's ids (asking for the pid on every request is a
+        # system call).
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._prefix = os.urandom(10).hex()
         self._counter = itertools.count()
 
     def next(self) -> str:
-        if self._pid != os.getpid():  # a forked worker must not repeat its parent's ids
-            self._pid, self._prefix, self._counter = os.getpid(), os.urandom(10).hex(), itertools.count()
         return f"{self._prefix}{next(self._counter) & 0xFFFFFFFFFFFF:012x}"
 
 
@@ -93,6 +93,28 @@ _request_ids = _RequestIds()
 # so the set is small, but unmatched methods could vary: bounded all the same.
 _request_metrics: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 MAX_METRIC_CHILDREN = 4096
+UNLOGGED_ROUTES = frozenset({"/metrics", "/healthz", "/readyz"})
+_access_log = AccessLog()
+
+
+def request_id_of(scope: Scope) -> str:
+    """The request's id: the client's `X-Request-Id`, or a new one."""
+    return _header(scope, b"x-request-id") or _request_ids.next()
+
+
+def record_access(scope: Scope, status: int, elapsed: float) -> None:
+    """Count and time an answered request, and write its access line (probes are not logged)."""
+    route = str(scope.get("path_template") or "unmatched")
+    method = str(scope.get("method", ""))
+    counted = _request_metrics.get((method, route, status))
+    if counted is None:  # `labels()` validates and locks on every call: keep the children
+        counted = (REQUESTS.labels(method, route, str(status)), LATENCY.labels(method, route))
+        if len(_request_metrics) < MAX_METRIC_CHILDREN:
+            _request_metrics[(method, route, status)] = counted
+    counted[0].inc()
+    counted[1].observe(elapsed)
+    if route not in UNLOGGED_ROUTES:
+        _access_log.write(method, route, status, round(elapsed * 1000, 2))
 
 
 def request_context_middleware(app: ASGIApp) -> ASGIApp:
@@ -102,7 +124,7 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
         if scope["type"] != ScopeType.HTTP:
             await app(scope, receive, send)
             return
-        request_id = _header(scope, b"x-request-id") or _request_ids.next()
+        request_id = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()
         status = 500
@@ -119,29 +141,7 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
         try:
             await app(scope, receive, send_wrapper)
         finally:
-            elapsed = time.perf_counter() - started
-            route = str(scope.get("path_template") or "unmatched")
-            method = scope.get("method", "")
-            counted = _request_metrics.get((method, route, status))
-            if counted is None:  # `labels()` validates and locks on every call: keep the children
-                counted = (REQUESTS.labels(method, route, str(status)), LATENCY.labels(method, route))
-                if len(_request_metrics) < MAX_METRIC_CHILDREN:
-                    _request_metrics[(method, route, status)] = counted
-            counted[0].inc()
-            counted[1].observe(elapsed)
-            if route not in ("/metrics", "/healthz", "/readyz"):
-                log.info(
-                    "%s %s %d",
-                    method,
-                    route,
-                    status,
-                    extra={
-                        "method": method,
-                        "path": route,
-                        "status": status,
-                        "duration_ms": round(elapsed * 1000, 2),
-                    },
-                )
+            record_access(scope, status, time.perf_counter() - started)
             REQUEST_ID.reset(token)
 
     return middleware

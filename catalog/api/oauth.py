@@ -15,11 +15,10 @@ from litestar.enums import RequestEncodingType
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
 
-from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
+from catalog.api.audit import TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION
 from catalog.service.security import ACCESS_TOKEN_TYPE, AuthService, OAuthFailure, parse_token_request
 
 TOKEN_PATH = "/v1/oauth/tokens"
-TOKEN_OPERATION = "getToken"
 
 
 class OAuthTokenResponse(msgspec.Struct):

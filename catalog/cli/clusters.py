@@ -116,6 +116,6 @@ def audit(cluster: str | None, limit: int, output: str) -> None:
         output,
         listed,
         listed.entries,
-        ["at", "subject", "cluster", "action", "target", "outcome", "status_code"],
+        ["at", "subject", "cluster", "action", "target", "outcome", "status_code", "count"],
         optional=["status_code", "cluster"],
     )

@@ -4,7 +4,10 @@ operations outside it (`WarehouseService`); administrators read them back, newes
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import logging
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from catalog.auth import Principal, managed_cluster
 from catalog.store.interfaces import AuditStore
@@ -21,6 +24,22 @@ class AuditPage:
 
 # Entries one INSERT writes at most.
 MAX_GROUP = 500
+# Windows of repeated entries kept at once; beyond it, all are summarized and a fresh set begins.
+MAX_REPEAT_WINDOWS = 10_000
+# (subject, cluster, action, target, outcome, status code, source): entries alike but for time and id.
+_RepeatKey = tuple[str, str | None, str, str, str, int, str]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Repeats:
+    """The repeats of a recorded entry within its window: the first of them (its time and request id)
+    and how many there were."""
+
+    until: float  # monotonic end of the window
+    first: AuditEntry | None = None
+    count: int = 0
 
 
 class AuditWriter:
@@ -28,25 +47,102 @@ class AuditWriter:
 
     `record` returns once its entry is stored, so a client that has its answer finds its request in the
     log. Entries that arrive while a write runs wait for it, then go in the next write together: under
-    load (engines ask for a token before most queries) one INSERT serves many requests, instead of one
-    transaction each. One writer per process.
+    load one INSERT serves many requests, instead of one transaction each. One writer per process.
+
+    Engines ask for a token before most queries (Trino 476: two per SELECT), each time the same key
+    from the same address, each answered alike: `record_repeatable` stores the first such entry before
+    its answer, as `record` does, and counts the identical ones that follow within `repeat_window`
+    seconds, which are stored as one entry (`count`, the time and request id of the first of them) when
+    the window ends, as syslog's "message repeated N times". An entry that differs in anything but its
+    time and request id (another key, address, outcome or status) is its own entry.
     """
 
-    def __init__(self, store: AuditStore) -> None:
+    def __init__(self, store: AuditStore, repeat_window: float = 0.0) -> None:
         self.store = store
+        self.repeat_window = repeat_window
         self._pending: list[tuple[AuditEntry, asyncio.Future[None]]] = []
         self._writing: asyncio.Task[None] | None = None
+        self._repeats: dict[_RepeatKey, _Repeats] = {}
+        self._sweeping: asyncio.Task[None] | None = None
 
     async def record(self, entry: AuditEntry) -> None:
         """Store `entry`; raises what the write raised."""
+        # Shielded: a caller that goes away does not stop the write its entry shares with others.
+        await asyncio.shield(self._enqueue(entry))
+
+    async def record_repeatable(self, entry: AuditEntry) -> None:
+        """Store `entry` like `record`, unless an identical one was stored less than `repeat_window`
+        seconds ago: then it is counted, and stored with the others of that window when it ends."""
+        if self.repeat_window <= 0:
+            await self.record(entry)
+            return
+        key = (
+            entry.subject,
+            entry.cluster,
+            entry.action,
+            entry.target,
+            entry.outcome,
+            entry.status_code,
+            entry.source,
+        )
+        now = time.monotonic()
+        repeats = self._repeats.get(key)
+        if repeats is not None and now < repeats.until:
+            if repeats.first is None:
+                repeats.first = replace(entry, at=datetime.now(UTC))
+            repeats.count += 1
+            return
+        if repeats is not None:
+            self._summarize(repeats)
+        elif len(self._repeats) >= MAX_REPEAT_WINDOWS:
+            self._summarize_all()
+        self._repeats[key] = _Repeats(now + self.repeat_window)
+        loop = asyncio.get_running_loop()
+        sweeping = self._sweeping
+        if sweeping is None or sweeping.done() or sweeping.get_loop() is not loop:
+            self._sweeping = loop.create_task(self._sweep())
+        await self.record(entry)
+
+    async def close(self) -> None:
+        """Store the counted repeats of every open window and whatever waits to be written."""
+        if self._sweeping is not None and not self._sweeping.done():
+            self._sweeping.cancel()
+        self._summarize_all()
+        writing = self._writing
+        if writing is not None and not writing.done():
+            await asyncio.wait([writing])
+
+    def _summarize(self, repeats: _Repeats) -> None:
+        """Queue the entry of a window's repeats (nobody waits for it: a failure is logged)."""
+        if repeats.first is None:
+            return
+        summary = replace(repeats.first, count=repeats.count)
+        self._enqueue(summary).add_done_callback(_log_failure)
+
+    def _summarize_all(self) -> None:
+        for repeats in self._repeats.values():
+            self._summarize(repeats)
+        self._repeats.clear()
+
+    async def _sweep(self) -> None:
+        """Summarize the windows that ended, about once a window, while any is open."""
+        while self._repeats:
+            await asyncio.sleep(self.repeat_window)
+            now = time.monotonic()
+            for key, repeats in list(self._repeats.items()):
+                if repeats.until <= now:
+                    del self._repeats[key]
+                    self._summarize(repeats)
+
+    def _enqueue(self, entry: AuditEntry) -> asyncio.Future[None]:
+        """The future of `entry`'s write, which starts with the next group."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._pending.append((entry, done))
         writing = self._writing
         if writing is None or writing.done() or writing.get_loop() is not loop:
             self._writing = loop.create_task(self._write_pending())
-        # Shielded: a caller that goes away does not stop the write its entry shares with others.
-        await asyncio.shield(done)
+        return done
 
     async def _write_pending(self) -> None:
         # Let the requests this loop iteration already holds add their entries first: one write more.
@@ -63,6 +159,11 @@ class AuditWriter:
                 for _, done in group:
                     if not done.done():
                         done.set_result(None)
+
+
+def _log_failure(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.error("could not write a summary of repeated audit entries", exc_info=done.exception())
 
 
 class AuditService:

@@ -84,7 +84,7 @@ class CatalogContext:
         self.table_locations = SharedReads(lambda key: self.store.get_tabular_location(*key))
         self.listing_versions = SharedReads(lambda key: self.store.get_listing_version(*key))
         self._warehouse_reads = SharedReads(self.store.get_warehouse)
-        self.audit = AuditWriter(self.store)
+        self.audit = AuditWriter(self.store, self.settings.audit_repeat_window_seconds)
         self.storage_runner = StorageRunner(
             self.settings.storage_threads,
             self.settings.storage_threads_per_tenant,

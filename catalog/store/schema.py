@@ -147,6 +147,8 @@ audit_log = Table(
     Column("status_code", Integer, nullable=False),
     Column("request_id", String(64), nullable=False, server_default=""),
     Column("source", String(64), nullable=False, server_default=""),
+    # The requests the entry stands for: more than 1 for repeated successful token requests (0010).
+    Column("count", Integer, nullable=False, server_default="1"),
     Index("ix_audit_log_at", "at"),
 )
 

@@ -78,6 +78,8 @@ class AuditEntry:
     source: str = ""
     at: datetime | None = None
     id: int | None = None
+    # How many requests the entry records: identical successful token requests are summarized.
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,6 +402,7 @@ class SecurityStoreMixin:
                     "status_code": e.status_code,
                     "request_id": e.request_id,
                     "source": e.source,
+                    "count": e.count,
                 }
                 for e in entries
             ],
@@ -447,6 +450,7 @@ class SecurityStoreMixin:
                 r.source,
                 _aware(r.at),
                 r.id,
+                r._mapping["count"],
             )
             for r in rows
         ]

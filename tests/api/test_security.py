@@ -567,6 +567,36 @@ def test_mutations_are_audited(catalog_server: CatalogProcess, http: httpx.Clien
     assert all(e["request_id"] for e in everything)
 
 
+def test_repeated_token_requests_are_one_counted_entry(fresh_database_url: str) -> None:
+    env = {"FLOE_AUDIT_REPEAT_WINDOW_SECONDS": "1"}
+    with CatalogThread(fresh_database_url, env=env) as server:
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": server.admin_client_id,
+            "client_secret": server.admin_client_secret,
+        }
+        granted = [httpx.post(f"{server.url}{TOKEN_PATH}", data=form) for _ in range(3)]
+        assert [r.status_code for r in granted] == [200, 200, 200]
+        wrong = httpx.post(f"{server.url}{TOKEN_PATH}", data={**form, "client_secret": "nope"})
+        assert wrong.status_code == 401
+        audit = f"{server.url}/management/v1/audit"
+        headers = bearer(granted[0].json()["access_token"])
+
+        def token_entries() -> list[tuple[str, int, str]]:
+            entries = httpx.get(audit, headers=headers).raise_for_status().json()["entries"]
+            return [
+                (e["outcome"], e["count"], e["request_id"]) for e in entries if e["action"] == "getToken"
+            ]
+
+        # The first grant and the refusal are written before their answers; the repeats are counted.
+        first = granted[0].headers["x-request-id"]
+        assert token_entries() == [("denied", 1, wrong.headers["x-request-id"]), ("ok", 1, first)]
+        deadline = time.monotonic() + 10
+        while len(token_entries()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ("ok", 2, granted[1].headers["x-request-id"]) in token_entries()
+
+
 def test_no_secret_or_token_in_the_server_log(catalog_server: CatalogProcess, http: httpx.Client) -> None:
     """Runs after the tests above (same module, same server): nothing they used was logged."""
     cluster = new_cluster(http)
