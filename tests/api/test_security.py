@@ -584,9 +584,7 @@ def test_repeated_token_requests_are_one_counted_entry(fresh_database_url: str) 
 
         def token_entries() -> list[tuple[str, int, str]]:
             entries = httpx.get(audit, headers=headers).raise_for_status().json()["entries"]
-            return [
-                (e["outcome"], e["count"], e["request_id"]) for e in entries if e["action"] == "getToken"
-            ]
+            return [(e["outcome"], e["count"], e["request_id"]) for e in entries if e["action"] == "getToken"]
 
         # The first grant and the refusal are written before their answers; the repeats are counted.
         first = granted[0].headers["x-request-id"]
