@@ -16,6 +16,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
 
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION
+from catalog.security.tokens import AccessToken
 from catalog.service.security import ACCESS_TOKEN_TYPE, AuthService, OAuthFailure, parse_token_request
 
 TOKEN_PATH = "/v1/oauth/tokens"
@@ -77,25 +78,8 @@ def parse_token_form(body: bytes) -> dict[str, str]:
     return form
 
 
-async def answer_token_request(
-    auth: AuthService,
-    form: Mapping[str, str],
-    authorization: str | None,
-    source: str,
-    state: dict[str, Any],
-) -> TokenAnswer:
-    """The answer to a token request: client credentials (form body or HTTP Basic) or RFC 8693 token
-    exchange (token refresh). The client id that asked goes into `state` for the audit log."""
-    try:
-        token_request = parse_token_request(dict(form), authorization)
-        if "\x00" in (token_request.client_id or ""):  # no client has one, and PostgreSQL cannot look it up
-            raise OAuthFailure(400, "invalid_request", "Malformed client_id: it contains a NUL character")
-        if token_request.client_id:
-            # The audit log names who asked for a token (the request has no principal yet).
-            state[TOKEN_CLIENT_STATE_KEY] = token_request.client_id
-        token, scope = await auth.issue_token(token_request, source)
-    except OAuthFailure as exc:
-        return oauth_error(exc, basic=bool(authorization and authorization.lower().startswith("basic ")))
+def granted_answer(token: AccessToken, scope: str | None) -> TokenAnswer:
+    """The answer that grants `token`."""
     body = OAuthTokenResponse(
         access_token=token.token,
         token_type="bearer",
@@ -104,6 +88,31 @@ async def answer_token_request(
         scope=scope,
     )
     return 200, msgspec.json.encode(body), {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+async def answer_token_request(
+    auth: AuthService,
+    form: Mapping[str, str],
+    authorization: str | None,
+    source: str,
+    state: dict[str, Any],
+    *,
+    remember_as: bytes | None = None,
+) -> TokenAnswer:
+    """The answer to a token request: client credentials (form body or HTTP Basic) or RFC 8693 token
+    exchange (token refresh). The client id that asked goes into `state` for the audit log; a granted
+    client-credentials request is remembered under `remember_as` (`AuthService.repeated_grant`)."""
+    try:
+        token_request = parse_token_request(dict(form), authorization)
+        if "\x00" in (token_request.client_id or ""):  # no client has one, and PostgreSQL cannot look it up
+            raise OAuthFailure(400, "invalid_request", "Malformed client_id: it contains a NUL character")
+        if token_request.client_id:
+            # The audit log names who asked for a token (the request has no principal yet).
+            state[TOKEN_CLIENT_STATE_KEY] = token_request.client_id
+        token, scope = await auth.issue_token(token_request, source, remember_as=remember_as)
+    except OAuthFailure as exc:
+        return oauth_error(exc, basic=bool(authorization and authorization.lower().startswith("basic ")))
+    return granted_answer(token, scope)
 
 
 @post(

@@ -60,6 +60,8 @@ KEY_STATE_CACHE_SECONDS = 2.0
 MAX_CACHED_PRINCIPALS = 10_000
 # (monotonic and wall-clock time of the read, the key then)
 _KeyState = tuple[float, float, "ApiKeyRecord | None"]
+# (monotonic time of the read, the key, the client's failures in the window then)
+_ClientState = tuple[float, "ApiKeyRecord", int]
 # The schema's client_id column is 64 characters: a longer one cannot name a key.
 MAX_CLIENT_ID_LENGTH = 64
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -163,8 +165,10 @@ class AuthService:
         self._slow_verified: dict[str, tuple[str, bytes]] = {}
         self._slow_pool = ThreadPoolExecutor(SLOW_HASH_THREADS, thread_name_prefix="floe-scrypt")
         self._client_locks = _KeyedLocks()
-        # client id -> (monotonic time of the read, the key, the client's failures in the window then)
-        self._client_state: dict[str, tuple[float, ApiKeyRecord, int]] = {}
+        self._client_state: dict[str, _ClientState] = {}
+        # digest of a granted token request's body and Authorization header -> (the client state it was
+        # checked against, the scope answered): see `repeated_grant`.
+        self._grants: dict[bytes, tuple[_ClientState, str]] = {}
         self._cluster_state: dict[str, tuple[float, ClusterRecord | None]] = {}
         self.oidc: OidcVerifier | None = None
         if settings.oidc_issuer:
@@ -179,12 +183,21 @@ class AuthService:
 
     # -- tokens -----------------------------------------------------------------------------------
 
-    async def issue_token(self, request: TokenRequest, source: str) -> tuple[AccessToken, str | None]:
-        """Answer a token request: (token, scope) or `OAuthFailure`."""
+    async def issue_token(
+        self, request: TokenRequest, source: str, *, remember_as: bytes | None = None
+    ) -> tuple[AccessToken, str | None]:
+        """Answer a token request: (token, scope) or `OAuthFailure`. A granted client-credentials
+        request is remembered under `remember_as` (see `repeated_grant`)."""
         if request.grant_type == CLIENT_CREDENTIALS:
             key = await self._check_client(request, source)
+            scope = request.scope or "catalog"
+            state = self._client_state.get(key.client_id)
+            if remember_as is not None and state is not None and state[1] is key:
+                if len(self._grants) >= MAX_CACHED_PRINCIPALS:
+                    self._grants.clear()
+                self._grants[remember_as] = (state, scope)
             # Engines ask again before most operations: a token of a moment ago serves (see `TokenSigner`).
-            return await self.signer.issue(self._claims_for(key), reuse=True), request.scope or "catalog"
+            return await self.signer.issue(self._claims_for(key), reuse=True), scope
         elif request.grant_type == TOKEN_EXCHANGE:
             if not request.subject_token:
                 raise OAuthFailure(400, "invalid_request", "subject_token is required for token exchange")
@@ -208,6 +221,32 @@ class AuthService:
         else:
             raise OAuthFailure(400, "unsupported_grant_type", f"Unsupported grant_type: {request.grant_type}")
         return await self.signer.issue(claims), request.scope or "catalog"
+
+    async def repeated_grant(self, digest: bytes) -> tuple[AccessToken, str, str] | None:
+        """The answer to a client-credentials request identical to one granted a moment ago (the same
+        form body and Authorization header, named by their SHA-256 `digest`): (token, scope, client id),
+        or None to check it in full.
+
+        Engines send the same request before most queries. Its credentials were verified against the
+        key state still cached (`_check_client`'s fast path, which this follows: same freshness, same
+        failure limit, same revocation), and the digest proves the same secret was presented again, so
+        neither the form nor the secret needs checking again. Refused requests are never remembered.
+        """
+        remembered = self._grants.get(digest)
+        if remembered is None:
+            return None
+        state, scope = remembered
+        key = state[1]
+        if (
+            self._client_state.get(key.client_id) is not state
+            or time.monotonic() - state[0] >= KEY_STATE_CACHE_SECONDS
+            or state[2] >= self.settings.auth_failure_limit
+            or not key.usable(datetime.now(UTC))
+        ):
+            del self._grants[digest]
+            return None
+        key = await self._accepted(key)
+        return await self.signer.issue(self._claims_for(key), reuse=True), scope, key.client_id
 
     @staticmethod
     def _claims_for(key: ApiKeyRecord) -> dict[str, str | None]:

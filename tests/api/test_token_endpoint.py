@@ -294,6 +294,29 @@ def test_a_token_of_a_moment_ago_is_answered_again(catalog_server: CatalogProces
     ).is_success
 
 
+def test_a_repeated_request_stands_only_while_its_key_does(catalog_server: CatalogProcess) -> None:
+    """A request identical to one granted a moment ago is answered without checking it again, but never
+    past a revocation, a rotation or a wrong secret (one worker: at once)."""
+    url = f"{catalog_server.url}{TOKEN_PATH}"
+    admin = bearer(catalog_server.token())
+    client_id, client_secret = new_key(catalog_server)
+    form = credentials(client_id, client_secret)
+    granted = [httpx.post(url, data=form).raise_for_status().json()["access_token"] for _ in range(3)]
+    assert len(set(granted)) == 1
+    wrong = httpx.post(url, data={**form, "client_secret": client_secret[:-1] + "x"})
+    assert wrong.status_code == 401
+    assert wrong.json()["error"] == "invalid_client"
+    rotated = httpx.post(f"{catalog_server.url}/management/v1/keys/{client_id}/rotate", headers=admin)
+    assert httpx.post(url, data=form).status_code == 401  # the old secret, repeated
+    new_form = credentials(client_id, rotated.raise_for_status().json()["client_secret"])
+    assert httpx.post(url, data=new_form).status_code == 200
+    assert httpx.post(url, data=new_form).status_code == 200
+    httpx.delete(f"{catalog_server.url}/management/v1/keys/{client_id}", headers=admin).raise_for_status()
+    refused = httpx.post(url, data=new_form)
+    assert refused.status_code == 401, refused.text
+    assert refused.json()["error"] == "invalid_client"
+
+
 def test_token_reuse_can_be_turned_off(fresh_database_url: str) -> None:
     with CatalogThread(fresh_database_url, env={"FLOE_TOKEN_REUSE_SECONDS": "0"}) as server:
         form = credentials(server.admin_client_id, server.admin_client_secret)
