@@ -103,9 +103,10 @@ async def _closed_loop_pairs(
     return result
 
 
-def _pairs(
+def closed_loop_pairs(
     target: Target, token_request: bytes, load_path: str, clients: int, duration_s: float, warmup_s: float
 ) -> LoadResult:
+    """Token-and-load queries from `clients` connections in a closed loop (see `_closed_loop_pairs`)."""
     loop = new_event_loop()
     try:
         return loop.run_until_complete(
@@ -151,7 +152,7 @@ def _summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _access_token(url: str, client_id: str, client_secret: str) -> str:
+def access_token(url: str, client_id: str, client_secret: str) -> str:
     form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": client_secret}
     answer = httpx.post(f"{url}{TOKEN_PATH}", data=form, timeout=30).raise_for_status()
     token: str = answer.json()["access_token"]
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         assert floe.target.token is not None
         key = create_cluster_key(floe.target.origin, floe.target.token, "bench")
         writer = discover(
-            "floe", floe.target.url, _access_token(floe.target.url, key["client_id"], key["client_secret"])
+            "floe", floe.target.url, access_token(floe.target.url, key["client_id"], key["client_secret"])
         )
         seed_read_table(writer, dataset)  # in the cluster's namespace, `bench`
         seed_read_table(reference.target, dataset)
@@ -234,9 +235,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def run(workload: str, duration: float, warmup: float) -> dict[str, Any]:
             if workload == PAIRS:
-                return _measured(
-                    floe, lambda: _pairs(writer, token_request, floe_path, args.clients, duration, warmup)
-                )
+                pairs = token_request, floe_path, args.clients, duration, warmup
+                return _measured(floe, lambda: closed_loop_pairs(writer, *pairs))
             if workload == FLOE_LOAD:
                 server, target, request = floe, writer, floe_load
             else:
