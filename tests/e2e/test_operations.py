@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -51,14 +52,21 @@ def test_several_workers_share_postgres(postgres: LocalPostgres) -> None:
         metrics = httpx.get(f"{server.url}/metrics").text
         assert "floe_http_requests_total" in metrics
         # Each worker writes JSON access lines (a spawned worker has no handlers until uvicorn applies
-        # floe's logging configuration in it); request ids start with their worker's random prefix.
-        access = [
-            json.loads(line)
-            for line in server.log_text().splitlines()
-            if line.startswith("{") and '"floe.access"' in line
-        ]
+        # floe's logging configuration in it); request ids start with their worker's random prefix. A
+        # worker still starting has no listener yet and gets no connection: ask until both answered.
+        deadline = time.monotonic() + 60
+        while True:
+            access = [
+                json.loads(line)
+                for line in server.log_text().splitlines()
+                if line.startswith("{") and '"floe.access"' in line
+            ]
+            prefixes = {entry["request_id"][:20] for entry in access}
+            if len(prefixes) >= 2 or time.monotonic() > deadline:
+                break
+            httpx.get(f"{server.url}/v1/config", headers={"Authorization": f"Bearer {server.token()}"})
         assert any(entry["path"].endswith("/tables/{table:str}") for entry in access)
-        assert len({entry["request_id"][:20] for entry in access}) == 2
+        assert len(prefixes) == 2, f"access lines of {len(prefixes)} workers: {sorted(prefixes)}"
 
 
 def _floe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
