@@ -104,6 +104,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._head_raw_bytes = 0
         self._head_field_bytes = 0
         self._head_fields = 0
+        # The loop time the request head being read began at (None between requests); the timer checks
+        # it when it fires, so a request costs no timer of its own.
+        self._head_started: float | None = None
         self._head_timer: asyncio.TimerHandle | None = None
         self._refusal: tuple[int, str] | None = None
 
@@ -115,15 +118,20 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.logger.warning("Refused a connection: %d open", len(self.connections) - 1)
             self._refuse(503, "Too many open connections: retry later")
             return
-        self._arm_head_timer()
+        # The first head's deadline runs from the connection (a later one's from its first byte).
+        self._start_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
         super().connection_lost(exc)
 
-    def _arm_head_timer(self) -> None:
-        if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.limits.header_timeout_seconds, self._head_timed_out)
+    def _start_head(self) -> None:
+        if self._head_started is None:
+            self._head_started = self.loop.time()
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(
+                    self.limits.header_timeout_seconds, self._head_timed_out
+                )
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -132,7 +140,12 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if not self._reading_head or self.transport.is_closing():
+        started = self._head_started
+        if started is None or not self._reading_head or self.transport.is_closing():
+            return  # between requests: the next head starts the timer again
+        remaining = started + self.limits.header_timeout_seconds - self.loop.time()
+        if remaining > 0:  # a head that began after the timer was set: wait for its own deadline
+            self._head_timer = self.loop.call_later(remaining, self._head_timed_out)
             return
         if self._head_raw_bytes:
             self._refuse(408, "Request head not received in time")
@@ -157,7 +170,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._unset_keepalive_if_required()
         if self._reading_head:
             self._head_raw_bytes += len(data)
-            self._arm_head_timer()
+            self._start_head()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -198,7 +211,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._reading_head = False
-        self._cancel_head_timer()
+        self._head_started = None  # the timer, when it fires, finds no head to time
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:

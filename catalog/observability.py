@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import logging.config
 import os
@@ -24,6 +25,72 @@ LATENCY = Histogram(
 )
 COMMIT_RETRIES = Counter("floe_commit_retries_total", "Commits retried on a new base after losing a race")
 COMMIT_CONFLICTS = Counter("floe_commit_conflicts_total", "Commits that failed after exhausting retries")
+
+
+# (method, route template, status): routes are templates, so the set is small, but unmatched methods
+# could vary: bounded all the same.
+MAX_METRIC_CHILDREN = 4096
+
+
+class RequestMetrics:
+    """Requests counted (`REQUESTS`) and timed (`LATENCY`), written once per event-loop iteration.
+
+    With several workers every count and observation is a locked write to a memory-mapped file, three
+    per request; a loaded loop answers several requests per iteration, and their counts and latencies
+    go in one write per route and status, bucket and sum. Off a loop (or in a loop's last iteration)
+    they are written at once, before anything reads them: `/metrics` is answered in a later iteration.
+    """
+
+    def __init__(self) -> None:
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._pending: dict[tuple[str, str, int], list[float]] = {}
+        self._flushing_on: asyncio.AbstractEventLoop | None = None
+
+    def record(self, method: str, route: str, status: int, seconds: float) -> None:
+        key = (method, route, status)
+        latencies = self._pending.get(key)
+        if latencies is None:
+            self._pending[key] = [seconds]
+        else:
+            latencies.append(seconds)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        if self._flushing_on is not loop:
+            loop.call_soon(self.flush)
+            self._flushing_on = loop
+
+    def flush(self) -> None:
+        self._flushing_on = None
+        pending, self._pending = self._pending, {}
+        for key, latencies in pending.items():
+            children = self._children.get(key)
+            if children is None:  # `labels()` validates and locks on every call: keep the children
+                method, route, status = key
+                children = (REQUESTS.labels(method, route, str(status)), LATENCY.labels(method, route))
+                if len(self._children) < MAX_METRIC_CHILDREN:
+                    self._children[key] = children
+            children[0].inc(len(latencies))
+            _observe_all(children[1], latencies)
+
+
+def _observe_all(histogram: Any, values: list[float]) -> None:
+    """`histogram.observe` of each value, as one write per bucket and one to the sum."""
+    internals = ("_upper_bounds", "_buckets", "_sum")
+    bounds, buckets, total = (getattr(histogram, name, None) for name in internals)
+    if len(values) == 1 or bounds is None or buckets is None or total is None:
+        for value in values:  # prometheus_client's own way (and the fallback should its internals change)
+            histogram.observe(value)
+        return
+    counts = [0] * len(bounds)
+    for value in values:
+        counts[bisect.bisect_left(bounds, value)] += 1  # the first bucket whose bound is >= value
+    total.inc(sum(values))
+    for index, count in enumerate(counts):
+        if count:
+            buckets[index].inc(count)
 
 
 def metrics_payload() -> bytes:

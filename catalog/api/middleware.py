@@ -7,7 +7,7 @@ import itertools
 import json
 import os
 import time
-from typing import Any, cast
+from typing import cast
 
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -15,7 +15,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.api.errors import error_body
 from catalog.api.oauth import TOKEN_PATH
-from catalog.observability import LATENCY, REQUEST_ID, REQUESTS, AccessLog
+from catalog.observability import REQUEST_ID, AccessLog, RequestMetrics
 from catalog.service.idempotency import (
     IDEMPOTENCY_LEASE_SECONDS,
     Claimed,
@@ -89,10 +89,7 @@ class _RequestIds:
 
 
 _request_ids = _RequestIds()
-# (method, route template, status) -> its request counter and latency histogram; routes are templates,
-# so the set is small, but unmatched methods could vary: bounded all the same.
-_request_metrics: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-MAX_METRIC_CHILDREN = 4096
+_request_metrics = RequestMetrics()
 UNLOGGED_ROUTES = frozenset({"/metrics", "/healthz", "/readyz"})
 _access_log = AccessLog()
 
@@ -106,13 +103,7 @@ def record_access(scope: Scope, status: int, elapsed: float) -> None:
     """Count and time an answered request, and write its access line (probes are not logged)."""
     route = str(scope.get("path_template") or "unmatched")
     method = str(scope.get("method", ""))
-    counted = _request_metrics.get((method, route, status))
-    if counted is None:  # `labels()` validates and locks on every call: keep the children
-        counted = (REQUESTS.labels(method, route, str(status)), LATENCY.labels(method, route))
-        if len(_request_metrics) < MAX_METRIC_CHILDREN:
-            _request_metrics[(method, route, status)] = counted
-    counted[0].inc()
-    counted[1].observe(elapsed)
+    _request_metrics.record(method, route, status, elapsed)
     if route not in UNLOGGED_ROUTES:
         _access_log.write(method, route, status, round(elapsed * 1000, 2))
 

@@ -148,6 +148,29 @@ def test_idle_keep_alive_connection_is_closed(server: CatalogProcess) -> None:
         assert 2 < time.monotonic() - started < 8
 
 
+def test_a_later_head_has_its_own_deadline(server: CatalogProcess) -> None:
+    """The deadline of a kept-alive connection's next head runs from that head's first byte: not cut
+    short by the connection's first deadline, not extended by it either."""
+    with connect(server, timeout=20) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: floe\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"}"):
+            answer += sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+        time.sleep(1.5)  # the connection's first deadline (2 s) passes while the next head is read
+        started = time.monotonic()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+        elapsed = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert 1.8 < elapsed < 4, elapsed
+
+
 def test_keep_alive_connection_serves_many_requests(server: CatalogProcess) -> None:
     with httpx.Client(base_url=server.url, timeout=10) as client:
         for _ in range(50):

@@ -10,7 +10,9 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from catalog import observability
 from catalog.observability import ACCESS_LOGGER, AccessLog, JsonFormatter, JsonLinesHandler
 
 
@@ -108,3 +110,41 @@ def test_other_handlers_get_ordinary_records(access_logger: logging.Logger) -> N
     access_logger.setLevel(logging.WARNING)
     AccessLog().write("POST", "/v1/oauth/tokens", 200, 0.5)
     assert len(records) == 1
+
+
+def test_request_metrics_equal_one_observation_per_request() -> None:
+    """Counts and latencies written together per loop iteration are what per-request writes give."""
+    registry = CollectorRegistry()
+    buckets = (0.001, 0.01, 0.1, 1.0)
+    counter = Counter("t_requests", "", ["method", "route", "status"], registry=registry)
+    batched = Histogram("t_batched", "", ["method", "route"], buckets=buckets, registry=registry)
+    direct = Histogram("t_direct", "", ["method", "route"], buckets=buckets, registry=registry)
+    latencies = [0.0005, 0.001, 0.002, 0.05, 0.05, 0.5, 3.0]
+    saved = observability.REQUESTS, observability.LATENCY
+    observability.REQUESTS, observability.LATENCY = counter, batched
+    try:
+        metrics = observability.RequestMetrics()
+
+        async def run() -> None:
+            for seconds in latencies:
+                metrics.record("GET", "/r", 200, seconds)
+                direct.labels("GET", "/r").observe(seconds)
+            assert (
+                registry.get_sample_value(
+                    "t_requests_total", {"method": "GET", "route": "/r", "status": "200"}
+                )
+                is None
+            )
+            await asyncio.sleep(0)
+
+        asyncio.run(run())
+    finally:
+        observability.REQUESTS, observability.LATENCY = saved
+    labels = {"method": "GET", "route": "/r"}
+    assert registry.get_sample_value("t_requests_total", {**labels, "status": "200"}) == len(latencies)
+    for bound in ("0.001", "0.01", "0.1", "1.0", "+Inf"):
+        expected = registry.get_sample_value("t_direct_bucket", {**labels, "le": bound})
+        assert registry.get_sample_value("t_batched_bucket", {**labels, "le": bound}) == expected
+    assert registry.get_sample_value("t_batched_sum", labels) == registry.get_sample_value(
+        "t_direct_sum", labels
+    )
