@@ -236,16 +236,10 @@ class AuthService:
         if remembered is None:
             return None
         state, scope = remembered
-        key = state[1]
-        if (
-            self._client_state.get(key.client_id) is not state
-            or time.monotonic() - state[0] >= KEY_STATE_CACHE_SECONDS
-            or state[2] >= self.settings.auth_failure_limit
-            or not key.usable(datetime.now(UTC))
-        ):
+        if self._client_state.get(state[1].client_id) is not state or not self._stands(state):
             del self._grants[digest]
             return None
-        key = await self._accepted(key)
+        key = await self._accepted(state[1])
         return await self.signer.issue(self._claims_for(key), reuse=True), scope, key.client_id
 
     @staticmethod
@@ -290,13 +284,7 @@ class AuthService:
             await self.store.record_auth_failure([by_source], window)
             raise OAuthFailure(401, "invalid_client", "Client authentication failed")
         cached = self._client_state.get(client_id)
-        if (
-            cached is not None
-            and time.monotonic() - cached[0] < KEY_STATE_CACHE_SECONDS
-            and cached[2] < settings.auth_failure_limit
-            and cached[1].usable(datetime.now(UTC))
-            and self._known_valid(cached[1], secret)
-        ):
+        if cached is not None and self._stands(cached) and self._known_valid(cached[1], secret):
             # The key and its failure count as read a moment ago, like a bearer token's key state:
             # valid credentials cost no database read. Anything else takes the full check below.
             return await self._accepted(cached[1])
@@ -326,6 +314,16 @@ class AuthService:
         if is_upgradable(key.secret_hash) and not self._is_operator_key(key.client_id):
             key = await self._upgrade(key, secret)
         return await self._accepted(key)
+
+    def _stands(self, state: _ClientState) -> bool:
+        """Whether a cached client state still answers for its key: read a moment ago, under the failure
+        limit then, the key usable now."""
+        read_at, key, failures = state
+        return (
+            time.monotonic() - read_at < KEY_STATE_CACHE_SECONDS
+            and failures < self.settings.auth_failure_limit
+            and key.usable(datetime.now(UTC))
+        )
 
     async def _accepted(self, key: ApiKeyRecord) -> ApiKeyRecord:
         """`key`, whose credentials were just presented, with its last use recorded (once a minute)."""
