@@ -8,6 +8,7 @@ import logging
 import logging.config
 import os
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -27,6 +28,32 @@ COMMIT_RETRIES = Counter("floe_commit_retries_total", "Commits retried on a new 
 COMMIT_CONFLICTS = Counter("floe_commit_conflicts_total", "Commits that failed after exhausting retries")
 
 
+class IterationEnd:
+    """Calls `flush` once at the end of the running event-loop iteration, however often it is asked in
+    that iteration (what request metrics and log lines are gathered by)."""
+
+    def __init__(self, flush: Callable[[], None]) -> None:
+        self._flush = flush
+        # The loop whose iteration end will flush (None: nothing scheduled). A loop that closed before
+        # running its callback leaves its name here; the next loop schedules anew.
+        self._scheduled_on: asyncio.AbstractEventLoop | None = None
+
+    def schedule(self) -> bool:
+        """Schedule the flush; False off a loop (then the caller flushes at once)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        if self._scheduled_on is not loop:
+            loop.call_soon(self._run)
+            self._scheduled_on = loop
+        return True
+
+    def _run(self) -> None:
+        self._scheduled_on = None
+        self._flush()
+
+
 # (method, route template, status): routes are templates, so the set is small, but unmatched methods
 # could vary: bounded all the same.
 MAX_METRIC_CHILDREN = 4096
@@ -44,7 +71,7 @@ class RequestMetrics:
     def __init__(self) -> None:
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._pending: dict[tuple[str, str, int], list[float]] = {}
-        self._flushing_on: asyncio.AbstractEventLoop | None = None
+        self._iteration_end = IterationEnd(self.flush)
 
     def record(self, method: str, route: str, status: int, seconds: float) -> None:
         key = (method, route, status)
@@ -53,17 +80,10 @@ class RequestMetrics:
             self._pending[key] = [seconds]
         else:
             latencies.append(seconds)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        if not self._iteration_end.schedule():
             self.flush()
-            return
-        if self._flushing_on is not loop:
-            loop.call_soon(self.flush)
-            self._flushing_on = loop
 
     def flush(self) -> None:
-        self._flushing_on = None
         pending, self._pending = self._pending, {}
         for key, latencies in pending.items():
             children = self._children.get(key)
@@ -169,9 +189,7 @@ class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self, stream: Any = None) -> None:
         super().__init__(stream)
         self._lines: list[str] = []
-        # The loop whose iteration end will write the kept lines (None: nothing scheduled). A loop that
-        # closed before running its callback leaves its name here; the next loop schedules anew.
-        self._flushing_on: asyncio.AbstractEventLoop | None = None
+        self._iteration_end = IterationEnd(self.flush)
 
     def emit(self, record: logging.LogRecord) -> None:
         # Called under the handler's lock (`Handler.handle`).
@@ -192,17 +210,8 @@ class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def _keep(self, line: str, *, urgent: bool) -> None:
         self._lines.append(line)
-        if not urgent and len(self._lines) < self.MAX_BUFFERED:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                loop = None
-            if loop is not None:
-                if self._flushing_on is not loop:
-                    loop.call_soon(self.flush)
-                    self._flushing_on = loop
-                return
-        self._write_lines()
+        if urgent or len(self._lines) >= self.MAX_BUFFERED or not self._iteration_end.schedule():
+            self._write_lines()
 
     def _write_lines(self) -> None:
         if self._lines:
@@ -214,7 +223,6 @@ class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def flush(self) -> None:
         self.acquire()
         try:
-            self._flushing_on = None
             if self.stream is not None and not getattr(self.stream, "closed", False):
                 self._write_lines()
         finally:
