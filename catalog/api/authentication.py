@@ -42,19 +42,30 @@ async def authenticate_scope(state: State, scope: Scope) -> Principal:
     return principal
 
 
-def refusal(scope: Scope, exc: CatalogError) -> tuple[int, bytes, list[tuple[bytes, bytes]], bool]:
-    """The answer to a refused authentication, naming the scheme to use (RFC 6750): status, body,
-    headers beside the body's length and type, whether the body is JSON."""
+# An answer built before it is sent: status, body, headers beside the body's length and type (lower-case
+# names), whether the body is JSON.
+Answer = tuple[int, bytes, list[tuple[bytes, bytes]], bool]
+
+
+def refusal(scope: Scope, exc: CatalogError) -> Answer:
+    """The answer to a refused authentication, naming the scheme to use (RFC 6750)."""
     body = b"" if scope.get("method") == "HEAD" else error_body(exc.status_code, exc.error_type, exc.message)
     return exc.status_code, body, [(b"www-authenticate", b'Bearer realm="floe"')], True
 
 
+async def send_answer(send: Send, answer: Answer, *extra: tuple[bytes, bytes]) -> None:
+    """Send `answer` (a 304 without a length), with `extra` headers after its own."""
+    status, body, headers, json = answer
+    start = [(b"content-length", str(len(body)).encode())] if status != 304 else []
+    if json:
+        start.append((b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": [*start, *headers, *extra]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 async def send_refusal(scope: Scope, send: Send, exc: CatalogError) -> None:
     """Send the `refusal` of a request."""
-    status, body, headers, _ = refusal(scope, exc)
-    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
-    await send({"type": "http.response.start", "status": status, "headers": start})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await send_answer(send, refusal(scope, exc))
 
 
 def authentication_middleware(app: ASGIApp) -> ASGIApp:

@@ -26,7 +26,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY, TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION, record_request
-from catalog.api.authentication import authenticate_scope, refusal
+from catalog.api.authentication import Answer, authenticate_scope, refusal, send_answer
 from catalog.api.dependencies import page_size_value
 from catalog.api.errors import error_body, unexpected_failure
 from catalog.api.middleware import record_access, request_id_of
@@ -134,8 +134,6 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-# An answer: status, body, headers (lower-case names), whether the body is JSON.
-Answer = tuple[int, bytes, list[tuple[bytes, bytes]], bool]
 Serve = Callable[[Scope, Receive], Awaitable[Answer | None]]
 
 
@@ -180,14 +178,8 @@ class HotRoutes:
         try:
             answer = await serve(scope, receive)
             if answer is not None:  # None: the client left before asking
-                status, body, headers, json = answer
-                start = [(b"content-length", str(len(body)).encode())] if status != 304 else []
-                if json:
-                    start.append((b"content-type", b"application/json"))
-                start += headers
-                start.append((b"x-request-id", request_id.encode()))
-                await send({"type": "http.response.start", "status": status, "headers": start})
-                await send({"type": "http.response.body", "body": body, "more_body": False})
+                status = answer[0]
+                await send_answer(send, answer, (b"x-request-id", request_id.encode()))
         finally:
             record_access(scope, status, time.perf_counter() - started)
             REQUEST_ID.reset(token)
