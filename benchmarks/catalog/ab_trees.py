@@ -22,9 +22,9 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds, postmaster_pid
+from benchmarks.catalog.procstat import postmaster_pid
 from benchmarks.catalog.query_tokens import access_token, closed_loop_pairs
-from benchmarks.catalog.run import Sample, Server, combine, sample, warm_up
+from benchmarks.catalog.run import Sample, Server, combine, sample, sample_of, warm_up
 from benchmarks.catalog.token_endpoint import token_request
 from benchmarks.catalog.workloads import (
     Dataset,
@@ -64,12 +64,9 @@ def _token_and_load(servers: list[Server], clients: int) -> Callable[[Server, fl
         writer = writers[server.target.name]
         request = token_request(writer, key["client_id"], key["client_secret"], scope="catalog")
         path = writer.table_path(TOKENS_DATASET.namespace, TOKENS_DATASET.read_table)
-        roots = server.pids()
-        cpu_before, busy_before = cpu_seconds(roots), machine_busy_seconds()
-        result = closed_loop_pairs(writer, request, path, clients, duration_s, warmup_s)
-        server_cpu = cpu_seconds(roots) - cpu_before
-        other_cpu = machine_busy_seconds() - busy_before - server_cpu - result.loadgen_cpu_s
-        return Sample(result, server_cpu, max(0.0, other_cpu), {})
+        return sample_of(
+            server, lambda: (closed_loop_pairs(writer, request, path, clients, duration_s, warmup_s), {})
+        )
 
     return run
 

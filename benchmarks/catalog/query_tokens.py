@@ -22,6 +22,7 @@ import os
 import resource
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,8 @@ from benchmarks.catalog.loadgen import (
     open_connection,
     run_load,
 )
-from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds
 from benchmarks.catalog.report import machine_info
-from benchmarks.catalog.run import Server, floe_server, git_commit, reference_server
+from benchmarks.catalog.run import Server, floe_server, git_commit, reference_server, sample_of
 from benchmarks.catalog.token_endpoint import token_request as query_token_request
 from benchmarks.catalog.workloads import Dataset, Target, create_cluster_key, discover, seed_read_table
 
@@ -116,14 +116,14 @@ def closed_loop_pairs(
         loop.close()
 
 
-def _measured(server: Server, run: Any) -> dict[str, Any]:
+def _measured(server: Server, run: Callable[[], LoadResult]) -> dict[str, Any]:
     """Run `run()` (a LoadResult); with the server's CPU and everything else's meanwhile."""
-    roots = server.pids()
-    cpu_before, busy_before = cpu_seconds(roots), machine_busy_seconds()
-    result: LoadResult = run()
-    server_cpu = cpu_seconds(roots) - cpu_before
-    other = max(0.0, machine_busy_seconds() - busy_before - server_cpu - result.loadgen_cpu_s)
-    return {"result": result, "server_cpu_s": server_cpu, "other_cpu_s": other}
+    measured = sample_of(server, lambda: (run(), {}))
+    return {
+        "result": measured.result,
+        "server_cpu_s": measured.server_cpu_s,
+        "other_cpu_s": measured.other_cpu_s,
+    }
 
 
 def _rounded(ms: float | None) -> float | None:

@@ -70,9 +70,15 @@ class Sample:
 def sample(
     server: Server, dataset: Dataset, workload: Workload, duration_s: float, warmup_s: float
 ) -> Sample:
+    return sample_of(server, lambda: measure(server.target, dataset, workload, duration_s, warmup_s))
+
+
+def sample_of(server: Server, load: Callable[[], tuple[LoadResult, dict[str, Any]]]) -> Sample:
+    """Run `load` (its result and notes), with the CPU the server's processes and everything else used
+    meanwhile."""
     roots = server.pids()
     cpu_before, busy_before = cpu_seconds(roots), machine_busy_seconds()
-    result, notes = measure(server.target, dataset, workload, duration_s, warmup_s)
+    result, notes = load()
     server_cpu = cpu_seconds(roots) - cpu_before
     other_cpu = machine_busy_seconds() - busy_before - server_cpu - result.loadgen_cpu_s
     return Sample(result, server_cpu, max(0.0, other_cpu), notes)
