@@ -178,13 +178,19 @@ class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     Every request writes an access line; one write (a system call) per line cost a loaded catalog more
     than a third of a loadTable's CPU. Lines logged on a thread running an event loop are kept until
-    that iteration ends (`call_soon`), then written at once; a line of WARNING or above, one logged off
-    the loop, and a full buffer are written at once, with everything before them, so nothing waits
-    longer than the iteration it was logged in and order is kept. `flush` and `close` (logging's exit
-    hook) write what is kept.
+    that iteration ends (`call_soon`), then written at once; a line of WARNING or above, a line of the
+    server's own (`uvicorn` loggers: start-up, shutdown), one logged off the loop, and a full buffer are
+    written at once, with everything before them, so nothing waits longer than the iteration it was
+    logged in and order is kept. `flush` and `close` (logging's exit hook) write what is kept.
+
+    The server's lines are written at once because its last ones ("Application shutdown complete.",
+    "Finished server process") are logged in the loop's last iteration, after which uvicorn re-raises
+    SIGTERM or SIGINT and the process dies by the signal: no later iteration, no exit hook.
     """
 
     MAX_BUFFERED = 512
+    # Loggers whose lines are written at once: rare, and the last ones a process writes.
+    UNBUFFERED_LOGGERS = ("uvicorn",)
 
     def __init__(self, stream: Any = None) -> None:
         super().__init__(stream)
@@ -194,7 +200,8 @@ class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def emit(self, record: logging.LogRecord) -> None:
         # Called under the handler's lock (`Handler.handle`).
         try:
-            self._keep(self.format(record), urgent=record.levelno >= logging.WARNING)
+            urgent = record.levelno >= logging.WARNING or record.name.startswith(self.UNBUFFERED_LOGGERS)
+            self._keep(self.format(record), urgent=urgent)
         except Exception:
             self.handleError(record)
 
