@@ -395,8 +395,9 @@ class StorageRunner:
             raise
         except (OSError, ValueError) as exc:
             # Storage failures (missing bucket, refused connection) are the storage's state, not a
-            # server fault; the text of pyarrow's errors names only the path and the reason.
-            raise ServiceUnavailable(f"Storage request failed: {type(exc).__name__}: {exc}") from exc
+            # server fault. Their text names server paths (pyarrow's strerror too): logged, not answered.
+            log.warning("storage request of %s failed: %s: %s", tenant, type(exc).__name__, exc)
+            raise ServiceUnavailable(f"Storage request failed: {type(exc).__name__}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,13 +33,21 @@ def apply(path: str, dry_run: bool, output: str) -> None:
     The file is validated here first: every error is printed with its YAML path and nothing is sent."""
     from pathlib import Path
 
-    from catalog.pipelines import InvalidConfig, load_yaml
+    from catalog.pipelines import ConfigError, InvalidConfig, load_yaml
+    from catalog.pipelines.bounds import LIMITS
     from catalog.pipelines.config import read_yaml
     from catalog.pipelines.protobuf import inline_schema_files
 
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
     try:
+        # Bounded like the server's (bytes here; nesting and aliases while parsing): a YAML bomb is
+        # refused at once instead of expanding.
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read(LIMITS.max_bytes + 1)
+        except UnicodeDecodeError:
+            raise InvalidConfig([ConfigError("", "the file is not UTF-8 text")]) from None
+        if len(text) > LIMITS.max_bytes:
+            raise InvalidConfig([ConfigError("", f"the document is larger than {LIMITS.max_bytes} bytes")])
         # `.proto` files named by protobuf.schema_file are read here, next to floe.yaml, and sent as text.
         base = Path(path).resolve().parent
         load_yaml(text, base=base)

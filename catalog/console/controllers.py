@@ -7,16 +7,19 @@ from __future__ import annotations
 import difflib
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
+import anyio
 import yaml
 from litestar import Controller, Request, Response, get, post
 from litestar.di import Provide
+from litestar.params import Parameter
 from litestar.response import Redirect, Template
 
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
-from catalog.auth import Principal, Role
+from catalog.api.management import MAX_AUDIT_ID
+from catalog.auth import Principal, Role, require_admin
 from catalog.console.readings import ConsoleReader, TableRef, size_histogram
 from catalog.console.session import (
     CONSOLE_PATH,
@@ -27,10 +30,11 @@ from catalog.console.session import (
     session_cookie,
 )
 from catalog.console.snippets import connect_snippets
-from catalog.errors import BadRequest, CatalogError, NotFound
+from catalog.errors import BadRequest, CatalogError, NotFound, ServiceUnavailable
 from catalog.identifiers import parse_name, parse_namespace
 from catalog.pipelines import InvalidConfig, load_yaml
-from catalog.pipelines.yaml_values import read_yaml, with_line
+from catalog.pipelines.bounds import LIMITS
+from catalog.pipelines.yaml_values import Marks, read_yaml, with_line
 from catalog.service.audit import AuditService
 from catalog.service.clusters import ClusterService
 from catalog.service.ingest_history import IngestHistory
@@ -45,7 +49,7 @@ from catalog.store.security import AuditFilter
 log = logging.getLogger(__name__)
 
 AUDIT_PAGE_SIZE = 100
-MAX_PIPELINE_BYTES = 1024 * 1024
+MAX_PIPELINE_BYTES = LIMITS.max_bytes
 OUTCOMES = ("ok", "denied", "failed")
 
 
@@ -261,6 +265,9 @@ class PagesController(Controller):
         ref = _ref(warehouse, namespace, table)
         try:
             sample = await reader.sample(ref)
+        except ServiceUnavailable as exc:  # storage failed or timed out: said so, without its paths
+            log.warning("sample of %s failed: %s", ref.dotted, exc.message)
+            return page(request, principal, "table_sample.html", sample=None, ref=ref)
         except CatalogError:
             raise
         except Exception as exc:  # a file that cannot be read: said so, without its contents or path
@@ -404,7 +411,7 @@ class KeysController(Controller):
         outcome: str | None = None,
         since: str | None = None,
         until: str | None = None,
-        before: int | None = None,
+        before: Annotated[int | None, Parameter(ge=1, le=MAX_AUDIT_ID)] = None,
     ) -> Template:
         if outcome and outcome not in OUTCOMES:
             raise BadRequest(f"Invalid outcome {outcome!r}: expected one of {', '.join(OUTCOMES)}")
@@ -460,14 +467,16 @@ class PipelineController(Controller):
     ) -> Template:
         """Validate the YAML as `floe apply` does (errors at their lines), then dry-run it, or apply it
         when the dry run's page confirmed it."""
+        # Who may apply is decided before the YAML is looked at; then it is parsed within its bounds
+        # (bytes, nesting, aliases) in a worker thread, never on the event loop.
+        require_admin(principal, "apply a pipeline configuration")
         form = await request.form()
         text = form.get("config", "")
         if not isinstance(text, str) or len(text) > MAX_PIPELINE_BYTES:
             raise BadRequest(f"Invalid floe.yaml: at most {MAX_PIPELINE_BYTES} characters of text")
         confirm = _text(form, "confirm", 10) == "yes"
         try:
-            load_yaml(text)
-            data, marks, _ = read_yaml(text)
+            data, marks = await anyio.to_thread.run_sync(_read_pipeline, text)
             try:
                 result = await pipelines.apply(principal, data, dry_run=not confirm)
             except InvalidConfig as exc:  # the server's checks (clusters, schema evolution): located too
@@ -477,6 +486,13 @@ class PipelineController(Controller):
             return page(request, principal, "pipeline.html", 400, **state, text=text, errors=exc.errors)
         state = await _pipeline_state(principal, pipelines, None, None)
         return page(request, principal, "pipeline.html", **state, text=text, result=result)
+
+
+def _read_pipeline(text: str) -> tuple[Any, Marks]:
+    """`floe apply`'s checks of floe.yaml text (errors at their lines), then its data and their lines."""
+    load_yaml(text)
+    data, marks, _ = read_yaml(text)
+    return data, marks
 
 
 def _as_yaml(config: dict[str, Any]) -> str:

@@ -1,5 +1,10 @@
 """The connect page's snippets: README's "Connecting engines" blocks with this server's URL, the table's
-warehouse and name filled in (the API key stays a placeholder: the console never knows a secret)."""
+warehouse and name filled in (the API key stays a placeholder: the console never knows a secret).
+
+Warehouse, namespace and table names are chosen by tenants and may hold any character: each is written
+in its target language's quoting (a Python string literal, a SQL string literal or quoted identifier,
+a Java properties value), so a copied snippet runs with the name as data, never as code.
+"""
 
 from __future__ import annotations
 
@@ -21,28 +26,97 @@ DUCKDB_PACKAGES = " ".join(
 )
 
 
-def _sql_name(ref: TableRef) -> str:
-    return ".".join(f'"{part}"' if not part.isidentifier() else part for part in [*ref.namespace, ref.name])
+def python_string(value: str) -> str:
+    """A Python string literal of `value`: Python's own `repr` (which escapes backslashes, quotes,
+    line breaks and every non-printable character, bidirectional controls included), in double quotes
+    unless the value holds a double quote."""
+    literal = repr(value)
+    if literal[0] == "'" and '"' not in value:
+        return f'"{literal[1:-1]}"'  # repr chose ' only because the value has no quote at all
+    return literal
+
+
+def sql_string(value: str) -> str:
+    """A standard SQL string literal: quotes doubled (backslashes are plain characters in SQL)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_identifier(value: str, quote: str = '"') -> str:
+    """A quoted SQL identifier (`quote` doubled inside): `"` for DuckDB and Trino, "`" for Spark."""
+    return quote + value.replace(quote, quote * 2) + quote
+
+
+def sql_table(ref: TableRef, quote: str = '"') -> str:
+    """`floe.<namespace levels>.<table>` with every part a quoted identifier."""
+    return ".".join(["floe", *(sql_identifier(part, quote) for part in [*ref.namespace, ref.name])])
+
+
+def properties_value(value: str) -> str:
+    """`value` as a Java properties value (`java.util.Properties.load` reads `value` back): backslashes
+    and line breaks escaped, leading blanks kept, and every character outside printable ASCII as
+    `\\uXXXX` (UTF-16), so the file reads the same as ISO-8859-1 (Java's default) and as UTF-8."""
+    out: list[str] = []
+    for index, char in enumerate(value):
+        code = ord(char)
+        if char == "\\":
+            out.append("\\\\")
+        elif char in " \t\f" and index == 0:
+            out.append("\\" + {" ": " ", "\t": "t", "\f": "f"}[char])
+        elif char == "\t":
+            out.append("\\t")
+        elif 0x20 <= code <= 0x7E:
+            out.append(char)
+        elif code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out)
+
+
+def _properties(lines: list[tuple[str, str]], engine: str) -> str:
+    """A properties file of (key, value) lines; none at all when a value holds `${`, which Spark and
+    Trino read as a reference to a variable or an environment variable after loading the file (no
+    escape prevents that)."""
+    if any("${" in value for _, value in lines):
+        return (
+            f"# Not shown: this server's URL or the warehouse's name contains '${{', which {engine}\n"
+            "# would read as a reference to a variable. Set these options in code instead.\n"
+        )
+    return "".join(f"{key}={properties_value(value)}\n" for key, value in lines)
+
+
+def _pyiceberg_identifier(parts: list[str]) -> str:
+    """pyiceberg's identifier: the dotted string (README's form) unless a part holds a dot, which the
+    dotted form would split, then a tuple."""
+    if not any("." in part for part in parts):
+        return python_string(".".join(parts))
+    return "(" + ", ".join(python_string(part) for part in parts) + ("," if len(parts) == 1 else "") + ")"
 
 
 def connect_snippets(url: str, ref: TableRef) -> list[Snippet]:
     """pyiceberg, DuckDB, Spark and Trino, as README writes them, for `ref` on the server at `url`."""
     warehouse = ref.warehouse
-    dotted = ".".join([*ref.namespace, ref.name])
-    namespace = ".".join(ref.namespace)
     token_url = f"{url}/v1/oauth/tokens"
     pyiceberg = f"""from pyiceberg.catalog import load_catalog
 
 catalog = load_catalog(
     "floe",
     type="rest",
-    uri="{url}",
+    uri={python_string(url)},
     credential="CLIENT_ID:CLIENT_SECRET",
-    warehouse="{warehouse}",
+    warehouse={python_string(warehouse)},
 )
-print(catalog.list_tables("{namespace}"))
-print(catalog.load_table("{dotted}").scan().to_arrow().num_rows)
+print(catalog.list_tables({_pyiceberg_identifier(list(ref.namespace))}))
+print(catalog.load_table({_pyiceberg_identifier([*ref.namespace, ref.name])}).scan().to_arrow().num_rows)
 """
+    create_secret = (
+        "CREATE SECRET floe_key (TYPE ICEBERG, CLIENT_ID 'CLIENT_ID', CLIENT_SECRET 'CLIENT_SECRET', "
+        f"OAUTH2_SERVER_URI {sql_string(token_url)})"
+    )
+    attach = (
+        f"ATTACH {sql_string(warehouse)} AS floe (TYPE ICEBERG, ENDPOINT {sql_string(url)}, SECRET floe_key)"
+    )
     duckdb = f"""# pip install {DUCKDB_PACKAGES}
 from importlib.resources import files
 
@@ -53,33 +127,37 @@ for name in ("httpfs", "avro", "iceberg"):
     wheel = files(f"duckdb_extension_{{name}}") / "extensions" / f"v{{duckdb.__version__}}"
     con.execute(f"INSTALL '{{wheel / (name + '.duckdb_extension')}}'")
     con.execute(f"LOAD {{name}}")
-con.execute(\"\"\"
-    CREATE SECRET floe_key (TYPE ICEBERG, CLIENT_ID 'CLIENT_ID', CLIENT_SECRET 'CLIENT_SECRET',
-                            OAUTH2_SERVER_URI '{token_url}');
-    ATTACH '{warehouse}' AS floe (TYPE ICEBERG, ENDPOINT '{url}', SECRET floe_key);
-\"\"\")
-print(con.sql("SELECT count(*) FROM floe.{_sql_name(ref)}").fetchall())
+con.execute({python_string(create_secret)})
+con.execute({python_string(attach)})
+print(con.sql({python_string(f"SELECT count(*) FROM {sql_table(ref)}")}).fetchall())
 """
-    spark = f"""spark.jars.packages=org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0
-spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions
-spark.sql.catalog.floe=org.apache.iceberg.spark.SparkCatalog
-spark.sql.catalog.floe.type=rest
-spark.sql.catalog.floe.uri={url}
-spark.sql.catalog.floe.warehouse={warehouse}
-spark.sql.catalog.floe.credential=CLIENT_ID:CLIENT_SECRET
-spark.sql.catalog.floe.oauth2-server-uri={token_url}
-spark.sql.catalog.floe.scope=catalog
-"""
-    trino = f"""connector.name=iceberg
-iceberg.catalog.type=rest
-iceberg.rest-catalog.uri={url}
-iceberg.rest-catalog.warehouse={warehouse}
-iceberg.rest-catalog.security=OAUTH2
-iceberg.rest-catalog.oauth2.credential=CLIENT_ID:CLIENT_SECRET
-iceberg.rest-catalog.oauth2.server-uri={token_url}
-fs.native-local.enabled=true
-local.location=/
-"""
+    spark = "spark.jars.packages=org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0\n" + _properties(
+        [
+            ("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"),
+            ("spark.sql.catalog.floe", "org.apache.iceberg.spark.SparkCatalog"),
+            ("spark.sql.catalog.floe.type", "rest"),
+            ("spark.sql.catalog.floe.uri", url),
+            ("spark.sql.catalog.floe.warehouse", warehouse),
+            ("spark.sql.catalog.floe.credential", "CLIENT_ID:CLIENT_SECRET"),
+            ("spark.sql.catalog.floe.oauth2-server-uri", token_url),
+            ("spark.sql.catalog.floe.scope", "catalog"),
+        ],
+        "Spark",
+    )
+    trino = _properties(
+        [
+            ("connector.name", "iceberg"),
+            ("iceberg.catalog.type", "rest"),
+            ("iceberg.rest-catalog.uri", url),
+            ("iceberg.rest-catalog.warehouse", warehouse),
+            ("iceberg.rest-catalog.security", "OAUTH2"),
+            ("iceberg.rest-catalog.oauth2.credential", "CLIENT_ID:CLIENT_SECRET"),
+            ("iceberg.rest-catalog.oauth2.server-uri", token_url),
+            ("fs.native-local.enabled", "true"),
+            ("local.location", "/"),
+        ],
+        "Trino",
+    )
     return [
         Snippet("pyiceberg", "python", "pyiceberg 0.12.", pyiceberg),
         Snippet(
@@ -91,14 +169,14 @@ local.location=/
         Snippet(
             "Spark",
             "properties",
-            f"Spark 4.0 with Iceberg 1.11's runtime; then `SELECT * FROM floe.{dotted}`.",
+            f"Spark 4.0 with Iceberg 1.11's runtime; then `SELECT * FROM {sql_table(ref, '`')}`.",
             spark,
         ),
         Snippet(
             "Trino",
             "properties",
             "Trino 476, etc/catalog/floe.properties for a local warehouse (README shows the S3 variant with "
-            f"vended credentials); then `SELECT * FROM floe.{_sql_name(ref)}`.",
+            f"vended credentials); then `SELECT * FROM {sql_table(ref)}`.",
             trino,
         ),
     ]

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from catalog.pipelines.bounds import check_document
 from catalog.pipelines.errors import ConfigError, InvalidConfig
 from catalog.pipelines.maintenance import MaintenanceConfig
 from catalog.pipelines.partitioning import PartitionFieldConfig, resolve_column
@@ -203,6 +204,7 @@ def _table_name_clashes(tables: tuple[TableConfig, ...]) -> list[tuple[Loc, str]
 
 def parse_config(data: Any) -> PipelineConfig:
     """Validate a parsed floe.yaml (or its JSON form); raises `InvalidConfig` with every problem."""
+    check_document(data)  # bounded (depth, values) before anything below walks it recursively
     data = _unshared(data)
     context = ParseContext.of(data)
     try:

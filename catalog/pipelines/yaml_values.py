@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from catalog.pipelines.bounds import compose
 from catalog.pipelines.errors import ConfigError, InvalidConfig
 
 Marks = dict[str, tuple[int, int]]
@@ -37,10 +38,11 @@ def describe_value(value: Any) -> str:
 
 
 def read_yaml(text: str) -> tuple[Any, Marks, list[ConfigError]]:
-    """The YAML's data, the (line, column) of every path in it, and its duplicate keys."""
+    """The YAML's data, the (line, column) of every path in it, and its duplicate keys. The document is
+    bounded (`bounds.LIMITS`: bytes, nesting, aliases and what they expand to) before anything walks
+    it: `InvalidConfig` past a limit."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = compose(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"

@@ -355,7 +355,7 @@ def test_connect_page_has_snippets_with_this_servers_url(
         assert f'uri="{url}"' in text
         assert f'load_table("{world.cluster}.orders")' in text
         assert f"ENDPOINT '{url}'" in text
-        assert f"FROM floe.{world.cluster}.orders" in text
+        assert f'FROM floe."{world.cluster}"."orders"' in text
         assert f"spark.sql.catalog.floe.uri={url}" in text
         assert f"iceberg.rest-catalog.oauth2.server-uri={url}/v1/oauth/tokens" in text
     finally:

@@ -1,0 +1,230 @@
+"""Attacks on the console and the pipeline API over HTTP (issue 29): a YAML bomb or a deeply nested document
+posted by any signed-in session, a huge audit cursor, a table whose data file is gone, hostile table names
+on the connect page. Each gets a clear 4xx (or a page saying what failed) quickly, the server stays
+responsive, and no answer names a server path."""
+
+from __future__ import annotations
+
+import ast
+import html
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlparse
+
+import httpx
+import pyarrow as pa
+import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
+
+from catalog.console import controllers
+from devtools.catalog_server import CatalogProcess
+from tests.api.test_console import Browser, Key, World, create_key, signed_in, text_of
+from tests.unit.test_config_bounds import yaml_bomb
+
+DEEP = "tables: " + "[" * 100_000 + "]" * 100_000
+
+
+@pytest.fixture(scope="module")
+def world(catalog_server: CatalogProcess) -> World:
+    """A cluster of this module's own, with a key of every role."""
+    cluster = f"attacked_{uuid.uuid4().hex[:6]}"
+    headers = {"Authorization": f"Bearer {catalog_server.token()}"}
+    with httpx.Client(base_url=catalog_server.url, headers=headers, timeout=30) as http:
+        assert http.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+        reader = create_key(http, "reader", cluster)
+        return World(
+            cluster=cluster,
+            other=cluster,
+            admin=Key(catalog_server.admin_client_id, catalog_server.admin_client_secret),
+            reader=reader,
+            writer=create_key(http, "writer", cluster),
+            cluster_admin=create_key(http, "admin", cluster),
+            other_reader=reader,
+        )
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every floe.yaml text the console parses (the catalog runs in this process)."""
+    seen: list[str] = []
+    original = controllers._read_pipeline
+
+    def recording(text: str) -> Any:
+        seen.append(text)
+        return original(text)
+
+    monkeypatch.setattr(controllers, "_read_pipeline", recording)
+    return seen
+
+
+def post_pipeline(browser: Browser, text: str) -> httpx.Response:
+    return browser.post("/console/pipeline", {"config": text})
+
+
+@pytest.mark.timeout(120)
+def test_keys_that_may_not_apply_are_refused_before_the_yaml_is_parsed(
+    catalog_server: CatalogProcess, world: World, parses: list[str]
+) -> None:
+    for key in (world.reader, world.writer, world.cluster_admin):
+        browser = signed_in(catalog_server, key)
+        try:
+            for text in (yaml_bomb(12), DEEP):
+                response = post_pipeline(browser, text)
+                assert response.status_code == 403, response.text[:500]
+                assert "Only global administrators may apply a pipeline configuration" in text_of(
+                    response.text
+                )
+        finally:
+            browser.close()
+    assert parses == []
+
+
+@pytest.mark.timeout(120)
+def test_an_admin_posting_a_yaml_bomb_or_deep_nesting_gets_the_bound(
+    catalog_server: CatalogProcess, world: World, parses: list[str]
+) -> None:
+    browser = signed_in(catalog_server, world.admin)
+    try:
+        bomb = post_pipeline(browser, yaml_bomb(12))
+        assert bomb.status_code == 400, bomb.text[:500]
+        text = text_of(bomb.text)
+        assert "line 6" in text
+        assert "more than 200000 values once its aliases are expanded" in text
+        deep = post_pipeline(browser, DEEP)
+        assert deep.status_code == 400, deep.text[:500]
+        assert "nested deeper than 64 levels" in text_of(deep.text)
+        recursive = post_pipeline(browser, "tables: &t [*t]\n")
+        assert recursive.status_code == 400
+        assert "a recursive alias" in text_of(recursive.text)
+        assert httpx.get(f"{catalog_server.url}/healthz", timeout=30).status_code == 200
+    finally:
+        browser.close()
+    assert len(parses) == 3
+
+
+@pytest.mark.timeout(180)
+def test_the_yaml_is_parsed_off_the_event_loop(
+    catalog_server: CatalogProcess, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parse is held until /healthz answered: were it on the event loop, /healthz could not."""
+    started, release = threading.Event(), threading.Event()
+    original = controllers._read_pipeline
+
+    def held(text: str) -> Any:
+        started.set()
+        assert release.wait(120), "never released"
+        return original(text)
+
+    monkeypatch.setattr(controllers, "_read_pipeline", held)
+    browser = signed_in(catalog_server, world.admin)
+    answers: list[httpx.Response] = []
+    poster = threading.Thread(target=lambda: answers.append(post_pipeline(browser, yaml_bomb(12))))
+    poster.start()
+    try:
+        assert started.wait(60)
+        assert httpx.get(f"{catalog_server.url}/healthz", timeout=30).status_code == 200
+        assert not answers  # the bomb's request is still being handled
+    finally:
+        release.set()
+        poster.join(timeout=120)
+        browser.close()
+    (answer,) = answers
+    assert answer.status_code == 400
+
+
+# -- the pipeline API (JSON) -----------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("depth", [100, 5000])
+def test_the_api_refuses_deeply_nested_json(catalog_server: CatalogProcess, depth: int) -> None:
+    headers = {"Authorization": f"Bearer {catalog_server.token()}", "Content-Type": "application/json"}
+    body = '{"config": {"tables": ' + "[" * depth + "]" * depth + "}}"
+    response = httpx.put(
+        f"{catalog_server.url}/management/v1/pipeline", content=body, headers=headers, timeout=60
+    )
+    assert response.status_code == 400, response.text[:500]
+    assert "nested" in response.json()["error"]["message"]
+
+
+# -- the audit page's cursor -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("before", ["99999999999999999999999999999", str(2**63), "0", "-5", "1e400", "x"])
+def test_an_out_of_range_audit_cursor_is_a_400(
+    catalog_server: CatalogProcess, world: World, before: str
+) -> None:
+    browser = signed_in(catalog_server, world.admin)
+    try:
+        response = browser.get("/console/audit", before=before)
+        assert response.status_code == 400, response.text[:500]
+        assert "before" in text_of(response.text)
+        assert browser.get("/console/audit", before=str(2**63 - 1)).status_code == 200
+    finally:
+        browser.close()
+
+
+@pytest.mark.parametrize("value", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "2026-13-01"])
+def test_extreme_audit_times_are_answered(catalog_server: CatalogProcess, world: World, value: str) -> None:
+    browser = signed_in(catalog_server, world.admin)
+    try:
+        for name in ("since", "until"):
+            response = browser.get("/console/audit", **{name: value})
+            assert response.status_code in (200, 400), response.text[:500]
+    finally:
+        browser.close()
+
+
+# -- errors name no server path -----------------------------------------------------------------------------
+
+
+def test_a_missing_data_file_is_reported_without_its_path(
+    catalog_server: CatalogProcess, world: World
+) -> None:
+    name = f"gone_{uuid.uuid4().hex[:6]}"
+    catalog = catalog_server.catalog(warehouse="default")
+    table = catalog.create_table(f"{world.cluster}.{name}", Schema(NestedField(1, "id", LongType())))
+    table.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+    (data_file,) = [task.file.file_path for task in table.scan().plan_files()]
+    local = Path(urlparse(data_file).path)
+    local.unlink()
+    browser = signed_in(catalog_server, world.reader)
+    try:
+        response = browser.get(f"/console/tables/default/{world.cluster}/{name}/sample")
+        assert response.status_code == 200, response.text[:500]
+        text = html.unescape(response.text)
+        assert "The table's files could not be read." in text
+        assert str(local.parent) not in text
+        assert "/" + local.name not in text
+    finally:
+        browser.close()
+
+
+# -- the connect page with a hostile table name ----------------------------------------------------------
+
+
+def test_the_connect_page_shows_hostile_names_quoted(catalog_server: CatalogProcess, world: World) -> None:
+    hostile = 'x"); import os; os.system("id"); ("'
+    catalog = catalog_server.catalog(warehouse="default")
+    catalog.create_table((world.cluster, hostile), Schema(NestedField(1, "id", LongType())))
+    browser = signed_in(catalog_server, world.reader)
+    try:
+        path = f"/console/tables/default/{world.cluster}/{quote(hostile, safe='')}/connect"
+        page = browser.get(path)
+        assert page.status_code == 200, page.text[:500]
+        snippets = [html.unescape(s) for s in re.findall(r"<code>(.*?)</code>", page.text, re.DOTALL)]
+        pyiceberg = next(s for s in snippets if "load_catalog" in s)
+        (loading,) = [
+            node
+            for node in ast.walk(ast.parse(pyiceberg))
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "load_table"
+        ]
+        assert ast.literal_eval(loading.args[0]) == (world.cluster, hostile)
+        duckdb = next(s for s in snippets if "CREATE SECRET" in s)
+        assert 'FROM floe."' + world.cluster + '"."' + hostile.replace('"', '""') + '"' in duckdb
+    finally:
+        browser.close()
