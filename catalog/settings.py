@@ -280,6 +280,23 @@ class Settings(FloeSettings):
     max_connections: int = Field(
         1000, ge=1, description="open connections per worker process; further ones get 503 and are closed"
     )
+    # A request body's deadline grows with what arrived (as Apache's mod_reqtimeout): a large upload at a
+    # sane rate is never cut, a body trickled a byte now and then is.
+    body_timeout_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="time a client has to send a request body, from the end of its head, extended by a second "
+        "for every `FLOE_BODY_MIN_BYTES_PER_SECOND` bytes received; then 408 and the connection is closed",
+    )
+    body_min_bytes_per_second: int = Field(
+        1024, ge=0, description="the rate that keeps extending a request body's deadline (0: no extension)"
+    )
+    max_connections_per_address: int = Field(
+        64,
+        ge=0,
+        description="open connections per worker process from one client address (IPv6: one /64); further "
+        "ones get 429 and are closed (0: no cap; behind a proxy or load balancer, raise it or use 0)",
+    )
     commit_retries: int = Field(8, ge=0, description="server-side retries of a commit that lost a race")
     # Not a variable: clients are told this lifetime in /v1/config and rely on it.
     idempotency_lifetime_seconds: ClassVar[int] = 1800
