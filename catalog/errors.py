@@ -30,6 +30,21 @@ class InvalidArgument(BadRequest):
     error_type = "IllegalArgumentException"
 
 
+class LimitExceeded(BadRequest):
+    """A name, namespace depth, schema width or property set beyond the server's limits
+    (`catalog.service.quotas`): the request itself is too big, whoever sends it."""
+
+
+class QuotaExceeded(CatalogError):
+    """A cluster already holds as many namespaces, tables, views or keys as its quota allows.
+
+    403: Java and pyiceberg map it by status to ForbiddenException / ForbiddenError, which neither retries
+    (429 and 503 are retried, and a 409 reads as AlreadyExists or CommitFailed, which Java retries)."""
+
+    status_code = 403
+    error_type = "QuotaExceededException"
+
+
 class NotAuthorized(CatalogError):
     status_code = 401
     error_type = "NotAuthorizedException"

@@ -22,6 +22,7 @@ of record time T?" (`snapshot_at_time`): the newest snapshot holding no record l
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,26 +47,60 @@ class KafkaProgress:
     end: Mapping[int, int]
 
 
+# Kafka partitions are int32 and offsets int64 (the database column too): larger numbers name no record.
+MAX_PARTITION = 2**31 - 1
+MAX_OFFSET = 2**63 - 1
+# An offsets property is a flat object of numbers; this bounds it before it is parsed (ten thousand
+# partitions take a quarter of it).
+MAX_OFFSETS_CHARS = 1_000_000
+MAX_TOPIC_CHARS = 249  # Kafka's own limit
+# Record times are shown as dates: the last millisecond of year 9999 is the latest one.
+MAX_RECORD_TIME_MS = 253_402_300_799_999
+_PARTITION = re.compile(r"[0-9]{1,10}")
+# The summary properties that only mean something with a topic.
+_TOPIC_BOUND = (START_OFFSETS, END_OFFSETS)
+
+
+class InvalidOffsets(ValueError):
+    """An offsets property that is not a flat JSON object of partition → offset within Kafka's ranges."""
+
+
+def parse_offsets(raw: object) -> dict[int, int]:
+    """`{"<partition>": <offset>}` as numbers, or `InvalidOffsets` saying why. The text is bounded and
+    checked to be flat before it is parsed (a deeply nested document must not reach the JSON parser)."""
+    if not isinstance(raw, str):
+        raise InvalidOffsets("not a JSON text")
+    if len(raw) > MAX_OFFSETS_CHARS:
+        raise InvalidOffsets(f"longer than {MAX_OFFSETS_CHARS} characters")
+    text = raw.strip()
+    if not text.startswith("{") or text.count("{") != 1 or "[" in text:
+        raise InvalidOffsets("not a flat JSON object")
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise InvalidOffsets(str(exc)) from None
+    if not isinstance(parsed, dict):
+        raise InvalidOffsets("not a JSON object")
+    offsets: dict[int, int] = {}
+    for key, offset in parsed.items():
+        if not _PARTITION.fullmatch(key) or int(key) > MAX_PARTITION:
+            raise InvalidOffsets(f"invalid partition {key[:20]!r} (partitions: 0 to {MAX_PARTITION})")
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
+            raise InvalidOffsets(f"invalid entry for partition {key} (offsets: 0 to {MAX_OFFSET})")
+        offsets[int(key)] = offset
+    return offsets
+
+
 def _offsets(raw: str | None, name: str, *, required: bool) -> dict[int, int]:
     if raw is None:
         if required:
             raise BadRequest(f"Invalid snapshot summary: '{name}' is required with '{TOPIC}'")
         return {}
     try:
-        parsed = json.loads(raw)
-        if not isinstance(parsed, dict):
-            raise ValueError("not an object")
-        offsets = {int(partition): offset for partition, offset in parsed.items()}
-    except ValueError as exc:
-        raise BadRequest(
-            f"Invalid snapshot summary: '{name}' must be a JSON object of offsets: {exc}"
-        ) from exc
-    for partition, offset in offsets.items():
-        if partition < 0 or not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise BadRequest(
-                f"Invalid snapshot summary: '{name}' has an invalid entry for partition {partition}"
-            )
-    return offsets
+        return parse_offsets(raw)
+    except InvalidOffsets as exc:
+        message = f"Invalid snapshot summary: '{name}' must be a JSON object of offsets: {exc}"
+        raise BadRequest(message) from None
 
 
 def kafka_progress(updates: Sequence[TableUpdate]) -> KafkaProgress | None:
@@ -77,11 +112,26 @@ def kafka_progress(updates: Sequence[TableUpdate]) -> KafkaProgress | None:
         summary = update.snapshot.summary
         topic = summary[TOPIC]
         if topic is None:
+            # Offsets without a topic fence nothing, and every later reader would have to guess.
+            stray = [name for name in _TOPIC_BOUND if summary[name] is not None]
+            if stray:
+                raise BadRequest(f"Invalid snapshot summary: '{stray[0]}' needs '{TOPIC}'")
             continue
+        if not isinstance(topic, str) or not topic.strip() or len(topic) > MAX_TOPIC_CHARS:
+            raise BadRequest(
+                f"Invalid snapshot summary: '{TOPIC}' must be a Kafka topic name (1 to {MAX_TOPIC_CHARS} "
+                "characters)"
+            )
         if found is not None:
             raise BadRequest("Invalid commit: only one snapshot per commit may carry Kafka offsets")
         start = _offsets(summary[START_OFFSETS], START_OFFSETS, required=False)
         end = _offsets(summary[END_OFFSETS], END_OFFSETS, required=True)
+        for name in (MIN_TIMESTAMP, MAX_TIMESTAMP):
+            if summary[name] is not None and _record_time(summary[name]) is None:
+                raise BadRequest(
+                    f"Invalid snapshot summary: '{name}' must be epoch milliseconds from 0 to "
+                    f"{MAX_RECORD_TIME_MS}"
+                )
         for partition, offset in end.items():
             if offset < start.get(partition, 0):
                 raise BadRequest(
@@ -93,7 +143,7 @@ def kafka_progress(updates: Sequence[TableUpdate]) -> KafkaProgress | None:
             raise BadRequest(
                 f"Invalid snapshot summary: start offsets for partitions {sorted(unknown)} without end"
             )
-        found = KafkaProgress(str(topic), start, end)
+        found = KafkaProgress(topic, start, end)
     return found
 
 
@@ -185,11 +235,18 @@ def record_times(snapshot: Snapshot) -> tuple[int, int] | None:
     summary = snapshot.summary
     if summary is None:
         return None
-    try:
-        low, high = int(summary[MIN_TIMESTAMP] or ""), int(summary[MAX_TIMESTAMP] or "")
-    except ValueError:
+    low, high = _record_time(summary[MIN_TIMESTAMP]), _record_time(summary[MAX_TIMESTAMP])
+    if low is None or high is None:
         return None
     return (low, high) if low <= high else None
+
+
+def _record_time(raw: object) -> int | None:
+    """Epoch milliseconds within what dates can show, else None."""
+    if not isinstance(raw, str) or len(raw) > 20 or not raw.strip().isdigit():
+        return None
+    value = int(raw)
+    return value if value <= MAX_RECORD_TIME_MS else None
 
 
 def _iso(epoch_ms: int) -> str:

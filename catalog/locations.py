@@ -202,6 +202,29 @@ def confine_metadata(metadata: M, root: str) -> M:
     return metadata.model_copy(update={"location": location, "properties": properties})
 
 
+def confine_table_location(
+    location: str, root: str, namespace_folder: str | None = None, what: str = "location"
+) -> str:
+    """`confine_stored` for a table's own location, which must lie strictly below `root` (and below
+    `namespace_folder`, its namespace's folder, when that is given and inside `root`): a table at the
+    cluster's (or warehouse's, or namespace's) folder itself would own every other table's files there,
+    and the storage credentials vended for it would reach them."""
+    stored = confine_stored(location, root, what)
+    canonical = normalize_location(stored, what)
+    folders = {normalize_location(root, "root")}
+    if namespace_folder:
+        try:
+            folders.add(normalize_location(namespace_folder, "namespace location"))
+        except BadRequest:  # a namespace location stored before floe checked them: no folder to guard
+            pass
+    if canonical in folders:
+        raise BadRequest(
+            f"Invalid {what}: {canonical} is a cluster or namespace folder; a table's location must be a "
+            "folder of its own below it"
+        )
+    return stored
+
+
 def confine_table_metadata(metadata: TableMetadata, base: TableMetadata | None, root: str) -> TableMetadata:
     """`confine_metadata`, and every file a commit adds to the metadata (manifest lists of new
     snapshots, statistics files) inside `root` too: floe reads and deletes them on purge, and hands
@@ -216,6 +239,8 @@ def confine_table_metadata(metadata: TableMetadata, base: TableMetadata | None, 
     for statistics in [*metadata.statistics, *metadata.partition_statistics]:
         if statistics.statistics_path not in known_files:
             confine(statistics.statistics_path, root, "statistics file")
+    if base is None or metadata.location != base.location:
+        confine_table_location(metadata.location, root)
     return confine_metadata(metadata, root)
 
 
@@ -225,6 +250,7 @@ __all__ = [
     "confine_metadata",
     "confine_properties",
     "confine_stored",
+    "confine_table_location",
     "confine_table_metadata",
     "is_within",
     "namespace_root",

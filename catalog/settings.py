@@ -406,6 +406,36 @@ class Settings(FloeSettings):
     max_metadata_file_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="largest metadata file `register` reads"
     )
+    # Per-cluster quotas and size limits (catalog/service/quotas.py): one tenant must not fill the catalog
+    # or make every listing of it slow. A cluster is its namespace and every namespace below it.
+    quota_namespaces: int = Field(
+        10_000, ge=1, description="namespaces per cluster (its own and every one below it); more get 403"
+    )
+    quota_tables: int = Field(10_000, ge=1, description="tables per cluster; more get 403")
+    quota_views: int = Field(10_000, ge=1, description="views per cluster; more get 403")
+    quota_keys: int = Field(
+        1_000, ge=1, description="API keys per cluster that are not revoked; more get 403"
+    )
+    max_name_bytes: int = Field(
+        255,
+        ge=1,
+        le=65_536,
+        description="longest namespace level, table or view name (UTF-8 bytes); longer get 400",
+    )
+    max_namespace_depth: int = Field(
+        16, ge=1, le=1000, description="most levels of a namespace; more get 400"
+    )
+    max_schema_fields: int = Field(
+        10_000, ge=1, description="most fields of a table or view schema, nested ones included; more get 400"
+    )
+    max_properties: int = Field(
+        1_000, ge=0, description="most properties of a namespace, table or view; more get 400"
+    )
+    max_properties_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="largest properties of a namespace, table or view (keys and values, UTF-8 bytes)",
+    )
 
     @property
     def warehouse_properties(self) -> dict[str, str]:

@@ -29,9 +29,14 @@ def age_of_ms(timestamp_ms: int | None) -> str:
 
 
 def utc_ms(timestamp_ms: int | None) -> str:
+    """A time in milliseconds since 1970 as a UTC date; a number no date has (a client wrote it into
+    a snapshot) as itself, so it cannot break the page that shows it."""
     if timestamp_ms is None:
         return ""
-    return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(timestamp_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (ValueError, OverflowError, OSError):
+        return f"{timestamp_ms} ms (not a date)"
 
 
 def utc(value: datetime | None) -> str:

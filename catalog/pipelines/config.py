@@ -112,11 +112,19 @@ class PipelineConfig(ConfigModel):
         raise KeyError((namespace, name))
 
     def for_cluster(self, name: str) -> PipelineConfig:
-        """Only what concerns one source cluster (what a cluster-scoped key may see)."""
+        """Only what concerns one source cluster (what a cluster-scoped key may see): its cluster and
+        tables, the shared schema registry only when one of its tables reads it, no Glue mirror (the
+        operator's account)."""
+        tables = tuple(t for t in self.tables if t.source_cluster_name == name)
+        registry = self.schema_registry
+        if registry is not None and not any(t.registry_url == registry.url for t in tables):
+            registry = None
         return self.model_copy(
             update={
                 "source_clusters": tuple(c for c in self.source_clusters if c.name == name),
-                "tables": tuple(t for t in self.tables if t.source_cluster_name == name),
+                "tables": tables,
+                "schema_registry": registry,
+                "glue": None,
             }
         )
 

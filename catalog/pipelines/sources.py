@@ -39,6 +39,11 @@ class Broker(ConfigModel):
     @field_validator("hostname")
     @classmethod
     def _strip(cls, hostname: str) -> str:
+        if "@" in hostname:  # not echoed: it may hold a password
+            raise problem(
+                "a broker hostname must not hold credentials (user:password@): name them in the cluster's "
+                "credentials (sasl_username_env and sasl_password_env)"
+            )
         return hostname.strip()
 
     def __str__(self) -> str:
@@ -220,6 +225,12 @@ class BucketDestination:
 def parse_bucket_url(url: str) -> BucketDestination | list[str]:
     """The destination a bucket URL names, or every problem with it."""
     parsed = urlsplit(url.strip())
+    if "@" in parsed.netloc or any("@" in urlsplit(v).netloc for _, v in parse_qsl(parsed.query)):
+        # Not echoed: it may hold a password.
+        return [
+            "a bucket URL (and its endpoint) must not hold credentials (user:password@): floe uses the "
+            "server's storage credentials"
+        ]
     if parsed.scheme not in ("s3", "file"):
         return [f"expected an s3:// (or file://) bucket URL; got {url!r}"]
     found: list[str] = []
@@ -247,6 +258,22 @@ def parse_bucket_url(url: str) -> BucketDestination | list[str]:
     return found or destination
 
 
+# `scheme://user:password@` (up to the last `@` before the path: a password may hold `@`).
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s]*@")
+
+
+def strip_userinfo(value: Any) -> Any:
+    """`value` (a stored configuration: mappings, lists, strings) with the `user:password@` of every URL
+    in it removed: configurations stored before floe refused them must not show them to anyone."""
+    if isinstance(value, str):
+        return _USERINFO.sub(r"\1", value) if "@" in value else value
+    if isinstance(value, dict):
+        return {key: strip_userinfo(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [strip_userinfo(item) for item in value]
+    return value
+
+
 __all__ = [
     "BUCKET_FOLDER",
     "SASL_ALIASES",
@@ -258,4 +285,5 @@ __all__ = [
     "SchemaRegistryConfig",
     "SourceCluster",
     "parse_bucket_url",
+    "strip_userinfo",
 ]

@@ -174,6 +174,11 @@ def _http_url(value: str) -> str:
     from urllib.parse import urlsplit
 
     parsed = urlsplit(value)
+    if "@" in parsed.netloc:  # checked first: the refusal must not echo the password
+        raise problem(
+            "a URL must not hold credentials (user:password@): name them in the credentials fields "
+            "(basic_auth_username_env and basic_auth_password_env for a schema registry)"
+        )
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise problem(f"expected an http:// or https:// URL; got {value!r}")
     return value.rstrip("/")

@@ -48,7 +48,8 @@ _POLICY_WILDCARDS = ("*", "?", "$")
 
 @dataclass(frozen=True, slots=True)
 class VendedCredential:
-    """Temporary storage credentials for every object under `prefix` (a spec `StorageCredential`)."""
+    """Temporary storage credentials for every object under `prefix` (a spec `StorageCredential`; it
+    ends with `/`)."""
 
     prefix: str
     config: dict[str, str] = field(repr=False)
@@ -83,27 +84,38 @@ def check_scope(location: str, allowed_prefix: str) -> str:
         raise Forbidden(f"Cannot vend storage credentials for {canonical}: it is outside {allowed}")
     if not urlparse(canonical).path.strip("/"):
         raise Forbidden(f"Cannot vend storage credentials for {canonical}: it is a whole bucket")
+    if canonical == allowed:
+        # A table placed at its cluster's (or the warehouse's) own folder: credentials for it would
+        # reach every other table in that folder.
+        raise Forbidden(
+            f"Cannot vend storage credentials for {canonical}: it is the whole folder {allowed}, not a "
+            "table's folder below it"
+        )
     return canonical
 
 
 def session_policy(location: str, *, read_only: bool) -> dict[str, Any]:
-    """An IAM policy allowing objects under `location` only (and listing of that prefix)."""
+    """An IAM policy allowing objects under `location` only (and listing of that prefix).
+
+    Every prefix in it ends with `/`: `wh/a` as a list prefix would also list `wh/ab…` (another
+    cluster's object names), and `wh/a*` would reach its objects."""
     parsed = urlparse(location)
-    bucket, prefix = parsed.netloc, parsed.path.lstrip("/").rstrip("/")
-    if not bucket or not prefix:
+    bucket, folder = parsed.netloc, parsed.path.strip("/")
+    if not bucket or not folder:
         raise BadRequest(f"Cannot scope credentials to {location!r}: not an s3://bucket/prefix location")
+    prefix = folder + "/"
     object_actions = ["s3:GetObject", "s3:GetObjectVersion"]
     if not read_only:
         object_actions += ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Effect": "Allow", "Action": object_actions, "Resource": [f"arn:aws:s3:::{bucket}/{prefix}/*"]},
+            {"Effect": "Allow", "Action": object_actions, "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"]},
             {
                 "Effect": "Allow",
                 "Action": ["s3:ListBucket"],
                 "Resource": [f"arn:aws:s3:::{bucket}"],
-                "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+                "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
             },
             {"Effect": "Allow", "Action": ["s3:GetBucketLocation"], "Resource": [f"arn:aws:s3:::{bucket}"]},
         ],
@@ -246,4 +258,5 @@ class CredentialVendor:
             config["s3.endpoint"] = properties["s3.endpoint"]
         if properties.get("s3.path-style-access"):
             config["s3.path-style-access"] = properties["s3.path-style-access"]
-        return VendedCredential(prefix=location, config=config, expires_at_ms=expires_ms)
+        # The prefix engines match file paths against ends with `/`: it names the table's folder only.
+        return VendedCredential(prefix=location.rstrip("/") + "/", config=config, expires_at_ms=expires_ms)

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from catalog.auth import Principal, Role, authorize_key_management, managed_cluster, require_admin
-from catalog.errors import BadRequest, NotFound
+from catalog.errors import BadRequest, NotFound, QuotaExceeded
 from catalog.service.security import AuthService
 from catalog.store.interfaces import ApiKeyStore
 from catalog.store.security import ApiKeyRecord
+
+# What a cluster-scoped key sees instead of a principal outside its cluster (a global administrator, the
+# server itself, another cluster's key): it must not learn other tenants' or the operator's client ids.
+REDACTED_PRINCIPAL = "operator"
 
 # Beyond a century an expiry means "never" and only risks overflowing dates.
 MAX_KEY_LIFETIME_SECONDS = 100 * 366 * 86400
@@ -55,6 +60,38 @@ def _expiry(request: NewKey) -> datetime | None:
     return expires_at
 
 
+async def visible_principals(
+    store: ApiKeyStore, principal: Principal, subjects: Iterable[str]
+) -> dict[str, str]:
+    """Each of `subjects` (client ids recorded as who did something) as `principal` may see it: itself
+    when it is `principal` or a key of `principal`'s cluster, else `REDACTED_PRINCIPAL`. A global
+    administrator sees every one."""
+    names = set(subjects)
+    if principal.is_admin:
+        return {name: name for name in names}
+    shown: dict[str, str] = {}
+    for name in names:
+        visible = name == principal.subject
+        if not visible and principal.cluster is not None and name:
+            record = await store.get_api_key(name)
+            visible = record is not None and record.cluster == principal.cluster
+        shown[name] = name if visible else REDACTED_PRINCIPAL
+    return shown
+
+
+async def _with_visible_creators(
+    store: ApiKeyStore, principal: Principal, records: list[ApiKeyRecord]
+) -> list[ApiKeyRecord]:
+    """`records` (keys of `principal`'s cluster) with each `created_by` outside that cluster redacted."""
+    if principal.is_admin:
+        return records
+    # The listed keys are the cluster's own: no lookup needed for keys created by one of them.
+    own = {r.client_id for r in records}
+    names = await visible_principals(store, principal, {r.created_by for r in records} - own)
+    names.update((client_id, client_id) for client_id in own)
+    return [replace(r, created_by=names[r.created_by]) for r in records]
+
+
 class KeyService:
     def __init__(self, store: ApiKeyStore, auth: AuthService) -> None:
         self.store = store
@@ -67,6 +104,8 @@ class KeyService:
             raise BadRequest("Invalid description: must not contain NUL")
         if request.cluster is None and role is not Role.ADMIN:
             raise BadRequest("A key without a cluster must be a global admin key (role admin)")
+        if request.cluster is not None:
+            await self._check_quota(request.cluster)
         record, secret = await self.auth.create_key(
             cluster=request.cluster,
             role=role,
@@ -76,9 +115,21 @@ class KeyService:
         )
         return IssuedKey(record, secret)
 
+    async def _check_quota(self, cluster: str) -> None:
+        """At most `FLOE_QUOTA_KEYS` keys of a cluster that are not revoked. Counted before the insert:
+        creates racing for the cluster's last places can all pass (keys are made by hand, one at a time)."""
+        limit = self.auth.settings.quota_keys
+        held = sum(1 for r in await self.store.list_api_keys(cluster) if r.revoked_at is None)
+        if held >= limit:
+            raise QuotaExceeded(
+                f"Quota exceeded: cluster {cluster} already holds {held} keys that are not revoked, its "
+                f"quota of {limit} (FLOE_QUOTA_KEYS); revoke some or ask the operator to raise it"
+            )
+
     async def list(self, principal: Principal, cluster: str | None) -> list[ApiKeyRecord]:
         """The keys of `cluster` (None: all) for a global administrator; a cluster admin's own."""
-        return await self.store.list_api_keys(managed_cluster(principal, cluster))
+        records = await self.store.list_api_keys(managed_cluster(principal, cluster))
+        return await _with_visible_creators(self.store, principal, records)
 
     async def _manageable(self, principal: Principal, client_id: str) -> ApiKeyRecord:
         record = await self.store.get_api_key(client_id)
@@ -98,7 +149,8 @@ class KeyService:
         record = await self._manageable(principal, client_id)
         if record.revoked_at is not None:
             raise BadRequest(f"API key {client_id} is revoked")
-        return IssuedKey(record, await self.auth.rotate_secret(client_id))
+        secret = await self.auth.rotate_secret(client_id)
+        return IssuedKey((await _with_visible_creators(self.store, principal, [record]))[0], secret)
 
     async def rotate_signing_key(self, principal: Principal) -> str:
         """Sign new tokens with a new key (its id comes back); earlier tokens stay valid until they expire."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from catalog.auth import SEPARATOR, Action, Principal, authorize, maintenance_scope
 from catalog.errors import BadRequest
-from catalog.store.interfaces import MaintenanceStore
+from catalog.service.keys import visible_principals
+from catalog.store.interfaces import ApiKeyStore, MaintenanceStore
 from catalog.store.maintenance import MaintenancePassRecord
 from catalog.store.records import WarehouseRecord
 
@@ -19,6 +20,10 @@ MAX_ACTIONS = 100
 MAX_ERROR_CHARS = 10_000
 
 WarehouseLookup = Callable[[str], Awaitable[WarehouseRecord]]
+
+
+class PassStore(MaintenanceStore, ApiKeyStore, Protocol):
+    """The passes, and the keys that recorded them (a cluster key sees only its cluster's)."""
 
 
 class TableStats(msgspec.Struct):
@@ -117,7 +122,7 @@ def _truncated(text: str | None) -> str | None:
 
 
 class MaintenanceService:
-    def __init__(self, store: MaintenanceStore, warehouse: WarehouseLookup) -> None:
+    def __init__(self, store: PassStore, warehouse: WarehouseLookup) -> None:
         self.store = store
         self.warehouse = warehouse
 
@@ -163,4 +168,5 @@ class MaintenanceService:
         passes = await self.store.list_maintenance_passes(
             warehouse=warehouse, namespace=namespace, table=table, within=within, limit=limit
         )
-        return [_pass(record) for record in passes]
+        names = await visible_principals(self.store, principal, {p.recorded_by for p in passes})
+        return [msgspec.structs.replace(_pass(p), recorded_by=names[p.recorded_by]) for p in passes]

@@ -15,6 +15,7 @@ from catalog.errors import BadRequest, NoSuchNamespace
 from catalog.identifiers import Namespace
 from catalog.locations import confine_stored
 from catalog.service.context import NAMESPACE_LOCATION, CatalogContext
+from catalog.service.quotas import Limits, cluster_quota
 
 
 def _string_map(value: Any, what: str) -> dict[str, str]:
@@ -63,9 +64,13 @@ class NamespaceService:
     ) -> dict[str, str]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize_namespace_creation(principal, prefix, namespace.key)
+        limits = Limits.of(self.ctx.settings)
+        limits.check_namespace(namespace)
         props = _string_map(properties, "namespace properties")
+        limits.check_properties(props, "namespace properties")
         props = _confine_location(props, self.ctx.storage_root(warehouse, principal))
-        await self.ctx.store.create_namespace(warehouse.id, namespace.key, props)
+        quota = cluster_quota(self.ctx.settings, warehouse, namespace, "namespace")
+        await self.ctx.store.create_namespace(warehouse.id, namespace.key, props, quota)
         return props
 
     async def load(self, principal: Principal, prefix: str, namespace: Namespace) -> dict[str, str]:
@@ -94,6 +99,11 @@ class NamespaceService:
         overlap = sorted(set(removals) & set(upd))
         if overlap:
             raise BadRequest(f"Cannot remove and update the same properties: {overlap}")
+        if upd:  # what the namespace would hold (a concurrent update may add to it)
+            current = (await self.ctx.namespace(warehouse, namespace)).properties
+            removed = set(removals)
+            kept = {k: v for k, v in current.items() if k not in removed}
+            Limits.of(self.ctx.settings).check_properties(kept | upd, "namespace properties")
         result = await self.ctx.store.update_namespace_properties(warehouse.id, namespace.key, removals, upd)
         if result is None:
             raise NoSuchNamespace(f"Namespace does not exist: {namespace}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
@@ -30,7 +30,9 @@ from catalog.pipelines import (
     plan_pipeline,
 )
 from catalog.pipelines.evolution import table_targets
+from catalog.pipelines.sources import strip_userinfo
 from catalog.service.context import CatalogContext
+from catalog.service.keys import visible_principals
 from catalog.service.table_model import TableChange, parse_change
 from catalog.service.tables import TableService
 from catalog.store import WarehouseRecord
@@ -86,22 +88,28 @@ class PipelineService:
         record = await self.ctx.store.latest_pipeline_revision()
         if record is None:
             raise NotFound("No pipeline configuration has been applied yet: run floe apply -f floe.yaml")
-        config = parse_config(record.config)
-        if not principal.is_admin:
-            assert principal.cluster is not None
-            config = config.for_cluster(principal.cluster)
-        return PipelineState(record, config)
+        return (await self._as_seen_by(principal, [record]))[0]
 
     async def history(self, principal: Principal, limit: int = 50) -> list[PipelineState]:
         """Applied revisions newest first, each as `current` shows it (a cluster key: its cluster's part)."""
         authorize_pipeline_read(principal)
+        return await self._as_seen_by(principal, await self.ctx.store.list_pipeline_revisions(limit=limit))
+
+    async def _as_seen_by(
+        self, principal: Principal, records: list[PipelineRevisionRecord]
+    ) -> list[PipelineState]:
+        """Revisions as `principal` may see them: a cluster key gets its cluster's part, and who applied
+        them only when that is a key of its cluster (global administrators apply: "operator")."""
+        names = await visible_principals(self.ctx.store, principal, {r.applied_by for r in records})
         states = []
-        for record in await self.ctx.store.list_pipeline_revisions(limit=limit):
-            config = parse_config(record.config)
+        for record in records:
+            config = parse_stored_config(record.config)
             if not principal.is_admin:
                 assert principal.cluster is not None
                 config = config.for_cluster(principal.cluster)
-            states.append(PipelineState(record, config))
+            # The record itself leaves with the redacted applier and the shown part of the config only.
+            shown = replace(record, applied_by=names[record.applied_by], config=config.to_json(), plan=[])
+            states.append(PipelineState(shown, config))
         return states
 
     async def apply(self, principal: Principal, raw_config: Any, *, dry_run: bool) -> ApplyResult:
@@ -269,11 +277,17 @@ class PipelineService:
                     await store.create_namespace(warehouse.id, cluster.name, {"floe.cluster": cluster.name})
 
 
+def parse_stored_config(stored: dict[str, Any]) -> PipelineConfig:
+    """A stored revision's configuration, without the `user:password@` of any URL in it (older floe
+    stored them; they are shown to no one)."""
+    return parse_config(strip_userinfo(stored))
+
+
 def _previous_config(previous: PipelineRevisionRecord | None) -> PipelineConfig | None:
     if previous is None:
         return None
     try:
-        return parse_config(previous.config)
+        return parse_stored_config(previous.config)
     except InvalidConfig as exc:  # stored by an older floe with other rules: no removed-table report
         log.warning("the stored pipeline revision %d no longer validates: %s", previous.revision, exc)
         return None

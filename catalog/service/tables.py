@@ -39,7 +39,7 @@ from catalog.kafka_offsets import (
 from catalog.locations import (
     confine,
     confine_properties,
-    confine_stored,
+    confine_table_location,
     confine_table_metadata,
     is_within,
     normalize_location,
@@ -274,7 +274,8 @@ class TableService:
         location = request.location or self.ctx.default_location(warehouse, ns, ident)
         # Every place the table's files go stays inside the caller's folder (checked before any I/O).
         root = self.ctx.storage_root(warehouse, principal)
-        location = confine_stored(location, root, "location")
+        folder = self.ctx.namespace_location(warehouse, namespace, ns.properties)
+        location = confine_table_location(location, root, folder)
         self._note_placement(principal, warehouse, namespace, location)
         properties = confine_properties(properties, root)
         await self.ctx.ensure_name_free(ns.id, ident, "table")

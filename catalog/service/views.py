@@ -14,6 +14,7 @@ from catalog.locations import confine, confine_metadata, confine_properties, con
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext
 from catalog.service.listing_cache import Listing
+from catalog.service.quotas import Limits, cluster_quota
 from catalog.service.table_model import LoadedTable
 from catalog.storage import StorageEndpoint, client_properties
 from catalog.store import PendingCommit, WarehouseRecord
@@ -94,6 +95,10 @@ class ViewService:
         properties = dict(request.properties)
         if not all(isinstance(v, str) for v in properties.values()):
             raise BadRequest("Invalid create view request: 'properties' must be an object of strings")
+        limits = Limits.of(self.ctx.settings)
+        limits.check_name(name, "view name")
+        limits.check_schema_json(request.schema)
+        limits.check_properties(properties, "view properties")
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
         await self.ctx.ensure_name_free(ns.id, ident, "view")
@@ -111,9 +116,10 @@ class ViewService:
         await self.ctx.run_storage(
             warehouse, principal, storage.write, metadata_location, metadata_json.encode()
         )
+        quota = cluster_quota(self.ctx.settings, warehouse, namespace, "view")
         try:
             await self.ctx.store.swap(
-                [PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "view")]
+                [PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "view", quota=quota)]
             )
         except AlreadyExists:
             await self.ctx.run_storage(warehouse, principal, storage.delete, metadata_location)
@@ -127,6 +133,8 @@ class ViewService:
         requirements = list(change.requirements) if change.requirements is not None else None
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.WRITE, prefix, ident.namespace.key)
+        limits = Limits.of(self.ctx.settings)
+        limits.check_view_updates(change.updates)
         root = self.ctx.storage_root(warehouse, principal)
         storage = self.ctx.storage(warehouse, root)
         for _ in range(self.ctx.settings.commit_retries + 1):
@@ -134,6 +142,7 @@ class ViewService:
             base = core.parse_view_metadata(record.metadata_json)
             metadata = core.commit_view(base, requirements, list(change.updates))
             metadata = confine_metadata(metadata, root)
+            limits.check_properties(metadata.properties, "view properties")
             metadata_json = metadata.model_dump_json()
             location = core.new_view_metadata_location(metadata, record.metadata_location)
             await self.ctx.run_storage(warehouse, principal, storage.write, location, metadata_json.encode())
@@ -157,6 +166,7 @@ class ViewService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
+        Limits.of(self.ctx.settings).check_name(destination.name, "view name")
         await self.ctx.rename(warehouse, source, destination, "view")
 
     async def register(
@@ -167,6 +177,8 @@ class ViewService:
         name, location = request.name, request.metadata_location
         if not name or not location:
             raise BadRequest("Invalid register view request: 'name' and 'metadata-location' are required")
+        limits = Limits.of(self.ctx.settings)
+        limits.check_name(name, "view name")
         root = self.ctx.storage_root(warehouse, principal)
         location = confine(location, root, "metadata-location")
         ns = await self.ctx.namespace(warehouse, namespace)
@@ -174,6 +186,13 @@ class ViewService:
         storage = self.ctx.storage(warehouse, root)
         limit = self.ctx.settings.max_metadata_file_bytes
         raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
-        metadata_json = confine_metadata(core.parse_view_metadata(raw), root).model_dump_json()
-        await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "view")])
+        metadata = confine_metadata(core.parse_view_metadata(raw), root)
+        for schema in metadata.schemas:
+            limits.check_schema(schema, f"schema {schema.schema_id}")
+        limits.check_properties(metadata.properties, "view properties")
+        metadata_json = metadata.model_dump_json()
+        quota = cluster_quota(self.ctx.settings, warehouse, namespace, "view")
+        await self.ctx.store.swap(
+            [PendingCommit(None, 0, location, metadata_json, ns.id, name, "view", quota=quota)]
+        )
         return self._loaded(warehouse, location, metadata_json)

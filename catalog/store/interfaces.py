@@ -14,6 +14,7 @@ from catalog.store.ingest_history import IngestSample
 from catalog.store.maintenance import MaintenancePassRecord
 from catalog.store.pipelines import PipelineRevisionRecord
 from catalog.store.records import (
+    ClusterQuota,
     DroppedTabular,
     NamespaceRecord,
     PendingCommit,
@@ -44,7 +45,7 @@ class NamespaceStore(Protocol):
     ) -> tuple[list[str], str | None]: ...
 
     async def create_namespace(
-        self, warehouse_id: str, key: str, properties: dict[str, str]
+        self, warehouse_id: str, key: str, properties: dict[str, str], quota: ClusterQuota | None = None
     ) -> NamespaceRecord: ...
 
     async def drop_namespace(self, warehouse_id: str, key: str) -> bool: ...
@@ -84,6 +85,12 @@ class TabularStore(Protocol):
     async def list_metrics_reports(self, tabular_id: str) -> list[dict[str, Any]]: ...
 
     async def count_tabulars(self) -> int: ...
+
+    async def count_in_cluster(self, warehouse_id: str, root: str, kind: str) -> int: ...
+
+    async def list_cluster_tables(
+        self, warehouse_id: str, root: str, offset: int, limit: int
+    ) -> list[tuple[str, str]]: ...
 
 
 class KafkaOffsetStore(Protocol):

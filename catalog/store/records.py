@@ -49,6 +49,17 @@ class DroppedTabular:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterQuota:
+    """The most namespaces, tables or views (by what is created) the cluster `root` of a warehouse may
+    hold; `variable` is the setting that says so (named in the error)."""
+
+    warehouse_id: str
+    root: str
+    limit: int
+    variable: str
+
+
+@dataclass(frozen=True, slots=True)
 class PendingCommit:
     """One pointer swap of a commit: `tabular_id` None means create in `namespace_id`."""
 
@@ -63,3 +74,5 @@ class PendingCommit:
     kafka: KafkaProgress | None = None
     # Creates only: the catalog-assigned folder of a new table (canonical), None for a chosen location.
     managed_location: str | None = None
+    # Creates only: the quota of the new table's or view's cluster, counted in the swap's transaction.
+    quota: ClusterQuota | None = None

@@ -22,7 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
 from catalog.store.kafka_offsets import save_kafka_offsets
+from catalog.store.quotas import check_quota, count_statement, in_cluster, lock_clusters
 from catalog.store.records import (
+    ClusterQuota,
     DroppedTabular,
     NamespaceRecord,
     PendingCommit,
@@ -180,12 +182,16 @@ class TabularStoreMixin:
         return _page(keys, page_size)
 
     async def create_namespace(
-        self, warehouse_id: str, key: str, properties: dict[str, str]
+        self, warehouse_id: str, key: str, properties: dict[str, str], quota: ClusterQuota | None = None
     ) -> NamespaceRecord:
+        """Create the namespace; with `quota`, only while its cluster holds fewer namespaces."""
         parent_key = key.rsplit(SEPARATOR, 1)[0] if SEPARATOR in key else ""
         nid = str(uuid.uuid4())
         try:
             async with self._writing() as conn:
+                if quota is not None:
+                    await lock_clusters(conn, [quota])
+                    await check_quota(conn, quota, "namespace")
                 if parent_key:
                     parent = (
                         await conn.execute(
@@ -371,8 +377,11 @@ class TabularStoreMixin:
     async def _swap_all(self, commits: Sequence[PendingCommit], now: datetime) -> None:
         created_in: set[str] = set()
         async with self._writing() as conn:
+            await lock_clusters(conn, [c.quota for c in commits if c.tabular_id is None and c.quota])
             for commit in commits:
                 if commit.tabular_id is None:
+                    if commit.quota is not None:
+                        await check_quota(conn, commit.quota, commit.kind)
                     new_id = str(uuid.uuid4())
                     try:
                         async with conn.begin_nested():
@@ -496,6 +505,26 @@ class TabularStoreMixin:
                 )
             ).scalars()
             return [json.loads(r) for r in rows]
+
+    async def count_in_cluster(self, warehouse_id: str, root: str, kind: str) -> int:
+        """How many namespaces (`kind` "namespace"), tables or views the cluster `root` holds."""
+        async with self._reading() as conn:
+            return int((await conn.execute(count_statement(warehouse_id, root, kind))).scalar_one())
+
+    async def list_cluster_tables(
+        self, warehouse_id: str, root: str, offset: int, limit: int
+    ) -> list[tuple[str, str]]:
+        """(namespace key, name) of the cluster's tables in that order, `limit` from `offset` on."""
+        query = (
+            select(namespaces.c.key, tabulars.c.name)
+            .select_from(self._TABULARS_JOIN)
+            .where(in_cluster(warehouse_id, root), tabulars.c.kind == "table")
+            .order_by(namespaces.c.key, tabulars.c.name)
+            .offset(offset)
+            .limit(limit)
+        )
+        async with self._reading() as conn:
+            return [(row[0], row[1]) for row in (await conn.execute(query)).all()]
 
     async def count_tabulars(self) -> int:
         async with self._reading() as conn:

@@ -228,3 +228,44 @@ def test_the_connect_page_shows_hostile_names_quoted(catalog_server: CatalogProc
         assert 'FROM floe."' + world.cluster + '"."' + hostile.replace('"', '""') + '"' in duckdb
     finally:
         browser.close()
+
+
+# -- nothing stored breaks a page later ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timestamp_ms", [10**18, -(10**18)])
+def test_a_snapshot_time_no_date_has_does_not_break_the_pages(
+    catalog_server: CatalogProcess, world: World, timestamp_ms: int
+) -> None:
+    """A writer's commit may carry any `timestamp-ms`: the overview and the table page show it as a number."""
+    name = f"timeless_{uuid.uuid4().hex[:6]}"
+    catalog = catalog_server.catalog(warehouse="default")
+    catalog.create_table(f"{world.cluster}.{name}", Schema(NestedField(1, "id", LongType())))
+    headers = {"Authorization": f"Bearer {catalog_server.token(world.writer.client_id, world.writer.secret)}"}
+    with httpx.Client(base_url=catalog_server.url, headers=headers, timeout=30) as http:
+        path = f"/v1/default/namespaces/{world.cluster}/tables/{name}"
+        location = http.get(path).json()["metadata"]["location"]
+        snapshot = {
+            "snapshot-id": 7,
+            "sequence-number": 1,
+            "timestamp-ms": timestamp_ms,
+            "manifest-list": f"{location}/metadata/snap-7.avro",
+            "summary": {"operation": "append"},
+            "schema-id": 0,
+        }
+        updates = [
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 7},
+        ]
+        committed = http.post(path, json={"requirements": [], "updates": updates})
+    if committed.status_code != 200:  # refused at commit: then nothing is stored that could break a page
+        assert 400 <= committed.status_code < 500, committed.text
+        return
+    browser = signed_in(catalog_server, world.reader)
+    try:
+        assert f"{world.cluster}.{name}" in browser.page("/console/")
+        assert f"{timestamp_ms} ms (not a date)" in browser.page(
+            f"/console/tables/default/{world.cluster}/{name}"
+        )
+    finally:
+        browser.close()

@@ -255,7 +255,7 @@ def _create_body(name: str, **extra: Any) -> dict[str, Any]:
 def _assert_vended(answer: dict[str, Any], location: str, endpoint: str) -> dict[str, str]:
     """The answer carries one storage credential for `location`, also merged into `config`."""
     [credential] = answer["storage-credentials"]
-    assert credential["prefix"] == location
+    assert credential["prefix"] == location + "/"  # the table's folder only, never a sibling's
     config = credential["config"]
     assert set(config) == VENDED_KEYS
     assert config["s3.access-key-id"].startswith("ASIA"), "a temporary (STS) key"
@@ -317,7 +317,8 @@ def test_load_create_and_credentials_answers(vending: Vending, aws: Aws) -> None
             assert objects["Resource"] == [f"arn:aws:s3:::{aws.bucket}/{table_prefix}/*"]
             assert set(objects["Action"]) & WRITE_ACTIONS == expected_writes
             assert listing["Action"] == ["s3:ListBucket"]
-            assert listing["Condition"] == {"StringLike": {"s3:prefix": [table_prefix, f"{table_prefix}/*"]}}
+            folder = f"{table_prefix}/"  # never `table_prefix` alone: it would list siblings' names
+            assert listing["Condition"] == {"StringLike": {"s3:prefix": [folder, f"{folder}*"]}}
             assert bucket_location["Action"] == ["s3:GetBucketLocation"]
 
         # Cached per table and mode until near expiry: one STS call, not one per load.
@@ -334,7 +335,8 @@ def test_load_create_and_credentials_answers(vending: Vending, aws: Aws) -> None
         # GET …/credentials answers the same credential (fresh ones once these near their expiry).
         refreshed = reader.get(f"{v.tables()}/clicks/credentials")
         assert refreshed.status_code == 200, refreshed.text
-        assert refreshed.json() == {"storage-credentials": [{"prefix": location, "config": reader_config}]}
+        expected = [{"prefix": location + "/", "config": reader_config}]
+        assert refreshed.json() == {"storage-credentials": expected}
 
         # Stage-create: there is no metadata location yet, so clients read the credentials from config.
         staged = writer.post(
