@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
-from sqlalchemy.exc import DBAPIError
 
 from catalog import commit as core
 from catalog.auth import Action, Principal, Role, authorize
@@ -27,6 +26,7 @@ from catalog.errors import (
     NoSuchTable,
 )
 from catalog.events import TableChanged
+from catalog.faults import CRASH_AFTER_COMMIT, crash_point
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import (
     SnapshotAtPosition,
@@ -50,6 +50,8 @@ from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
 from catalog.service.context import CatalogContext, run_blocking
 from catalog.service.listing_cache import Listing
+from catalog.service.quotas import Limits, cluster_quota
+from catalog.service.request_records import request_records
 from catalog.service.table_model import (
     LoadedTable,
     TableChange,
@@ -61,6 +63,8 @@ from catalog.service.table_model import (
 )
 from catalog.storage import StorageCredential, StorageEndpoint, client_properties, endpoint_for
 from catalog.store import DroppedTabular, NamespaceRecord, PendingCommit, WarehouseRecord
+from catalog.store.commit_records import RequestTakenOver
+from catalog.store.database_faults import write_outcome_unknown
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,10 @@ class TableService:
     def __init__(self, ctx: CatalogContext, storage_endpoint: StorageEndpoint = "client") -> None:
         self.ctx = ctx
         self.storage_endpoint = storage_endpoint
+
+    @functools.cached_property
+    def _limits(self) -> Limits:  # not on the read hot path, which never checks limits
+        return Limits.of(self.ctx.settings)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -269,6 +277,9 @@ class TableService:
         properties = dict(request.properties)
         if not all(isinstance(v, str) for v in properties.values()):
             raise BadRequest("Invalid create table request: 'properties' must be an object of strings")
+        self._limits.check_name(name, "table name")
+        self._limits.check_schema_json(request.schema)
+        self._limits.check_properties(properties, "table properties")
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
         location = request.location or self.ctx.default_location(warehouse, ns, ident)
@@ -314,6 +325,7 @@ class TableService:
                         name,
                         "table",
                         managed_location=managed,
+                        quota=cluster_quota(self.ctx.settings, warehouse, namespace, "table"),
                     )
                 ]
             )
@@ -332,6 +344,7 @@ class TableService:
         name, location, overwrite = request.name, request.metadata_location, request.overwrite
         if not name or not location:
             raise BadRequest("Invalid register request: 'name' and 'metadata-location' are required")
+        self._limits.check_name(name, "table name")
         # Only metadata inside the caller's own folder, describing a table inside it: registering is
         # otherwise a way to read (and hand out) any file the server can reach.
         root = self.ctx.storage_root(warehouse, principal)
@@ -341,6 +354,7 @@ class TableService:
         limit = self.ctx.settings.max_metadata_file_bytes
         raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
         metadata = confine_table_metadata(core.parse_table_metadata(raw), None, root)
+        self._limits.check_table_metadata(metadata)
         self._note_placement(principal, warehouse, namespace, metadata.location)
         metadata_json = metadata.model_dump_json()
         ident = TableIdent(namespace, name)
@@ -354,7 +368,10 @@ class TableService:
             if not await self.ctx.store.swap([swap]):
                 raise CommitFailed(f"Table {ident} changed while it was being registered")
         else:
-            await self.ctx.store.swap([PendingCommit(None, 0, location, metadata_json, ns.id, name, "table")])
+            quota = cluster_quota(self.ctx.settings, warehouse, namespace, "table")
+            await self.ctx.store.swap(
+                [PendingCommit(None, 0, location, metadata_json, ns.id, name, "table", quota=quota)]
+            )
         await self.ctx.events.publish(TableChanged(warehouse, namespace, name))
         return LoadedTable(location, metadata_json, self.table_config(warehouse))
 
@@ -398,8 +415,14 @@ class TableService:
         warehouse = await self.ctx.warehouse(prefix)
         for change in changes:
             authorize(principal, Action.WRITE, prefix, change.ident.namespace.key)
+            self._limits.check_table_change(change)
         root = self.ctx.storage_root(warehouse, principal)
         storage = self.ctx.storage(warehouse, root)
+        request = request_records()
+        landed = request.landed_locations(len(changes)) if request is not None else None
+        if landed is not None:
+            # An earlier attempt of this request committed (then its process died): answer it again.
+            return await self._landed(principal, warehouse, storage, landed)
         attempts = self.ctx.settings.commit_retries + 1
         # One commit per table at a time in this process: concurrent commits to a table can only land
         # one by one (compare-and-swap), so racing them here just burned retries (and failed commits
@@ -419,17 +442,27 @@ class TableService:
                                 p.metadata_json.encode(),
                             )
                     to_swap = [p for p, changed in pending if changed]
-                    swapped = not to_swap or await self.ctx.store.swap(to_swap)
+                    # The request's audit entry and idempotency outcome commit with the swap.
+                    records = request.for_commit([r.metadata_location for r in results]) if request else None
+                    swapped = not to_swap or await self.ctx.store.swap(to_swap, records)
+                    if to_swap and swapped and request is not None and records is not None:
+                        request.committed(records)
                 except AlreadyExists:
                     await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
                     raise CommitFailed("Requirement failed: table already exists") from None
-                except DBAPIError as exc:
+                except RequestTakenOver:
+                    await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
+                    raise
+                except Exception as exc:
+                    if not write_outcome_unknown(exc):
+                        raise  # e.g. DatabaseUnavailable: nothing reached the database
                     # The database may or may not have applied the swap: never delete the new files.
                     log.error("commit state unknown for %s: %s", idents, exc)
                     raise CommitStateUnknown(
-                        f"Commit state unknown: database error during commit: {exc.orig}"
+                        f"Commit state unknown: the database failed during the commit ({type(exc).__name__})"
                     ) from exc
                 if swapped:
+                    crash_point(CRASH_AFTER_COMMIT)
                     for location, model in models:
                         self.ctx.metadata_models.put(location, model)
                     for ident in idents:
@@ -447,6 +480,20 @@ class TableService:
         raise CommitFailed(
             f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts"
         )
+
+    async def _landed(
+        self, principal: Principal, warehouse: WarehouseRecord, storage: Any, locations: list[str]
+    ) -> list[LoadedTable]:
+        """The answer of a commit that landed: its tables as it wrote them (metadata files are never
+        overwritten, so they are what the first attempt answered)."""
+        limit = self.ctx.settings.max_metadata_file_bytes
+        config = self.table_config(warehouse)
+        results = []
+        for location in locations:
+            read = storage.read_metadata_file
+            raw = await self.ctx.run_storage(warehouse, principal, read, location, limit)
+            results.append(LoadedTable(location, raw.decode(), config))
+        return results
 
     async def _prepare(
         self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
@@ -486,10 +533,20 @@ class TableService:
                 if progress is not None:
                     check_kafka_progress(progress, {})
                 managed = self._managed_location(warehouse, ns, ident, metadata.location)
+                quota = cluster_quota(self.ctx.settings, warehouse, ident.namespace, "table")
                 pending.append(
                     (
                         PendingCommit(
-                            None, 0, location, metadata_json, ns.id, ident.name, "table", progress, managed
+                            None,
+                            0,
+                            location,
+                            metadata_json,
+                            ns.id,
+                            ident.name,
+                            "table",
+                            progress,
+                            managed,
+                            quota,
                         ),
                         True,
                     )
@@ -500,6 +557,7 @@ class TableService:
                 record.metadata_json
             )
             metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
+            self._limits.check_committed(change, metadata.properties)
             if change.updates:
                 metadata = confine_table_metadata(metadata, base, root)
             else:
@@ -602,6 +660,7 @@ class TableService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
+        self._limits.check_name(destination.name, "table name")
         await self.ctx.rename(warehouse, source, destination, "table")
         for ident in (source, destination):
             await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
