@@ -65,9 +65,10 @@ class InvalidOffsets(ValueError):
     """An offsets property that is not a flat JSON object of partition → offset within Kafka's ranges."""
 
 
-def parse_offsets(raw: object) -> dict[int, int]:
+def parse_offsets(raw: object, *, skip_invalid: bool = False) -> dict[int, int]:
     """`{"<partition>": <offset>}` as numbers, or `InvalidOffsets` saying why. The text is bounded and
-    checked to be flat before it is parsed (a deeply nested document must not reach the JSON parser)."""
+    checked to be flat before it is parsed (a deeply nested document must not reach the JSON parser).
+    `skip_invalid` leaves out entries out of range instead (for showing what older floe stored)."""
     if not isinstance(raw, str):
         raise InvalidOffsets("not a JSON text")
     if len(raw) > MAX_OFFSETS_CHARS:
@@ -83,9 +84,13 @@ def parse_offsets(raw: object) -> dict[int, int]:
         raise InvalidOffsets("not a JSON object")
     offsets: dict[int, int] = {}
     for key, offset in parsed.items():
-        if not _PARTITION.fullmatch(key) or int(key) > MAX_PARTITION:
+        valid_key = _PARTITION.fullmatch(key) is not None and int(key) <= MAX_PARTITION
+        valid = isinstance(offset, int) and not isinstance(offset, bool) and 0 <= offset <= MAX_OFFSET
+        if skip_invalid and not (valid_key and valid):
+            continue
+        if not valid_key:
             raise InvalidOffsets(f"invalid partition {key[:20]!r} (partitions: 0 to {MAX_PARTITION})")
-        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
+        if not valid:
             raise InvalidOffsets(f"invalid entry for partition {key} (offsets: 0 to {MAX_OFFSET})")
         offsets[int(key)] = offset
     return offsets

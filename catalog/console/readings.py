@@ -177,7 +177,7 @@ def _offsets(raw: Any) -> dict[str, int]:
     """A summary's offsets property as the page shows it; nothing for one floe would refuse today (a
     table committed by an older floe must not break its page)."""
     try:
-        return {str(p): o for p, o in parse_offsets(raw).items()}
+        return {str(p): o for p, o in parse_offsets(raw, skip_invalid=True).items()}
     except InvalidOffsets:
         return {}
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from catalog.ingest_metrics import ingest_status
+from catalog.pipelines.sources import strip_userinfo
 from catalog.store.ingest_history import IngestSample
 from catalog.store.interfaces import IngestHistoryStore
 
@@ -57,7 +58,7 @@ def ingest_readings(status: Mapping[str, Any]) -> dict[str, IngestReading]:
             sum(lags) if lags else None,
             max(times) if times else None,
             entry.get("records_per_second"),
-            entry.get("error"),
+            strip_userinfo(entry.get("error")),  # a client's error may quote a URL with its password
             entry.get("missing_topic"),
         )
     return readings
