@@ -225,6 +225,7 @@ class HotRoutes:
                 authorization = value
                 break
         client = scope.get("client")
+        source = client[0] if client else "unknown"
         request_state = scope.setdefault("state", {})
         try:
             body = await _read_body(receive, MAX_TOKEN_REQUEST_BYTES)
@@ -233,7 +234,7 @@ class HotRoutes:
             # Engines repeat the same request before most queries: one granted a moment ago is
             # answered from the key state it was checked against.
             digest = hashlib.sha256(authorization + b"\n" + body).digest()
-            repeated = await state.auth.repeated_grant(digest)
+            repeated = await state.auth.repeated_grant(digest, source)
             if repeated is not None:
                 token, token_scope, request_state[TOKEN_CLIENT_STATE_KEY] = repeated
                 status, answer, headers = granted_answer(token, token_scope)
@@ -242,7 +243,7 @@ class HotRoutes:
                     state.auth,
                     parse_token_form(body),
                     authorization.decode("latin-1") or None,
-                    client[0] if client else "unknown",
+                    source,
                     request_state,
                     remember_as=digest,
                 )

@@ -26,6 +26,7 @@ from catalog.console.session import (
     CSRF_FIELD,
     PUBLIC_OPTION,
     csrf_token,
+    end_session,
     expired_session_cookie,
     session_cookie,
 )
@@ -139,9 +140,11 @@ def _time(value: str | None, what: str) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
+        # In UTC, as the database compares it: a time whose offset moves it out of years 1 to 9999 is
+        # refused here, not by the database driver (a 500).
+        return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
         raise BadRequest(f"Invalid {what}: expected a date and time such as 2026-01-31T12:00") from exc
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 class SessionController(Controller):
@@ -171,7 +174,7 @@ class SessionController(Controller):
         )
         source = request.client.host if request.client else "unknown"
         try:
-            token, _ = await auth.issue_token(token_request, source)
+            token, _ = await auth.issue_token(token_request, source, fresh=True)
         except OAuthFailure as exc:
             message = (
                 "Too many failed attempts: try again later"
@@ -186,7 +189,8 @@ class SessionController(Controller):
         )
 
     @post("/sign-out", operation_id="consoleSignOut", status_code=303)
-    async def sign_out(self, request: Request[Any, Any, Any]) -> Response[Any]:
+    async def sign_out(self, request: Request[Any, Any, Any], auth: AuthService) -> Response[Any]:
+        await end_session(auth, request.scope)  # the cookie's token stops working everywhere
         return Redirect(
             f"{CONSOLE_PATH}/sign-in",
             status_code=303,

@@ -7,6 +7,9 @@
 - Every later request hands that token to `AuthService.authenticate_token`: a revoked or rotated key, or
   an expired token, ends the session at once (within the key-state cache's seconds). A page loaded past
   half the token's lifetime renews it by token exchange, so an active session outlives its first token.
+- Sign-out revokes the token (`AuthService.revoke_token`): the old cookie, or the token used as a bearer
+  token, stops working at once in this process and within the key-state cache's seconds in the others.
+  Each sign-in gets a token of its own (never one also answered to an engine's token request).
 - CSRF: double submit. A random token lives in a second HttpOnly, SameSite=Strict cookie; every form
   carries it in a hidden field (rendered by the server), and every POST whose field does not match the
   cookie is refused with 403 before its handler runs.
@@ -14,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import secrets
 import time
@@ -85,6 +89,15 @@ def expired_session_cookie(scope: Scope) -> str:
 
 def session_token(scope: Scope) -> str | None:
     return _cookies(scope).get(SESSION_COOKIE) or None
+
+
+async def end_session(auth: AuthService, scope: Scope) -> None:
+    """Sign-out: revoke the session's token, so a copy of the cookie no longer works (as a bearer token
+    neither) in any catalog process."""
+    token = session_token(scope)
+    if token:
+        with contextlib.suppress(CatalogError):  # no valid token: no session to end
+            await auth.revoke_token(token)
 
 
 def csrf_token(request: Request[Any, Any, Any]) -> str:

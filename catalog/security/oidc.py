@@ -68,7 +68,7 @@ def unverified_issuer(token: str) -> str | None:
         return None
     try:
         payload = json.loads(_b64decode(parts[1]))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):  # deeply nested junk too
         return None
     issuer = payload.get("iss") if isinstance(payload, dict) else None
     return issuer if isinstance(issuer, str) else None
@@ -364,7 +364,7 @@ def _header_of(token: str) -> dict[str, Any]:
         raise NotAuthorized("Invalid token: not a signed JWT")
     try:
         header = json.loads(_b64decode(parts[0]))
-    except (ValueError, binascii.Error) as exc:
+    except (ValueError, binascii.Error, RecursionError) as exc:
         raise NotAuthorized("Invalid token: malformed header") from exc
     if not isinstance(header, dict):
         raise NotAuthorized("Invalid token: malformed header")

@@ -13,8 +13,10 @@ token request, and every new token costs each catalog process a signature check 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import math
 import secrets
 import time
 import uuid
@@ -34,7 +36,13 @@ from catalog.store.security import SigningKeyRecord
 ALGORITHM = "ES256"
 ISSUER = "floe"
 _CACHE_SIZE = 10_000
-_RELOAD_INTERVAL_SECONDS = 5.0
+# A token of a key id this process does not know (another process just rotated) waits for the next
+# reload of the keys, at most one a second: it is accepted within a second, junk costs one read a second.
+_RELOAD_INTERVAL_SECONDS = 1.0
+# floe's tokens are about 600 characters; anything much longer is not one (and is never parsed).
+MAX_TOKEN_CHARS = 8 * 1024
+# What parsing an untrusted token may raise: each is an invalid token, never a server error.
+_MALFORMED = (JoseError, ValueError, TypeError, KeyError, AttributeError, RecursionError)
 # Tokens answered again, at most this share of their lifetime after they were signed.
 MAX_REUSE_SHARE = 0.1
 
@@ -65,6 +73,7 @@ class TokenSigner:
         self._verifying = KeySet([])
         self._kids: set[str] = set()
         self._loaded_at = 0.0
+        self._reload: asyncio.Task[None] | None = None
         self._verified: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         self._claims = jwt.JWTClaimsRegistry(
             iss={"essential": True, "value": ISSUER},
@@ -150,28 +159,59 @@ class TokenSigner:
         cached = self._verified.get(token)
         if cached is not None and cached[0] > now:
             return cached[1]
+        if len(token) > MAX_TOKEN_CHARS:
+            raise NotAuthorized("Invalid token: too long")
         try:
             header = _header_of(token)
             if header.get("alg") != ALGORITHM:
                 raise NotAuthorized("Invalid token: unsupported signing algorithm")
             kid = header.get("kid")
-            if kid not in self._kids and time.monotonic() - self._loaded_at > _RELOAD_INTERVAL_SECONDS:
-                self._install(await self.store.list_signing_keys())  # another process may have rotated
+            if not isinstance(kid, str):
+                raise NotAuthorized("Invalid token: no signing key id")
+            if kid not in self._kids:
+                await self._reload_keys()  # another process may have rotated
             if kid not in self._kids:
                 raise NotAuthorized("Invalid token: unknown signing key")
             decoded = jwt.decode(token, self._verifying, algorithms=[ALGORITHM])
             self._claims.validate(decoded.claims)
+            claims = _checked_claims(dict(decoded.claims))
         except NotAuthorized:
             raise
-        except (JoseError, ValueError, TypeError, KeyError) as exc:
+        except _MALFORMED as exc:
             raise NotAuthorized(f"Invalid token: {type(exc).__name__}") from exc
-        claims = dict(decoded.claims)
         self._remember(token, claims)
         return claims
+
+    async def _reload_keys(self) -> None:
+        """Read the keys again, at most once per `_RELOAD_INTERVAL_SECONDS`: callers meanwhile wait for
+        the next read and share it (a cancelled caller does not cancel it)."""
+        if self._reload is None or self._reload.done():
+            self._reload = asyncio.create_task(self._reload_after_interval())
+        await asyncio.shield(self._reload)
+
+    async def _reload_after_interval(self) -> None:
+        wait = self._loaded_at + _RELOAD_INTERVAL_SECONDS - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._install(await self.store.list_signing_keys())
+
+
+def _checked_claims(claims: dict[str, Any]) -> dict[str, Any]:
+    """The claims floe reads, of the types it reads them as (`NotAuthorized` otherwise)."""
+    for name in ("exp", "iat"):
+        value = claims.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise NotAuthorized(f"Invalid token: {name} is not a number")
+    for name in ("sub", "jti"):
+        if not isinstance(claims.get(name, ""), str):
+            raise NotAuthorized(f"Invalid token: {name} is not a string")
+    return claims
 
 
 def _header_of(token: str) -> dict[str, Any]:
     """The unverified JOSE header (only used to pick the key and refuse other algorithms)."""
     head = token.split(".", 1)[0]
-    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    decoded = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    if not isinstance(decoded, dict):
+        raise NotAuthorized("Invalid token: its header is not a JSON object")
     return decoded

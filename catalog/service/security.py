@@ -10,21 +10,17 @@ their claims name the cluster and role; floe cannot revoke them, they are valid 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import hmac
 import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote
 
 from catalog.auth import Principal, Role
 from catalog.errors import AlreadyExists, NotAuthorized, NotFound
@@ -44,24 +40,45 @@ from catalog.security.secrets import (
     upgraded_hash,
     verify_secret,
 )
-from catalog.security.tokens import AccessToken, TokenSigner
+from catalog.security.tokens import MAX_TOKEN_CHARS, AccessToken, TokenSigner
+from catalog.service.auth_failures import FailureLimits, KeyedLocks
 from catalog.service.shared_reads import SharedReads
+from catalog.service.token_requests import (
+    ACCESS_TOKEN_TYPE,
+    CLIENT_CREDENTIALS,
+    JWT_TOKEN_TYPE,
+    TOKEN_EXCHANGE,
+    OAuthFailure,
+    TokenRequest,
+    parse_token_request,
+)
 from catalog.settings import Settings
 from catalog.store.interfaces import SecurityStore
-from catalog.store.security import ApiKeyRecord, ClusterRecord
+from catalog.store.security import ApiKeyRecord, ClusterRecord, Revocations
 
 log = logging.getLogger(__name__)
 
-CLIENT_CREDENTIALS = "client_credentials"
-TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
-ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
-JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
+# Re-exported: the HTTP layers take the token request's types from here.
+__all__ = [
+    "ACCESS_TOKEN_TYPE",
+    "CLIENT_CREDENTIALS",
+    "TOKEN_EXCHANGE",
+    "AuthService",
+    "OAuthFailure",
+    "TokenRequest",
+    "parse_token_request",
+]
+
 KEY_STATE_CACHE_SECONDS = 2.0
 MAX_CACHED_PRINCIPALS = 10_000
-# (monotonic and wall-clock time of the read, the key then)
-_KeyState = tuple[float, float, "ApiKeyRecord | None"]
-# (monotonic time of the read, the key, the client's failures in the window then)
-_ClientState = tuple[float, "ApiKeyRecord", int]
+# (monotonic and wall-clock time of the read, the key then, its revoked tokens then)
+_KeyState = tuple[float, float, "ApiKeyRecord | None", Revocations]
+# (monotonic time of the read, the key, the source addresses that presented its secret)
+_ClientState = tuple[float, "ApiKeyRecord", frozenset[str]]
+# Source addresses remembered per key (a key used from more starts the set again).
+MAX_KNOWN_SOURCES = 1_000
+# Revoked tokens of one key kept one by one; beyond, a sign-out ends every token of the key issued so far.
+MAX_REVOKED_TOKENS_PER_KEY = 1_000
 # The schema's client_id column is 64 characters: a longer one cannot name a key.
 MAX_CLIENT_ID_LENGTH = 64
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -71,76 +88,6 @@ SECRET_VERSION_CLAIM = "sv"
 SLOW_HASH_THREADS = 2
 
 _T = TypeVar("_T")
-
-
-class OAuthFailure(Exception):
-    """An RFC 6749 error answer of the token endpoint."""
-
-    def __init__(self, status: int, error: str, description: str, *, retry_after: int | None = None) -> None:
-        super().__init__(description)
-        self.status = status
-        self.error = error
-        self.description = description
-        self.retry_after = retry_after
-
-
-@dataclass(frozen=True, slots=True)
-class TokenRequest:
-    grant_type: str | None
-    client_id: str | None
-    client_secret: str | None
-    subject_token: str | None
-    subject_token_type: str | None
-    scope: str | None
-    used_basic: bool
-
-
-def parse_token_request(form: dict[str, str], authorization: str | None) -> TokenRequest:
-    """Client credentials come in the form (Java, pyiceberg `credential`) or as HTTP Basic (DuckDB)."""
-    client_id, client_secret = form.get("client_id"), form.get("client_secret")
-    used_basic = False
-    if authorization and authorization[:6].lower() == "basic ":
-        try:
-            raw = base64.b64decode(authorization[6:].strip(), validate=True).decode()
-            basic_id, _, basic_secret = raw.partition(":")
-        except (binascii.Error, UnicodeDecodeError) as exc:
-            raise OAuthFailure(400, "invalid_request", "Malformed HTTP Basic credentials") from exc
-        # RFC 6749 §2.3.1: Basic credentials are form-urlencoded before base64.
-        client_id, client_secret, used_basic = unquote(basic_id), unquote(basic_secret), True
-    return TokenRequest(
-        grant_type=form.get("grant_type"),
-        client_id=client_id,
-        client_secret=client_secret,
-        subject_token=form.get("subject_token"),
-        subject_token_type=form.get("subject_token_type"),
-        scope=form.get("scope"),
-        used_basic=used_basic,
-    )
-
-
-@dataclass
-class _Held:
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
-
-
-class _KeyedLocks:
-    """An asyncio lock per name, kept only while someone holds or awaits it (names come from requests)."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, _Held] = {}
-
-    @asynccontextmanager
-    async def hold(self, name: str) -> AsyncIterator[None]:
-        held = self._held.setdefault(name, _Held())
-        held.users += 1
-        try:
-            async with held.lock:
-                yield
-        finally:
-            held.users -= 1
-            if held.users == 0:
-                del self._held[name]
 
 
 class AuthService:
@@ -159,12 +106,15 @@ class AuthService:
         # bearer token -> (its principal, the key state it was checked against, the token's expiry):
         # a repeated token costs a dictionary lookup while that key state stands.
         self._principals: dict[str, tuple[Principal, _KeyState, float]] = {}
-        self._key_reads: SharedReads[str, ApiKeyRecord | None] = SharedReads(store.get_api_key)
+        self._key_reads: SharedReads[str, tuple[ApiKeyRecord | None, Revocations]] = SharedReads(
+            store.get_api_key_state
+        )
         # client id -> (slow hash, digest of the secret verified against it), so an operator's secret
         # costs scrypt once per process, not on every token request.
         self._slow_verified: dict[str, tuple[str, bytes]] = {}
         self._slow_pool = ThreadPoolExecutor(SLOW_HASH_THREADS, thread_name_prefix="floe-scrypt")
-        self._client_locks = _KeyedLocks()
+        self.failures = FailureLimits(store, settings)
+        self._client_locks = KeyedLocks()
         self._client_state: dict[str, _ClientState] = {}
         # digest of a granted token request's body and Authorization header -> (the client state it was
         # checked against, the scope answered): see `repeated_grant`.
@@ -184,10 +134,11 @@ class AuthService:
     # -- tokens -----------------------------------------------------------------------------------
 
     async def issue_token(
-        self, request: TokenRequest, source: str, *, remember_as: bytes | None = None
+        self, request: TokenRequest, source: str, *, remember_as: bytes | None = None, fresh: bool = False
     ) -> tuple[AccessToken, str | None]:
         """Answer a token request: (token, scope) or `OAuthFailure`. A granted client-credentials
-        request is remembered under `remember_as` (see `repeated_grant`)."""
+        request is remembered under `remember_as` (see `repeated_grant`); `fresh`: a token of its own
+        (a console session's, which sign-out revokes), never one answered to others too."""
         if request.grant_type == CLIENT_CREDENTIALS:
             key = await self._check_client(request, source)
             scope = request.scope or "catalog"
@@ -197,7 +148,7 @@ class AuthService:
                     self._grants.clear()
                 self._grants[remember_as] = (state, scope)
             # Engines ask again before most operations: a token of a moment ago serves (see `TokenSigner`).
-            return await self.signer.issue(self._claims_for(key), reuse=True), scope
+            return await self.signer.issue(self._claims_for(key), reuse=not fresh), scope
         elif request.grant_type == TOKEN_EXCHANGE:
             if not request.subject_token:
                 raise OAuthFailure(400, "invalid_request", "subject_token is required for token exchange")
@@ -209,7 +160,7 @@ class AuthService:
                 principal = await self._authenticate_floe_token(request.subject_token)
             except NotAuthorized as exc:
                 raise OAuthFailure(401, "invalid_client", "subject_token is not a valid floe token") from exc
-            current = await self._usable_key(principal.subject)
+            current = self._usable(await self._key_state_of(principal.subject))
             if current is None:
                 raise OAuthFailure(
                     401, "invalid_client", "The key behind subject_token is revoked or expired"
@@ -222,21 +173,25 @@ class AuthService:
             raise OAuthFailure(400, "unsupported_grant_type", f"Unsupported grant_type: {request.grant_type}")
         return await self.signer.issue(claims), request.scope or "catalog"
 
-    async def repeated_grant(self, digest: bytes) -> tuple[AccessToken, str, str] | None:
+    async def repeated_grant(self, digest: bytes, source: str) -> tuple[AccessToken, str, str] | None:
         """The answer to a client-credentials request identical to one granted a moment ago (the same
         form body and Authorization header, named by their SHA-256 `digest`): (token, scope, client id),
         or None to check it in full.
 
         Engines send the same request before most queries. Its credentials were verified against the
         key state still cached (`_check_client`'s fast path, which this follows: same freshness, same
-        failure limit, same revocation), and the digest proves the same secret was presented again, so
-        neither the form nor the secret needs checking again. Refused requests are never remembered.
+        source addresses, same revocation), and the digest proves the same secret was presented again,
+        so neither the form nor the secret needs checking again. Refused requests are never remembered.
         """
         remembered = self._grants.get(digest)
         if remembered is None:
             return None
         state, scope = remembered
-        if self._client_state.get(state[1].client_id) is not state or not self._stands(state):
+        if (
+            self._client_state.get(state[1].client_id) is not state
+            or source not in state[2]
+            or not self._stands(state)
+        ):
             del self._grants[digest]
             return None
         key = await self._accepted(state[1])
@@ -264,66 +219,76 @@ class AuthService:
     async def _check_client(self, request: TokenRequest, source: str) -> ApiKeyRecord:
         """The key of valid client credentials, or `OAuthFailure`.
 
-        Failures are limited per client id and per source address. The client limit is strict: over it,
-        nothing is checked, so one client id gets at most `auth_failure_limit` guesses per window (per
-        process: an in-process lock makes count, check and record one step). The source limit only turns
-        failures into 429: valid credentials always pass it, so junk from one address (a proxy many
-        clients share) cannot lock everyone behind it out.
+        Failures are counted per client id and source address (`catalog.service.auth_failures`): a
+        source over its limit for a client id is refused without a check, so guessing a secret stays
+        bounded, while the correct secret from any other source passes. An in-process lock per client id
+        and source makes count, check and record one step.
         """
         client_id, secret = request.client_id, request.client_secret
         if not client_id or secret is None:
             raise OAuthFailure(400, "invalid_request", "client_id and client_secret are required")
-        settings = self.settings
-        window = timedelta(seconds=settings.auth_failure_window_seconds)
-        by_source = f"source:{source}"
         if len(client_id) > MAX_CLIENT_ID_LENGTH or "\x00" in client_id:
             # No key has such an id (and PostgreSQL text cannot hold NUL): a failure of the source only.
-            failures = await self.store.auth_failure_counts([by_source], window)
-            if failures.get(by_source, 0) >= settings.auth_source_failure_limit:
-                raise self._too_many(settings)
-            await self.store.record_auth_failure([by_source], window)
+            if await self.failures.record_source(source):
+                raise self._too_many(self.settings)
             raise OAuthFailure(401, "invalid_client", "Client authentication failed")
         cached = self._client_state.get(client_id)
-        if cached is not None and self._stands(cached) and self._known_valid(cached[1], secret):
-            # The key and its failure count as read a moment ago, like a bearer token's key state:
-            # valid credentials cost no database read. Anything else takes the full check below.
+        if (
+            cached is not None
+            and source in cached[2]
+            and self._stands(cached)
+            and self._known_valid(cached[1], secret)
+        ):
+            # The key as read a moment ago, its secret shown from this source then, like a bearer
+            # token's key state: valid credentials cost no database read. Anything else: the full check.
             return await self._accepted(cached[1])
-        by_client = f"client:{client_id}"
-        async with self._client_locks.hold(client_id):
-            key, failures = await self.store.token_request_state(client_id, [by_client, by_source], window)
-            if failures.get(by_client, 0) >= settings.auth_failure_limit:
-                raise self._too_many(settings)
+        keys = self.failures.keys(client_id, source)
+        async with self._client_locks.hold(keys.pair):
+            key, failures = await self.store.token_request_state(
+                client_id, [keys.pair, keys.client, keys.source], self.failures.window
+            )
+            if self.failures.pair_refused(keys, failures):
+                self._forget_source(client_id, source)
+                raise self._too_many(self.settings)
             valid = await self._verify(key, secret)
-            if key is None or not valid or not key.usable(datetime.now(UTC)):
-                self._client_state.pop(client_id, None)
-                source_over = failures.get(by_source, 0) >= settings.auth_source_failure_limit
-                # A source over its limit stays there until its window ends: no need to count more.
-                await self.store.record_auth_failure(
-                    [by_client] if source_over else [by_client, by_source], window
-                )
-                reason = (
-                    "revoked or expired" if key is not None and valid else "unknown client or wrong secret"
-                )
+            usable = key is not None and key.usable(datetime.now(UTC))
+            if not valid or not usable:
+                if usable:
+                    self._forget_source(client_id, source)
+                else:
+                    self._client_state.pop(client_id, None)
+                source_over = await self.failures.record(keys, failures, known=key is not None)
+                reason = "revoked or expired" if valid else "unknown client or wrong secret"
                 log.info("token refused for client %s from %s: %s", client_id, source, reason)
                 if source_over:
-                    raise self._too_many(settings)
+                    raise self._too_many(self.settings)
                 raise OAuthFailure(401, "invalid_client", "Client authentication failed")
-            if len(self._client_state) >= MAX_CACHED_PRINCIPALS:
-                self._client_state.clear()
-            self._client_state[client_id] = (time.monotonic(), key, failures.get(by_client, 0))
+            assert key is not None
+            self._remember_source(key, source)
         if is_upgradable(key.secret_hash) and not self._is_operator_key(key.client_id):
             key = await self._upgrade(key, secret)
         return await self._accepted(key)
 
-    def _stands(self, state: _ClientState) -> bool:
-        """Whether a cached client state still answers for its key: read a moment ago, under the failure
-        limit then, the key usable now."""
-        read_at, key, failures = state
-        return (
-            time.monotonic() - read_at < KEY_STATE_CACHE_SECONDS
-            and failures < self.settings.auth_failure_limit
-            and key.usable(datetime.now(UTC))
-        )
+    def _remember_source(self, key: ApiKeyRecord, source: str) -> None:
+        """Cache the key as just read, with `source` among those that presented its secret."""
+        sources = {source}
+        old = self._client_state.get(key.client_id)
+        if old is not None and old[1].secret_hash == key.secret_hash and len(old[2]) < MAX_KNOWN_SOURCES:
+            sources.update(old[2])
+        if len(self._client_state) >= MAX_CACHED_PRINCIPALS:
+            self._client_state.clear()
+        self._client_state[key.client_id] = (time.monotonic(), key, frozenset(sources))
+
+    def _forget_source(self, client_id: str, source: str) -> None:
+        """A source refused or wrong for the key: its next request takes the full check."""
+        cached = self._client_state.get(client_id)
+        if cached is not None and source in cached[2]:
+            self._client_state[client_id] = (cached[0], cached[1], cached[2] - {source})
+
+    @staticmethod
+    def _stands(state: _ClientState) -> bool:
+        """Whether a cached client state still answers for its key: read a moment ago, usable now."""
+        return time.monotonic() - state[0] < KEY_STATE_CACHE_SECONDS and state[1].usable(datetime.now(UTC))
 
     async def _accepted(self, key: ApiKeyRecord) -> ApiKeyRecord:
         """`key`, whose credentials were just presented, with its last use recorded (once a minute)."""
@@ -386,7 +351,7 @@ class AuthService:
 
     # -- bearer tokens ----------------------------------------------------------------------------
 
-    async def _usable_key(self, client_id: str, *, read_after: float | None = None) -> ApiKeyRecord | None:
+    async def _key_state_of(self, client_id: str, *, read_after: float | None = None) -> _KeyState:
         """The key's current state, cached for a moment: revocation and rotation take effect within
         seconds. `read_after` (wall-clock seconds): a cached state read before then is read again."""
         now = time.monotonic()
@@ -396,11 +361,16 @@ class AuthService:
             and now - cached[0] < KEY_STATE_CACHE_SECONDS
             and (read_after is None or cached[1] >= read_after)
         ):
-            key = cached[2]
-        else:
-            # Shared: when the cached state expires, all requests in flight would read it at once.
-            key = await self._key_reads.read(client_id)
-            self._key_state[client_id] = (now, time.time(), key)
+            return cached
+        # Shared: when the cached state expires, all requests in flight would read it at once.
+        key, revocations = await self._key_reads.read(client_id)
+        state = (now, time.time(), key, revocations)
+        self._key_state[client_id] = state
+        return state
+
+    @staticmethod
+    def _usable(state: _KeyState) -> ApiKeyRecord | None:
+        key = state[2]
         return key if key is not None and key.usable(datetime.now(UTC)) else None
 
     @staticmethod
@@ -413,6 +383,8 @@ class AuthService:
 
     async def authenticate_token(self, token: str) -> Principal:
         """The principal of a floe token or, when configured, of a token of the external issuer."""
+        if len(token) > MAX_TOKEN_CHARS:  # no token is that long: not parsed at all
+            raise NotAuthorized("Invalid token: too long")
         if self.oidc is not None and unverified_issuer(token) == self.oidc.issuer:
             return await self._authenticate_external_token(self.oidc, token)
         return await self._authenticate_floe_token(token)
@@ -476,15 +448,19 @@ class AuthService:
     async def _verify_floe_token(self, token: str) -> tuple[Principal, ApiKeyRecord]:
         claims = await self.signer.verify(token)
         subject = str(claims["sub"])
-        key = await self._usable_key(subject)
+        state = await self._key_state_of(subject)
+        key = self._usable(state)
         if key is not None and not self._current_secret(claims, key):
             # The token may be newer than the cached state (another process just upgraded the hash):
             # read the key again if the state may predate the token (`iat` is in whole seconds).
-            key = await self._usable_key(subject, read_after=float(claims["iat"]) + 1)
+            state = await self._key_state_of(subject, read_after=float(claims["iat"]) + 1)
+            key = self._usable(state)
         if key is None:
             raise NotAuthorized("Token's API key is revoked or expired")
         if not self._current_secret(claims, key):
             raise NotAuthorized("Token's API key secret was rotated: get a new token")
+        if state[3].revoked(claims.get("jti"), float(claims["iat"])):
+            raise NotAuthorized("Token was revoked (signed out): get a new token")
         principal = Principal(
             subject=key.client_id,
             role=Role(key.role),
@@ -501,6 +477,17 @@ class AuthService:
         if scheme.lower() != "bearer" or not token.strip():
             raise NotAuthorized("Authentication required: expected a bearer token")
         return await self.authenticate_token(token.strip())
+
+    async def revoke_token(self, token: str) -> None:
+        """End a floe token before its expiry (console sign-out): here at once, in other processes when
+        they read its key's state again (within KEY_STATE_CACHE_SECONDS, as a revoked key)."""
+        claims = await self.signer.verify(token)
+        subject, jti = str(claims["sub"]), claims.get("jti")
+        if jti:
+            expires = datetime.fromtimestamp(float(claims["exp"]), UTC)
+            await self.store.revoke_token(subject, jti, expires, max_per_subject=MAX_REVOKED_TOKENS_PER_KEY)
+        self._principals.pop(token, None)
+        self._key_state.pop(subject, None)
 
     # -- keys -------------------------------------------------------------------------------------
 

@@ -22,7 +22,14 @@ from catalog.store.records import (
     TabularRecord,
     WarehouseRecord,
 )
-from catalog.store.security import ApiKeyRecord, AuditEntry, AuditFilter, ClusterRecord, SigningKeyRecord
+from catalog.store.security import (
+    ApiKeyRecord,
+    AuditEntry,
+    AuditFilter,
+    ClusterRecord,
+    Revocations,
+    SigningKeyRecord,
+)
 
 
 class WarehouseStore(Protocol):
@@ -148,7 +155,17 @@ class ApiKeyStore(Protocol):
 
     async def auth_failure_counts(self, keys: Sequence[str], window: timedelta) -> dict[str, int]: ...
 
-    async def record_auth_failure(self, keys: Sequence[str], window: timedelta) -> None: ...
+    async def record_auth_failure(
+        self, keys: Sequence[str], window: timedelta, *, capped: Sequence[str] = (), max_rows: int = 0
+    ) -> None: ...
+
+    async def prune_auth_failures(self, window: timedelta) -> int: ...
+
+    async def get_api_key_state(self, client_id: str) -> tuple[ApiKeyRecord | None, Revocations]: ...
+
+    async def revoke_token(
+        self, subject: str, jti: str, expires_at: datetime, *, max_per_subject: int
+    ) -> None: ...
 
 
 class SigningKeyStore(Protocol):

@@ -162,6 +162,18 @@ auth_failures = Table(
     Column("failures", Integer, nullable=False),
 )
 
+# Tokens ended before their expiry (console sign-out), kept until they would have expired (0011). The
+# `*` row of a subject ends every token of that key issued up to its `revoked_at`.
+revoked_tokens = Table(
+    "revoked_tokens",
+    metadata,
+    Column("subject", String(64), primary_key=True),
+    Column("jti", String(64), primary_key=True),
+    Column("revoked_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("ix_revoked_tokens_expires_at", "expires_at"),
+)
+
 # The next Kafka offset per partition that each table has committed (see catalog/kafka_offsets.py);
 # written in the same transaction as the table's pointer swap.
 kafka_offsets = Table(

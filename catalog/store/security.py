@@ -24,6 +24,7 @@ from catalog.store.schema import (
     auth_failures,
     clusters,
     namespaces,
+    revoked_tokens,
     signing_keys,
     tabulars,
     warehouses,
@@ -56,6 +57,23 @@ class ApiKeyRecord:
 
     def usable(self, now: datetime) -> bool:
         return self.revoked_at is None and (self.expires_at is None or _aware(self.expires_at) > now)
+
+
+@dataclass(frozen=True, slots=True)
+class Revocations:
+    """A key's tokens that were ended before their expiry: by `jti`, and every token issued up to
+    `issued_until` (epoch seconds; a key with too many single revocations at once)."""
+
+    jtis: frozenset[str] = frozenset()
+    issued_until: float | None = None
+
+    def revoked(self, jti: object, issued_at: float) -> bool:
+        return jti in self.jtis or (self.issued_until is not None and issued_at <= self.issued_until)
+
+
+NO_REVOCATIONS = Revocations()
+# The `jti` of the row that ends every token of a key issued up to its `revoked_at`.
+ALL_TOKENS = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +326,59 @@ class SecurityStoreMixin:
             ).first()
         return _key(row) if row else None
 
+    async def get_api_key_state(self, client_id: str) -> tuple[ApiKeyRecord | None, Revocations]:
+        """The key and its revoked tokens that have not expired yet, in one query (a row per revoked
+        token, one without any)."""
+        on = (revoked_tokens.c.subject == api_keys.c.client_id) & (
+            revoked_tokens.c.expires_at > datetime.now(UTC)
+        )
+        query = (
+            select(*_KEY_COLUMNS, revoked_tokens.c.jti.label("revoked_jti"), revoked_tokens.c.revoked_at)
+            .select_from(_KEY_FROM.outerjoin(revoked_tokens, on))
+            .where(api_keys.c.client_id == client_id)
+        )
+        async with self._reading() as conn:
+            rows = (await conn.execute(query)).all()
+        if not rows:
+            return None, NO_REVOCATIONS
+        jtis = {r.revoked_jti for r in rows if r.revoked_jti is not None and r.revoked_jti != ALL_TOKENS}
+        until = [_aware(r.revoked_at).timestamp() for r in rows if r.revoked_jti == ALL_TOKENS]
+        if not jtis and not until:
+            return _key(rows[0]), NO_REVOCATIONS
+        return _key(rows[0]), Revocations(frozenset(jtis), max(until) if until else None)
+
+    async def revoke_token(
+        self, subject: str, jti: str, expires_at: datetime, *, max_per_subject: int
+    ) -> None:
+        """End one token before its expiry. Rows of expired tokens go; a key with `max_per_subject`
+        revoked tokens alive gets its `*` row (every token issued until now) instead of another row."""
+        now = datetime.now(UTC)
+        async with self._writing() as conn:
+            await conn.execute(delete(revoked_tokens).where(revoked_tokens.c.expires_at <= now))
+            alive = (
+                await conn.execute(
+                    select(func.count())
+                    .select_from(revoked_tokens)
+                    .where(revoked_tokens.c.subject == subject)
+                )
+            ).scalar_one()
+            if int(alive) >= max_per_subject:
+                await conn.execute(
+                    delete(revoked_tokens).where(
+                        revoked_tokens.c.subject == subject, revoked_tokens.c.jti == ALL_TOKENS
+                    )
+                )
+                jti = ALL_TOKENS
+            else:
+                await conn.execute(
+                    delete(revoked_tokens).where(
+                        revoked_tokens.c.subject == subject, revoked_tokens.c.jti == jti
+                    )
+                )
+            await conn.execute(
+                insert(revoked_tokens).values(subject=subject, jti=jti, revoked_at=now, expires_at=expires_at)
+            )
+
     async def token_request_state(
         self, client_id: str, failure_keys: Sequence[str], window: timedelta
     ) -> tuple[ApiKeyRecord | None, dict[str, int]]:
@@ -466,18 +537,31 @@ class SecurityStoreMixin:
             ).all()
         return {r.key: r.failures for r in rows if _aware(r.window_start) > cutoff}
 
-    async def record_auth_failure(self, keys: Sequence[str], window: timedelta) -> None:
+    async def record_auth_failure(
+        self, keys: Sequence[str], window: timedelta, *, capped: Sequence[str] = (), max_rows: int = 0
+    ) -> None:
+        """Count a failure under each of `keys`; one of `capped` gets no new row while the table holds
+        `max_rows` rows."""
         try:
-            await self._record_auth_failure(keys, window)
+            await self._record_auth_failure(keys, window, capped, max_rows)
         except IntegrityError:  # a concurrent first failure inserted the row: count this one again
-            await self._record_auth_failure(keys, window)
+            await self._record_auth_failure(keys, window, capped, max_rows)
 
-    async def _record_auth_failure(self, keys: Sequence[str], window: timedelta) -> None:
+    async def _record_auth_failure(
+        self, keys: Sequence[str], window: timedelta, capped: Sequence[str], max_rows: int
+    ) -> None:
         now = datetime.now(UTC)
+        full: bool | None = None
         async with self._writing() as conn:
             for key in keys:
                 row = (await conn.execute(select(auth_failures).where(auth_failures.c.key == key))).first()
                 if row is None:
+                    if key in capped:
+                        if full is None:
+                            count = select(func.count()).select_from(auth_failures)
+                            full = int((await conn.execute(count)).scalar_one()) >= max_rows
+                        if full:
+                            continue
                     await conn.execute(insert(auth_failures).values(key=key, window_start=now, failures=1))
                 elif _aware(row.window_start) <= now - window:
                     await conn.execute(
@@ -492,11 +576,19 @@ class SecurityStoreMixin:
                         .values(failures=auth_failures.c.failures + 1)
                     )
 
+    async def prune_auth_failures(self, window: timedelta) -> int:
+        """Delete the counters whose window has ended (they count nothing any more)."""
+        cutoff = datetime.now(UTC) - window
+        async with self._writing() as conn:
+            result = await conn.execute(delete(auth_failures).where(auth_failures.c.window_start <= cutoff))
+        return int(result.rowcount or 0)
+
 
 __all__ = [
     "ApiKeyRecord",
     "AuditEntry",
     "ClusterRecord",
+    "Revocations",
     "SecurityStoreMixin",
     "SigningKeyRecord",
 ]
