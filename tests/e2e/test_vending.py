@@ -412,6 +412,22 @@ def test_locations_outside_the_callers_scope_get_none(vending: Vending, aws: Aws
     _assert_vended(admin_load.json(), outside, aws.endpoint)
 
 
+def test_no_table_at_the_cluster_folder_itself(vending: Vending) -> None:
+    """Credentials for a table at `<warehouse>/<cluster>` would reach every table of the cluster (and, as
+    a list prefix without `/`, the names of `<cluster>x…`): such a location is refused for everyone."""
+    v = vending
+    folder = f"{v.warehouse_location}/{v.cluster}"
+    with v.client(v.writer) as writer:
+        for client in (writer, v.admin):
+            for spelling in (folder, folder + "/", f"{folder}/x/.."):
+                refused = client.post(
+                    v.tables(), json=_create_body("at_root", location=spelling), headers=DELEGATION
+                )
+                assert refused.status_code == 400, refused.text
+                assert "storage-credentials" not in refused.json()
+        assert writer.get(f"{v.tables()}/at_root").status_code == 404
+
+
 def test_sts_failure_is_503_and_creates_nothing(vending: Vending, aws: Aws, fresh_database_url: str) -> None:
     v = vending
     cli = subprocess.run(
