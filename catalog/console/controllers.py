@@ -353,7 +353,7 @@ class KeysController(Controller):
         days = _text(form, "expires_in_days", 10)
         try:
             expires_in = int(float(days) * 86400) if days else None
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:  # "x", "nan"; "inf"
             raise BadRequest("Invalid expiry: a number of days") from exc
         issued = await keys.create(
             principal,

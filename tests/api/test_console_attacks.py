@@ -277,3 +277,15 @@ def test_a_snapshot_time_no_date_has_does_not_break_the_pages(
         )
     finally:
         browser.close()
+
+
+@pytest.mark.parametrize("days", ["inf", "-inf", "nan", "1e300", "-1", "x"])
+def test_a_key_expiry_no_date_has_is_a_400(catalog_server: CatalogProcess, world: World, days: str) -> None:
+    browser = signed_in(catalog_server, world.admin)
+    try:
+        response = browser.post(
+            "/console/keys", {"role": "reader", "cluster": world.cluster, "expires_in_days": days}
+        )
+        assert response.status_code == 400, response.text[:500]
+    finally:
+        browser.close()
