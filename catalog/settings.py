@@ -207,6 +207,18 @@ class Settings(FloeSettings):
         json_schema_extra=shown_default("`sqlite+aiosqlite:///$FLOE_HOME/floe.db`"),
         repr=False,
     )
+    # An unresponsive PostgreSQL (stopped, a network partition) would otherwise hold requests for as long
+    # as it lasts: they answer 503 with Retry-After after these bounds instead.
+    database_statement_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="PostgreSQL: a catalog database statement (or the wait for a pooled connection) taking "
+        "longer is cancelled and its request answers 503 with `Retry-After` (a commit whose swap it was: 500 "
+        "`CommitStateUnknownException`)",
+    )
+    database_connect_timeout_seconds: float = Field(
+        10.0, gt=0, description="PostgreSQL: time to open a connection to the catalog database (then 503)"
+    )
     warehouse_name: str = Field(
         DEFAULT_WAREHOUSE_NAME, min_length=1, description="the default warehouse's name (its URL prefix)"
     )

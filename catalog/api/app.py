@@ -74,7 +74,11 @@ def build_litestar(settings: Settings) -> Litestar:
         settings.prepare_home()
         if settings.migrate_on_start:
             await anyio.to_thread.run_sync(upgrade_database, settings.database_url)
-        store = create_store(settings.database_url)
+        store = create_store(
+            settings.database_url,
+            statement_timeout=settings.database_statement_timeout_seconds,
+            connect_timeout=settings.database_connect_timeout_seconds,
+        )
         # The environment is the source of truth for the default warehouse's storage settings.
         await store.upsert_warehouse(
             settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties

@@ -13,7 +13,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
-from catalog.api.errors import error_body
+from catalog.api.errors import catalog_error_headers, error_body
 from catalog.auth import ANONYMOUS_ADMIN, Principal
 from catalog.errors import CatalogError
 
@@ -50,6 +50,9 @@ Answer = tuple[int, bytes, list[tuple[bytes, bytes]], bool]
 def refusal(scope: Scope, exc: CatalogError) -> Answer:
     """The answer to a refused authentication, naming the scheme to use (RFC 6750)."""
     body = b"" if scope.get("method") == "HEAD" else error_body(exc.status_code, exc.error_type, exc.message)
+    if exc.status_code == 503:  # the caller could not be checked (the database is unavailable)
+        headers = [(k.lower().encode(), v.encode()) for k, v in catalog_error_headers(exc).items()]
+        return exc.status_code, body, headers, True
     return exc.status_code, body, [(b"www-authenticate", b'Bearer realm="floe"')], True
 
 

@@ -11,6 +11,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ExceptionHandlersMap
 
 from catalog.errors import CatalogError
+from catalog.store.database_faults import RETRY_AFTER_SECONDS, UNAVAILABLE_MESSAGE, database_fault
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,20 @@ def error_response(
     )
 
 
+_RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+
+
+def catalog_error_headers(exc: CatalogError) -> dict[str, str]:
+    """The headers of a `CatalogError`'s answer."""
+    if exc.status_code == 401:  # RFC 6750: name the scheme the client should authenticate with
+        return {"WWW-Authenticate": 'Bearer realm="floe"'}
+    if exc.status_code == 503:  # RFC 9110: when to try again
+        return _RETRY_AFTER
+    return {}
+
+
 def _catalog_error(_: Request[Any, Any, Any], exc: CatalogError) -> Response[bytes]:
-    # RFC 6750: a 401 names the scheme the client should authenticate with.
-    headers = {"WWW-Authenticate": 'Bearer realm="floe"'} if exc.status_code == 401 else None
-    return error_response(exc.status_code, exc.error_type, exc.message, headers)
+    return error_response(exc.status_code, exc.error_type, exc.message, catalog_error_headers(exc) or None)
 
 
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
@@ -105,15 +116,30 @@ def _client_data_error(exc: BaseException) -> str | None:
 
 def unexpected_failure(exc: Exception, method: str, path: str) -> tuple[int, str, str]:
     """(status, error type, message) of an exception that is no `CatalogError`: a 400 when the client's
-    data caused it, else a logged 500 that names only the exception's type."""
+    data caused it, a 503 when the database is unreachable or did not answer in time (see
+    `failure_answer` for its `Retry-After`), else a logged 500 that names only the exception's type."""
     if (problem := _client_data_error(exc)) is not None:
         return 400, "BadRequestException", f"Malformed request: {problem}"
+    if database_fault(exc):
+        log.warning("database unavailable on %s %s: %s", method, path, type(exc).__name__)
+        return 503, "ServiceUnavailableException", UNAVAILABLE_MESSAGE
     log.exception("unhandled error on %s %s", method, path)
     return 500, "ServiceFailureException", f"Internal server error: {type(exc).__name__}"
 
 
+def failure_answer(exc: Exception, method: str, path: str) -> tuple[int, bytes, dict[str, str]]:
+    """(status, spec error JSON, headers) every route answers `exc` with: Litestar's exception handlers
+    and the hot routes alike."""
+    if isinstance(exc, CatalogError):
+        status, error_type, message = exc.status_code, exc.error_type, exc.message
+        return status, error_body(status, error_type, message), catalog_error_headers(exc)
+    status, error_type, message = unexpected_failure(exc, method, path)
+    return status, error_body(status, error_type, message), _RETRY_AFTER if status == 503 else {}
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    return error_response(*unexpected_failure(exc, request.method, request.url.path))
+    status, error_type, message = unexpected_failure(exc, request.method, request.url.path)
+    return error_response(status, error_type, message, _RETRY_AFTER if status == 503 else None)
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {

@@ -28,7 +28,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from catalog.api.audit import PRINCIPAL_STATE_KEY, TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION, record_request
 from catalog.api.authentication import Answer, authenticate_scope, refusal, send_answer
 from catalog.api.dependencies import page_size_value
-from catalog.api.errors import error_body, unexpected_failure
+from catalog.api.errors import failure_answer
 from catalog.api.middleware import record_access, request_id_of
 from catalog.api.oauth import (
     TOKEN_PATH,
@@ -176,7 +176,10 @@ class HotRoutes:
         started = time.perf_counter()
         status = 500
         try:
-            answer = await serve(scope, receive)
+            try:
+                answer = await serve(scope, receive)
+            except Exception as exc:  # e.g. the audit log's write: answered as every failure is
+                answer = _failure(scope, exc)
             if answer is not None:  # None: the client left before asking
                 status = answer[0]
                 await send_answer(send, answer, (b"x-request-id", request_id.encode()))
@@ -190,6 +193,8 @@ class HotRoutes:
             principal = await authenticate_scope(self.litestar.state, scope)
         except CatalogError as exc:
             return refusal(scope, exc)
+        except Exception as exc:  # the key could not be read (the database is down)
+            return _failure(scope, exc)
         scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
         return principal
 
@@ -250,8 +255,7 @@ class HotRoutes:
         except OAuthFailure as exc:
             status, answer, headers = oauth_error(exc, basic=False)
         except Exception as exc:  # answered as Litestar's exception handlers would, and audited alike
-            status, error_type, message = unexpected_failure(exc, "POST", TOKEN_PATH)
-            answer, headers = error_body(status, error_type, message), {}
+            status, answer, headers = failure_answer(exc, "POST", TOKEN_PATH)
         # Recorded before the answer goes out, as `audit_middleware` does for Litestar's routes.
         await record_request(state.ctx.audit, scope, status, TOKEN_OPERATION)
         encoded = [
@@ -297,8 +301,6 @@ class HotRoutes:
 
 def _failure(scope: Scope, exc: Exception) -> Answer:
     """The error answer `catalog.api.errors` maps `exc` to."""
-    if isinstance(exc, CatalogError):
-        extra = [(b"www-authenticate", b'Bearer realm="floe"')] if exc.status_code == 401 else []
-        return exc.status_code, error_body(exc.status_code, exc.error_type, exc.message), extra, True
-    status, error_type, message = unexpected_failure(exc, "GET", scope["path"])
-    return status, error_body(status, error_type, message), [], True
+    status, body, headers = failure_answer(exc, str(scope.get("method", "")), scope["path"])
+    encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+    return status, body, encoded, True

@@ -10,10 +10,11 @@ import time
 from typing import cast
 
 from litestar.enums import ScopeType
+from litestar.exceptions import HTTPException
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
-from catalog.api.errors import error_body
+from catalog.api.errors import error_body, failure_answer
 from catalog.api.oauth import TOKEN_PATH
 from catalog.observability import REQUEST_ID, AccessLog, RequestMetrics
 from catalog.service.idempotency import (
@@ -118,7 +119,7 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
         request_id = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()
-        status = 500
+        status = 0
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -131,7 +132,14 @@ def request_context_middleware(app: ASGIApp) -> ASGIApp:
 
         try:
             await app(scope, receive, send_wrapper)
+        except Exception as exc:
+            # Raised by a middleware after this one (a route's own errors are answered by Litestar's
+            # handlers): answered here, with the request id, as the handlers answer it.
+            if status or isinstance(exc, HTTPException):
+                raise
+            await _send_failure(send_wrapper, *failure_answer(exc, str(scope["method"]), scope["path"]))
         finally:
+            status = status or 500
             record_access(scope, status, time.perf_counter() - started)
             REQUEST_ID.reset(token)
 
@@ -254,6 +262,13 @@ async def _send_stored(send: Send, status: int, body: str, content_type: str | N
         headers.append((b"content-type", (content_type or "application/json").encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+async def _send_failure(send: Send, status: int, body: bytes, headers: dict[str, str]) -> None:
+    encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": [*start, *encoded]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 async def _send_error(send: Send, status: int, error_type: str, message: str) -> None:

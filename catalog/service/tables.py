@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
-from sqlalchemy.exc import DBAPIError
 
 from catalog import commit as core
 from catalog.auth import Action, Principal, Role, authorize
@@ -62,6 +61,7 @@ from catalog.service.table_model import (
 )
 from catalog.storage import StorageCredential, StorageEndpoint, client_properties, endpoint_for
 from catalog.store import DroppedTabular, NamespaceRecord, PendingCommit, WarehouseRecord
+from catalog.store.database_faults import write_outcome_unknown
 
 log = logging.getLogger(__name__)
 
@@ -438,11 +438,13 @@ class TableService:
                 except AlreadyExists:
                     await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
                     raise CommitFailed("Requirement failed: table already exists") from None
-                except DBAPIError as exc:
+                except Exception as exc:
+                    if not write_outcome_unknown(exc):
+                        raise  # e.g. DatabaseUnavailable: nothing reached the database
                     # The database may or may not have applied the swap: never delete the new files.
                     log.error("commit state unknown for %s: %s", idents, exc)
                     raise CommitStateUnknown(
-                        f"Commit state unknown: database error during commit: {exc.orig}"
+                        f"Commit state unknown: the database failed during the commit ({type(exc).__name__})"
                     ) from exc
                 if swapped:
                     for location, model in models:

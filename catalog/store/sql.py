@@ -16,10 +16,17 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import Select, Table, Update, event, insert, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, ExceptionContext
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from catalog.store.database_faults import (
+    DatabaseUnavailable,
+    connection_lost,
+    database_fault,
+    refused_before_sending,
+)
 from catalog.store.idempotency import IdempotencyStoreMixin
 from catalog.store.ingest_history import IngestHistoryStoreMixin
 from catalog.store.interfaces import CatalogStore
@@ -30,6 +37,9 @@ from catalog.store.security import SecurityStoreMixin
 from catalog.store.tabulars import TabularStoreMixin
 
 _R = TypeVar("_R")
+
+DEFAULT_STATEMENT_TIMEOUT_SECONDS = 30.0
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 class _PostgresReadPool:
@@ -48,61 +58,105 @@ class _PostgresReadPool:
     itself (measured: 90 against 49 us per one-row read). Every statement here is one round trip that
     leaves no session state, so a connection needs no reset; one that fails or is interrupted mid-way is
     closed rather than reused, and at most `size` are open.
+
+    Faults: one the server closed while idle (a restart, a terminated backend) is noticed by asyncpg and
+    replaced before use, at no round trip; a read that finds its pooled connection gone anyway runs
+    once more on a new one, as does a write that asyncpg refused before sending (a write that was sent
+    is not repeated: it may have landed). A connection that cannot be
+    opened raises `DatabaseUnavailable` (nothing ran); statements are bounded by the timeouts in
+    `connect_options`, and so is the wait for a free connection.
     """
 
-    def __init__(self, engine: AsyncEngine, size: int) -> None:
+    def __init__(self, engine: AsyncEngine, size: int, connect_options: Mapping[str, Any]) -> None:
         _, options = engine.dialect.create_connect_args(engine.url)
         accepted = inspect.signature(asyncpg.connect).parameters
-        self._connect_options = {k: v for k, v in options.items() if k in accepted}
+        self._connect_options = {k: v for k, v in {**options, **connect_options}.items() if k in accepted}
+        self._wait_timeout: float = connect_options.get("command_timeout") or 30.0
         self._dialect = engine.dialect
         self._idle: list[asyncpg.Connection] = []
         self._open_count = asyncio.Semaphore(size)
         # Connections in use when `close` ran are closed when they come back, not kept.
         self._generation = 0
-        # id -> (statement, SQL, parameter names in order); holding the statement keeps its id unique.
-        self._compiled: dict[int, tuple[Select[Any] | Update, str, tuple[str, ...]]] = {}
+        # id -> (statement, SQL, parameter names in order, whether it only reads); holding the statement
+        # keeps its id unique.
+        self._compiled: dict[int, tuple[Select[Any] | Update, str, tuple[str, ...], bool]] = {}
 
-    def _compile(self, statement: Select[Any] | Update) -> tuple[Select[Any] | Update, str, tuple[str, ...]]:
+    def _compile(
+        self, statement: Select[Any] | Update
+    ) -> tuple[Select[Any] | Update, str, tuple[str, ...], bool]:
         compiled = self._compiled.get(id(statement))
         if compiled is None:
             sql = statement.compile(dialect=self._dialect)
-            compiled = (statement, str(sql), tuple(sql.positiontup or ()))
+            # A SELECT may run twice; a statement that writes (a data-modifying WITH too) may not.
+            reads = str(sql).lstrip().upper().startswith("SELECT")
+            compiled = (statement, str(sql), tuple(sql.positiontup or ()), reads)
             self._compiled[id(statement)] = compiled
         return compiled
 
-    async def _run(self, use: Callable[[asyncpg.Connection], Awaitable[_R]]) -> _R:
-        """`use(connection)` on an idle connection (or a new one, `size` at most)."""
-        async with self._open_count:
+    async def _connect(self) -> asyncpg.Connection:
+        try:
+            return await asyncpg.connect(**self._connect_options)
+        except Exception as exc:
+            if database_fault(exc) or isinstance(exc, OSError):
+                raise DatabaseUnavailable() from exc
+            raise
+
+    async def _run(self, use: Callable[[asyncpg.Connection], Awaitable[_R]], *, rerun: bool = False) -> _R:
+        """`use(connection)` on an idle connection (or a new one, `size` at most); with `rerun` (reads),
+        once more on a new connection when the pooled one turns out to be gone."""
+        if self._open_count.locked():
+            # All connections busy: wait, but no longer than a statement may take (an unresponsive
+            # database would otherwise queue requests without bound).
+            try:
+                await asyncio.wait_for(self._open_count.acquire(), self._wait_timeout)
+            except TimeoutError:
+                raise DatabaseUnavailable() from None
+        else:
+            await self._open_count.acquire()
+        try:
             generation = self._generation
             connection = None
             while self._idle and connection is None:
                 connection = self._idle.pop()
                 if connection.is_closed():
                     connection = None
+            pooled = connection is not None
             if connection is None:
-                connection = await asyncpg.connect(**self._connect_options)
+                connection = await self._connect()
             try:
                 result = await use(connection)
-            except BaseException:
+            except BaseException as exc:
                 # Cancelled or failed mid-statement: its state is unknown, so it is not used again.
                 connection.terminate()
-                raise
+                again = isinstance(exc, Exception) and (
+                    refused_before_sending(exc) or (rerun and connection_lost(exc))
+                )
+                if not (pooled and again):
+                    raise
+                connection = await self._connect()
+                try:
+                    result = await use(connection)
+                except BaseException:
+                    connection.terminate()
+                    raise
             if generation == self._generation:
                 self._idle.append(connection)
             else:
                 await connection.close()
             return result
+        finally:
+            self._open_count.release()
 
     async def fetch(self, statement: Select[Any], params: dict[str, Any]) -> list[Any]:
         """Rows of a prebuilt (module or class level) statement."""
-        _, sql, names = self._compile(statement)
+        _, sql, names, reads = self._compile(statement)
         arguments = [params[name] for name in names]
-        rows: list[Any] = await self._run(lambda connection: connection.fetch(sql, *arguments))
+        rows: list[Any] = await self._run(lambda connection: connection.fetch(sql, *arguments), rerun=reads)
         return rows
 
     async def execute(self, statement: Select[Any] | Update, params: dict[str, Any]) -> int:
         """Run a prebuilt data-changing statement on its own (autocommit); the rows it changed."""
-        _, sql, names = self._compile(statement)
+        _, sql, names, _ = self._compile(statement)
         arguments = [params[name] for name in names]
         status: str = await self._run(lambda connection: connection.execute(sql, *arguments))
         return int(status.rsplit(" ", 1)[-1])  # "UPDATE 1"
@@ -148,6 +202,49 @@ def _sqlite_engine(url: str, *, immediate: bool) -> AsyncEngine:
     return engine
 
 
+def _postgres_connect_options(statement_timeout: float, connect_timeout: float) -> dict[str, Any]:
+    """asyncpg's options bounding every connection's wait: the connect, each statement on the client
+    (an unresponsive server never answers a cancel) and on the server (`statement_timeout`, which also
+    covers lock waits and ends a statement whose client is gone)."""
+    return {
+        "timeout": connect_timeout,
+        "command_timeout": statement_timeout,
+        "server_settings": {"statement_timeout": str(int(statement_timeout * 1000))},
+    }
+
+
+def _postgres_engine(url: str, pool_size: int, connect_options: dict[str, Any]) -> AsyncEngine:
+    """The SQLAlchemy engine on PostgreSQL: dead pooled connections replaced, faults invalidating."""
+    # A fixed pool: an overflow connection is closed as soon as it is returned, so under a
+    # steady load above pool_size every few requests paid for a new PostgreSQL backend (a fork,
+    # authentication, an SSL probe and re-preparing statements). Waiting for a pooled
+    # connection is far cheaper: each statement holds it for well under a millisecond.
+    engine = create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_pre_ping=False,
+        pool_timeout=connect_options["command_timeout"],
+        connect_args=connect_options,
+    )
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _closed_by_server(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        # A restart or a terminated backend closes the socket; asyncpg notices while the connection is
+        # idle. Checking that costs no round trip, unlike a pre-ping: the pool opens a new one instead.
+        if dbapi_connection.driver_connection.is_closed():
+            raise DisconnectionError("the server closed the pooled connection")
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _fault_invalidates(context: ExceptionContext) -> None:
+        # A timed-out statement leaves its connection waiting on a cancel an unresponsive server never
+        # acknowledges: discard it (and the pool's other connections) rather than roll back on it.
+        if not context.is_disconnect and database_fault(context.original_exception):
+            context.is_disconnect = True
+
+    return engine
+
+
 class SqlCatalogStore(
     TabularStoreMixin,
     KafkaOffsetStoreMixin,
@@ -159,7 +256,14 @@ class SqlCatalogStore(
 ):
     """The catalog store on any SQLAlchemy async database (PostgreSQL or SQLite)."""
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    ) -> None:
         self.url = url
         self.is_sqlite = _is_sqlite(url)
         self._fast_reads: _PostgresReadPool | None = None
@@ -167,16 +271,13 @@ class SqlCatalogStore(
             self._read = _sqlite_engine(url, immediate=False)
             self._write = _sqlite_engine(url, immediate=True)
         else:
-            # A fixed pool: an overflow connection is closed as soon as it is returned, so under a
-            # steady load above pool_size every few requests paid for a new PostgreSQL backend (a fork,
-            # authentication, an SSL probe and re-preparing statements). Waiting for a pooled
-            # connection is far cheaper: each statement holds it for well under a millisecond.
-            engine = create_async_engine(url, pool_size=pool_size, max_overflow=0, pool_pre_ping=False)
+            connect_options = _postgres_connect_options(statement_timeout, connect_timeout)
+            engine = _postgres_engine(url, pool_size, connect_options)
             # Every read is one statement: in autocommit it is one round trip, where a transaction
             # would add a BEGIN and a ROLLBACK (two more round trips on each loadTable).
             self._read = engine.execution_options(isolation_level="AUTOCOMMIT")
             self._write = engine
-            self._fast_reads = _PostgresReadPool(engine, pool_size)
+            self._fast_reads = _PostgresReadPool(engine, pool_size, connect_options)
 
     async def close(self) -> None:
         if self._fast_reads is not None:
@@ -224,6 +325,15 @@ class SqlCatalogStore(
             await conn.execute(text("SELECT 1"))
 
 
-def create_store(url: str, *, pool_size: int = 10) -> CatalogStore:
-    """The store for a SQLAlchemy URL (PostgreSQL or SQLite)."""
-    return SqlCatalogStore(url, pool_size=pool_size)
+def create_store(
+    url: str,
+    *,
+    pool_size: int = 10,
+    statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT_SECONDS,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+) -> CatalogStore:
+    """The store for a SQLAlchemy URL (PostgreSQL or SQLite); on PostgreSQL, statements and connects
+    are bounded by the timeouts (seconds)."""
+    return SqlCatalogStore(
+        url, pool_size=pool_size, statement_timeout=statement_timeout, connect_timeout=connect_timeout
+    )

@@ -1,0 +1,212 @@
+"""`floe serve` on a PostgreSQL that fails (issue 30, items 3, 4, 5 and 9): shut down, frozen (SIGSTOP),
+restarted, its connections terminated, a commit's pointer swap cut mid-statement.
+
+The promises: while the database cannot answer, every route (the hot routes included) answers the spec's
+503 `ServiceUnavailableException` JSON with `Retry-After` and a request id, within the statement and
+connect timeouts; once it is back, the next requests succeed (dead pooled connections are replaced, none
+fails a request); a commit whose swap died mid-statement answers `CommitStateUnknownException`.
+
+The tests use a PostgreSQL of their own: freezing or restarting the session's would disturb other tests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
+
+STATEMENT_TIMEOUT = 3.0
+CONNECT_TIMEOUT = 2.0
+# The most a request may take while the database does not answer: a connect and two statements (the
+# key's read, the route's), with slack for a loaded machine. Without the timeouts: as long as the fault.
+BOUND = CONNECT_TIMEOUT + 2 * STATEMENT_TIMEOUT + 6
+# POSTs are audited before they are answered, and the audit log's write is tried up to three times.
+AUDITED_BOUND = 4 * BOUND
+WORKERS = 8
+
+LOAD = "/v1/default/namespaces/faults/tables/t"
+LIST = "/v1/default/namespaces/faults/tables"
+NAMESPACE = "/v1/default/namespaces/faults"
+SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "a", "type": "long", "required": False}],
+}
+
+
+@dataclass
+class FaultyCatalog:
+    pg: LocalPostgres
+    database: str
+    server: CatalogProcess
+    client: httpx.Client
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[LocalPostgres]:
+    with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def catalog(pg: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyCatalog]:
+    database = f"floe_{uuid.uuid4().hex[:8]}"
+    env = {
+        "FLOE_AUTH": "none",
+        "FLOE_DATABASE_STATEMENT_TIMEOUT_SECONDS": str(STATEMENT_TIMEOUT),
+        "FLOE_DATABASE_CONNECT_TIMEOUT_SECONDS": str(CONNECT_TIMEOUT),
+    }
+    home = Path(tmp_path_factory.mktemp("floe-faults"))
+    server = CatalogProcess(pg.create_database(database), home=home, env=env)
+    with server, httpx.Client(base_url=server.url, timeout=120) as client:
+        client.post("/v1/default/namespaces", json={"namespace": ["faults"]}).raise_for_status()
+        client.post(f"{NAMESPACE}/tables", json={"name": "t", "schema": SCHEMA}).raise_for_status()
+        yield FaultyCatalog(pg, database, server, client)
+
+
+def _commit(client: httpx.Client, value: str) -> httpx.Response:
+    """A commit that always applies (no requirements): a property set to `value`."""
+    update = {"action": "set-properties", "updates": {"probe": value}}
+    return client.post(LOAD, json={"requirements": [], "updates": [update]})
+
+
+def _probe(client: httpx.Client, n: int) -> list[str]:
+    """loadTable, listTables, a Litestar read and a commit; what failed."""
+    answers = {
+        "loadTable": client.get(LOAD),
+        "listTables": client.get(LIST),
+        "loadNamespace": client.get(NAMESPACE),
+        "commit": _commit(client, f"{n}-{uuid.uuid4().hex[:6]}"),
+    }
+    return [f"{name}: {r.status_code} {r.text[:200]}" for name, r in answers.items() if r.status_code != 200]
+
+
+def _probes(client: httpx.Client, rounds: int) -> list[str]:
+    """`rounds` probes from `WORKERS` threads at once (so that many pooled connections are used)."""
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return [f for failures in pool.map(lambda n: _probe(client, n), range(rounds)) for f in failures]
+
+
+def _warm(client: httpx.Client) -> None:
+    """Fill both connection pools (each concurrent request holds a connection of its own)."""
+    assert _probes(client, 4 * WORKERS) == []
+
+
+def _assert_unavailable(response: httpx.Response, elapsed: float, bound: float = BOUND) -> None:
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["error"]["type"] == "ServiceUnavailableException"
+    assert int(response.headers["retry-after"]) > 0
+    assert response.headers["x-request-id"]
+    assert elapsed < bound
+
+
+def _timed(request: Callable[[], httpx.Response]) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    response = request()
+    return response, time.monotonic() - started
+
+
+def _while_down(catalog: FaultyCatalog) -> dict[str, tuple[httpx.Response, float]]:
+    """The hot routes, a Litestar route, a token request (of a key no cache holds) and a commit, all at
+    once."""
+    client = catalog.client
+    token_form = {"grant_type": "client_credentials", "client_id": "nobody", "client_secret": "x" * 20}
+    requests: dict[str, Callable[[], httpx.Response]] = {
+        "loadTable": lambda: client.get(LOAD),
+        "listTables": lambda: client.get(LIST),
+        "listViews": lambda: client.get("/v1/default/namespaces/faults/views"),
+        "loadNamespace": lambda: client.get(NAMESPACE),
+        "token": lambda: httpx.post(f"{catalog.server.url}/v1/oauth/tokens", data=token_form, timeout=120),
+        "commit": lambda: _commit(client, "down"),
+    }
+    with ThreadPoolExecutor(len(requests)) as pool:
+        futures = {name: pool.submit(_timed, request) for name, request in requests.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _assert_all_unavailable(answers: dict[str, tuple[httpx.Response, float]]) -> None:
+    commit, commit_elapsed = answers.pop("commit")
+    token, token_elapsed = answers.pop("token")
+    for response, elapsed in answers.values():
+        _assert_unavailable(response, elapsed)
+    _assert_unavailable(token, token_elapsed, AUDITED_BOUND)
+    # A commit either never reached the database (503) or cannot know whether its swap landed.
+    assert commit_elapsed < AUDITED_BOUND
+    expected = {503: "ServiceUnavailableException", 500: "CommitStateUnknownException"}
+    assert expected.get(commit.status_code) == commit.json()["error"]["type"], commit.text
+
+
+def test_frozen_database_answers_503_with_retry_after_within_the_timeouts(catalog: FaultyCatalog) -> None:
+    _warm(catalog.client)
+    catalog.pg.pause()
+    try:
+        answers = _while_down(catalog)
+    finally:
+        catalog.pg.resume()
+    _assert_all_unavailable(answers)
+    assert _probes(catalog.client, 2 * WORKERS) == []
+
+
+def test_shut_down_database_answers_503_on_every_route(catalog: FaultyCatalog) -> None:
+    _warm(catalog.client)
+    catalog.pg.shut_down()
+    try:
+        answers = _while_down(catalog)
+    finally:
+        catalog.pg.start_again()
+    _assert_all_unavailable(answers)
+    assert _probes(catalog.client, 2 * WORKERS) == []
+
+
+def test_a_restart_fails_no_request(catalog: FaultyCatalog) -> None:
+    for _ in range(3):
+        _warm(catalog.client)
+        catalog.pg.restart()
+        assert _probes(catalog.client, 4 * WORKERS) == []
+
+
+def test_terminated_connections_fail_no_request(catalog: FaultyCatalog) -> None:
+    for _ in range(5):
+        _warm(catalog.client)
+        assert catalog.pg.terminate_backends(catalog.database) > 0
+        assert _probes(catalog.client, 4 * WORKERS) == []
+
+
+def test_a_swap_cut_mid_statement_answers_commit_state_unknown(catalog: FaultyCatalog) -> None:
+    """The backend running the commit's pointer swap is terminated while the UPDATE runs (a trigger holds
+    it there): the client must be told the outcome is unknown, not that the commit failed."""
+    pg, database = catalog.pg, catalog.database
+    pg.psql(
+        "CREATE FUNCTION hold_swap() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(60); RETURN NEW; END $$; "
+        "CREATE TRIGGER hold_swap BEFORE UPDATE ON tabulars FOR EACH ROW EXECUTE FUNCTION hold_swap()",
+        database,
+    )
+    answer: list[httpx.Response] = []
+    committing = threading.Thread(target=lambda: answer.append(_commit(catalog.client, "cut")))
+    try:
+        committing.start()
+        deadline = time.monotonic() + 30
+        while not pg.terminate_backends(database, running="UPDATE tabulars"):
+            assert time.monotonic() < deadline, "the commit's swap never started"
+        committing.join(60)
+    finally:
+        pg.psql("DROP TRIGGER hold_swap ON tabulars; DROP FUNCTION hold_swap()", database)
+    (response,) = answer
+    assert response.status_code == 500, response.text
+    assert response.json()["error"]["type"] == "CommitStateUnknownException"
+    assert response.headers["x-request-id"]
+    # Nothing of it landed (the backend died before committing), and the catalog carries on.
+    assert catalog.client.get(LOAD).json()["metadata"]["properties"].get("probe") != "cut"
+    assert _probes(catalog.client, WORKERS) == []
