@@ -29,6 +29,7 @@ from pyiceberg.table.metadata import TableMetadata
 
 from catalog.errors import BadRequest, CatalogError, Forbidden, ServiceUnavailable
 from catalog.locations import is_within, normalize_location
+from catalog.urls import strip_userinfo
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -432,7 +433,8 @@ def client_properties(properties: Mapping[str, str], choice: StorageEndpoint = "
     visible = {k: v for k, v in properties.items() if k in CLIENT_VISIBLE_PROPERTIES}
     endpoint = endpoint_for(properties, choice)
     if endpoint:
-        visible["s3.endpoint"] = endpoint
+        # Never a `user:password@` of the endpoint (a warehouse made from an older floe.yaml's bucket URL).
+        visible["s3.endpoint"] = strip_userinfo(endpoint)
     if "s3.region" in visible:
         visible.setdefault("client.region", visible["s3.region"])
     return visible

@@ -24,6 +24,7 @@ from catalog.pipelines.validation import (
     problems,
 )
 from catalog.pipelines.yaml_values import describe_value
+from catalog.urls import strip_userinfo
 
 SASL_MECHANISMS = ("plain", "scram-256", "scram-512")
 # The Kafka clients' names of the same mechanisms.
@@ -256,22 +257,6 @@ def parse_bucket_url(url: str) -> BucketDestination | list[str]:
     else:
         destination = BucketDestination(url, "file", parsed.path.rstrip("/") or "/", None, prefix)
     return found or destination
-
-
-# `scheme://user:password@` (up to the last `@` before the path: a password may hold `@`).
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s]*@")
-
-
-def strip_userinfo(value: Any) -> Any:
-    """`value` (a stored configuration: mappings, lists, strings) with the `user:password@` of every URL
-    in it removed: configurations stored before floe refused them must not show them to anyone."""
-    if isinstance(value, str):
-        return _USERINFO.sub(r"\1", value) if "@" in value else value
-    if isinstance(value, dict):
-        return {key: strip_userinfo(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [strip_userinfo(item) for item in value]
-    return value
 
 
 __all__ = [

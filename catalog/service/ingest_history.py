@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 
 from catalog.ingest_metrics import ingest_status
-from catalog.pipelines.sources import strip_userinfo
 from catalog.store.ingest_history import IngestSample
 from catalog.store.interfaces import IngestHistoryStore
+from catalog.urls import strip_userinfo
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from catalog.errors import BadRequest
 from catalog.kafka_offsets import MAX_OFFSETS_CHARS, InvalidOffsets, parse_offsets
 from catalog.locations import confine_table_location
 from catalog.pipelines.sources import strip_userinfo
+from catalog.storage import client_properties
 
 
 @pytest.mark.parametrize(
@@ -69,3 +70,9 @@ def test_a_table_is_never_at_its_cluster_or_namespace_folder(location: str) -> N
     assert confine_table_location("s3://lake/wh/a/ns/t-1", "s3://lake/wh/a", "s3://lake/wh/a/ns")
     # A namespace location stored before floe checked them guards nothing but breaks nothing either.
     assert confine_table_location("s3://lake/wh/a/t", "s3://lake/wh/a", "relative/path")
+
+
+def test_engines_never_get_an_endpoint_with_credentials() -> None:
+    """A warehouse made from an older floe.yaml's bucket URL (`endpoint=http://key:secret@minio`)."""
+    properties = {"s3.endpoint": "http://key:secret@minio:9000", "s3.region": "r"}
+    assert client_properties(properties)["s3.endpoint"] == "http://minio:9000"
