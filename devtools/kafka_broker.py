@@ -41,6 +41,7 @@ from devtools.processes import stop_process
 from devtools.settings import DevSettings
 from devtools.tls import DevCertificates, certificates_in
 from runtime.artifacts import Artifact, cache_dir, fetch
+from runtime.files import write_private
 from runtime.java import find_java, java_version_text
 from runtime.settings import read_settings
 
@@ -171,8 +172,7 @@ def _secured_password(directory: Path) -> str:
         pass
     password = secrets.token_urlsafe(18)
     directory.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"username": SECURED_USER, "password": password}) + "\n")
-    path.chmod(0o600)
+    write_private(path, json.dumps({"username": SECURED_USER, "password": password}) + "\n")
     return password
 
 
@@ -411,7 +411,7 @@ class LocalKafka:
             settings.update(self._secured_settings(settings, self.secured_listeners))
         lines = ["# Written by floe (devtools/kafka_broker.py) at every start; edits are overwritten."]
         lines += [f"{key}={value}" for key, value in settings.items()]
-        self.config_path.write_text("\n".join(lines) + "\n")
+        write_private(self.config_path, "\n".join(lines) + "\n")  # secured: it holds the PLAIN password
         log = _properties_value(str(self.log_path))
         (self.data_dir / "log4j2.properties").write_text(
             "\n".join(

@@ -55,6 +55,15 @@ class IngestOptions:
     warm_up: bool = False
 
 
+@dataclass(frozen=True)
+class CatalogAccess:
+    """The key a cluster's tables are ingested with: floe's management client (offsets) and Spark's
+    catalog connection (commits)."""
+
+    client: FloeClient
+    connection: CatalogConnection
+
+
 @dataclass
 class _Running:
     table: IngestTable
@@ -79,10 +88,14 @@ class IngestService:
         tables_of: Callable[[Pipeline], list[IngestTable]],
         options: IngestOptions,
         registry_for: Callable[[RegistryConnection], RegistryClient] | None = None,
+        access_for: Callable[[str], CatalogAccess] | None = None,
     ) -> None:
         self.spark = spark
         self.catalog = catalog
         self.connection = connection
+        # A cluster's tables are written with its own key when given (`floe up`'s pipeline keys);
+        # `catalog` then only reads the pipeline.
+        self.access_for = access_for or (lambda _cluster: CatalogAccess(catalog, connection))
         self.tables_of = tables_of
         self.options = options
         self.registry_for = registry_for or self._registry_client
@@ -222,7 +235,8 @@ class IngestService:
         return False
 
     def _starting_offsets(self, table: IngestTable) -> str:
-        committed = self.catalog.next_offsets(table.warehouse, table.namespace, table.table, table.topic)
+        client = self.access_for(table.cluster).client
+        committed = client.next_offsets(table.warehouse, table.namespace, table.table, table.topic)
         self._lag.seed(table, committed)
         if not committed:
             return "earliest"
@@ -258,10 +272,11 @@ class IngestService:
             .option("minOffsetsPerTrigger", batch)
             .option("maxTriggerDelay", f"{round(interval * 1000)}ms")
         )
-        spark_catalog = register_warehouse(self.spark, self.connection, table.warehouse)
+        access = self.access_for(table.cluster)
+        spark_catalog = register_warehouse(self.spark, access.connection, table.warehouse)
         writer = BatchWriter(
             table,
-            self.catalog,
+            access.client,
             registry,
             on_commit=self._committed,
             spark_catalog=spark_catalog,

@@ -81,15 +81,17 @@ def _storage_endpoint() -> str:
 
 @dataclass(frozen=True)
 class CatalogConnection:
-    """How Spark reaches floe: the REST URI, the warehouse (prefix), an API key, and which of the
-    warehouse's S3 endpoints to use (`FLOE_SPARK_STORAGE_ENDPOINT` unless given)."""
+    """How Spark reaches floe: the REST URI, the warehouse (prefix), an API key, which of the
+    warehouse's S3 endpoints to use (`FLOE_SPARK_STORAGE_ENDPOINT` unless given), and the name of the
+    Spark catalog it is for `warehouse` (others get `<spark_catalog>_<warehouse>`)."""
 
     uri: str
     warehouse: str
     client_id: str
-    client_secret: str
+    client_secret: str = field(repr=False)
     extra: dict[str, str] = field(default_factory=dict)
     storage_endpoint: str = field(default_factory=_storage_endpoint)
+    spark_catalog: str = CATALOG_NAME
 
     @property
     def headers(self) -> dict[str, str]:
@@ -118,16 +120,18 @@ class CatalogConnection:
         return properties
 
 
-def catalog_name(warehouse: str, default_warehouse: str = "default") -> str:
-    """The Spark catalog of a floe warehouse: `floe` for the default one, `floe_<name>` for others."""
+def catalog_name(warehouse: str, default_warehouse: str = "default", base: str = CATALOG_NAME) -> str:
+    """The Spark catalog of a floe warehouse: `base` (`floe`) for the default one, `<base>_<name>` for
+    others."""
     if warehouse == default_warehouse:
-        return CATALOG_NAME
-    return CATALOG_NAME + "_" + re.sub(r"[^A-Za-z0-9_]", "_", warehouse)
+        return base
+    return base + "_" + re.sub(r"[^A-Za-z0-9_]", "_", warehouse)
 
 
 def register_warehouse(session: SparkSession, connection: CatalogConnection, warehouse: str) -> str:
-    """Make another floe warehouse available as a Spark catalog (Spark loads catalogs lazily)."""
-    name = catalog_name(warehouse, connection.warehouse)
+    """Make a floe warehouse available as a Spark catalog (Spark loads catalogs lazily): `floe`, which
+    `spark_session` configures, or another one of `connection`'s key."""
+    name = catalog_name(warehouse, connection.warehouse, connection.spark_catalog)
     if name != CATALOG_NAME:
         other = replace(connection, warehouse=warehouse)
         for key, value in other.spark_properties(name).items():
@@ -184,15 +188,23 @@ def java_options(master: str, key: str, extra: str = "") -> str:
     return " ".join(options)
 
 
+# Settings under this prefix (catalogs' URIs, credentials, tokens) are set on the session once it runs,
+# never given to the JVM at launch: PySpark starts the JVM with every launch setting on its command line
+# (`spark-submit --conf k=v`), which any local user reads with `ps`. Spark loads a catalog when it is
+# first used, from the session's settings of that moment.
+RUNTIME_ONLY_PREFIX = "spark.sql.catalog."
+
+
 def spark_session(
     app_name: str,
-    connection: CatalogConnection,
+    connection: CatalogConnection | None,
     *,
     master: str = "local[*]",
     conf: dict[str, str] | None = None,
     log_file: Path | None = None,
 ) -> SparkSession:
-    """A SparkSession with the Iceberg, Kafka and Avro connectors and floe as catalog `floe`.
+    """A SparkSession with the Iceberg, Kafka and Avro connectors and floe as catalog `floe` (no
+    `connection`: no catalog yet; callers register their own with `register_warehouse`).
 
     On a cluster (`spark://…`, `k8s://…`, `yarn`) executors get the connector jars from the driver
     (`spark.jars`). JSON and Avro decoding are Spark SQL and maintenance is Iceberg's procedures, so they
@@ -216,7 +228,6 @@ def spark_session(
     settings: dict[str, str] = {
         "spark.jars": ",".join(str(path) for path in spark_jars()),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        "spark.sql.defaultCatalog": CATALOG_NAME,
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "4",
         # Decoding must turn a bad value into a dead letter, not fail the batch (ANSI casts throw).
@@ -226,9 +237,13 @@ def spark_session(
     if is_local_master(master):
         # Nothing outside this process talks to a local driver: keep it off the network.
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    settings.update(connection.spark_properties())
+    if connection is not None:
+        settings["spark.sql.defaultCatalog"] = connection.spark_catalog
+        settings.update(connection.spark_properties(connection.spark_catalog))
     extra = dict(conf or {})
     settings.update(extra)
+    at_runtime = {k: v for k, v in settings.items() if k.startswith(RUNTIME_ONLY_PREFIX)}
+    settings = {k: v for k, v in settings.items() if k not in at_runtime}
     # JVM options given in `conf` are added to floe's, not put in their place (the time zone stays UTC).
     for key in JAVA_OPTIONS:
         settings[key] = java_options(master, key, extra.get(key, ""))
@@ -253,5 +268,7 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    for key, value in at_runtime.items():
+        session.conf.set(key, value)
     session.sparkContext.setLogLevel(log_level)
     return session

@@ -9,7 +9,9 @@ from typing import Any
 import click
 
 from catalog.cli.output import OUTPUT, emit
-from catalog.cli.remote import call
+from catalog.cli.pipeline_keys import PURPOSES, PipelineKeys
+from catalog.cli.remote import call, management_client
+from catalog.cli.settings import client_settings
 
 
 @click.group()
@@ -103,6 +105,29 @@ def keys_rotate(client_id: str, output: str) -> None:
     """Give a key a new secret (printed once); the old one stops working."""
     rotated = call(lambda floe: floe.rotate_key(client_id))
     emit(output, rotated, [rotated], ["client_id", "client_secret", "cluster", "role"])
+
+
+@keys.command("pipeline")
+@click.argument("clusters", nargs=-1, required=True)
+@click.option(
+    "--purpose",
+    "purposes",
+    type=click.Choice(PURPOSES),
+    multiple=True,
+    help="Which key of each cluster (repeatable; default both).",
+)
+def keys_pipeline(clusters: tuple[str, ...], purposes: tuple[str, ...]) -> None:
+    """Create, or rotate, the pipeline keys of CLUSTERS (writer keys named pipeline-ingest-<cluster> and
+    pipeline-maintain-<cluster>, as floe up does at each start) into 0600 files under $FLOE_HOME/keys,
+    for floe ingest --key-file and floe maintain --key-file. Prints the files, never the secrets."""
+    home = client_settings().home.expanduser()
+    with management_client() as floe:
+        pipeline_keys = PipelineKeys(floe, home)
+        for cluster in clusters:
+            for purpose in purposes or PURPOSES:
+                key = pipeline_keys.key(purpose, cluster)
+                path = pipeline_keys.path(purpose, cluster)
+                click.echo(f"{key.name}: client_id {key.client_id}, secret in {path}", err=True)
 
 
 @click.command("audit")

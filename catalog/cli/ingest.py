@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from catalog.cli.output import console
-from catalog.cli.remote import cli_credentials
+from catalog.cli.remote import cli_credentials, key_file_option
 from catalog.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
 from catalog.cli.settings import INGEST_METRICS_PORT, client_settings
 from catalog.client import DEFAULT_URL, FloeClient
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ingest.batches import IngestTable
+    from ingest.service import CatalogAccess
 
 DEFAULT_METRICS_PORT = INGEST_METRICS_PORT
 
@@ -45,9 +46,12 @@ def run_ingest(
     create_topics_at: frozenset[str] = frozenset(),
     on_started: Callable[[list[IngestTable]], None] | None = None,
     warm_up: bool = False,
+    access_for: Callable[[str], CatalogAccess] | None = None,
 ) -> None:
     """Run the ingestion service in the foreground until SIGINT/SIGTERM. A `spark` session passed in is
-    used and left running (`floe up` shares it with maintenance); else one is started and stopped."""
+    used and left running (`floe up` shares it with maintenance); else one is started and stopped. With
+    `access_for`, each cluster's tables are written with the key it gives (`floe up`'s pipeline keys)
+    and `client_id` only reads the pipeline."""
     from ingest.kafka_connection import PresentedCertificates
     from ingest.metrics import PROBLEMS, REGISTRY
     from ingest.service import IngestOptions, IngestService
@@ -86,6 +90,7 @@ def run_ingest(
             create_topics_at=create_topics_at,
             warm_up=warm_up,
         ),
+        access_for=access_for,
     )
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -141,6 +146,7 @@ def check_commit_interval(seconds: float | None) -> None:
 @click.option("--spark-conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable).")
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None, help="Spark scratch folder.")
 @click.option("--log-level", default="info", show_default=True)
+@key_file_option
 def ingest_command(
     url: str,
     master: str,
@@ -154,12 +160,14 @@ def ingest_command(
     spark_conf: tuple[str, ...],
     state_dir: Path | None,
     log_level: str,
+    key_file: Path | None,
 ) -> None:
-    """Ingest every table of the applied floe.yaml: Kafka → Iceberg through floe (FLOE_CLIENT_ID/SECRET:
-    an admin key, or a writer key of the --cluster it ingests)."""
+    """Ingest every table of the applied floe.yaml: Kafka → Iceberg through floe (FLOE_CLIENT_ID/SECRET
+    or --key-file: an admin key, or a writer key of the cluster it ingests, such as the
+    pipeline-ingest-<cluster> key floe up keeps in $FLOE_HOME/keys)."""
     check_commit_interval(commit_interval)
     configure_logging(log_level)
-    client_id, client_secret = cli_credentials()
+    client_id, client_secret = cli_credentials(key_file)
     run_ingest(
         url,
         client_id,

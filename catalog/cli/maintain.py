@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
 import click
 from rich.table import Table
 
 from catalog.cli.output import console
-from catalog.cli.remote import cli_credentials
+from catalog.cli.remote import cli_credentials, key_file_option
 from catalog.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
 from catalog.cli.settings import client_settings
 from catalog.client import DEFAULT_URL
@@ -85,6 +86,7 @@ def print_results(results: list[PassResult]) -> None:
 @click.option("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, show_default=True, help="0: off.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True)
 @click.option("--log-level", default="info", show_default=True)
+@key_file_option
 def maintain_command(
     url: str,
     once: bool,
@@ -97,17 +99,19 @@ def maintain_command(
     metrics_port: int,
     metrics_host: str,
     log_level: str,
+    key_file: Path | None,
 ) -> None:
     """Keep every table fast and tidy: compact small files, rewrite manifests and delete files, expire
     snapshots, remove old metadata and orphan files, per floe.yaml's maintenance policies
-    (FLOE_CLIENT_ID/SECRET: an admin key, or a cluster's writer key for its own tables)."""
+    (FLOE_CLIENT_ID/SECRET or --key-file: an admin key, or a cluster's writer key for its own tables,
+    such as the pipeline-maintain-<cluster> key floe up keeps in $FLOE_HOME/keys)."""
     from pyspark.sql import SparkSession
 
     from maintenance.metrics import REGISTRY
     from runtime.spark import CatalogConnection, spark_session
 
     configure_logging(log_level, quiet=("py4j", "httpx", "pyiceberg"))
-    client_id, client_secret = cli_credentials()
+    client_id, client_secret = cli_credentials(key_file)
     default_warehouse = client_settings().warehouse_name
     options = WorkerOptions(
         url=url,

@@ -39,6 +39,13 @@ class ClientSettings(FloeSettings):
         json_schema_extra={"shown_default": "the admin key in `$FLOE_HOME/admin.json`"},
         repr=False,
     )
+    key_file: Path | None = Field(
+        None,
+        description="a JSON file with the `client_id` and `client_secret` that `floe ingest` and "
+        "`floe maintain` run under, such as a pipeline key `floe up` keeps in `$FLOE_HOME/keys` (0600); "
+        "`--key-file` overrides it",
+        json_schema_extra={"shown_default": "`FLOE_CLIENT_ID`/`FLOE_CLIENT_SECRET`, else `admin.json`"},
+    )
     home: Path = Field(
         Path(".floe"),
         description="where `floe up` keeps everything, and where the commands find `admin.json`",

@@ -31,8 +31,10 @@ import click
 
 from catalog.cli.ingest import DEFAULT_METRICS_PORT, check_commit_interval, run_ingest
 from catalog.cli.output import console
+from catalog.cli.pipeline_keys import INGEST, MAINTAIN, IngestAccess, PipelineKeys
 from catalog.cli.services import configure_logging
 from catalog.cli.settings import client_settings
+from catalog.cli.up_maintenance import UpMaintenance
 from catalog.client import ClientError, FloeClient, Pipeline, admin_credentials
 from devtools.kafka_broker import KAFKA_CLASSPATH, LocalKafka
 from devtools.ports import port_is_free
@@ -44,7 +46,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ingest.batches import IngestTable
-    from runtime.spark import CatalogConnection
 
 
 def port_answers(host: str, port: int) -> bool:
@@ -63,12 +64,8 @@ LOCAL_CLUSTER = "local"
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 # Commits in floe up: often enough that a produced record is queryable within seconds.
 UP_COMMIT_INTERVAL = 1.0
-# The maintenance worker's first look at the tables waits this long, so that it never competes with
-# the first batches for a laptop's cores.
-MAINTENANCE_FIRST_DELAY_SECONDS = 60.0
 # What floe up remembers of the floe.yaml it applied: its SHA-256 and the revision it became.
 APPLIED_RECORD = "floe.yaml.applied.json"
-MAINTENANCE_JOB_GROUP = "floe-maintenance"
 
 
 def example_config(kafka_port: int) -> str:
@@ -261,10 +258,11 @@ def _step(text: str) -> Iterator[None]:
     console.print(f"{text} ({time.monotonic() - started:.1f} s)", highlight=False, soft_wrap=True)
 
 
-def _start_spark(url: str, client_id: str, client_secret: str, log_file: Path) -> SparkSession:
-    from runtime.spark import CatalogConnection, spark_session
+def _start_spark(log_file: Path) -> SparkSession:
+    """floe up's session, with no catalog and no key: each cluster's ingestion and maintenance register
+    a catalog of their own pipeline key once it runs (so no secret is on the JVM's command line)."""
+    from runtime.spark import spark_session
 
-    warehouse = client_settings().warehouse_name
     conf = {
         "spark.driver.memory": "2g",
         # One session for ingestion and maintenance: pools share the cores fairly between them.
@@ -272,56 +270,11 @@ def _start_spark(url: str, client_id: str, client_secret: str, log_file: Path) -
     }
     return spark_session(
         "floe-up",
-        CatalogConnection(url, warehouse, client_id, client_secret),
+        None,
         master=read_settings(RuntimeSettings).spark_master or "local[*]",
         conf=conf,
         log_file=log_file,
     )
-
-
-def _start_maintenance(
-    spark: SparkSession, connection: CatalogConnection, stop: threading.Event
-) -> threading.Thread:
-    """The maintenance worker on floe up's Spark session, in a pool of its own, in the background."""
-    from catalog.pipelines.maintenance import DEFAULT_POLICY
-    from maintenance.worker import MaintenanceWorker, WorkerOptions
-
-    options = WorkerOptions(
-        url=connection.uri,
-        client_id=connection.client_id,
-        client_secret=connection.client_secret,
-        default_warehouse=connection.warehouse,
-        defaults=DEFAULT_POLICY,
-    )
-
-    def run() -> None:
-        if stop.wait(MAINTENANCE_FIRST_DELAY_SECONDS):
-            return
-        spark.sparkContext.setLocalProperty("spark.scheduler.pool", "maintenance")
-        spark.sparkContext.setJobGroup(MAINTENANCE_JOB_GROUP, "floe up maintenance", interruptOnCancel=True)
-        worker = MaintenanceWorker(spark, options)
-        try:
-            worker.run_forever(stop)
-        except Exception as exc:  # floe up goes on ingesting; the log says why maintenance stopped
-            if not stop.is_set():
-                console.print(f"[yellow]maintenance stopped: {exc}[/yellow]", highlight=False)
-        finally:
-            worker.close()
-
-    thread = threading.Thread(target=run, name="floe-maintenance", daemon=True)
-    thread.start()
-    return thread
-
-
-def _stop_maintenance(spark: SparkSession, thread: threading.Thread | None, stop: threading.Event) -> None:
-    """Stop the worker before the session and the catalog it uses: a pass in flight is cancelled (its
-    Spark jobs), and what it then reports about the cancellation is not a user's concern."""
-    stop.set()
-    if thread is None or not thread.is_alive():
-        return
-    logging.getLogger("maintenance").setLevel(logging.CRITICAL)
-    spark.sparkContext.cancelJobGroup(MAINTENANCE_JOB_GROUP)
-    thread.join(timeout=60)
 
 
 def ready_summary(
@@ -331,6 +284,7 @@ def ready_summary(
     client_id: str,
     warehouse: str,
     tables: Sequence[IngestTable],
+    pipeline_keys: Sequence[str] = (),
     broker: str | None,
     logs: Sequence[Path],
     metrics_port: int,
@@ -349,6 +303,10 @@ def ready_summary(
         f"  catalog      {url}  (Iceberg REST, warehouse '{warehouse}')",
         f"  admin key    {home / 'admin.json'}  (client_id {client_id})",
     ]
+    if pipeline_keys:
+        lines.append(
+            f"  pipeline     keys {', '.join(pipeline_keys)} in {home / 'keys'}  (new secrets at each start)"
+        )
     if broker:
         lines.append(f"  Kafka        {broker}  (run by floe up; data in {home / 'kafka'})")
     for table in tables:
@@ -494,14 +452,21 @@ def up_command(
                 server, f"{url}/healthz", name="floe catalog", timeout=120, log_text=catalog_log.read_text
             )
         client_id, client_secret = admin_credentials(env)
-        spark_future = pool.submit(_start_spark, url, client_id, client_secret, spark_log)
+        spark_future = pool.submit(_start_spark, spark_log)
         if kafka is not None and kafka_future is not None:
             with _step(f"Kafka broker on {kafka.bootstrap_servers}"):
                 kafka_future.result()
+        # The admin key stays in this process: it applies floe.yaml and issues the pipeline keys.
+        admin = FloeClient(url, client_id, client_secret)
+        keys = PipelineKeys(admin, home)
         try:
-            with FloeClient(url, client_id, client_secret) as client:
-                pipeline = settle_configuration(client, home, config_file, text, raw)
+            pipeline = settle_configuration(admin, home, config_file, text, raw)
+            for cluster in _clusters(pipeline):
+                keys.key(INGEST, cluster)
+                if not no_maintenance:
+                    keys.key(MAINTAIN, cluster)
         except ClientError as exc:
+            admin.close()
             raise click.ClickException(str(exc)) from exc
         with _step("Spark session"):
             spark = spark_future.result()
@@ -510,21 +475,19 @@ def up_command(
         own_brokers = frozenset(
             {f"127.0.0.1:{broker_port}", f"localhost:{broker_port}"} if broker_port else ()
         )
-        stop_maintenance = threading.Event()
-        maintenance: list[threading.Thread] = []
+        maintenance = UpMaintenance(spark, keys, url, pipeline.warehouse, lambda: _clusters(admin.pipeline()))
+        access = IngestAccess(keys, url, pipeline.warehouse)
 
         def on_started(tables: list[IngestTable]) -> None:
-            from runtime.spark import CatalogConnection
-
             if not no_maintenance:
-                connection = CatalogConnection(url, pipeline.warehouse, client_id, client_secret)
-                maintenance.append(_start_maintenance(spark, connection, stop_maintenance))
+                maintenance.start()
             summary = ready_summary(
                 url=url,
                 home=home,
                 client_id=client_id,
                 warehouse=pipeline.warehouse,
                 tables=tables,
+                pipeline_keys=[key.name for key in keys.issued()],
                 broker=broker,
                 logs=logs,
                 metrics_port=metrics_port,
@@ -545,9 +508,12 @@ def up_command(
                 create_topics_at=own_brokers,
                 on_started=on_started,
                 warm_up=True,
+                access_for=access,
             )
         finally:
-            _stop_maintenance(spark, maintenance[0] if maintenance else None, stop_maintenance)
+            maintenance.stop()
+            access.close()
+            admin.close()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         if spark_future is not None and spark_future.done() and spark_future.exception() is None:
@@ -566,6 +532,15 @@ def _log_py4j_to(path: Path) -> None:
     py4j = logging.getLogger("py4j")
     py4j.addHandler(handler)
     py4j.propagate = False
+
+
+def _clusters(pipeline: Pipeline | None) -> list[str]:
+    """The source clusters of the applied pipeline: each gets pipeline keys of its own."""
+    from catalog.pipelines import parse_config
+
+    if pipeline is None:
+        return []
+    return [cluster.name for cluster in parse_config(pipeline.config).source_clusters]
 
 
 def _default_interval(pipeline: Pipeline) -> float | None:

@@ -30,6 +30,7 @@ from confluent_kafka import Producer
 from pyiceberg.catalog.rest import RestCatalog
 
 from catalog.cli.up import port_answers
+from catalog.client import FloeClient, Forbidden
 from devtools.ports import free_port
 from tests.e2e.duckdb_client import attach_catalog, connect
 
@@ -133,6 +134,50 @@ def _visible_after(
     raise AssertionError(f"user_id {user_id} not in {table} after {timeout} s")
 
 
+def _descendant_cmdlines(root: int) -> dict[int, bytes]:
+    """The command line of every live process below `root` (children, theirs, ...), by pid."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                # The parent pid is the 2nd field after the command name in parentheses.
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: dict[int, bytes] = {}
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        try:
+            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        todo += children.get(pid, [])
+    return found
+
+
+def _assert_no_secret_on_command_lines(root: int, secrets: list[str]) -> None:
+    """Issue 29 item 12: no process floe up started (catalog, Kafka broker, Spark's JVM) carries a secret
+    in its argv, which any local user reads with `ps`."""
+    commands = _descendant_cmdlines(root)
+    started = b"\n".join(commands.values())
+    for process in (b"kafka.Kafka", b"org.apache.spark.deploy.SparkSubmit", b"serve"):
+        assert process in started, (process, commands)
+    for pid, command in commands.items():
+        for secret in secrets:
+            assert secret.encode() not in command, f"a secret in the command line of {pid}: {command[:200]!r}"
+
+
+def _pipeline_keys(home: Path) -> dict[str, dict[str, str]]:
+    """The pipeline keys floe up keeps, by name; each file readable by its owner only."""
+    keys = {}
+    for path in sorted((home / "keys").glob("*.json")):
+        assert path.stat().st_mode & 0o077 == 0, oct(path.stat().st_mode)
+        keys[path.stem] = json.loads(path.read_text())
+    return keys
+
+
 def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     port, kafka_port, metrics_port = free_port(), free_port(), free_port()
@@ -200,6 +245,25 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
             100,
             3.0 + sum(i / 2 for i in range(96)),
         )
+        # Issue 29 items 12 and 13: ingestion and maintenance run under pipeline keys of the cluster,
+        # whose secrets, like the admin's, are on no command line.
+        keys = _pipeline_keys(home)
+        assert set(keys) == {"pipeline-ingest-local", "pipeline-maintain-local"}
+        assert "pipeline-ingest-local" in terminal.text  # the ready summary names them
+        first_keys = keys
+        _assert_no_secret_on_command_lines(
+            terminal.pid, [admin["client_secret"], *(k["client_secret"] for k in keys.values())]
+        )
+        ingest_key = keys["pipeline-ingest-local"]
+        with FloeClient(url, admin["client_id"], admin["client_secret"]) as floe:
+            entries = floe.audit(limit=500).entries
+        commits = [e for e in entries if e.action in ("updateTable", "commitTransaction")]
+        assert commits
+        assert {e.subject for e in commits} <= {k["client_id"] for k in keys.values()}, commits
+        assert ingest_key["client_id"] in {e.subject for e in commits if "events" in e.target}
+        pipeline_client = FloeClient(url, ingest_key["client_id"], ingest_key["client_secret"])
+        with pipeline_client, pytest.raises(Forbidden):
+            pipeline_client.create_key("admin", description="escalation")
     finally:
         stop(terminal)
     assert not port_answers("127.0.0.1", port), "the catalog kept running"
@@ -209,6 +273,11 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     terminal, ready = run_until_ready("restart")
     try:
         assert "unchanged since floe up applied it" in terminal.text
+        # Each start rotates the pipeline keys: same keys, new secrets.
+        keys = _pipeline_keys(home)
+        for name, key in keys.items():
+            assert key["client_id"] == first_keys[name]["client_id"]
+            assert key["client_secret"] != first_keys[name]["client_secret"]
         _produce(bootstrap, "events", [{"user_id": 1000, "action": "again"}])
         timings["restart: ready → first record visible"] = after_restart = _visible_after(
             catalog, "local.events", 1000, ready
