@@ -20,6 +20,7 @@ from litestar.response import Redirect, Template
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
 from catalog.api.management import MAX_AUDIT_ID
 from catalog.auth import Principal, Role, require_admin
+from catalog.console.paging import page_number
 from catalog.console.readings import ConsoleReader, TableRef, size_histogram
 from catalog.console.session import (
     CONSOLE_PATH,
@@ -105,8 +106,11 @@ async def _overview_page(
     tables: TableService,
     template: str,
 ) -> Template:
-    """The overview rendered with the whole page's template or the rows' fragment that htmx polls."""
-    overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url)
+    """The overview rendered with the whole page's template or the rows' fragment that htmx polls: a
+    page of the clusters (`?page=`), or of one cluster's tables (`?cluster=&page=`)."""
+    cluster = request.query_params.get("cluster") or None
+    number = page_number(request.query_params.get("page"))
+    overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url, cluster, number)
     return page(request, principal, template, overview=overview)
 
 

@@ -11,13 +11,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+from urllib.parse import quote
 
 from pyiceberg.table.metadata import TableMetadataUtil
 
 from catalog.auth import Principal
-from catalog.errors import CatalogError, Forbidden, NotFound
+from catalog.console.paging import CLUSTERS_PER_PAGE, TABLES_PER_PAGE, Pages
+from catalog.errors import CatalogError, NotFound
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC, InvalidOffsets, parse_offsets
+from catalog.pipelines import InvalidConfig
 from catalog.service.clusters import ClusterService
 from catalog.service.ingest_history import IngestMetrics, IngestReading, read_ingest_metrics
 from catalog.service.maintenance import MaintenancePass, MaintenanceService
@@ -31,7 +34,6 @@ DLQ_SUFFIX = "_dlq"
 AMBER_AFTER_SECONDS = 5 * 60
 RED_AFTER_SECONDS = 60 * 60
 DEAD_LETTER_WINDOW_SECONDS = 3600
-MAX_TABLES_PER_NAMESPACE = 1000
 SAMPLE_ROWS = 20
 # Data file size buckets of the small-file histogram: (upper bound in bytes, label).
 SIZE_BUCKETS: tuple[tuple[int | None, str], ...] = (
@@ -93,13 +95,23 @@ class TableSummary:
 class ClusterOverview:
     name: str
     warehouse: str
-    tables: list[TableSummary]
+    tables: list[TableSummary]  # one page of them
+    pages: Pages  # of its tables
 
 
 @dataclass(frozen=True, slots=True)
 class Overview:
     clusters: list[ClusterOverview]
     ingest: IngestMetrics | None  # None: no ingestion metrics URL configured
+    pages: Pages | None = None  # of the clusters; None when one cluster's tables are paged
+    cluster: str | None = None  # the one cluster shown
+
+    @property
+    def query(self) -> str:
+        """The query string that shows this page again (the rows' poll)."""
+        if self.cluster is not None:
+            return f"?cluster={quote(self.cluster, safe='')}&page={self.clusters[0].pages.number}"
+        return f"?page={self.pages.number}" if self.pages is not None and self.pages.number > 1 else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,25 +383,22 @@ class ConsoleReader:
         self.maintenance = maintenance
         self.pipelines = pipelines
 
-    async def _namespaces_below(self, warehouse: str, root: Namespace) -> list[Namespace]:
-        found, pending = [root], [root]
-        while pending:
-            parent = pending.pop()
-            children, _ = await self.namespaces.list_namespaces(self.principal, warehouse, parent, None, None)
-            for levels in children:
-                child = Namespace.of(levels)
-                found.append(child)
-                pending.append(child)
-        return found
+    async def _table_page(self, warehouse: str, cluster: str, page: int) -> tuple[Pages, list[TableRef]]:
+        """A page of the cluster's tables (by namespace and name) and where it lies among them."""
+        offset = (page - 1) * TABLES_PER_PAGE
+        read = self.namespaces.cluster_tables
+        total, idents = await read(self.principal, warehouse, cluster, offset, TABLES_PER_PAGE)
+        pages = Pages.of(page, TABLES_PER_PAGE, total)
+        if pages.offset != offset:  # beyond the last page: the last one
+            total, idents = await read(self.principal, warehouse, cluster, pages.offset, TABLES_PER_PAGE)
+        return pages, [TableRef(warehouse, i.namespace.levels, i.name) for i in idents]
 
-    async def _table_refs(self, warehouse: str, root: Namespace) -> list[TableRef]:
-        refs: list[TableRef] = []
-        for namespace in await self._namespaces_below(warehouse, root):
-            listing = await self.tables.list_tables(
-                self.principal, warehouse, namespace, None, MAX_TABLES_PER_NAMESPACE
-            )
-            refs.extend(TableRef(warehouse, namespace.levels, name) for name in sorted(listing.names))
-        return refs
+    async def _has_table(self, ref: TableRef) -> bool:
+        try:
+            await self.tables.exists(self.principal, ref.warehouse, ref.ident)
+        except CatalogError:
+            return False
+        return True
 
     async def metadata(self, ref: TableRef) -> tuple[str, dict[str, Any]]:
         loaded = await self.tables.load(self.principal, ref.warehouse, ref.ident)
@@ -397,13 +406,14 @@ class ConsoleReader:
         return loaded.metadata_location or "", json.loads(loaded.metadata_json)
 
     async def _ingested_tables(self) -> set[tuple[str, str]] | None:
-        """(namespace, table) of the applied floe.yaml; None when this key may not read the pipeline."""
+        """(namespace, table) of the applied floe.yaml; None when this key may not read the pipeline (or
+        the applied revision no longer validates: the overview still shows the tables)."""
         try:
             state = await self.pipelines.current(self.principal)
-        except Forbidden:
-            return None
         except NotFound:
             return set()
+        except (CatalogError, InvalidConfig):
+            return None
         return {(t.namespace, t.table_name) for t in state.config.tables}
 
     async def last_passes(self) -> dict[tuple[str, str, str], MaintenancePass]:
@@ -415,26 +425,39 @@ class ConsoleReader:
             newest.setdefault((p.warehouse, ".".join(p.namespace), p.table), p)
         return newest
 
-    async def overview(self, ingest_metrics_url: str | None = None) -> Overview:
-        """Every cluster the key sees, each with its tables (dead-letter tables are folded into theirs),
-        with the ingestion service's lag of each when its metrics URL is configured."""
+    async def overview(
+        self, ingest_metrics_url: str | None = None, cluster: str | None = None, page: int = 1
+    ) -> Overview:
+        """The clusters the key sees, `CLUSTERS_PER_PAGE` a page, each with its first page of tables; or,
+        for `cluster`, page `page` of that cluster's tables. Dead-letter tables are folded into theirs;
+        the ingestion service's lag of each is shown when its metrics URL is configured."""
+        if cluster is not None:
+            shown, cluster_pages, table_page = [await self.clusters.get(self.principal, cluster)], None, page
+        else:
+            every = await self.clusters.list(self.principal)
+            cluster_pages = Pages.of(page, CLUSTERS_PER_PAGE, len(every))
+            shown = every[cluster_pages.offset : cluster_pages.offset + CLUSTERS_PER_PAGE]
+            table_page = 1
         metrics = await read_ingest_metrics(ingest_metrics_url)
         readings = metrics.tables if metrics is not None else {}
         ingested = await self._ingested_tables()
         passes = await self.last_passes()
         now_ms = int(time.time() * 1000)
         result = []
-        for cluster in await self.clusters.list(self.principal):
-            refs = await self._table_refs(cluster.warehouse, Namespace.of([cluster.name]))
-            names = {r.dotted for r in refs}
+        for record in shown:
+            pages, refs = await self._table_page(record.warehouse, record.name, table_page)
+            # `_summary` reads `<table>_dlq` when it is named here (a missing one reads as none).
+            names = {r.dotted for r in refs} | {r.dotted + DLQ_SUFFIX for r in refs}
             rows = []
             for ref in refs:
-                if ref.name.endswith(DLQ_SUFFIX) and ref.dotted.removesuffix(DLQ_SUFFIX) in names:
-                    continue
+                if ref.name.endswith(DLQ_SUFFIX):
+                    base = TableRef(ref.warehouse, ref.namespace, ref.name.removesuffix(DLQ_SUFFIX))
+                    if base.dotted in names or await self._has_table(base):
+                        continue
                 reading = readings.get(ref.dotted)
                 rows.append(await self._summary(ref, names, ingested, passes, now_ms, reading))
-            result.append(ClusterOverview(cluster.name, cluster.warehouse, rows))
-        return Overview(result, metrics)
+            result.append(ClusterOverview(record.name, record.warehouse, rows, pages))
+        return Overview(result, metrics, cluster_pages, cluster)
 
     async def _summary(
         self,

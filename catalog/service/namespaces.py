@@ -12,7 +12,7 @@ from typing import Any
 
 from catalog.auth import Action, Principal, authorize, authorize_namespace_creation, visible_namespaces
 from catalog.errors import BadRequest, NoSuchNamespace
-from catalog.identifiers import Namespace
+from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import confine_stored
 from catalog.service.context import NAMESPACE_LOCATION, CatalogContext
 from catalog.service.quotas import Limits, cluster_quota
@@ -58,6 +58,17 @@ class NamespaceService:
         # A cluster key lists only its own namespace (and what lies below it).
         keys = visible_namespaces(principal, keys)
         return [list(Namespace.from_key(k).levels) for k in keys], next_token
+
+    async def cluster_tables(
+        self, principal: Principal, prefix: str, cluster: str, offset: int, limit: int
+    ) -> tuple[int, list[TableIdent]]:
+        """How many tables the cluster `cluster` (its namespace and every one below it) holds, and `limit`
+        of them from `offset` on, by namespace and name: the console's overview, a page at a time."""
+        warehouse = await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, cluster)
+        total = await self.ctx.store.count_in_cluster(warehouse.id, cluster, "table")
+        rows = await self.ctx.store.list_cluster_tables(warehouse.id, cluster, offset, limit)
+        return total, [TableIdent(Namespace.from_key(key), name) for key, name in rows]
 
     async def create(
         self, principal: Principal, prefix: str, namespace: Namespace, properties: Any
