@@ -18,7 +18,7 @@ from pyiceberg.table.metadata import TableMetadata
 
 from catalog import commit as core
 from catalog.auth import Principal, authorize_pipeline_read, require_admin
-from catalog.errors import AlreadyExists, NotFound
+from catalog.errors import AlreadyExists, NotFound, ServiceUnavailable
 from catalog.events import PipelineApplied
 from catalog.identifiers import Namespace, TableIdent
 from catalog.pipelines import (
@@ -88,22 +88,39 @@ class PipelineService:
         record = await self.ctx.store.latest_pipeline_revision()
         if record is None:
             raise NotFound("No pipeline configuration has been applied yet: run floe apply -f floe.yaml")
-        return (await self._as_seen_by(principal, [record]))[0]
+        try:
+            return (await self._as_seen_by(principal, [record]))[0]
+        except InvalidConfig:
+            if principal.is_admin:
+                raise
+            # Its errors would quote other clusters' parts of it.
+            raise ServiceUnavailable(
+                f"The applied pipeline configuration (revision {record.revision}) no longer validates: "
+                "an administrator must apply it again"
+            ) from None
 
     async def history(self, principal: Principal, limit: int = 50) -> list[PipelineState]:
-        """Applied revisions newest first, each as `current` shows it (a cluster key: its cluster's part)."""
+        """Applied revisions newest first, each as `current` shows it (a cluster key: its cluster's
+        part); revisions that no longer validate (stored by an older floe) are left out."""
         authorize_pipeline_read(principal)
-        return await self._as_seen_by(principal, await self.ctx.store.list_pipeline_revisions(limit=limit))
+        records = await self.ctx.store.list_pipeline_revisions(limit=limit)
+        return await self._as_seen_by(principal, records, skip_invalid=True)
 
     async def _as_seen_by(
-        self, principal: Principal, records: list[PipelineRevisionRecord]
+        self, principal: Principal, records: list[PipelineRevisionRecord], *, skip_invalid: bool = False
     ) -> list[PipelineState]:
         """Revisions as `principal` may see them: a cluster key gets its cluster's part, and who applied
         them only when that is a key of its cluster (global administrators apply: "operator")."""
         names = await visible_principals(self.ctx.store, principal, {r.applied_by for r in records})
         states = []
         for record in records:
-            config = parse_stored_config(record.config)
+            try:
+                config = parse_stored_config(record.config)
+            except InvalidConfig as exc:
+                if not skip_invalid:
+                    raise
+                log.warning("pipeline revision %d no longer validates: %s", record.revision, exc)
+                continue
             if not principal.is_admin:
                 assert principal.cluster is not None
                 config = config.for_cluster(principal.cluster)

@@ -336,6 +336,58 @@ def test_a_stored_revision_with_url_credentials_shows_them_to_no_one(tenants: Te
         browser.close()
 
 
+def test_a_stored_revision_that_no_longer_validates_breaks_no_page(tenants: Tenants) -> None:
+    """A revision an older floe accepted that floe now refuses: its errors (which quote every cluster's
+    part) reach no cluster key, and no console page breaks."""
+    t = tenants
+
+    async def store(config_of: Any) -> None:
+        assert t.server.database_url is not None
+        store = create_store(t.server.database_url, pool_size=1)
+        try:
+            latest = await store.latest_pipeline_revision()
+            assert latest is not None
+            await store.add_pipeline_revision(
+                after=latest.revision,
+                warehouse=latest.warehouse,
+                config=config_of(json.loads(json.dumps(latest.config))),
+                plan=[],
+                applied_by=t.admin_id,
+            )
+        finally:
+            await store.close()
+
+    def broken(config: dict[str, Any]) -> dict[str, Any]:
+        config["source_clusters"][1]["bootstrap_brokers"][0]["hostname"] = f"me:{SECRET_URL_PASSWORD}@kafka"
+        return config
+
+    asyncio.run(store(broken))
+    try:
+        with t.http("a_writer") as writer:
+            answer = writer.get(PIPELINE)
+            assert answer.status_code == 503, answer.text
+            assert t.b not in answer.text
+            assert SECRET_URL_PASSWORD not in answer.text
+        for who in ("a_writer", "a_admin", "a_reader"):
+            browser = t.browser(who)
+            try:
+                for path in ("/console", "/console/pipeline"):
+                    page = browser.get(path)
+                    assert page.status_code in (200, 403), (who, path, page.text[-2000:])
+                    assert SECRET_URL_PASSWORD not in page.text
+            finally:
+                browser.close()
+    finally:
+        asyncio.run(store(lambda config: config | {"source_clusters": _fixed(config["source_clusters"])}))
+
+
+def _fixed(clusters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for cluster in clusters:
+        for broker in cluster["bootstrap_brokers"]:
+            broker["hostname"] = "localhost"
+    return clusters
+
+
 # -- item 5: a table at its cluster's or namespace's folder ------------------------------------------
 
 
