@@ -33,10 +33,9 @@ def apply(path: str, dry_run: bool, output: str) -> None:
     The file is validated here first: every error is printed with its YAML path and nothing is sent."""
     from pathlib import Path
 
-    from catalog.pipelines import ConfigError, InvalidConfig, load_yaml
+    from catalog.pipelines import ConfigError, InvalidConfig
     from catalog.pipelines.bounds import LIMITS
-    from catalog.pipelines.config import read_yaml
-    from catalog.pipelines.protobuf import inline_schema_files
+    from catalog.pipelines.config import read_yaml, validate_read
 
     try:
         # Bounded like the server's (bytes here; nesting and aliases while parsing): a YAML bomb is
@@ -49,10 +48,9 @@ def apply(path: str, dry_run: bool, output: str) -> None:
         if len(text) > LIMITS.max_bytes:
             raise InvalidConfig([ConfigError("", f"the document is larger than {LIMITS.max_bytes} bytes")])
         # `.proto` files named by protobuf.schema_file are read here, next to floe.yaml, and sent as text.
-        base = Path(path).resolve().parent
-        load_yaml(text, base=base)
-        data = read_yaml(text)[0]
-        inline_schema_files(data, base)
+        read = read_yaml(text)
+        validate_read(read, base=Path(path).resolve().parent)  # the data's schema_files inlined too
+        data = read[0]
     except InvalidConfig as exc:
         console.print(f"[red]{path}: {len(exc.errors)} error(s), nothing applied[/red]", highlight=False)
         for error in exc.errors:

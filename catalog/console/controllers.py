@@ -34,8 +34,9 @@ from catalog.console.session import (
 from catalog.console.snippets import connect_snippets
 from catalog.errors import BadRequest, CatalogError, NotFound, ServiceUnavailable
 from catalog.identifiers import parse_name, parse_namespace
-from catalog.pipelines import InvalidConfig, load_yaml
+from catalog.pipelines import InvalidConfig
 from catalog.pipelines.bounds import LIMITS
+from catalog.pipelines.config import validate_read
 from catalog.pipelines.yaml_values import Marks, read_yaml, with_line
 from catalog.service.audit import AuditService
 from catalog.service.clusters import ClusterService
@@ -497,10 +498,11 @@ class PipelineController(Controller):
 
 
 def _read_pipeline(text: str) -> tuple[Any, Marks]:
-    """`floe apply`'s checks of floe.yaml text (errors at their lines), then its data and their lines."""
-    load_yaml(text)
-    data, marks, _ = read_yaml(text)
-    return data, marks
+    """`floe apply`'s checks of floe.yaml text (errors at their lines), then its data and their lines
+    (the text parsed once)."""
+    read = read_yaml(text)
+    validate_read(read)
+    return read[0], read[1]
 
 
 def _as_yaml(config: dict[str, Any]) -> str:

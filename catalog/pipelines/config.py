@@ -65,7 +65,7 @@ from catalog.pipelines.validation import (
     problems,
     to_config_errors,
 )
-from catalog.pipelines.yaml_values import read_yaml, with_line
+from catalog.pipelines.yaml_values import Marks, read_yaml, with_line
 
 # The order of the normalized form's keys (validation needs another: clusters and registry first).
 _KEY_ORDER = (
@@ -238,7 +238,15 @@ def _unshared(value: Any) -> Any:
 def load_yaml(text: str, base: Path | None = None) -> PipelineConfig:
     """Parse and validate floe.yaml text; errors carry their line numbers. With `base` (floe.yaml's
     folder), the `.proto` files its protobuf blocks name as `schema_file` are read from there."""
-    data, marks, duplicates = read_yaml(text)
+    return validate_read(read_yaml(text), base)
+
+
+def validate_read(
+    read_yaml_result: tuple[Any, Marks, list[ConfigError]], base: Path | None = None
+) -> PipelineConfig:
+    """`load_yaml` of what `read_yaml` returned (the text is parsed once by callers that keep its data
+    and lines); with `base`, the data's `schema_file`s are replaced by their text in place."""
+    data, marks, duplicates = read_yaml_result
     read = inline_schema_files(data, base) if base is not None else []
     unread = [ConfigError(where, message) for where, message in read]
     try:
@@ -289,5 +297,6 @@ __all__ = [
     "read_yaml",
     "resolve_column",
     "table_name_for_topic",
+    "validate_read",
     "with_line",
 ]

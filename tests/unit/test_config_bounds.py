@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import catalog.pipelines.config as config_module
 from catalog.pipelines import InvalidConfig, load_yaml, parse_config
 from catalog.pipelines.bounds import LIMITS, DocumentLimits, check_document, compose
 from catalog.pipelines.yaml_values import read_yaml
@@ -168,3 +169,54 @@ def test_floe_apply_refuses_a_file_over_the_size_limit(
     result = CliRunner().invoke(apply_cli.apply, ["-f", str(path)])
     assert result.exit_code == 1, result.output
     assert f"the document is larger than {LIMITS.max_bytes} bytes" in " ".join(result.output.split())
+
+
+def test_floe_apply_parses_once_and_sends_the_schema_files_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is read and parsed once: what is validated (with its `.proto` inlined) is what is sent."""
+    from tests.unit.test_protobuf import COMMON, ORDER
+
+    (tmp_path / "protos").mkdir()
+    (tmp_path / "protos" / "order.proto").write_text(ORDER)
+    (tmp_path / "protos" / "common.proto").write_text(COMMON)
+    path = tmp_path / "floe.yaml"
+    path.write_text(
+        """
+source_clusters:
+  - name: c
+    bootstrap_brokers: [{hostname: localhost, port: 9092}]
+tables:
+  - source_cluster_name: c
+    source_topic: orders
+    source_format: protobuf
+    protobuf_framing: raw
+    protobuf:
+      message: shop.Order
+      schema_file: protos/order.proto
+    schema:
+      fields: [{name: id, id: 1, type: long}]
+"""
+    )
+    sent: list[dict[str, object]] = []
+
+    class Floe:
+        def apply_pipeline(self, data: dict[str, object], dry_run: bool) -> None:
+            sent.append(data)
+            raise SystemExit(0)
+
+    reads: list[str] = []
+    real_read = config_module.read_yaml  # the command imports it from there when it runs
+
+    def counted(text: str) -> object:
+        reads.append(text)
+        return real_read(text)
+
+    monkeypatch.setattr(config_module, "read_yaml", counted)
+    monkeypatch.setattr(apply_cli, "call", lambda action: action(Floe()))
+    result = CliRunner().invoke(apply_cli.apply, ["-f", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    (data,) = sent
+    block = data["tables"][0]["protobuf"]  # type: ignore[index]
+    assert block == {"message": "shop.Order", "schema": ORDER, "imports": {"common.proto": COMMON}}
+    assert len(reads) == 1
