@@ -7,6 +7,10 @@ since floe up last applied it), then ingestion; "ready" is printed once every ta
 has read its topic's offsets, so a record produced from then on is picked up by the next trigger. The
 maintenance worker shares the Spark session (a second JVM would double the memory) unless
 `--no-maintenance`. Spark's and Kafka's own logs go to files in $FLOE_HOME, not the terminal.
+
+The admin key stays in this process (it applies floe.yaml and issues keys): ingestion and maintenance
+write through each source cluster's pipeline keys (`catalog.cli.pipeline_keys`), rotated at every start,
+and the Spark JVM starts with no key at all (catalogs are registered on the running session).
 """
 
 from __future__ import annotations
