@@ -341,7 +341,11 @@ class Settings(FloeSettings):
         description="`none` turns authentication off (every caller is an administrator)",
     )
     auth_failure_limit: int = Field(
-        10, ge=1, description="failed token requests allowed per client id in a window (then 429)"
+        10,
+        ge=1,
+        description="failed token requests allowed per client id from one source address in a window (then "
+        "429 for that id from that address; 1 per address once the id has 10 times this many from all "
+        "addresses)",
     )
     auth_source_failure_limit: int = Field(
         100, ge=1, description="failed token requests allowed per source address in a window (then 429)"

@@ -145,6 +145,26 @@ async def _renewed_session(auth: AuthService, token: str, scope: Scope) -> str |
     return session_cookie(fresh.token, scope, fresh.expires_in)
 
 
+async def send_to_sign_in(scope: Scope, send: Send) -> None:
+    """No valid session: to the sign-in page (htmx follows `HX-Redirect` for a whole-page change), the
+    stale cookie expired. Sent here rather than raised: what a middleware raises is answered as an API
+    error, not by the console's handlers."""
+    target = f"{CONSOLE_PATH}/sign-in".encode()
+    headers = [
+        (b"content-length", b"0"),
+        (b"cache-control", b"no-store"),
+        (b"set-cookie", expired_session_cookie(scope).encode("latin-1")),
+    ]
+    if any(key.lower() == b"hx-request" and value for key, value in scope.get("headers", ())):
+        status = 401
+        headers.append((b"hx-redirect", target))
+    else:
+        status = 303
+        headers.append((b"location", target))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 def console_session_middleware(app: ASGIApp) -> ASGIApp:
     """Authenticate the session cookie (routes not marked public) and hand out the CSRF cookie.
 
@@ -170,12 +190,14 @@ def console_session_middleware(app: ASGIApp) -> ASGIApp:
             else:
                 token = cookies.get(SESSION_COOKIE)
                 if not token:
-                    raise NotSignedIn("Sign in with an API key")
+                    await send_to_sign_in(scope, send)
+                    return
                 auth: AuthService = ctx_app.state.auth
                 try:
                     state[PRINCIPAL_STATE_KEY] = await auth.authenticate_token(token)
-                except CatalogError as exc:
-                    raise NotSignedIn(exc.message) from None
+                except CatalogError:
+                    await send_to_sign_in(scope, send)
+                    return
                 if scope.get("method") == "GET":  # never beside a form's own cookie (sign-out)
                     renewed = await _renewed_session(auth, token, scope)
 
