@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,6 +13,7 @@ import click
 import msgspec
 from rich.console import Console, JustifyMethod
 from rich.table import Table
+from rich.text import Text
 
 # Status and progress lines: stderr, so stdout carries only a command's result.
 console = Console(stderr=True)
@@ -52,6 +54,7 @@ def fitted_table(
     stay whole, optional columns are left out while the others' words would not fit, and what is left
     wraps (words folded only as a last resort)."""
     width = width or Console().width
+    rows = [[printable(text) for text in row] for row in rows]
 
     def needs(i: int) -> int:
         """Column i's width without breaking a word (an identifier: without wrapping at all)."""
@@ -92,8 +95,20 @@ def fitted_table(
             max_width=allotted[i],
         )
     for row in rows:
-        table.add_row(*[row[i] for i in shown])
+        # Plain text: Rich markup in a cell is not interpreted (`[link=…]` would make a link).
+        table.add_row(*[Text(row[i]) for i in shown])
     return table
+
+
+# C0 and C1 control characters and DEL: a name holding ESC could drive the terminal (OSC 52 writes the
+# clipboard, OSC 8 makes links).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(value: str) -> str:
+    """`value` with its control characters as escapes (`\x1b`): a tenant's name cannot drive the
+    terminal it is printed on."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], value)
 
 
 def _longest(name: str, rows: Sequence[Sequence[str]], i: int) -> int:
