@@ -430,7 +430,7 @@ class Settings(FloeSettings):
     quota_tables: int = Field(10_000, ge=1, description="tables per cluster; more get 403")
     quota_views: int = Field(10_000, ge=1, description="views per cluster; more get 403")
     quota_keys: int = Field(
-        1_000, ge=1, description="API keys per cluster that are not revoked; more get 403"
+        1_000, ge=1, description="API keys per cluster, active or revoked in the last 24 hours; more get 403"
     )
     max_name_bytes: int = Field(
         255,

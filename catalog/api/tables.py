@@ -30,6 +30,7 @@ from catalog.api.schemas import (
 from catalog.auth import Principal
 from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_name, parse_namespace
 from catalog.service.listing_cache import Listing
+from catalog.service.quotas import Limits
 from catalog.service.table_model import LoadedTable, TableCreation, TableRegistration, parse_change
 from catalog.service.tables import TableService
 
@@ -211,7 +212,8 @@ class TableController(Controller):
         tables: TableService,
         data: CommitTableRequest,
     ) -> Response[bytes]:
-        change = parse_change(to_json_dict(data), ident_of(namespace, table))
+        limits = Limits.of(tables.ctx.settings)
+        change = parse_change(to_json_dict(data), ident_of(namespace, table), limits)
         loaded = await tables.commit(principal, decode_segment(prefix), change)
         return json_response(loaded)
 
@@ -294,5 +296,6 @@ class TableOperationsController(Controller):
     async def commit_transaction(
         self, prefix: str, principal: Principal, tables: TableService, data: CommitTransactionRequest
     ) -> None:
-        changes = [parse_change(change) for change in data.table_changes]
+        limits = Limits.of(tables.ctx.settings)
+        changes = [parse_change(change, None, limits) for change in data.table_changes]
         await tables.commit_all(principal, decode_segment(prefix), changes)

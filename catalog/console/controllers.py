@@ -20,7 +20,7 @@ from litestar.response import Redirect, Template
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
 from catalog.api.management import MAX_AUDIT_ID
 from catalog.auth import Principal, Role, require_admin
-from catalog.console.paging import page_number
+from catalog.console.paging import KEYS_PER_PAGE, Pages, page_number
 from catalog.console.readings import ConsoleReader, TableRef, size_histogram
 from catalog.console.session import (
     CONSOLE_PATH,
@@ -321,12 +321,15 @@ class KeysController(Controller):
         status_code: int = 200,
         **context: Any,
     ) -> Template:
+        every = await keys.list(principal, None)
+        pages = Pages.of(page_number(request.query_params.get("page")), KEYS_PER_PAGE, len(every))
         return page(
             request,
             principal,
             "keys.html",
             status_code,
-            keys=await keys.list(principal, None),
+            keys=every[pages.offset : pages.offset + pages.size],
+            key_pages=pages,
             clusters=await clusters.list(principal),
             roles=[r.value for r in Role],
             **context,

@@ -11,6 +11,8 @@ from catalog.errors import BadRequest
 # The overview: clusters per page, and tables per page of each cluster (at most 200 rows a poll).
 CLUSTERS_PER_PAGE = 10
 TABLES_PER_PAGE = 20
+# The keys page: a cluster may hold `FLOE_QUOTA_KEYS` (1,000) keys, a global administrator sees all.
+KEYS_PER_PAGE = 50
 _MAX_PAGE_DIGITS = 7
 
 

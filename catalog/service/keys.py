@@ -17,6 +17,8 @@ from catalog.store.security import ApiKeyRecord
 # server itself, another cluster's key): it must not learn other tenants' or the operator's client ids.
 REDACTED_PRINCIPAL = "operator"
 
+# A revoked key counts against its cluster's key quota this long after it was revoked.
+REVOKED_KEYS_COUNT_FOR = timedelta(days=1)
 # Beyond a century an expiry means "never" and only risks overflowing dates.
 MAX_KEY_LIFETIME_SECONDS = 100 * 366 * 86400
 
@@ -116,14 +118,19 @@ class KeyService:
         return IssuedKey(record, secret)
 
     async def _check_quota(self, cluster: str) -> None:
-        """At most `FLOE_QUOTA_KEYS` keys of a cluster that are not revoked. Counted before the insert:
-        creates racing for the cluster's last places can all pass (keys are made by hand, one at a time)."""
+        """At most `FLOE_QUOTA_KEYS` keys of a cluster that are active or were revoked within a day:
+        revoked keys are kept (the audit log names them), so a create-and-revoke loop adds at most the
+        quota a day. Counted before the insert: creates racing for the cluster's last places can all
+        pass (keys are made by hand, one at a time)."""
         limit = self.auth.settings.quota_keys
-        held = sum(1 for r in await self.store.list_api_keys(cluster) if r.revoked_at is None)
+        since = datetime.now(UTC) - REVOKED_KEYS_COUNT_FOR
+        records = await self.store.list_api_keys(cluster)
+        held = sum(1 for r in records if r.revoked_at is None or r.revoked_at > since)
         if held >= limit:
             raise QuotaExceeded(
-                f"Quota exceeded: cluster {cluster} already holds {held} keys that are not revoked, its "
-                f"quota of {limit} (FLOE_QUOTA_KEYS); revoke some or ask the operator to raise it"
+                f"Quota exceeded: cluster {cluster} already holds {held} keys (active, or revoked in the "
+                f"last 24 hours), its quota of {limit} (FLOE_QUOTA_KEYS); revoke some and retry tomorrow, "
+                "or ask the operator to raise it"
             )
 
     async def list(self, principal: Principal, cluster: str | None) -> list[ApiKeyRecord]:

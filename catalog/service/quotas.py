@@ -10,9 +10,9 @@ store inside the creating transaction (`catalog.store.quotas`) and break with `Q
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
@@ -21,9 +21,11 @@ from pyiceberg.types import ListType, MapType, NestedField, StructType
 
 from catalog.errors import LimitExceeded
 from catalog.identifiers import Namespace
-from catalog.service.table_model import TableChange
 from catalog.settings import Settings
 from catalog.store.records import ClusterQuota, TabularKind, WarehouseRecord
+
+if TYPE_CHECKING:
+    from catalog.service.table_model import TableChange
 
 _SHOWN_CHARS = 40
 
@@ -117,9 +119,10 @@ class Limits:
             self.check_schema(schema, f"schema {schema.schema_id}")
         self.check_properties(metadata.properties, "table properties")
 
-    def check_view_updates(self, updates: Iterable[Any]) -> None:
-        """A view commit's updates as the spec's JSON (before the view core parses them)."""
-        for update in updates:
+    def check_updates_json(self, updates: Any) -> None:
+        """A table or view commit's updates as the spec's JSON, before they are parsed (pyiceberg takes
+        seconds over a 100,000-field schema): its added schemas and properties set."""
+        for update in updates if isinstance(updates, list) else ():
             if not isinstance(update, Mapping):
                 continue
             if update.get("action") == "add-schema":

@@ -8,12 +8,15 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from catalog import commit as core
 from catalog.errors import BadRequest
 from catalog.identifiers import Namespace, TableIdent
 from catalog.storage import StorageCredential
+
+if TYPE_CHECKING:
+    from catalog.service.quotas import Limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +123,9 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in candidates or etag in candidates or f"W/{etag}" in candidates
 
 
-def parse_change(body: Any, ident: TableIdent | None = None) -> TableChange:
-    """Parse a `CommitTableRequest`; the identifier comes from the path for single-table commits."""
+def parse_change(body: Any, ident: TableIdent | None = None, limits: Limits | None = None) -> TableChange:
+    """Parse a `CommitTableRequest`; the identifier comes from the path for single-table commits. With
+    `limits`, added schemas and properties are checked against them before they are parsed."""
     if not isinstance(body, dict):
         raise BadRequest("Invalid commit request: body must be a JSON object")
     if ident is None:
@@ -131,6 +135,8 @@ def parse_change(body: Any, ident: TableIdent | None = None) -> TableChange:
         if not isinstance(raw.get("namespace"), list):
             raise BadRequest("Invalid table change: 'identifier.namespace' must be an array")
         ident = TableIdent(Namespace.of(raw["namespace"]), raw["name"])
+    if limits is not None:
+        limits.check_updates_json(body.get("updates"))
     return TableChange(
         ident=ident,
         requirements=core.parse_requirements(body.get("requirements")),

@@ -134,7 +134,7 @@ class ViewService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.WRITE, prefix, ident.namespace.key)
         limits = Limits.of(self.ctx.settings)
-        limits.check_view_updates(change.updates)
+        limits.check_updates_json(change.updates)
         root = self.ctx.storage_root(warehouse, principal)
         storage = self.ctx.storage(warehouse, root)
         for _ in range(self.ctx.settings.commit_retries + 1):

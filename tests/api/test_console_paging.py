@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from catalog.console.paging import CLUSTERS_PER_PAGE, TABLES_PER_PAGE
+from catalog.console.paging import CLUSTERS_PER_PAGE, KEYS_PER_PAGE, TABLES_PER_PAGE
 from devtools.catalog_server import CatalogProcess
 from tests.api.catalog_thread import CatalogThread
 from tests.api.test_console import Browser, Key, create_key, text_of
@@ -161,5 +161,30 @@ def test_bad_pages_and_hidden_clusters_are_refused(paging: Paging) -> None:
         other = next(name for name in paging.clusters if name != paging.big)
         assert browser.get("/console", cluster=other).status_code == 404
         assert browser.get("/console/overview/rows", cluster="no-such-cluster").status_code == 404
+    finally:
+        browser.close()
+
+
+def test_the_keys_page_shows_keys_a_page_at_a_time(paging: Paging) -> None:
+    cluster = paging.clusters[-1] if paging.clusters[-1] != paging.big else paging.clusters[0]
+    with httpx.Client(
+        base_url=paging.server.url, timeout=60, headers={"Authorization": f"Bearer {paging.server.token()}"}
+    ) as admin:
+        made = [create_key(admin, "reader", cluster).client_id for _ in range(KEYS_PER_PAGE + 3)]
+        manager = create_key(admin, "admin", cluster)
+    browser = paging.browser(manager)
+    try:
+        listed: list[str] = []
+        for number in (1, 2):
+            page = browser.get("/console/keys", page=str(number))
+            assert page.status_code == 200, page.text
+            rows = re.findall(r'<th scope="row" data-label="Client id"><code>([^<]+)</code>', page.text)
+            assert len(rows) == (KEYS_PER_PAGE if number == 1 else 4)
+            listed.extend(rows)
+        assert f"Keys 1{DASH}{KEYS_PER_PAGE} of {KEYS_PER_PAGE + 4}" in text_of(
+            browser.get("/console/keys").text
+        )
+        assert listed == [*made, manager.client_id]
+        assert browser.get("/console/keys", page="x").status_code == 400
     finally:
         browser.close()
