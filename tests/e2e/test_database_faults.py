@@ -62,13 +62,13 @@ def pg() -> Iterator[LocalPostgres]:
 def catalog(pg: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyCatalog]:
     database = f"floe_{uuid.uuid4().hex[:8]}"
     env = {
-        "FLOE_AUTH": "none",
         "FLOE_DATABASE_STATEMENT_TIMEOUT_SECONDS": str(STATEMENT_TIMEOUT),
         "FLOE_DATABASE_CONNECT_TIMEOUT_SECONDS": str(CONNECT_TIMEOUT),
     }
     home = Path(tmp_path_factory.mktemp("floe-faults"))
     server = CatalogProcess(pg.create_database(database), home=home, env=env)
     with server, httpx.Client(base_url=server.url, timeout=120) as client:
+        client.headers["Authorization"] = f"Bearer {server.token()}"
         client.post("/v1/default/namespaces", json={"namespace": ["faults"]}).raise_for_status()
         client.post(f"{NAMESPACE}/tables", json={"name": "t", "schema": SCHEMA}).raise_for_status()
         yield FaultyCatalog(pg, database, server, client)
