@@ -19,9 +19,10 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import AddSchemaUpdate, SetPropertiesUpdate
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
-from catalog.errors import LimitExceeded
-from catalog.identifiers import Namespace
+from catalog.errors import LimitExceeded, QuotaExceeded
+from catalog.identifiers import Namespace, TableIdent
 from catalog.settings import Settings
+from catalog.store.interfaces import TabularStore
 from catalog.store.records import ClusterQuota, TabularKind, WarehouseRecord
 
 if TYPE_CHECKING:
@@ -185,3 +186,24 @@ def cluster_quota(
     return ClusterQuota(
         warehouse.id, namespace.levels[0], int(getattr(settings, name)), Settings.variable(name)
     )
+
+
+async def check_move(
+    store: TabularStore,
+    settings: Settings,
+    warehouse: WarehouseRecord,
+    source: TableIdent,
+    destination: TableIdent,
+    kind: TabularKind,
+) -> None:
+    """A rename into another cluster (only a global administrator reaches two) counts against that
+    cluster's quota. Counted before the rename: such renames are rare and made by hand."""
+    if source.namespace.levels[0] == destination.namespace.levels[0]:
+        return
+    quota = cluster_quota(settings, warehouse, destination.namespace, kind)
+    held = await store.count_in_cluster(warehouse.id, quota.root, kind)
+    if held >= quota.limit:
+        raise QuotaExceeded(
+            f"Quota exceeded: cluster {quota.root} already holds {held} {kind}s, its quota of {quota.limit} "
+            f"({quota.variable})"
+        )

@@ -49,7 +49,7 @@ from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
 from catalog.service.context import CatalogContext, run_blocking
 from catalog.service.listing_cache import Listing
-from catalog.service.quotas import Limits, cluster_quota
+from catalog.service.quotas import Limits, check_move, cluster_quota
 from catalog.service.table_model import (
     LoadedTable,
     TableChange,
@@ -631,6 +631,7 @@ class TableService:
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
         self._limits.check_name(destination.name, "table name")
+        await check_move(self.ctx.store, self.ctx.settings, warehouse, source, destination, "table")
         await self.ctx.rename(warehouse, source, destination, "table")
         for ident in (source, destination):
             await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))

@@ -14,7 +14,7 @@ from catalog.locations import confine, confine_metadata, confine_properties, con
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext
 from catalog.service.listing_cache import Listing
-from catalog.service.quotas import Limits, cluster_quota
+from catalog.service.quotas import Limits, check_move, cluster_quota
 from catalog.service.table_model import LoadedTable
 from catalog.storage import StorageEndpoint, client_properties
 from catalog.store import PendingCommit, WarehouseRecord
@@ -167,6 +167,7 @@ class ViewService:
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
         Limits.of(self.ctx.settings).check_name(destination.name, "view name")
+        await check_move(self.ctx.store, self.ctx.settings, warehouse, source, destination, "view")
         await self.ctx.rename(warehouse, source, destination, "view")
 
     async def register(

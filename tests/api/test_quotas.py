@@ -238,6 +238,27 @@ def _revoked_days_ago(server: CatalogProcess, client_id: str, days: int) -> None
     )
 
 
+def test_a_rename_into_a_full_cluster_is_refused(quotas: Quotas) -> None:
+    full, other = quotas.new_cluster(), quotas.new_cluster()
+    for name in ("t0", "t1", "t2"):
+        assert _create_table(full.writer, full.name, name).status_code == 200
+    assert _create_table(other.writer, other.name, "moving").status_code == 200
+    # Only a global administrator reaches two clusters.
+    rename = {
+        "source": {"namespace": [other.name], "name": "moving"},
+        "destination": {"namespace": [full.name], "name": "moved"},
+    }
+    refused = quotas.operator.post("/v1/default/tables/rename", json=rename)
+    _refused(refused, 403, "QuotaExceededException", "FLOE_QUOTA_TABLES")
+    assert other.writer.get(f"{_tables(other.name)}/moving").status_code == 200
+    # Within a cluster a rename creates nothing.
+    within = {
+        "source": {"namespace": [full.name], "name": "t0"},
+        "destination": {"namespace": [full.name], "name": "t9"},
+    }
+    assert full.admin.post("/v1/default/tables/rename", json=within).status_code == 204
+
+
 @pytest.mark.parametrize("kind", ["table", "view"])
 def test_concurrent_creates_never_exceed_the_quota(quotas: Quotas, kind: str) -> None:
     cluster = quotas.new_cluster()
