@@ -333,7 +333,11 @@ class SecurityStoreMixin:
             revoked_tokens.c.expires_at > datetime.now(UTC)
         )
         query = (
-            select(*_KEY_COLUMNS, revoked_tokens.c.jti.label("revoked_jti"), revoked_tokens.c.revoked_at)
+            select(
+                *_KEY_COLUMNS,
+                revoked_tokens.c.jti.label("revoked_jti"),
+                revoked_tokens.c.revoked_at.label("token_revoked_at"),
+            )
             .select_from(_KEY_FROM.outerjoin(revoked_tokens, on))
             .where(api_keys.c.client_id == client_id)
         )
@@ -342,7 +346,7 @@ class SecurityStoreMixin:
         if not rows:
             return None, NO_REVOCATIONS
         jtis = {r.revoked_jti for r in rows if r.revoked_jti is not None and r.revoked_jti != ALL_TOKENS}
-        until = [_aware(r.revoked_at).timestamp() for r in rows if r.revoked_jti == ALL_TOKENS]
+        until = [_aware(r.token_revoked_at).timestamp() for r in rows if r.revoked_jti == ALL_TOKENS]
         if not jtis and not until:
             return _key(rows[0]), NO_REVOCATIONS
         return _key(rows[0]), Revocations(frozenset(jtis), max(until) if until else None)

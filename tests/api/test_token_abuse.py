@@ -24,8 +24,9 @@ from joserfc.jwk import ECKey
 from sqlalchemy import func, select
 
 import catalog.service.auth_failures as auth_failures_module
+import catalog.service.security as security_module
 from catalog.console.session import SESSION_COOKIE
-from catalog.store.schema import auth_failures, signing_keys
+from catalog.store.schema import auth_failures, revoked_tokens, signing_keys
 from devtools.catalog_server import CatalogProcess
 from tests.api.catalog_thread import CatalogThread
 from tests.api.test_console import Browser
@@ -306,3 +307,40 @@ def test_sign_out_revokes_the_sessions_token(catalog_server: CatalogProcess) -> 
             ).is_success
     finally:
         browser.close()
+
+
+def test_a_key_with_too_many_revoked_tokens_ends_all_its_earlier_tokens(
+    catalog_server: CatalogProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Revocations stay bounded per key: past the cap, a sign-out ends every token of the key issued so
+    far (one row) instead of adding another row."""
+    monkeypatch.setattr(security_module, "MAX_REVOKED_TOKENS_PER_KEY", 2)
+    client_id, client_secret = new_key(catalog_server, role="reader")
+    key = {"client_id": client_id, "client_secret": client_secret}
+    ended = []
+    for _ in range(3):
+        browser = Browser(catalog_server.url)
+        try:
+            assert browser.post("/console/sign-in", key).status_code == 303
+            ended.append(browser.http.cookies[SESSION_COOKIE])
+            assert browser.post("/console/sign-out").status_code == 303
+        finally:
+            browser.close()
+    rows = run_db(
+        catalog_server.database_url,
+        select(revoked_tokens.c.jti).where(revoked_tokens.c.subject == client_id),
+    )
+    jtis = sorted(row[0] for row in rows)
+    assert len(jtis) == 3, jtis
+    assert jtis[0] == "*", jtis
+    with httpx.Client(base_url=catalog_server.url, timeout=30) as http:
+        for token in ended:
+            assert http.get("/v1/config", headers=bearer(token)).status_code == 401
+        time.sleep(1.1)  # tokens carry whole seconds: a token of the next second is not covered
+        browser = Browser(catalog_server.url)
+        try:
+            assert browser.post("/console/sign-in", key).status_code == 303
+            fresh = browser.http.cookies[SESSION_COOKIE]
+            assert http.get("/v1/config", headers=bearer(fresh)).status_code == 200
+        finally:
+            browser.close()
