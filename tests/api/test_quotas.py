@@ -17,6 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
+from pyiceberg.exceptions import BadRequestError, ForbiddenError
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
 from sqlalchemy import update
 
 from catalog.store.schema import api_keys
@@ -50,6 +53,7 @@ class Cluster:
     name: str
     admin: httpx.Client  # the cluster's admin key
     writer: httpx.Client
+    writer_credential: str  # `client_id:secret`, for pyiceberg
 
 
 @dataclass
@@ -75,11 +79,12 @@ def quotas(new_database: Callable[[], str], tmp_path_factory: pytest.TempPathFac
         def new_cluster() -> Cluster:
             name = f"kafka_{uuid.uuid4().hex[:8]}"
             assert operator.post("/management/v1/clusters", json={"name": name}).status_code == 201
-            keys = {}
+            keys, credentials = {}, {}
             for role in ("admin", "writer"):
                 created = operator.post("/management/v1/keys", json={"cluster": name, "role": role}).json()
                 keys[role] = client(server.token(created["client_id"], created["client_secret"]))
-            return Cluster(name, keys["admin"], keys["writer"])
+                credentials[role] = f"{created['client_id']}:{created['client_secret']}"
+            return Cluster(name, keys["admin"], keys["writer"], credentials["writer"])
 
         yield Quotas(server, operator, new_cluster)
         for made in clients:
@@ -195,6 +200,21 @@ def test_table_quota_holds_for_create_transaction_and_register(quotas: Quotas) -
     assert cluster.writer.get(f"{_tables(cluster.name)}/staged").status_code == 404
     assert cluster.admin.delete(f"{_tables(cluster.name)}/t0").status_code == 204
     assert _create_table(cluster.writer, cluster.name, "t3").status_code == 200
+
+
+def test_pyiceberg_reports_a_quota_as_forbidden_and_a_limit_as_bad_request(quotas: Quotas) -> None:
+    """What a client shows: pyiceberg raises ForbiddenError for the 403 (and does not retry it) and
+    BadRequestError for a limit, each with floe's message."""
+    cluster = quotas.new_cluster()
+    catalog = quotas.server.catalog(credential=cluster.writer_credential)
+    schema = Schema(NestedField(1, "id", LongType(), required=False))
+    for name in ("t0", "t1", "t2"):
+        catalog.create_table(f"{cluster.name}.{name}", schema=schema)
+    with pytest.raises(ForbiddenError, match=r"Quota exceeded.*FLOE_QUOTA_TABLES"):
+        catalog.create_table(f"{cluster.name}.t3", schema=schema)
+    with pytest.raises(BadRequestError, match="FLOE_MAX_NAME_BYTES"):
+        catalog.create_namespace((cluster.name, "n" * 256))
+    assert len(catalog.list_tables(cluster.name)) == 3
 
 
 def test_view_quota(quotas: Quotas) -> None:
