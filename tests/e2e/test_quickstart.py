@@ -33,6 +33,7 @@ from catalog.cli.up import port_answers
 from catalog.client import FloeClient, Forbidden
 from devtools.ports import free_port
 from tests.e2e.duckdb_client import attach_catalog, connect
+from tests.e2e.process_tree import assert_no_secret_on_command_lines
 
 # `floe up` (catalog, Kafka broker, Spark ingestion and maintenance): `pytest -m "not e2e"` skips it.
 pytestmark = pytest.mark.e2e
@@ -134,41 +135,6 @@ def _visible_after(
     raise AssertionError(f"user_id {user_id} not in {table} after {timeout} s")
 
 
-def _descendant_cmdlines(root: int) -> dict[int, bytes]:
-    """The command line of every live process below `root` (children, theirs, ...), by pid."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                # The parent pid is the 2nd field after the command name in parentheses.
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found: dict[int, bytes] = {}
-    todo = list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        try:
-            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        todo += children.get(pid, [])
-    return found
-
-
-def _assert_no_secret_on_command_lines(root: int, secrets: list[str]) -> None:
-    """Issue 29 item 12: no process floe up started (catalog, Kafka broker, Spark's JVM) carries a secret
-    in its argv, which any local user reads with `ps`."""
-    commands = _descendant_cmdlines(root)
-    started = b"\n".join(commands.values())
-    for process in (b"kafka.Kafka", b"org.apache.spark.deploy.SparkSubmit", b"serve"):
-        assert process in started, (process, commands)
-    for pid, command in commands.items():
-        for secret in secrets:
-            assert secret.encode() not in command, f"a secret in the command line of {pid}: {command[:200]!r}"
-
-
 def _pipeline_keys(home: Path) -> dict[str, dict[str, str]]:
     """The pipeline keys floe up keeps, by name; each file readable by its owner only."""
     keys = {}
@@ -251,8 +217,11 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
         assert set(keys) == {"pipeline-ingest-local", "pipeline-maintain-local"}
         assert "pipeline-ingest-local" in terminal.text  # the ready summary names them
         first_keys = keys
-        _assert_no_secret_on_command_lines(
-            terminal.pid, [admin["client_secret"], *(k["client_secret"] for k in keys.values())]
+        # Issue 29 item 12: no process floe up started (catalog, Kafka broker, Spark's JVM) carries a secret.
+        assert_no_secret_on_command_lines(
+            terminal.pid,
+            [admin["client_secret"], *(k["client_secret"] for k in keys.values())],
+            expected=(b"kafka.Kafka", b"org.apache.spark.deploy.SparkSubmit", b"serve"),
         )
         ingest_key = keys["pipeline-ingest-local"]
         with FloeClient(url, admin["client_id"], admin["client_secret"]) as floe:

@@ -33,6 +33,7 @@ from devtools.postgres import LocalPostgres
 from devtools.schema_registry import LocalSchemaRegistry
 from ingest.registry_client import RegistryClient, encode_confluent
 from tests.e2e.ingest_harness import IngestProcess, Produced, committed_offsets, produce, wait_until_committed
+from tests.e2e.process_tree import assert_no_secret_on_command_lines
 from tests.e2e.registry_proxy import REGISTRY_PASSWORD, REGISTRY_USER, BasicAuthProxy
 
 pytestmark = pytest.mark.e2e
@@ -344,6 +345,31 @@ def test_registry_behind_https_and_basic_auth(
         method == "GET" and "/schemas/ids/" in path and ok for method, path, ok in setup.registry.requests
     )
     assert all(ok for _, _, ok in setup.registry.requests)
+
+
+def test_no_secret_on_a_command_line(
+    setup: Setup,
+    ingest: IngestProcess,
+    server: CatalogProcess,
+    secured_kafka: LocalKafka,
+    admin: httpx.Client,
+) -> None:
+    """Issue 29 item 12: while `floe ingest` reads the secured listeners, neither it nor Spark's JVM nor
+    the broker carries a SASL, registry or catalog secret in its argv; the broker's settings file holding
+    its users' passwords is its owner's only."""
+    cluster = GOOD[0]
+    topic = setup.topics[cluster]
+    wait_until_committed(
+        admin, cluster, _table(topic), topic, setup.produced[cluster].end_offsets(), ingest=ingest
+    )
+    assert ingest.process is not None
+    assert secured_kafka.process is not None
+    secrets = [setup.secured.password, REGISTRY_PASSWORD, server.admin_client_secret]
+    assert_no_secret_on_command_lines(
+        ingest.process.pid, secrets, expected=(b"SparkSubmit",), include_root=True
+    )
+    assert_no_secret_on_command_lines(secured_kafka.process.pid, secrets, include_root=True)
+    assert secured_kafka.config_path.stat().st_mode & 0o077 == 0
 
 
 def test_status_shows_lag_through_the_secured_settings(
