@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from catalog.service.table_model import TableChange
 
 _SHOWN_CHARS = 40
+# Nested types (struct, list, map) in one schema: far beyond real schemas, well within what pyiceberg's
+# recursive parsing and the console's schema view take.
+MAX_SCHEMA_DEPTH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +96,11 @@ class Limits:
             )
 
     def check_schema_json(self, schema: Any, what: str = "schema") -> None:
-        """A schema as the spec's JSON (before it is parsed): its fields, counted until the limit."""
+        """A schema as the spec's JSON (before it is parsed): its fields, counted until the limit, and
+        its nesting (pyiceberg parses nested types recursively: deeper is a RecursionError, a 500)."""
         self._check_width(json_schema_width(schema, self.schema_fields + 1), what)
+        if json_schema_depth(schema, MAX_SCHEMA_DEPTH + 1) > MAX_SCHEMA_DEPTH:
+            raise LimitExceeded(f"Invalid {what}: types nested more than {MAX_SCHEMA_DEPTH} levels deep")
 
     def check_schema(self, schema: Schema, what: str = "schema") -> None:
         self._check_width(schema_width(schema), what)
@@ -152,6 +158,25 @@ def json_schema_width(schema: Any, stop_at: int) -> int:
             count += 2
             pending.extend((node.get("key"), node.get("value")))
     return count
+
+
+def json_schema_depth(schema: Any, stop_at: int) -> int:
+    """How deep a JSON schema's types nest (a struct of primitives: 1), found without recursion and
+    only up to `stop_at`."""
+    deepest, pending = 0, [(schema, 1)]
+    while pending and deepest < stop_at:
+        node, depth = pending.pop()
+        if not isinstance(node, Mapping):
+            continue
+        deepest = max(deepest, depth)
+        kind = node.get("type")
+        if kind == "struct" and isinstance(node.get("fields"), list):
+            pending.extend((f.get("type"), depth + 1) for f in node["fields"] if isinstance(f, Mapping))
+        elif kind == "list":
+            pending.append((node.get("element"), depth + 1))
+        elif kind == "map":
+            pending.extend(((node.get("key"), depth + 1), (node.get("value"), depth + 1)))
+    return deepest
 
 
 def schema_width(schema: Schema) -> int:

@@ -289,3 +289,46 @@ def test_a_key_expiry_no_date_has_is_a_400(catalog_server: CatalogProcess, world
         assert response.status_code == 400, response.text[:500]
     finally:
         browser.close()
+
+
+@pytest.mark.parametrize("depth", [60, 200, 900])
+def test_a_deeply_nested_schema_is_refused_or_shown(
+    catalog_server: CatalogProcess, world: World, depth: int
+) -> None:
+    """A writer's table whose column is a list of lists …: up to 64 nested types it is created and the
+    console shows it; deeper it is refused with a 400 before pyiceberg parses it (a RecursionError, a
+    500, before)."""
+    name = f"deep_{depth}_{uuid.uuid4().hex[:6]}"
+    kind: object = "long"
+    for level in range(depth):
+        kind = {"type": "list", "element-id": 1000 + level, "element": kind, "element-required": False}
+    schema = {"type": "struct", "fields": [{"id": 1, "name": "nested", "required": False, "type": kind}]}
+    headers = {"Authorization": f"Bearer {catalog_server.token(world.writer.client_id, world.writer.secret)}"}
+    created = httpx.post(
+        f"{catalog_server.url}/v1/default/namespaces/{world.cluster}/tables",
+        json={"name": name, "schema": schema},
+        headers=headers,
+        timeout=60,
+    )
+    if depth > 63:
+        assert created.status_code == 400, created.text[:500]
+        assert "types nested more than 64 levels deep" in created.json()["error"]["message"]
+        flat = {"type": "struct", "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}]}
+        path = f"{catalog_server.url}/v1/default/namespaces/{world.cluster}/tables"
+        assert httpx.post(path, json={"name": name, "schema": flat}, headers=headers).status_code == 200
+        update = {"action": "add-schema", "schema": {**schema, "schema-id": 1}}
+        evolved = httpx.post(
+            f"{path}/{name}", json={"requirements": [], "updates": [update]}, headers=headers
+        )
+        assert evolved.status_code == 400, evolved.text[:500]
+        assert "types nested more than 64 levels deep" in evolved.json()["error"]["message"]
+        return
+    assert created.status_code == 200, created.text[:500]
+    browser = signed_in(catalog_server, world.reader)
+    try:
+        for path in ("", "/connect"):
+            page = browser.get(f"/console/tables/default/{world.cluster}/{name}{path}")
+            assert page.status_code == 200, page.text[:500]
+        assert f"{world.cluster}.{name}" in browser.page("/console/")
+    finally:
+        browser.close()
