@@ -33,12 +33,14 @@ from catalog.api.errors import error_body
 from catalog.settings import Settings
 
 _REASONS = {
+    400: b"Bad Request",
     408: b"Request Timeout",
     429: b"Too Many Requests",
     431: b"Request Header Fields Too Large",
     503: b"Service Unavailable",
 }
 _ERROR_TYPES = {
+    400: "BadRequestException",
     408: "BadRequestException",
     429: "TooManyRequestsException",
     431: "BadRequestException",
@@ -354,6 +356,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         # An unfinished head is held in memory by the parser: bound it by what was received.
         if self._reading_head and self._head_raw_bytes > self.limits.max_header_bytes:
             self._refuse(431, f"Request head larger than {self.limits.max_header_bytes} bytes")
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn answers a request it cannot parse (a NUL in the path, a broken request line) in plain
+        # text; floe's errors are the spec's error JSON.
+        self._refuse(400, msg)
 
     def _count_head(self, size: int) -> None:
         self._head_field_bytes += size

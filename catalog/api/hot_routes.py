@@ -225,14 +225,20 @@ class HotRoutes:
     async def _serve_token(self, scope: Scope, receive: Receive) -> Answer | None:
         state = self.litestar.state
         authorization = b""
+        declared = b""
         for key, value in scope["headers"]:
-            if key.lower() == b"authorization":
+            name = key.lower()
+            if name == b"authorization":
                 authorization = value
-                break
+            elif name == b"content-length":
+                declared = value
         client = scope.get("client")
         source = client[0] if client else "unknown"
         request_state = scope.setdefault("state", {})
         try:
+            # A Content-Length over the limit is refused before waiting for a body it may never send.
+            if len(declared) > 18 or (declared.isdigit() and int(declared) > MAX_TOKEN_REQUEST_BYTES):
+                raise OAuthFailure(413, "invalid_request", "The token request is too large")
             body = await _read_body(receive, MAX_TOKEN_REQUEST_BYTES)
             if body is None:
                 return None  # the client left: nobody to answer, nothing was asked

@@ -37,6 +37,9 @@ ViewUpdates = Annotated[
     list[JsonObject], msgspec.Meta(description="Changes to the view metadata (spec schema `ViewUpdate`)")
 ]
 Properties = dict[str, str]
+# The spec's `integer` `format: int64`: Python's ints are unbounded, and a larger one would reach the
+# database (or a reader in another language) instead of being the client's 400.
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 Config = Annotated[
     Properties,
     msgspec.Meta(description="Table- or view-specific client configuration, e.g. FileIO and S3 settings"),
@@ -171,12 +174,12 @@ class ReportMetricsRequest(_Kebab):
 
     report_type: str
     table_name: str | None = None
-    snapshot_id: int | None = None
+    snapshot_id: Int64 | None = None
     filter: Annotated[Any, msgspec.Meta(description="spec schema `Expression`")] = None
-    schema_id: int | None = None
-    projected_field_ids: list[int] | None = None
+    schema_id: Int64 | None = None
+    projected_field_ids: list[Int64] | None = None
     projected_field_names: list[str] | None = None
-    sequence_number: int | None = None
+    sequence_number: Int64 | None = None
     operation: str | None = None
     metrics: Annotated[JsonObject | None, msgspec.Meta(description="spec schema `Metrics`")] = None
     metadata: Properties | None = None

@@ -21,6 +21,7 @@ REDACTED_PRINCIPAL = "operator"
 REVOKED_KEYS_COUNT_FOR = timedelta(days=1)
 # Beyond a century an expiry means "never" and only risks overflowing dates.
 MAX_KEY_LIFETIME_SECONDS = 100 * 366 * 86400
+MAX_DESCRIPTION_CHARS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,8 @@ class KeyService:
         authorize_key_management(principal, request.cluster)
         if "\x00" in request.description:  # PostgreSQL text cannot hold it: refused on every backend
             raise BadRequest("Invalid description: must not contain NUL")
+        if len(request.description) > MAX_DESCRIPTION_CHARS:  # the console's form allows as many
+            raise BadRequest(f"Invalid description: at most {MAX_DESCRIPTION_CHARS} characters")
         if request.cluster is None and role is not Role.ADMIN:
             raise BadRequest("A key without a cluster must be a global admin key (role admin)")
         if request.cluster is not None:

@@ -18,6 +18,12 @@ from catalog.store.records import WarehouseRecord
 
 MAX_ACTIONS = 100
 MAX_ERROR_CHARS = 10_000
+# Names of tables are at most FLOE_MAX_NAME_BYTES (itself at most 65,536) and of actions a few words;
+# a report naming more names nothing that exists, and would only fill the passes table.
+MAX_NAME_CHARS = 65_536
+MAX_NAMESPACE_LEVELS = 1_000
+MAX_ACTION_NAME_CHARS = 200
+MAX_STAT = 2**63 - 1  # the statistics are int64 (bigint columns and JSON read back by engines)
 
 WarehouseLookup = Callable[[str], Awaitable[WarehouseRecord]]
 
@@ -105,6 +111,11 @@ def _check(report: MaintenancePassReport) -> str:
         raise BadRequest("Invalid maintenance pass: namespace must be a non-empty list of non-empty levels")
     if not report.table:
         raise BadRequest("Invalid maintenance pass: table must not be empty")
+    names = [report.warehouse, report.table, *report.namespace]
+    if len(report.namespace) > MAX_NAMESPACE_LEVELS or max(map(len, names)) > MAX_NAME_CHARS:
+        raise BadRequest("Invalid maintenance pass: warehouse, namespace or table name too long")
+    if any(len(a.name) > MAX_ACTION_NAME_CHARS for a in report.actions):
+        raise BadRequest(f"Invalid maintenance pass: action names are at most {MAX_ACTION_NAME_CHARS} chars")
     if report.duration_seconds < 0 or any(a.duration_seconds < 0 for a in report.actions):
         raise BadRequest("Invalid maintenance pass: durations must not be negative")
     if len(report.actions) > MAX_ACTIONS:
@@ -112,6 +123,8 @@ def _check(report: MaintenancePassReport) -> str:
     for stats in (report.before, report.after):
         if stats is not None and min(msgspec.structs.astuple(stats)) < 0:
             raise BadRequest("Invalid maintenance pass: table statistics must not be negative")
+        if stats is not None and max(msgspec.structs.astuple(stats)) > MAX_STAT:
+            raise BadRequest(f"Invalid maintenance pass: table statistics must be at most {MAX_STAT}")
     return SEPARATOR.join(report.namespace)
 
 
