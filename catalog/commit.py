@@ -497,6 +497,8 @@ def parse_table_metadata(text: str | bytes) -> TableMetadata:
         raise BadRequest("Invalid table metadata: not UTF-8 text") from None
     except (ValueError, IcebergValidationError) as exc:
         raise BadRequest(f"Invalid table metadata: {_describe_without_input(exc)}") from None
+    except RecursionError:  # types nested deeper than pyiceberg's recursive parsing goes
+        raise BadRequest("Invalid table metadata: types nested too deeply") from None
 
 
 _VERSION_PREFIX = re.compile(r"^(\d+)-")

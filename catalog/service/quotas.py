@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from catalog.service.table_model import TableChange
 
 _SHOWN_CHARS = 40
-# Nested types (struct, list, map) in one schema: far beyond real schemas, well within what pyiceberg's
-# recursive parsing and the console's schema view take.
-MAX_SCHEMA_DEPTH = 64
+# Nested types (struct, list, map) in one schema: far beyond real schemas, and well within pyiceberg's
+# recursive parsing (about 15 Python frames a struct level: 65 levels exhaust a bare interpreter's stack).
+MAX_SCHEMA_DEPTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +104,8 @@ class Limits:
 
     def check_schema(self, schema: Schema, what: str = "schema") -> None:
         self._check_width(schema_width(schema), what)
+        if schema_depth(schema) > MAX_SCHEMA_DEPTH:
+            raise LimitExceeded(f"Invalid {what}: types nested more than {MAX_SCHEMA_DEPTH} levels deep")
 
     def check_table_change(self, change: TableChange) -> None:
         """A table commit's added schemas and properties set, and the name of a table it creates."""
@@ -176,6 +178,23 @@ def json_schema_depth(schema: Any, stop_at: int) -> int:
             pending.append((node.get("element"), depth + 1))
         elif kind == "map":
             pending.extend(((node.get("key"), depth + 1), (node.get("value"), depth + 1)))
+    return deepest
+
+
+def schema_depth(schema: Schema) -> int:
+    """How deep a parsed schema's types nest, as `json_schema_depth` counts (without recursion)."""
+    deepest, pending = 1, [(field, 2) for field in schema.fields]
+    while pending:
+        field, depth = pending.pop()
+        kind = field.field_type
+        if isinstance(kind, StructType | ListType | MapType):
+            deepest = max(deepest, depth)
+        if isinstance(kind, StructType):
+            pending.extend((child, depth + 1) for child in kind.fields)
+        elif isinstance(kind, ListType):
+            pending.append((kind.element_field, depth + 1))
+        elif isinstance(kind, MapType):
+            pending.extend(((kind.key_field, depth + 1), (kind.value_field, depth + 1)))
     return deepest
 
 

@@ -24,6 +24,7 @@ from catalog.console import controllers
 from devtools.catalog_server import CatalogProcess
 from tests.api.test_console import Browser, Key, World, create_key, signed_in, text_of
 from tests.unit.test_config_bounds import yaml_bomb
+from tests.unit.test_schema_depth import nested
 
 DEEP = "tables: " + "[" * 100_000 + "]" * 100_000
 
@@ -291,18 +292,17 @@ def test_a_key_expiry_no_date_has_is_a_400(catalog_server: CatalogProcess, world
         browser.close()
 
 
-@pytest.mark.parametrize("depth", [60, 200, 900])
+@pytest.mark.parametrize(
+    ("kind", "depth"), [("struct", 32), ("list", 32), ("struct", 33), ("list", 200), ("list", 900)]
+)
 def test_a_deeply_nested_schema_is_refused_or_shown(
-    catalog_server: CatalogProcess, world: World, depth: int
+    catalog_server: CatalogProcess, world: World, kind: str, depth: int
 ) -> None:
-    """A writer's table whose column is a list of lists …: up to 64 nested types it is created and the
-    console shows it; deeper it is refused with a 400 before pyiceberg parses it (a RecursionError, a
-    500, before)."""
-    name = f"deep_{depth}_{uuid.uuid4().hex[:6]}"
-    kind: object = "long"
-    for level in range(depth):
-        kind = {"type": "list", "element-id": 1000 + level, "element": kind, "element-required": False}
-    schema = {"type": "struct", "fields": [{"id": 1, "name": "nested", "required": False, "type": kind}]}
+    """A writer's table whose column is a struct of structs … or a list of lists …: up to 32 nested types
+    it is created and the console shows it; deeper it is refused with a 400 before pyiceberg parses it
+    (a RecursionError, a 500, before)."""
+    name = f"deep_{kind}_{depth}_{uuid.uuid4().hex[:6]}"
+    schema = nested(depth - 1, kind)
     headers = {"Authorization": f"Bearer {catalog_server.token(world.writer.client_id, world.writer.secret)}"}
     created = httpx.post(
         f"{catalog_server.url}/v1/default/namespaces/{world.cluster}/tables",
@@ -310,9 +310,9 @@ def test_a_deeply_nested_schema_is_refused_or_shown(
         headers=headers,
         timeout=60,
     )
-    if depth > 63:
+    if depth > 32:
         assert created.status_code == 400, created.text[:500]
-        assert "types nested more than 64 levels deep" in created.json()["error"]["message"]
+        assert "types nested more than 32 levels deep" in created.json()["error"]["message"]
         flat = {"type": "struct", "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}]}
         path = f"{catalog_server.url}/v1/default/namespaces/{world.cluster}/tables"
         assert httpx.post(path, json={"name": name, "schema": flat}, headers=headers).status_code == 200
@@ -321,7 +321,7 @@ def test_a_deeply_nested_schema_is_refused_or_shown(
             f"{path}/{name}", json={"requirements": [], "updates": [update]}, headers=headers
         )
         assert evolved.status_code == 400, evolved.text[:500]
-        assert "types nested more than 64 levels deep" in evolved.json()["error"]["message"]
+        assert "types nested more than 32 levels deep" in evolved.json()["error"]["message"]
         return
     assert created.status_code == 200, created.text[:500]
     browser = signed_in(catalog_server, world.reader)
