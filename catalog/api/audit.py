@@ -1,7 +1,9 @@
 """The audit log: every mutation and token request — who, what, when, outcome — stored in the database.
 
 Only the route, its path parameters and the outcome are recorded; request bodies (which may hold
-secrets) never are.
+secrets) never are. A successful mutation is never answered unaudited: a table commit stores its entry
+in its own transaction (`catalog.service.request_records`); for the others the answer is held until
+the entry is stored, and replaced by a 503 when it cannot be.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from typing import Any
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from catalog.api.errors import error_body
 from catalog.identifiers import SEPARATOR, decode_segment
 from catalog.observability import REQUEST_ID
 from catalog.service.audit import AuditWriter
+from catalog.service.request_records import REQUEST_RECORDS, RequestRecords
 from catalog.store.security import AuditEntry
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,13 @@ def _target(path_params: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+# The answer to a successful mutation whose audit entry could not be written (the change may be applied).
+UNAUDITED_MESSAGE = (
+    "The request's audit entry could not be written (database unavailable), so its answer is withheld: "
+    "the change may have been applied; retry with the same Idempotency-Key to learn its outcome"
+)
+
+
 def audit_middleware(app: ASGIApp) -> ASGIApp:
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP or scope.get("method", "") not in AUDITED_METHODS:
@@ -55,41 +66,64 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
             return
         status = 500
         recorded = False
+        start: Message | None = None
+        records = RequestRecords(
+            audit_entry=lambda answered: entry_of(scope, answered, _action(scope)),
+            success_status=int(getattr(scope.get("route_handler"), "status_code", None) or 200),
+        )
+        token = REQUEST_RECORDS.set(records)
 
         async def capture(message: Message) -> None:
-            nonlocal status, recorded
+            nonlocal status, recorded, start
             if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                # Held until the entry is stored: a success that cannot be audited is not answered.
+                status, start = message["status"], message
+                return
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
                 # Recorded before the response completes: a client that has its answer finds the
                 # mutation in the audit log (not a moment later).
                 recorded = True
-                await _record(scope, status)
+                if records.audited_status != status and not await _record(scope, status) and status < 400:
+                    start, message = _unaudited_answer()
+            if start is not None:
+                await send(start)
+                start = None
             await send(message)
 
         try:
             await app(scope, receive, capture)
         finally:
+            REQUEST_RECORDS.reset(token)
             if not recorded:
                 await _record(scope, status)
 
     return middleware
 
 
-async def _record(scope: Scope, status: int) -> None:
+def _unaudited_answer() -> tuple[Message, Message]:
+    payload = error_body(503, "ServiceUnavailableException", UNAUDITED_MESSAGE)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    start: Message = {"type": "http.response.start", "status": 503, "headers": headers}
+    return start, {"type": "http.response.body", "body": payload, "more_body": False}
+
+
+def _action(scope: Scope) -> str:
     handler = scope.get("route_handler")
     operation = getattr(handler, "operation_id", None)
-    action = operation if isinstance(operation, str) else str(scope.get("path_template") or scope.get("path"))
-    await record_request(scope["litestar_app"].state.ctx.audit, scope, status, action)
+    return operation if isinstance(operation, str) else str(scope.get("path_template") or scope.get("path"))
 
 
-async def record_request(audit: AuditWriter, scope: Scope, status: int, action: str) -> None:
-    """Write the audit entry of an answered request (its failure is logged, never raised)."""
+async def _record(scope: Scope, status: int) -> bool:
+    return await record_request(scope["litestar_app"].state.ctx.audit, scope, status, _action(scope))
+
+
+def entry_of(scope: Scope, status: int, action: str) -> AuditEntry:
+    """The audit entry of a request answered with `status`."""
     state: dict[str, Any] = scope.get("state", {})
     principal = state.get(PRINCIPAL_STATE_KEY)
     subject = principal.subject if principal is not None else state.get(TOKEN_CLIENT_STATE_KEY, "anonymous")
     client = scope.get("client")
-    entry = AuditEntry(
+    return AuditEntry(
         subject=str(subject)[:255],
         cluster=principal.cluster if principal is not None else None,
         action=action[:128],
@@ -99,6 +133,11 @@ async def record_request(audit: AuditWriter, scope: Scope, status: int, action: 
         request_id=REQUEST_ID.get()[:64],
         source=client[0] if client else "",
     )
+
+
+async def record_request(audit: AuditWriter, scope: Scope, status: int, action: str) -> bool:
+    """Write the audit entry of an answered request; False when it could not be written (logged)."""
+    entry = entry_of(scope, status, action)
     try:
         if action == TOKEN_OPERATION and status == 200:
             await audit.record_repeatable(entry)
@@ -106,3 +145,5 @@ async def record_request(audit: AuditWriter, scope: Scope, status: int, action: 
             await audit.record(entry)
     except Exception:
         log.exception("could not write audit entry for %s", action)
+        return False
+    return True

@@ -27,6 +27,7 @@ from catalog.service.idempotency import (
     UsedForOtherRequest,
     idempotency_identity,
 )
+from catalog.service.request_records import REQUEST_RECORDS, RequestRecords
 
 # The lease and the key identity are the idempotency service's; tests and tools import them from here.
 __all__ = [
@@ -181,6 +182,12 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
         if not isinstance(claim, Claimed):
             await _send_earlier(send, claim)
             return
+        # A commit marks the key landed in its own transaction; a landed claim is answered from it.
+        records = REQUEST_RECORDS.get()
+        if records is None:
+            records = RequestRecords()
+            REQUEST_RECORDS.set(records)
+        records.claim = claim
 
         status = 500
         content_type = "application/json"

@@ -24,6 +24,9 @@ class AuditPage:
 
 # Entries one INSERT writes at most.
 MAX_GROUP = 500
+# Tries of a group's write: a connection whose backend was terminated fails once and is dropped, so
+# the next try runs on another (a mutation is not answered while its entry is unwritten).
+WRITE_ATTEMPTS = 3
 # Windows of repeated entries kept at once; beyond it, all are summarized and a fresh set begins.
 MAX_REPEAT_WINDOWS = 10_000
 # (subject, cluster, action, target, outcome, status code, source): entries alike but for time and id.
@@ -150,7 +153,7 @@ class AuditWriter:
         while self._pending:
             group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
             try:
-                await self.store.add_audit_entries([entry for entry, _ in group])
+                await self._write_group([entry for entry, _ in group])
             except Exception as exc:  # every caller of the group hears of it
                 for _, done in group:
                     if not done.done():
@@ -159,6 +162,18 @@ class AuditWriter:
                 for _, done in group:
                     if not done.done():
                         done.set_result(None)
+
+    async def _write_group(self, entries: list[AuditEntry]) -> None:
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                await self.store.add_audit_entries(entries)
+                return
+            except Exception:
+                # A failure after the rows were stored would write them twice: an entry too many is
+                # better than a change without one.
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                log.warning("audit write failed (attempt %d), retrying", attempt, exc_info=True)
 
 
 def _log_failure(done: asyncio.Future[None]) -> None:

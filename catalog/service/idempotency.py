@@ -7,6 +7,9 @@
   client may retry them. A response that carries a secret is stored as its status only (`withheld`).
 - A pending key is held under a lease of `IDEMPOTENCY_LEASE_SECONDS` that its request renews while it
   runs; when the owner dies, one waiting retry takes the key over once the lease runs out.
+- A table commit marks its key `landed` in the commit's own transaction (`catalog.store.commit_records`),
+  so a retry after a crash between the commit and the answer takes the key over `landed`: the commit
+  is answered from what it wrote, never applied again (`catalog.service.request_records`).
 """
 
 from __future__ import annotations
@@ -49,10 +52,12 @@ def idempotency_identity(
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
-    """This request owns the key: run it, then `finish` (or `release`)."""
+    """This request owns the key: run it, then `finish` (or `release`). `landed`: an earlier attempt's
+    change committed, and this is what its answer is rebuilt from."""
 
     stored_key: str
     owner: str
+    landed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,8 @@ class IdempotencyService:
             state, row = earlier
             if row is not None and row.fingerprint != fingerprint:
                 return UsedForOtherRequest()
+            if state == "taken" and row is not None:
+                return Claimed(stored_key, owner, row.response_body or "")
             if state == "done" and row is not None:
                 return Replay(row.status_code or 0, row.response_body or "", row.content_type)
             if state == "withheld" and row is not None:

@@ -26,6 +26,7 @@ from catalog.errors import (
     NoSuchTable,
 )
 from catalog.events import TableChanged
+from catalog.faults import CRASH_AFTER_COMMIT, crash_point
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import (
     SnapshotAtPosition,
@@ -50,6 +51,7 @@ from catalog.security.vending import can_vend, check_scope, wants_vended_credent
 from catalog.service.context import CatalogContext, run_blocking
 from catalog.service.listing_cache import Listing
 from catalog.service.quotas import Limits, check_move, cluster_quota
+from catalog.service.request_records import request_records
 from catalog.service.table_model import (
     LoadedTable,
     TableChange,
@@ -61,6 +63,7 @@ from catalog.service.table_model import (
 )
 from catalog.storage import StorageCredential, StorageEndpoint, client_properties, endpoint_for
 from catalog.store import DroppedTabular, NamespaceRecord, PendingCommit, WarehouseRecord
+from catalog.store.commit_records import RequestTakenOver
 from catalog.store.database_faults import write_outcome_unknown
 
 log = logging.getLogger(__name__)
@@ -415,6 +418,11 @@ class TableService:
             self._limits.check_table_change(change)
         root = self.ctx.storage_root(warehouse, principal)
         storage = self.ctx.storage(warehouse, root)
+        request = request_records()
+        landed = request.landed_locations(len(changes)) if request is not None else None
+        if landed is not None:
+            # An earlier attempt of this request committed (then its process died): answer it again.
+            return await self._landed(principal, warehouse, storage, landed)
         attempts = self.ctx.settings.commit_retries + 1
         # One commit per table at a time in this process: concurrent commits to a table can only land
         # one by one (compare-and-swap), so racing them here just burned retries (and failed commits
@@ -434,10 +442,17 @@ class TableService:
                                 p.metadata_json.encode(),
                             )
                     to_swap = [p for p, changed in pending if changed]
-                    swapped = not to_swap or await self.ctx.store.swap(to_swap)
+                    # The request's audit entry and idempotency outcome commit with the swap.
+                    records = request.for_commit([r.metadata_location for r in results]) if request else None
+                    swapped = not to_swap or await self.ctx.store.swap(to_swap, records)
+                    if to_swap and swapped and request is not None and records is not None:
+                        request.committed(records)
                 except AlreadyExists:
                     await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
                     raise CommitFailed("Requirement failed: table already exists") from None
+                except RequestTakenOver:
+                    await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
+                    raise
                 except Exception as exc:
                     if not write_outcome_unknown(exc):
                         raise  # e.g. DatabaseUnavailable: nothing reached the database
@@ -447,6 +462,7 @@ class TableService:
                         f"Commit state unknown: the database failed during the commit ({type(exc).__name__})"
                     ) from exc
                 if swapped:
+                    crash_point(CRASH_AFTER_COMMIT)
                     for location, model in models:
                         self.ctx.metadata_models.put(location, model)
                     for ident in idents:
@@ -464,6 +480,20 @@ class TableService:
         raise CommitFailed(
             f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts"
         )
+
+    async def _landed(
+        self, principal: Principal, warehouse: WarehouseRecord, storage: Any, locations: list[str]
+    ) -> list[LoadedTable]:
+        """The answer of a commit that landed: its tables as it wrote them (metadata files are never
+        overwritten, so they are what the first attempt answered)."""
+        limit = self.ctx.settings.max_metadata_file_bytes
+        config = self.table_config(warehouse)
+        results = []
+        for location in locations:
+            read = storage.read_metadata_file
+            raw = await self.ctx.run_storage(warehouse, principal, read, location, limit)
+            results.append(LoadedTable(location, raw.decode(), config))
+        return results
 
     async def _prepare(
         self, warehouse: WarehouseRecord, changes: list[TableChange], root: str

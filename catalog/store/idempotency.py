@@ -14,7 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.store.schema import idempotency_keys
 
-IdempotencyState = Literal["pending", "done", "withheld"]
+# `landed`: the request's change committed (with the key, in its transaction), its answer not stored yet;
+# `response_body` holds what the answer is rebuilt from (`catalog.store.commit_records`).
+IdempotencyState = Literal["pending", "landed", "done", "withheld"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +54,12 @@ class IdempotencyStoreMixin:
     async def claim_idempotency_key(
         self, key: str, fingerprint: str, owner: str, lease: timedelta
     ) -> tuple[str, IdempotencyRecord | None] | None:
-        """Claim `key` for a new request: None when claimed, else (state, record) of the earlier request.
+        """Claim `key` for a new request: None when claimed, ("taken", record) when a landed key was taken
+        over, else (state, record) of the earlier request.
 
-        A pending key whose lease ran out (its owner crashed or hung) is taken over by one caller with
-        the same fingerprint: the conditional update lets exactly one of several waiters win.
+        A pending or landed key whose lease ran out (its owner crashed or hung) is taken over by one
+        caller with the same fingerprint: the conditional update lets exactly one of several waiters
+        win. A landed key's change committed: the new owner answers it without applying it again.
         """
         now = datetime.now(UTC)
         try:
@@ -79,30 +83,33 @@ class IdempotencyStoreMixin:
         if row is None:  # released between our insert and read: try once more
             return ("pending", None)
         expired = row.lease_until is None or _aware(row.lease_until) < now
-        if row.state != "pending" or row.fingerprint != fingerprint or not expired:
+        if row.state not in ("pending", "landed") or row.fingerprint != fingerprint or not expired:
             return (row.state, _record(row))
         async with self._writing() as conn:
             taken = await conn.execute(
                 update(idempotency_keys)
                 .where(
                     idempotency_keys.c.key == key,
-                    idempotency_keys.c.state == "pending",
+                    idempotency_keys.c.state == row.state,
                     idempotency_keys.c.owner == row.owner,
                     or_(idempotency_keys.c.lease_until.is_(None), idempotency_keys.c.lease_until < now),
                 )
                 .values(owner=owner, lease_until=now + lease)
             )
-        return None if taken.rowcount == 1 else ("pending", _record(row))
+        if taken.rowcount != 1:
+            return ("pending", _record(row))
+        return ("taken", _record(row)) if row.state == "landed" else None
 
     async def renew_idempotency_lease(self, key: str, owner: str, lease: timedelta) -> bool:
-        """Extend the owner's lease on its pending key; False when the key is no longer the owner's."""
+        """Extend the owner's lease on its pending (or landed) key; False when the key is no longer the
+        owner's."""
         async with self._writing() as conn:
             result = await conn.execute(
                 update(idempotency_keys)
                 .where(
                     idempotency_keys.c.key == key,
                     idempotency_keys.c.owner == owner,
-                    idempotency_keys.c.state == "pending",
+                    idempotency_keys.c.state.in_(("pending", "landed")),
                 )
                 .values(lease_until=datetime.now(UTC) + lease)
             )
@@ -132,14 +139,26 @@ class IdempotencyStoreMixin:
             )
 
     async def release_idempotency_key(self, key: str, owner: str) -> None:
+        """Forget a pending key; a landed one (its change committed) is kept for the retry, whose lease
+        starts now."""
         async with self._writing() as conn:
-            await conn.execute(
+            deleted = await conn.execute(
                 delete(idempotency_keys).where(
                     idempotency_keys.c.key == key,
                     idempotency_keys.c.owner == owner,
                     idempotency_keys.c.state == "pending",
                 )
             )
+            if deleted.rowcount == 0:
+                await conn.execute(
+                    update(idempotency_keys)
+                    .where(
+                        idempotency_keys.c.key == key,
+                        idempotency_keys.c.owner == owner,
+                        idempotency_keys.c.state == "landed",
+                    )
+                    .values(lease_until=datetime.now(UTC))
+                )
 
     async def expire_idempotency_keys(self, older_than: timedelta) -> int:
         async with self._writing() as conn:

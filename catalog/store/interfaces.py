@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from catalog.store.commit_records import CommitRecords
 from catalog.store.idempotency import IdempotencyRecord, IdempotencyState
 from catalog.store.ingest_history import IngestSample
 from catalog.store.maintenance import MaintenancePassRecord
@@ -75,7 +76,7 @@ class TabularStore(Protocol):
         self, namespace_id: str, kind: TabularKind, page_token: str | None, page_size: int | None
     ) -> tuple[list[str], str | None]: ...
 
-    async def swap(self, commits: Sequence[PendingCommit]) -> bool: ...
+    async def swap(self, commits: Sequence[PendingCommit], records: CommitRecords | None = None) -> bool: ...
 
     async def name_exists(self, namespace_id: str, name: str) -> str | None: ...
 

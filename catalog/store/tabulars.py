@@ -21,6 +21,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
+from catalog.store import commit_records
+from catalog.store.commit_records import CommitRecords
 from catalog.store.kafka_offsets import save_kafka_offsets
 from catalog.store.quotas import check_quota, count_statement, in_cluster, lock_clusters
 from catalog.store.records import (
@@ -69,6 +71,8 @@ def _advances_offsets(commit: PendingCommit) -> bool:
 
 class TabularStoreMixin:
     """Warehouses, namespaces, tables and views on the engines of `SqlCatalogStore`."""
+
+    is_sqlite: bool
 
     def _reading(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
@@ -357,26 +361,37 @@ class TabularStoreMixin:
         names = [row[0] for row in await self._fetch(query, params)]
         return _page(names, page_size)
 
-    async def swap(self, commits: Sequence[PendingCommit]) -> bool:
-        """Apply all pointer swaps (and creates) in one transaction, or none of them.
+    async def swap(self, commits: Sequence[PendingCommit], records: CommitRecords | None = None) -> bool:
+        """Apply all pointer swaps (and creates) in one transaction, or none of them; `records` (the
+        request's audit entry and idempotency outcome) are written in it when it lands.
 
         Returns False when another writer moved any of the tables first (the caller retries on the new
-        base). Raises `AlreadyExists` when a create finds the name taken.
+        base). Raises `AlreadyExists` when a create finds the name taken, `RequestTakenOver` when a retry
+        took the request's key over.
         """
         now = datetime.now(UTC)
-        if len(commits) == 1 and commits[0].tabular_id is not None and not _advances_offsets(commits[0]):
+        single = len(commits) == 1 and commits[0].tabular_id is not None and not _advances_offsets(commits[0])
+        if single and records is not None and records.audit is not None and not self.is_sqlite:
+            # One statement still (PostgreSQL's data-modifying CTEs): the swap and its records.
+            params = self._swap_parameters(commits[0], now) | commit_records.parameters(records, now)
+            rows = await self._fetch(commit_records.swap_statement(records), params)
+            return commit_records.statement_swapped(rows[0], records)
+        if single and records is None:
             # One table's pointer alone (the common commit): a single statement is atomic by itself.
             swapped = await self._execute(self._SWAP_POINTER, self._swap_parameters(commits[0], now))
             return swapped == 1
         try:
-            await self._swap_all(commits, now)
+            await self._swap_all(commits, now, records)
         except _LostRace:
             return False
         return True
 
-    async def _swap_all(self, commits: Sequence[PendingCommit], now: datetime) -> None:
+    async def _swap_all(
+        self, commits: Sequence[PendingCommit], now: datetime, records: CommitRecords | None = None
+    ) -> None:
         created_in: set[str] = set()
         async with self._writing() as conn:
+            await commit_records.own_key(conn, records)
             await lock_clusters(conn, [c.quota for c in commits if c.tabular_id is None and c.quota])
             for commit in commits:
                 if commit.tabular_id is None:
@@ -408,6 +423,7 @@ class TabularStoreMixin:
                 if result.rowcount != 1:
                     raise _LostRace
                 await save_kafka_offsets(conn, commit.tabular_id, commit, now)
+            await commit_records.write(conn, records, now)
             await self._bump_listings(conn, created_in)
 
     @staticmethod

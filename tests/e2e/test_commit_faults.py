@@ -1,0 +1,272 @@
+"""Faults between a commit and its answer, on PostgreSQL with real `floe serve` processes.
+
+- kill -9 right after a commit's transaction committed, before its answer (`FLOE_TEST_FAULT=
+  crash-after-commit`, catalog/faults.py): the retry with the same `Idempotency-Key` on another server
+  gets 200 with the commit's answer, and the change is applied once; a commit with a requirement (as
+  Java, Spark, Trino and pyiceberg send) is answered 200, not 409 for a commit that landed.
+- terminated backends (`pg_terminate_backend` of floe's connections, over and over) and a failing
+  audit insert: a mutation is answered 2xx only with its audit entry stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import httpx
+import pytest
+
+from catalog.faults import CRASH_AFTER_COMMIT, FAULT_ENV
+from devtools.catalog_server import CatalogProcess
+from devtools.postgres import LocalPostgres
+from tests.api.test_rest_api import PREFIX, SCHEMA, set_prop, snapshot_update
+
+TRIALS = 6
+AUDIT_TRIALS = 300
+# Starting a server takes seconds, minutes on a machine this busy: no test here is about its speed.
+START_TIMEOUT = 300
+
+
+@contextmanager
+def serving(process: CatalogProcess) -> Iterator[CatalogProcess]:
+    process.start(timeout=START_TIMEOUT)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def dsn(database_url: str) -> str:
+    return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+def query(database_url: str, sql: str, *args: Any) -> list[Any]:
+    async def run() -> list[Any]:
+        connection = await asyncpg.connect(dsn(database_url))
+        try:
+            return list(await connection.fetch(sql, *args))
+        finally:
+            await connection.close()
+
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def database(postgres: LocalPostgres) -> str:
+    return postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def server(database: str) -> Iterator[CatalogProcess]:
+    with serving(CatalogProcess(database)) as running:
+        yield running
+
+
+def admin_env(server: CatalogProcess, **extra: str) -> dict[str, str]:
+    return {
+        "FLOE_ADMIN_CLIENT_ID": server.admin_client_id,
+        "FLOE_ADMIN_CLIENT_SECRET": server.admin_client_secret,
+        **extra,
+    }
+
+
+def client(server: CatalogProcess) -> httpx.Client:
+    return httpx.Client(
+        base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {server.token()}"}
+    )
+
+
+def new_table(http: httpx.Client) -> tuple[str, str]:
+    """A new namespace and table in it; returns the table's URL and location."""
+    namespace = f"ns_{uuid.uuid4().hex[:8]}"
+    assert http.post(f"{PREFIX}/namespaces", json={"namespace": [namespace]}).status_code == 200
+    url = f"{PREFIX}/namespaces/{namespace}/tables"
+    created = http.post(url, json={"name": "t", "schema": SCHEMA})
+    assert created.status_code == 200, created.text
+    return f"{url}/t", created.json()["metadata"]["location"]
+
+
+def commit_body(trial: int, metadata: dict[str, Any], *, with_requirement: bool) -> dict[str, Any]:
+    """A set-properties commit, or an append guarded by `assert-ref-snapshot-id` (what engines send):
+    once it landed, its requirement no longer holds."""
+    if not with_requirement:
+        return {"requirements": [], "updates": [set_prop(f"trial-{trial}", "applied")]}
+    current = metadata.get("current-snapshot-id")
+    current = None if current in (None, -1) else current
+    snapshot_id = 1000 + trial
+    sequence = int(metadata.get("last-sequence-number", 0)) + 1
+    return {
+        "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": current}],
+        "updates": [
+            snapshot_update(snapshot_id, sequence, current, location=metadata["location"]),
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snapshot_id},
+        ],
+    }
+
+
+def crash_then_retry(
+    server: CatalogProcess, http: httpx.Client, table: str, trials: int, *, with_requirement: bool
+) -> dict[str, int]:
+    """Each trial: a commit with a key to a server that dies right after committing, then the retry
+    with the key on `server`. Counts the outcomes."""
+    counts = {"ok": 0, "duplicated": 0, "lost": 0, "conflict_409": 0, "other": 0}
+    for trial in range(trials):
+        before = http.get(table).json()["metadata"]
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        body = commit_body(trial, before, with_requirement=with_requirement)
+        env = admin_env(server, **{FAULT_ENV: CRASH_AFTER_COMMIT})
+        with serving(CatalogProcess(server.database_url, home=server.home, env=env)) as doomed:
+            headers = {"Authorization": f"Bearer {doomed.token()}", **key}
+            with pytest.raises(httpx.TransportError):  # the process died before answering
+                httpx.post(f"{doomed.url}{table}", json=body, headers=headers, timeout=60)
+            assert doomed.process is not None
+            assert doomed.process.wait(timeout=30) == -9
+        retry = http.post(table, json=body, headers=key)
+        after = http.get(table).json()
+        versions = len(after["metadata"]["metadata-log"]) - len(before["metadata-log"])
+        if retry.status_code == 409:
+            counts["conflict_409"] += 1
+        elif retry.status_code != 200:
+            counts["other"] += 1
+        if versions > 1:
+            counts["duplicated"] += 1
+        elif versions == 0:
+            counts["lost"] += 1
+        elif retry.status_code == 200:
+            answered = retry.json()
+            assert answered["metadata-location"] == after["metadata-location"]
+            assert answered["metadata"] == after["metadata"]
+            again = http.post(table, json=body, headers=key)
+            assert (again.status_code, again.content) == (200, retry.content)
+            counts["ok"] += 1
+    return counts
+
+
+@pytest.mark.parametrize("with_requirement", [False, True], ids=["set-properties", "append-with-requirement"])
+def test_retry_after_kill_9_between_commit_and_answer(server: CatalogProcess, with_requirement: bool) -> None:
+    with client(server) as http:
+        table, _ = new_table(http)
+        counts = crash_then_retry(server, http, table, TRIALS, with_requirement=with_requirement)
+    print(f"crash after commit, {TRIALS} trials: {counts}")
+    assert counts == {"ok": TRIALS, "duplicated": 0, "lost": 0, "conflict_409": 0, "other": 0}
+
+
+@contextmanager
+def terminating_backends(database_url: str, interval: float = 0.05) -> Iterator[list[int]]:
+    """`pg_terminate_backend` of every other connection to the database, every `interval` seconds,
+    while the block runs; yields the running count of terminated backends."""
+    terminated = [0]
+    stop = threading.Event()
+    database = database_url.rsplit("/", 1)[1]
+
+    async def run() -> None:
+        connection = await asyncpg.connect(dsn(database_url))
+        try:
+            while not stop.is_set():
+                rows = await connection.fetch(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    database,
+                )
+                terminated[0] += sum(1 for row in rows if row[0])
+                await asyncio.sleep(interval)
+        finally:
+            await connection.close()
+
+    thread = threading.Thread(target=lambda: asyncio.run(run()), daemon=True)
+    thread.start()
+    try:
+        yield terminated
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def mutations(http: httpx.Client, table: str, namespace: str) -> Iterator[tuple[str, httpx.Response]]:
+    """Table commits, namespace property updates and namespace creates, each with its request id."""
+    for n in itertools.count():
+        request_id = uuid.uuid4().hex
+        headers = {"X-Request-Id": request_id}
+        body: dict[str, Any]
+        try:
+            if n % 3 == 0:
+                body = {"requirements": [], "updates": [set_prop("n", str(n))]}
+                yield request_id, http.post(table, json=body, headers=headers)
+            elif n % 3 == 1:
+                body = {"updates": {"n": str(n)}, "removals": []}
+                yield (
+                    request_id,
+                    http.post(f"{PREFIX}/namespaces/{namespace}/properties", json=body, headers=headers),
+                )
+            else:
+                body = {"namespace": [f"{namespace}_{n}"]}
+                yield request_id, http.post(f"{PREFIX}/namespaces", json=body, headers=headers)
+        except httpx.TransportError:
+            continue
+
+
+def audited(database_url: str, request_ids: list[str]) -> set[str]:
+    rows = query(database_url, "SELECT request_id FROM audit_log WHERE request_id = ANY($1)", request_ids)
+    return {row[0] for row in rows}
+
+
+def test_no_success_without_its_audit_entry_while_backends_are_terminated(
+    server: CatalogProcess, database: str
+) -> None:
+    with client(server) as http:
+        table, _ = new_table(http)
+        namespace = table.split("/namespaces/", 1)[1].split("/", 1)[0]
+        answered: list[tuple[str, httpx.Response]] = []
+        with terminating_backends(database) as terminated:
+            for request_id, response in itertools.islice(mutations(http, table, namespace), AUDIT_TRIALS):
+                answered.append((request_id, response))
+    successes = [request_id for request_id, response in answered if response.status_code < 300]
+    refused = [response for _, response in answered if response.status_code >= 500]
+    unaudited = set(successes) - audited(database, successes)
+    print(
+        f"{len(answered)} mutations, {terminated[0]} backends terminated: {len(successes)} succeeded, "
+        f"{len(refused)} refused (5xx), {len(unaudited)} succeeded without an audit entry"
+    )
+    assert terminated[0] > 0
+    assert successes, "no mutation succeeded: nothing was checked"
+    assert not unaudited
+    for response in refused:
+        assert "error" in response.json(), response.text
+
+
+def test_failing_audit_insert_refuses_the_mutation(server: CatalogProcess, database: str) -> None:
+    with client(server) as http:
+        table, _ = new_table(http)
+        namespace = table.split("/namespaces/", 1)[1].split("/", 1)[0]
+        before = http.get(table).json()["metadata-location"]
+        query(
+            database,
+            "CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'audit log unavailable'; END $$",
+        )
+        query(
+            database,
+            "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log "
+            "FOR EACH ROW EXECUTE FUNCTION refuse_audit()",
+        )
+        try:
+            committed = http.post(table, json={"requirements": [], "updates": [set_prop("x", "1")]})
+            properties = http.post(
+                f"{PREFIX}/namespaces/{namespace}/properties", json={"updates": {"x": "1"}, "removals": []}
+            )
+            for response in (committed, properties):
+                assert response.status_code >= 500, response.text
+                assert "error" in response.json()
+            # The commit and its entry are one transaction: refused, not applied.
+            assert http.get(table).json()["metadata-location"] == before
+        finally:
+            query(database, "DROP TRIGGER refuse_audit ON audit_log")
+        landed = http.post(table, json={"requirements": [], "updates": [set_prop("x", "2")]})
+        assert landed.status_code == 200, landed.text
+        assert audited(database, [landed.headers["x-request-id"]]) == {landed.headers["x-request-id"]}
