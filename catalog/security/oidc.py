@@ -226,7 +226,7 @@ class OidcVerifier:
             return cached[1]
         header = _header_of(token)
         algorithm = header.get("alg")
-        if algorithm not in ALGORITHMS:
+        if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
             raise NotAuthorized("Invalid token: signing algorithm not accepted")
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):

@@ -39,8 +39,8 @@ _CACHE_SIZE = 10_000
 # A token of a key id this process does not know (another process just rotated) waits for the next
 # reload of the keys, at most one a second: it is accepted within a second, junk costs one read a second.
 _RELOAD_INTERVAL_SECONDS = 1.0
-# floe's tokens are about 600 characters; anything much longer is not one (and is never parsed).
-MAX_TOKEN_CHARS = 8 * 1024
+# floe's tokens are about 600 characters, an identity provider's a few KiB; longer ones are never parsed.
+MAX_TOKEN_CHARS = 16 * 1024
 # What parsing an untrusted token may raise: each is an invalid token, never a server error.
 _MALFORMED = (JoseError, ValueError, TypeError, KeyError, AttributeError, RecursionError)
 # Tokens answered again, at most this share of their lifetime after they were signed.

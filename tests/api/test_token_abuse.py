@@ -29,6 +29,7 @@ from catalog.console.session import SESSION_COOKIE
 from catalog.store.schema import auth_failures, revoked_tokens, signing_keys
 from devtools.catalog_server import CatalogProcess
 from tests.api.catalog_thread import CatalogThread
+from tests.api.oidc_provider import MockOAuth2Server
 from tests.api.test_console import Browser
 from tests.api.test_token_endpoint import EXCHANGE, TOKEN_PATH, bearer, credentials, new_key, run_db
 
@@ -326,6 +327,7 @@ def test_a_key_with_too_many_revoked_tokens_ends_all_its_earlier_tokens(
             assert browser.post("/console/sign-out").status_code == 303
         finally:
             browser.close()
+    assert catalog_server.database_url is not None
     rows = run_db(
         catalog_server.database_url,
         select(revoked_tokens.c.jti).where(revoked_tokens.c.subject == client_id),
@@ -344,3 +346,33 @@ def test_a_key_with_too_many_revoked_tokens_ends_all_its_earlier_tokens(
             assert http.get("/v1/config", headers=bearer(fresh)).status_code == 200
         finally:
             browser.close()
+
+
+def test_malformed_tokens_naming_the_external_issuer_are_401(fresh_database_url: str) -> None:
+    """With FLOE_OIDC_ISSUER set, a token whose unverified `iss` names the issuer goes to its verifier:
+    junk there is a 401 too."""
+    env = {"FLOE_OIDC_AUDIENCE": "floe", "FLOE_OIDC_JWKS_MIN_REFRESH_SECONDS": "0.1"}
+    with (
+        MockOAuth2Server() as idp,
+        CatalogThread(fresh_database_url, env={**env, "FLOE_OIDC_ISSUER": idp.issuer}) as server,
+    ):
+        # The issuer's keys are fetched (a start-up fetch may have met the issuer still starting).
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{server.url}/v1/config", headers=bearer(idp.token())).status_code == 503:
+            assert time.monotonic() < deadline, "the issuer's keys could not be fetched"
+            time.sleep(0.2)
+        claims = {"iss": idp.issuer, "sub": "x", "aud": "floe"}
+        deep = b64(b"[" * 5000 + b"]" * 5000)
+        headers: list[object] = [[], None, "x", 1, {"alg": ["RS256"]}, {"alg": "RS256", "kid": []}]
+        tokens = [unsigned(header, claims) for header in headers]
+        tokens += [
+            f"{deep}.{b64(json.dumps(claims).encode())}.{b64(b's')}",
+            f"{b64(b'{}')}.{deep}.{b64(b's')}",
+            unsigned({"alg": "RS256", "kid": "nope"}, claims),
+            unsigned({"alg": "none"}, claims),
+        ]
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            for token in tokens:
+                for path in ("/v1/config", "/v1/default/namespaces/a/tables/b"):
+                    refused = http.get(path, headers=bearer(token))
+                    assert refused.status_code == 401, (token[:80], path, refused.text)
