@@ -15,8 +15,9 @@ starts at its first failure:
   (not 401), and no longer counted per unknown client id; a correct secret still passes, so junk from a
   proxy many clients share locks nobody behind it out.
 
-Guesses of one key's secret per window W: at most L per source address, and at most
-LOCKDOWN_FACTOR x L + S in all from S addresses (plus one request in flight per catalog process).
+Guesses of one key's secret per window W: at most L per source address (per catalog process: count,
+check and record are one step under a lock per client id and address), and from S addresses at most
+LOCKDOWN_FACTOR x L + S in all, plus the requests in flight when the lockdown began.
 
 The table stays bounded: failures for client ids no key has (random junk) are counted per pair only
 while their source is under its limit and while the table has fewer than `MAX_FAILURE_ROWS` rows, and
