@@ -332,3 +332,89 @@ def test_a_deeply_nested_schema_is_refused_or_shown(
         assert f"{world.cluster}.{name}" in browser.page("/console/")
     finally:
         browser.close()
+
+
+# -- deep JSON anywhere in a writer's request -----------------------------------------------------------
+
+
+def _deep(depth: int) -> object:
+    value: object = "x"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("depth", [150, 400])
+def test_deep_json_in_any_writer_request_is_never_a_500(
+    catalog_server: CatalogProcess, world: World, depth: int
+) -> None:
+    """Deeply nested JSON in every place a writer's request takes an object: a 4xx each time (or accepted
+    when the place ignores it), never a RecursionError's 500."""
+    deep = _deep(depth)
+    name = f"fuzz_{depth}_{uuid.uuid4().hex[:6]}"
+    flat = {"type": "struct", "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}]}
+    headers = {"Authorization": f"Bearer {catalog_server.token(world.writer.client_id, world.writer.secret)}"}
+    base = f"/v1/default/namespaces/{world.cluster}"
+    with httpx.Client(base_url=catalog_server.url, headers=headers, timeout=60) as http:
+        assert http.post(f"{base}/tables", json={"name": name, "schema": flat}).status_code == 200
+        view = {
+            "name": f"{name}_v",
+            "schema": flat,
+            "view-version": {
+                "version-id": 1,
+                "timestamp-ms": 1,
+                "schema-id": 0,
+                "summary": {},
+                "default-namespace": [world.cluster],
+                "representations": [{"type": "sql", "sql": "SELECT 1", "dialect": "spark"}],
+            },
+            "properties": {},
+        }
+        attempts: list[tuple[str, str, object]] = [
+            (
+                "POST",
+                "/v1/default/namespaces",
+                {"namespace": [world.cluster, name], "properties": {"a": deep}},
+            ),
+            ("POST", "/tables", {"name": f"{name}_2", "schema": flat, "partition-spec": {"fields": [deep]}}),
+            (
+                "POST",
+                "/tables",
+                {"name": f"{name}_3", "schema": flat, "write-order": {"order-id": 1, "fields": deep}},
+            ),
+            ("POST", "/tables", {"name": f"{name}_4", "schema": {**flat, "fields": [deep]}}),
+            ("POST", f"/tables/{name}", {"requirements": [deep], "updates": []}),
+            (
+                "POST",
+                f"/tables/{name}",
+                {"requirements": [], "updates": [{"action": "add-spec", "spec": deep}]},
+            ),
+            (
+                "POST",
+                f"/tables/{name}",
+                {"requirements": [], "updates": [{"action": "add-snapshot", "snapshot": deep}]},
+            ),
+            (
+                "POST",
+                f"/tables/{name}",
+                {"requirements": [], "updates": [{"action": "set-statistics", "statistics": deep}]},
+            ),
+            ("POST", f"/tables/{name}/metrics", {"report-type": "scan-report", "metrics": deep}),
+            ("POST", "/views", {**view, "view-version": {**view["view-version"], "representations": [deep]}}),  # type: ignore[dict-item]
+            ("POST", "/views", {**view, "properties": {"a": deep}}),
+        ]
+        for method, path, body in attempts:
+            answer = http.request(method, path if path.startswith("/v1/") else f"{base}{path}", json=body)
+            assert 400 <= answer.status_code < 500, (path, answer.status_code, answer.text[:300])
+        commit = {
+            "table-changes": [
+                {
+                    "identifier": {"namespace": [world.cluster], "name": name},
+                    "requirements": [],
+                    "updates": [deep],
+                }
+            ]
+        }
+        answer = http.post("/v1/default/transactions/commit", json=commit)
+        assert answer.status_code < 500, answer.text[:300]
