@@ -123,6 +123,10 @@ def test_floe_keys_pipeline_and_key_file(
     assert data["client_secret"] not in result.output  # printed: the file, never the secret
     assert str(path) in result.output
     assert cli_credentials(path) == (data["client_id"], data["client_secret"])
+    unknown = CliRunner().invoke(main, ["keys", "pipeline", "no_such_cluster"], env=env)
+    assert unknown.exit_code == 1, unknown.output
+    assert "Traceback" not in unknown.output
+    assert "no_such_cluster" in unknown.output
     # A bad key file is one clear error that shows nothing of the file.
     broken = tmp_path / "broken.json"
     broken.write_text('{"client_secret": "do-not-print"}')
