@@ -175,7 +175,7 @@ def test_floe_apply_parses_once_and_sends_the_schema_files_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The file is read and parsed once: what is validated (with its `.proto` inlined) is what is sent."""
-    from tests.unit.test_protobuf import COMMON, ORDER
+    from tests.protobuf_schemas import COMMON, ORDER
 
     (tmp_path / "protos").mkdir()
     (tmp_path / "protos" / "order.proto").write_text(ORDER)
