@@ -140,6 +140,14 @@ def parse_requirements(raw: Any) -> tuple[Requirement, ...]:
     return tuple(parsed)
 
 
+def _strings(value: Any, container: type[dict[Any, Any]] | type[list[Any]]) -> bool:
+    """Whether `value`, when a `container`, holds only strings (a dict: its values); anything else is
+    left for pyiceberg's models to word."""
+    if not isinstance(value, container):
+        return True
+    return all(isinstance(v, str) for v in (value.values() if isinstance(value, dict) else value))
+
+
 def parse_table_updates(raw: Any) -> tuple[TableUpdate, ...]:
     """Parse the `updates` array of a commit request into pyiceberg's typed updates."""
     if raw is None:
@@ -152,6 +160,11 @@ def parse_table_updates(raw: Any) -> tuple[TableUpdate, ...]:
         action = item["action"]
         if action not in TABLE_UPDATE_ACTIONS:
             raise BadRequest(f"Unknown update action: {action}")
+        # pyiceberg turns any value into its str() (true, [], {}); the spec's properties are strings.
+        if action == "set-properties" and not _strings(item.get("updates"), dict):
+            raise BadRequest("Invalid update: set-properties updates must map names to strings")
+        if action == "remove-properties" and not _strings(item.get("removals"), list):
+            raise BadRequest("Invalid update: remove-properties removals must be an array of strings")
     try:
         return tuple(_UPDATES.validate_python(raw))
     except PydanticValidationError as exc:

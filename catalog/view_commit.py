@@ -187,7 +187,11 @@ def apply_view_updates(base: ViewMetadata, updates: Any) -> ViewMetadata:
         raise BadRequest("Invalid commit request: updates must be an array")
     builder = _ViewBuilder(base)
     for update in updates:
-        if not isinstance(update, dict) or update.get("action") not in VIEW_UPDATE_ACTIONS:
+        if (
+            not isinstance(update, dict)
+            or not isinstance(update.get("action"), str)  # a list or object is not hashable
+            or update["action"] not in VIEW_UPDATE_ACTIONS
+        ):
             action = update.get("action") if isinstance(update, dict) else update
             raise BadRequest(f"Unknown view update action: {action}")
         action = update["action"]
@@ -205,15 +209,13 @@ def apply_view_updates(base: ViewMetadata, updates: Any) -> ViewMetadata:
             builder._copy(location=update["location"])
         elif action == "set-properties":
             props = update.get("updates")
-            if not isinstance(props, dict):
-                raise BadRequest("Invalid set-properties: 'updates' must be an object")
-            builder._copy(
-                properties={**builder.meta.properties, **{str(k): str(v) for k, v in props.items()}}
-            )
+            if not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values()):
+                raise BadRequest("Invalid set-properties: 'updates' must map names to strings")
+            builder._copy(properties={**builder.meta.properties, **props})
         elif action == "remove-properties":
             removals = update.get("removals")
-            if not isinstance(removals, list):
-                raise BadRequest("Invalid remove-properties: 'removals' must be an array")
+            if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
+                raise BadRequest("Invalid remove-properties: 'removals' must be an array of strings")
             builder._copy(properties={k: v for k, v in builder.meta.properties.items() if k not in removals})
         elif action == "add-view-version":
             builder.add_version(update.get("view-version"))

@@ -90,7 +90,9 @@ def test_audit_before_pages(http: httpx.Client) -> None:
 @pytest.mark.parametrize("seconds", [10**12, 2**63, 100 * 366 * 86400 + 1])
 def test_key_lifetime_beyond_a_century_is_a_bad_request(http: httpx.Client, seconds: int) -> None:
     response = http.post("/management/v1/keys", json={"role": "admin", "expires_in_seconds": seconds})
-    assert "expires_in_seconds" in assert_error(response, 400, "BadRequestException")
+    message = assert_error(response, 400, "BadRequestException")
+    # Beyond int64 no field reads it: the request is refused as it is decoded (requests.py).
+    assert ("int64" if seconds >= 2**63 else "expires_in_seconds") in message
 
 
 def test_key_lifetime_of_a_century_is_accepted(http: httpx.Client) -> None:
@@ -150,7 +152,8 @@ def test_partition_field_of_a_missing_column_is_refused(http: httpx.Client, name
         response = commit(
             http, namespace, "t", [{"action": "add-spec", "spec": {"spec-id": 1, "fields": [field]}}]
         )
-        assert "source column" in assert_error(response, 400, "BadRequestException")
+        message = assert_error(response, 400, "BadRequestException")
+        assert ("int64" if source_id >= 2**63 else "source column") in message
         spec = {"spec-id": 0, "fields": [field]}
         response = http.post(
             f"{PREFIX}/namespaces/{namespace}/tables",

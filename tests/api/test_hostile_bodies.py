@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -76,6 +77,7 @@ class Server:
     secrets: list[str]
     # The tables' folder is the client's to know (loadTable answers it); the rest of the home is not.
     warehouse_folder: str = ""
+    table_location: str = ""  # of the table `t` the commit routes change
     console_cookies: dict[str, str] = field(default_factory=dict)
 
     def send(
@@ -210,6 +212,7 @@ def server(new_database: Callable[[], str], tmp_path_factory: pytest.TempPathFac
         )
         served.console_cookies = _console_session(catalog.url, client_id, secret)
         served.warehouse_folder = location.split(f"/{cluster}/")[0]
+        served.table_location = location
         yield served
 
 
@@ -295,6 +298,148 @@ def _maintenance_pass(s: Server) -> dict[str, Any]:
         "before": {**stats, "snapshots": 5},
         "after": {**stats, "snapshots": 2},
     }
+
+
+def _table_updates(s: Server) -> dict[str, dict[str, Any]]:
+    """A valid update of each kind for the table `t` (its schema 0, spec 0, sort order 0)."""
+    files = f"{s.table_location}/metadata"
+    wider = {
+        **SCHEMA,
+        "schema-id": 1,
+        "fields": [*SCHEMA["fields"], {"id": 2, "name": "b", "type": "string", "required": False}],
+    }
+    return {
+        "set-current-schema": {"action": "set-current-schema", "schema-id": 0},
+        "add-schema": {"action": "add-schema", "schema": wider, "last-column-id": 2},
+        "add-spec": {
+            "action": "add-spec",
+            "spec": {
+                "spec-id": 1,
+                "fields": [{"source-id": 1, "field-id": 1000, "name": "b4", "transform": "bucket[4]"}],
+            },
+        },
+        "set-default-spec": {"action": "set-default-spec", "spec-id": 0},
+        "add-sort-order": {
+            "action": "add-sort-order",
+            "sort-order": {
+                "order-id": 1,
+                "fields": [
+                    {"source-id": 1, "transform": "identity", "direction": "asc", "null-order": "nulls-first"}
+                ],
+            },
+        },
+        "set-default-sort-order": {"action": "set-default-sort-order", "sort-order-id": 0},
+        "add-snapshot": {
+            "action": "add-snapshot",
+            "snapshot": {
+                "snapshot-id": 5,
+                "timestamp-ms": 1_700_000_000_000,
+                "manifest-list": f"{files}/snap-5.avro",
+                "summary": {"operation": "append"},
+                "schema-id": 0,
+                "sequence-number": 1,
+            },
+        },
+        "set-snapshot-ref": {
+            "action": "set-snapshot-ref",
+            "ref-name": "b",
+            "type": "branch",
+            "snapshot-id": 5,
+        },
+        "remove-snapshots": {"action": "remove-snapshots", "snapshot-ids": [5]},
+        "set-location": {"action": "set-location", "location": s.table_location},
+        "set-statistics": {
+            "action": "set-statistics",
+            "snapshot-id": 5,
+            "statistics": {
+                "snapshot-id": 5,
+                "statistics-path": f"{files}/s.puffin",
+                "file-size-in-bytes": 10,
+                "file-footer-size-in-bytes": 5,
+                "blob-metadata": [],
+            },
+        },
+        "remove-statistics": {"action": "remove-statistics", "snapshot-id": 5},
+        "upgrade-format-version": {"action": "upgrade-format-version", "format-version": 2},
+        "remove-properties": {"action": "remove-properties", "removals": ["zz"]},
+    }
+
+
+TABLE_UPDATE_KINDS = (
+    "set-current-schema",
+    "add-schema",
+    "add-spec",
+    "set-default-spec",
+    "add-sort-order",
+    "set-default-sort-order",
+    "add-snapshot",
+    "set-snapshot-ref",
+    "remove-snapshots",
+    "set-location",
+    "set-statistics",
+    "remove-statistics",
+    "upgrade-format-version",
+    "remove-properties",
+)
+TABLE_REQUIREMENTS: dict[str, dict[str, Any]] = {
+    "assert-ref-snapshot-id": {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 5},
+    "assert-current-schema-id": {"type": "assert-current-schema-id", "current-schema-id": 0},
+    "assert-last-assigned-field-id": {"type": "assert-last-assigned-field-id", "last-assigned-field-id": 1},
+    "assert-last-assigned-partition-id": {
+        "type": "assert-last-assigned-partition-id",
+        "last-assigned-partition-id": 999,
+    },
+    "assert-default-spec-id": {"type": "assert-default-spec-id", "default-spec-id": 0},
+    "assert-default-sort-order-id": {"type": "assert-default-sort-order-id", "default-sort-order-id": 0},
+    "assert-table-uuid": {"type": "assert-table-uuid", "uuid": "00000000-0000-0000-0000-000000000000"},
+}
+VIEW_UPDATES: dict[str, dict[str, Any]] = {
+    "set-current-view-version": {"action": "set-current-view-version", "view-version-id": -1},
+    "add-view-version": {
+        "action": "add-view-version",
+        "view-version": {
+            "version-id": 2,
+            "timestamp-ms": 2,
+            "schema-id": 0,
+            "summary": {},
+            "representations": [{"type": "sql", "sql": "select 2", "dialect": "spark"}],
+            "default-namespace": [],
+        },
+    },
+    "set-properties": {"action": "set-properties", "updates": {"a": "b"}},
+    "remove-properties": {"action": "remove-properties", "removals": ["zz"]},
+    "upgrade-format-version": {"action": "upgrade-format-version", "format-version": 1},
+}
+
+
+def _one_update(kind: str, server: Server) -> dict[str, Any]:
+    return {"requirements": [], "updates": [_table_updates(server)[kind]]}
+
+
+def _fixed(body: dict[str, Any], server: Server) -> dict[str, Any]:
+    return body
+
+
+def _update_routes() -> list[Route]:
+    """The commit routes once per kind of update or requirement, so each is mutated field by field."""
+    table = f"{NS}/tables/t"
+    routes = [
+        Route(f"commitTable {kind}", "POST", table, partial(_one_update, kind)) for kind in TABLE_UPDATE_KINDS
+    ]
+    routes += [
+        Route(f"commitTable {kind}", "POST", table, partial(_fixed, {"requirements": [r], "updates": []}))
+        for kind, r in TABLE_REQUIREMENTS.items()
+    ]
+    routes += [
+        Route(
+            f"replaceView {kind}",
+            "POST",
+            f"{NS}/views/v",
+            partial(_fixed, {"requirements": [], "updates": [u]}),
+        )
+        for kind, u in VIEW_UPDATES.items()
+    ]
+    return routes
 
 
 NS = "/v1/{w}/namespaces/{c}"
@@ -489,6 +634,7 @@ class Probe:
     headers: dict[str, str]
     who: str
     content_length: int | None = None
+    accepted_because: str = ""  # why a success is an answer too (see `accepted_because`)
 
 
 def check(server: Server, route: Route, probes: list[Probe], *, anonymous: bool = False) -> None:
@@ -507,7 +653,7 @@ def check(server: Server, route: Route, probes: list[Probe], *, anonymous: bool 
         found = problems(server, answer, route.protocol)
         if anonymous and route.protocol == "console" and _to_sign_in(answer):
             found = [p for p in found if not p.startswith("status")]  # the console's "sign in first"
-        if 200 <= answer.status < 300 and accepted(route.name, probe.case):
+        if 200 <= answer.status < 300 and probe.accepted_because:
             found = [p for p in found if not p.startswith(("status", "not "))]
         if found:
             failures.append(f"{probe.case}: {', '.join(found)} -> {answer.status} {answer.text[:300]!r}")
@@ -546,7 +692,7 @@ def _raw_cases() -> dict[str, bytes]:
 
 
 def _mutations(template: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """(path, hostile value) for every field of `template` (three levels deep): a value of every other
+    """(path, hostile value) for every field of `template` (six levels deep): a value of every other
     JSON type, integers beyond int64, 1e400 and, for strings, a huge one."""
     if isinstance(template, dict):
         items: list[tuple[Any, Any]] = list(template.items())
@@ -558,7 +704,7 @@ def _mutations(template: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tupl
         here = (*path, key)
         for hostile in _wrong_values(value):
             yield here, hostile
-        if len(here) < 3:
+        if len(here) < MUTATION_DEPTH:
             yield from _mutations(value, here)
 
 
@@ -586,22 +732,50 @@ def _wrong_values(value: Any) -> list[Any]:
     return ["x", *beyond, [], {}]
 
 
-# Mutations a route may accept (2xx), with why: still never a 5xx or a leak.
-ACCEPTED = {
-    (
-        "updateProperties",
-        "updates.a=<",
-    ): "a property value may be long (FLOE_MAX_PROPERTIES_BYTES bounds them)",
-    ("updateProperties", "removals.0=<"): "removing a key that is not there changes nothing",
-    ("reportMetrics", "table-name=<"): "a report is kept as sent, within the body limit",
-    ("reportMetrics", "operation=<"): "a report is kept as sent, within the body limit",
-    ("createTable", "schema.schema-id=true"): "pyiceberg's models read true as 1 (pydantic's lax mode)",
-    ("createView", "schema.schema-id=true"): "pyiceberg's models read true as 1 (pydantic's lax mode)",
+# Routes whose nested Iceberg structures pyiceberg's models (the commit core) read.
+PYICEBERG_ROUTES = ("createTable", "createView", "commitTable", "replaceView", "commitTransaction")
+# Text without a limit of its own but the body's: a long one is stored, not refused.
+LONG_TEXT = {
+    "sql": "a view's SQL text",
+    "dialect": "a view's SQL dialect",
+    "ref-name": "a branch or tag name (the spec sets no limit)",
+    "ref": "a branch or tag name (the spec sets no limit)",
+    "table-name": "a metrics report, kept as sent",
+    "operation": "a metrics report, kept as sent",
 }
 
 
-def accepted(route: str, case: str) -> bool:
-    return any(route == name and case.startswith(prefix) for name, prefix in ACCEPTED)
+def accepted_because(route: str, path: tuple[Any, ...], original: Any, hostile: Any) -> str:
+    """Why `route` may take `hostile` in place of `original` at `path` (a 2xx; still never a 5xx or a
+    leak), or "" when it must refuse it."""
+    last, parent = path[-1], path[-2] if len(path) > 1 else None
+    if route.startswith(PYICEBERG_ROUTES):
+        if isinstance(original, bool) and hostile in ("true", 1):
+            return "pyiceberg's models read 'true' and 1 as true (pydantic's lax mode)"
+        if isinstance(original, int) and not isinstance(original, bool) and hostile is True:
+            return "pyiceberg's models read true as 1 (pydantic's lax mode)"
+        if last in ("direction", "null-order") and hostile in ([], {}):
+            return "pyiceberg's SortField takes an empty direction or null order as the default"
+        if last == "last-column-id":
+            return "deprecated by the spec: pyiceberg ignores it"
+    if hostile == HUGE_STRING:
+        if parent == "updates":
+            return "a property value may be long (FLOE_MAX_PROPERTIES_BYTES bounds them)"
+        if parent == "removals":
+            return "removing a key that is not there changes nothing"
+        if last == "name" and "fields" in path:
+            return "a column name (the spec sets no limit; FLOE_MAX_SCHEMA_FIELDS bounds their number)"
+        if last in LONG_TEXT:
+            return LONG_TEXT[last]
+    if route == "recordMaintenancePass" and "result" in path:
+        return "an action's result is its own free-form report"
+    return ""
+
+
+def _at(template: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        template = template[key]
+    return template
 
 
 def _replace(template: Any, path: tuple[Any, ...], value: Any) -> Any:
@@ -636,6 +810,9 @@ def _describe(path: tuple[Any, ...], value: Any) -> str:
 
 ROUTE_IDS = [route.name for route in ROUTES]
 JSON_ROUTES = [route for route in ROUTES if not route.form]
+# Every field of every update and requirement too (the commit core's models, pyiceberg's, read them).
+MUTATED_ROUTES = [*JSON_ROUTES, *_update_routes()]
+MUTATION_DEPTH = 6
 FORM_ROUTES = [route for route in ROUTES if route.form]
 
 
@@ -672,13 +849,19 @@ def test_oversized_bodies(server: Server, route: Route, who: str) -> None:
     check(server, route, probes, anonymous=who == "anonymous")
 
 
-@pytest.mark.parametrize("route", JSON_ROUTES, ids=[r.name for r in JSON_ROUTES])
+@pytest.mark.parametrize("route", MUTATED_ROUTES, ids=[r.name for r in MUTATED_ROUTES])
 def test_wrong_types_in_every_field(server: Server, route: Route) -> None:
-    """Every field (three levels deep) holding another JSON type, an integer beyond int64, 1e400 or a
+    """Every field (six levels deep) holding another JSON type, an integer beyond int64, 1e400 or a
     huge string; and every top-level key duplicated with a wrong value last."""
     template = route.body(server)
     probes = [
-        Probe(_describe(path, value), _dumps(_replace(template, path, value)), {}, route.who)
+        Probe(
+            _describe(path, value),
+            _dumps(_replace(template, path, value)),
+            {},
+            route.who,
+            accepted_because=accepted_because(route.name, path, _at(template, path), value),
+        )
         for path, value in _mutations(template)
     ]
     for key, value in template.items():
