@@ -2,7 +2,9 @@
 
 API keys (client id + secret) are OAuth2 client credentials; floe answers them with a short-lived signed
 token that names the key's cluster and role. Every request's bearer token is verified against the
-signing keys and the key's current state (revoked or expired keys stop working at once).
+signing keys and the key's current state (revoked or expired keys stop working at once), which also
+names the key's tokens revoked before their expiry (console sign-out, `revoke_token`). Failed token
+requests are counted and limited per client id and source address (`catalog.service.auth_failures`).
 With FLOE_OIDC_ISSUER set, tokens of that external issuer are accepted too (`catalog/security/oidc.py`):
 their claims name the cluster and role; floe cannot revoke them, they are valid until they expire.
 """
