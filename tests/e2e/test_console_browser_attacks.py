@@ -7,15 +7,24 @@ the server keeps answering."""
 from __future__ import annotations
 
 import ast
+import html
+import os
+import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
 
 import httpx
+import pyarrow as pa
 import pytest
 from playwright.sync_api import Browser, expect
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
+from catalog.console.session import CSRF_COOKIE, CSRF_FIELD
 from devtools.catalog_server import CatalogProcess
 from tests.e2e.browser import launched_chromium, sign_in
 from tests.unit.test_config_bounds import yaml_bomb
@@ -93,3 +102,55 @@ def test_a_readers_yaml_bomb_is_refused_at_once(chromium: Browser, catalog_serve
         assert httpx.get(f"{catalog_server.url}/healthz", timeout=30).status_code == 200
     finally:
         context.close()
+
+
+RUNNABLE_NAME = 'it\'s "quoted" \\ ünï 表'
+
+
+@pytest.mark.timeout(600)
+def test_the_connect_snippets_run_with_a_quoted_name(catalog_server: CatalogProcess, tmp_path: Path) -> None:
+    """The console's pyiceberg and DuckDB snippets, copied from the page with the credentials filled in
+    as the page says, run against the server and read a table whose name holds quotes, a backslash and
+    non-ASCII letters: the quoting is right for the engines, not only for the parsers."""
+    cluster, reader = _cluster_and_reader(catalog_server)
+    catalog = catalog_server.catalog(warehouse="default")
+    table = catalog.create_table((cluster, RUNNABLE_NAME), Schema(NestedField(1, "id", LongType())))
+    table.append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    path = f"/console/tables/default/{cluster}/{quote(RUNNABLE_NAME, safe='')}/connect"
+    with httpx.Client(base_url=catalog_server.url, timeout=30, follow_redirects=False) as http:
+        http.get("/console/sign-in")
+        signed = http.post(
+            "/console/sign-in",
+            data={
+                "client_id": reader["client_id"],
+                "client_secret": reader["client_secret"],
+                CSRF_FIELD: http.cookies[CSRF_COOKIE],
+            },
+        )
+        assert signed.status_code == 303, signed.text[:300]
+        page = http.get(path)
+    assert page.status_code == 200, page.text[:300]
+    snippets = [html.unescape(s) for s in re.findall(r"<code>(.*?)</code>", page.text, re.DOTALL)]
+    credential = f"{reader['client_id']}:{reader['client_secret']}"
+    pyiceberg = next(s for s in snippets if "load_catalog" in s).replace(
+        "CLIENT_ID:CLIENT_SECRET", credential
+    )
+    assert run_python(pyiceberg).splitlines()[-1] == "3"
+    duckdb = next(s for s in snippets if "CREATE SECRET" in s)
+    # Key ids and secrets are URL-safe base64 and underscores: no quote to escape in SQL or Python.
+    duckdb = duckdb.replace("'CLIENT_ID'", f"'{reader['client_id']}'")
+    duckdb = duckdb.replace("'CLIENT_SECRET'", f"'{reader['client_secret']}'")
+    assert run_python(duckdb, env={"HOME": str(tmp_path)}).splitlines()[-1] == "[(3,)]"
+
+
+def run_python(program: str, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout
