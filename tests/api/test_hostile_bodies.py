@@ -1079,3 +1079,59 @@ def _must_refuse(name: str, value: str) -> bool:
     """Whether `name=value` has to be an error. A filter that names nothing (a namespace, table or
     cluster that does not exist) may answer an empty result instead, and a page token is opaque."""
     return name in ("pageSize", "limit", "before", "partition", "offset", "timestamp", "snapshots")
+
+
+# -- headers ---------------------------------------------------------------------------------------
+
+
+HEADER_ROUTES: dict[str, tuple[str, str, dict[str, Any] | None]] = {
+    "loadTable": ("GET", "/v1/{w}/namespaces/{c}/tables/t", None),
+    "listTables": ("GET", "/v1/{w}/namespaces/{c}/tables", None),
+    "loadTable (Litestar)": ("GET", "/v1/{w}/namespaces/{c}/tables/t?snapshots=all&x=1", None),
+    "createTable": ("POST", "/v1/{w}/namespaces/{c}/tables", {"name": "h1", "schema": SCHEMA}),
+    "commitTable": ("POST", "/v1/{w}/namespaces/{c}/tables/t", {"requirements": [], "updates": []}),
+    "credentials": ("GET", "/v1/{w}/namespaces/{c}/tables/t/credentials", None),
+    "config": ("GET", "/v1/config", None),
+    "createKey": ("POST", "/management/v1/keys", {"role": "reader", "cluster": "{c}"}),
+}
+# (case, headers, whether it must be refused): a header a route does not read may be ignored (2xx).
+HOSTILE_HEADERS: list[tuple[str, dict[str, str], bool]] = [
+    ("Authorization garbage", {"Authorization": "Bearer !!!"}, True),
+    ("Authorization huge", {"Authorization": "Bearer " + "a" * 60_000}, True),
+    ("Authorization NUL", {"Authorization": "Bearer a\x00b"}, True),
+    ("Authorization JWT garbage", {"Authorization": "Bearer e30.e30.e30"}, True),
+    ("Authorization Basic garbage", {"Authorization": "Basic %%%"}, True),
+    ("Authorization empty", {"Authorization": ""}, True),
+    ("storage endpoint garbage", {"X-Floe-Storage-Endpoint": "../../etc"}, False),
+    ("storage endpoint huge", {"X-Floe-Storage-Endpoint": "x" * 10_000}, False),
+    ("access delegation garbage", {"X-Iceberg-Access-Delegation": "x" * 10_000}, False),
+    ("If-None-Match huge", {"If-None-Match": '"' + "x" * 10_000 + '"'}, False),
+    ("Idempotency-Key huge", {"Idempotency-Key": "k" * 10_000}, False),
+    ("Idempotency-Key NUL", {"Idempotency-Key": "a\x00b"}, False),
+    ("X-Request-Id huge", {"X-Request-Id": "r" * 10_000}, False),
+    ("Content-Type garbage", {"Content-Type": "application/\x01; charset=nope"}, False),
+    ("Content-Type form", {"Content-Type": "application/x-www-form-urlencoded"}, False),
+    ("Content-Encoding gzip (not gzip)", {"Content-Encoding": "gzip"}, False),
+    ("Transfer-Encoding and Content-Length", {"Transfer-Encoding": "chunked"}, False),
+]
+
+
+@pytest.mark.parametrize("route", list(HEADER_ROUTES), ids=list(HEADER_ROUTES))
+def test_hostile_headers(server: Server, route: str) -> None:
+    """Garbage, huge or NUL-holding credentials, storage endpoints, delegation, ETags, idempotency
+    keys, request ids and content types: never a 5xx or a leak; credentials that are not valid are a
+    4xx, and any 4xx is the spec's error JSON."""
+    method, path, template = HEADER_ROUTES[route]
+    target = path.replace("{w}", server.warehouse).replace("{c}", server.cluster)
+    body = json.dumps(template).replace("{c}", server.cluster).encode() if template is not None else None
+    failures = []
+    for case, headers, refuse in HOSTILE_HEADERS:
+        who = "none" if "Authorization" in headers else "cluster"
+        answer = server.send(method, target, body=body, headers=headers, who=who)
+        found = problems(server, answer, "rest", method)
+        if answer.status < 400 and not refuse:
+            found = [p for p in found if not p.startswith(("status", "not "))]
+        if found:
+            failures.append(f"{case}: {', '.join(found)} -> {answer.status} {answer.text[:300]!r}")
+    still_healthy(server)
+    assert not failures, "\n".join(failures)
