@@ -653,6 +653,10 @@ def check(server: Server, route: Route, probes: list[Probe], *, anonymous: bool 
         found = problems(server, answer, route.protocol)
         if anonymous and route.protocol == "console" and _to_sign_in(answer):
             found = [p for p in found if not p.startswith("status")]  # the console's "sign in first"
+        if anonymous and route.protocol == "rest" and answer.status != 401:
+            found.append(
+                f"status {answer.status} without credentials: the body was read before authorization"
+            )
         if 200 <= answer.status < 300 and probe.accepted_because:
             found = [p for p in found if not p.startswith(("status", "not "))]
         if found:
@@ -1135,3 +1139,34 @@ def test_hostile_headers(server: Server, route: str) -> None:
             failures.append(f"{case}: {', '.join(found)} -> {answer.status} {answer.text[:300]!r}")
     still_healthy(server)
     assert not failures, "\n".join(failures)
+
+
+def _billion_laughs() -> str:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    return "\n".join(lines) + "\ntables: *a9\n"
+
+
+HOSTILE_YAML = {
+    "billion laughs": _billion_laughs(),
+    "flow sequence nested 100,000 deep": "tables: " + "[" * DEPTH + "]" * DEPTH,
+    "block mapping nested 5,000 deep": "".join(f"{' ' * i}k{i}:\n" for i in range(5000)) + " " * 5000 + "v\n",
+    "a document that is a list": "- 1\n- 2\n",
+    "a tag constructing a Python object": "tables: !!python/object/apply:os.system ['true']\n",
+    "an integer beyond int64": "tables:\n- source_topic: t\n  partitions: 100000000000000000000000\n",
+    "invalid UTF-8 as text": "tables: \udcff\n",
+    "many documents": "---\n" * 10_000,
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_YAML), ids=list(HOSTILE_YAML))
+def test_hostile_yaml_on_the_console(server: Server, case: str) -> None:
+    """The console's floe.yaml form (the one YAML a client sends): bombs, deep nesting and tags are a
+    4xx page, at once."""
+    route = next(r for r in FORM_ROUTES if r.name == "consoleApplyPipeline")
+    text = HOSTILE_YAML[case].encode("utf-8", "surrogateescape")
+    body = urlencode(
+        {"config": text, "confirm": "no", CSRF_FIELD: server.console_cookies.get(CSRF_COOKIE, "")}
+    ).encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    check(server, route, [Probe(case, body, headers, "console")])
