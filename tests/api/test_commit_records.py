@@ -6,14 +6,19 @@ its owner gone) is written directly.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import sqlalchemy as sa
 
 from catalog.api.middleware import idempotency_identity
+from catalog.store import PendingCommit, create_store
+from catalog.store.commit_records import CommitRecords, IdempotencyLanding, RequestTakenOver
 from catalog.store.schema import audit_log, idempotency_keys
+from catalog.store.security import AuditEntry
 from devtools.catalog_server import CatalogProcess
 from tests.api.test_idempotency import new_key, run_sql, wait_for
 from tests.api.test_rest_api import PREFIX, create_table, load_table, set_prop, snapshot_update, table_path
@@ -95,3 +100,44 @@ def test_retry_of_a_landed_commit_gets_its_answer(
     assert len(loaded["metadata"]["metadata-log"]) == 1
     again = http.post(url, json=body, headers=key)
     assert (again.status_code, again.content) == (200, first.content)
+
+
+def test_swap_is_refused_when_a_retry_took_the_key_over(
+    http: httpx.Client, namespace: str, database_url: str
+) -> None:
+    """An owner that lost its key's lease to a retry (it stalled) commits nothing: the retry runs the
+    request; with its key still held, the swap, the landed mark and the audit entry land together."""
+    create_table(http, [namespace], "t")
+
+    async def attempt(owner: str, request_id: str) -> tuple[bool | None, int]:
+        store = create_store(database_url)
+        try:
+            warehouse = await store.get_warehouse("default")
+            assert warehouse is not None
+            record = await store.get_tabular(warehouse.id, namespace, "t")
+            assert record is not None
+            swap = PendingCommit(
+                record.id, record.version, f"{record.metadata_location}.next", record.metadata_json
+            )
+            entry = AuditEntry("someone", None, "updateTable", "t", "ok", 200, request_id)
+            records = CommitRecords(entry, IdempotencyLanding(key, owner, '["where"]'))
+            try:
+                swapped: bool | None = await store.swap([swap], records)
+            except RequestTakenOver:
+                swapped = None
+            after = await store.get_tabular(warehouse.id, namespace, "t")
+            assert after is not None
+            return swapped, after.version - record.version
+        finally:
+            await store.close()
+
+    key = uuid.uuid4().hex
+    now = datetime.now(UTC)
+    pending = {"key": key, "fingerprint": "f", "state": "pending", "owner": "retry", "created_at": now}
+    run_sql(database_url, sa.insert(idempotency_keys).values(**pending, lease_until=now + timedelta(5)))
+    assert asyncio.run(attempt("stalled", "taken-over")) == (None, 0)
+    assert entries_of(database_url, "taken-over") == []
+    assert asyncio.run(attempt("retry", "held")) == (True, 1)
+    assert entries_of(database_url, "held") == [("updateTable", "ok", 200)]
+    [row] = run_sql(database_url, sa.select(idempotency_keys).where(idempotency_keys.c.key == key))
+    assert (row.state, row.response_body, row.owner) == ("landed", '["where"]', "retry")
