@@ -11,6 +11,7 @@ The tests use a PostgreSQL of their own: freezing or restarting the session's wo
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -18,10 +19,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import Integer, bindparam, select
 
+from catalog.store.sql import SqlCatalogStore
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 
@@ -210,3 +214,47 @@ def test_a_swap_cut_mid_statement_answers_commit_state_unknown(catalog: FaultyCa
     # Nothing of it landed (the backend died before committing), and the catalog carries on.
     assert catalog.client.get(LOAD).json()["metadata"]["properties"].get("probe") != "cut"
     assert _probes(catalog.client, WORKERS) == []
+
+
+# The plain asyncpg connections of the hot path, driven directly (the store of the module's database).
+
+_ONE_ROW = select(bindparam("p_value", type_=Integer).label("value"))
+
+
+def _store(catalog: FaultyCatalog) -> SqlCatalogStore:
+    url = catalog.pg.database_url(catalog.database)
+    return SqlCatalogStore(url, statement_timeout=STATEMENT_TIMEOUT, connect_timeout=CONNECT_TIMEOUT)
+
+
+def test_a_read_whose_pooled_connection_the_server_closed_runs_again(catalog: FaultyCatalog) -> None:
+    """The backend is terminated while the event loop is blocked, so the pooled connection still looks
+    open when the next read takes it: the read runs again on a new connection instead of failing."""
+
+    async def run() -> list[Any]:
+        store = _store(catalog)
+        try:
+            assert [tuple(r) for r in await store._fetch(_ONE_ROW, {"p_value": 1})] == [(1,)]
+            catalog.pg.terminate_backends(catalog.database)  # blocking: asyncpg sees nothing of it yet
+            return [tuple(r) for r in await store._fetch(_ONE_ROW, {"p_value": 2})]
+        finally:
+            await store.close()
+
+    for _ in range(3):
+        assert asyncio.run(run()) == [(2,)]
+
+
+def test_a_statement_on_a_frozen_database_times_out(catalog: FaultyCatalog) -> None:
+    async def run() -> float:
+        store = _store(catalog)
+        try:
+            await store._fetch(_ONE_ROW, {"p_value": 1})  # a pooled connection, open before the freeze
+            catalog.pg.pause()
+            started = time.monotonic()
+            with pytest.raises(TimeoutError):
+                await store._fetch(_ONE_ROW, {"p_value": 2})
+            return time.monotonic() - started
+        finally:
+            catalog.pg.resume()
+            await store.close()
+
+    assert STATEMENT_TIMEOUT <= asyncio.run(run()) < BOUND
