@@ -3,7 +3,8 @@ warehouse and name filled in (the API key stays a placeholder: the console never
 
 Warehouse, namespace and table names are chosen by tenants and may hold any character: each is written
 in its target language's quoting (a Python string literal, a SQL string literal or quoted identifier,
-a Java properties value), so a copied snippet runs with the name as data, never as code.
+a Java properties value, from `catalog.snippet_quoting`), so a copied snippet runs with the name as data,
+never as code.
 """
 
 from __future__ import annotations
@@ -11,6 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from catalog.console.readings import TableRef
+from catalog.snippet_quoting import (
+    VARIABLE_REFERENCE,
+    properties_value,
+    pyiceberg_identifier,
+    python_string,
+    sql_identifier,
+    sql_name,
+    sql_string,
+)
+
+__all__ = [
+    "Snippet",
+    "connect_snippets",
+    "properties_value",
+    "python_string",
+    "sql_identifier",
+    "sql_string",
+    "sql_table",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,72 +46,21 @@ DUCKDB_PACKAGES = " ".join(
 )
 
 
-def python_string(value: str) -> str:
-    """A Python string literal of `value`: Python's own `repr` (which escapes backslashes, quotes,
-    line breaks and every non-printable character, bidirectional controls included), in double quotes
-    unless the value holds a double quote."""
-    literal = repr(value)
-    if literal[0] == "'" and '"' not in value:
-        return f'"{literal[1:-1]}"'  # repr chose ' only because the value has no quote at all
-    return literal
-
-
-def sql_string(value: str) -> str:
-    """A standard SQL string literal: quotes doubled (backslashes are plain characters in SQL)."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def sql_identifier(value: str, quote: str = '"') -> str:
-    """A quoted SQL identifier (`quote` doubled inside): `"` for DuckDB and Trino, "`" for Spark."""
-    return quote + value.replace(quote, quote * 2) + quote
-
-
 def sql_table(ref: TableRef, quote: str = '"') -> str:
     """`floe.<namespace levels>.<table>` with every part a quoted identifier."""
-    return ".".join(["floe", *(sql_identifier(part, quote) for part in [*ref.namespace, ref.name])])
-
-
-def properties_value(value: str) -> str:
-    """`value` as a Java properties value (`java.util.Properties.load` reads `value` back): backslashes
-    and line breaks escaped, leading blanks kept, and every character outside printable ASCII as
-    `\\uXXXX` (UTF-16), so the file reads the same as ISO-8859-1 (Java's default) and as UTF-8."""
-    out: list[str] = []
-    for index, char in enumerate(value):
-        code = ord(char)
-        if char == "\\":
-            out.append("\\\\")
-        elif char in " \t\f" and index == 0:
-            out.append("\\" + {" ": " ", "\t": "t", "\f": "f"}[char])
-        elif char == "\t":
-            out.append("\\t")
-        elif 0x20 <= code <= 0x7E:
-            out.append(char)
-        elif code > 0xFFFF:
-            code -= 0x10000
-            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
-        else:
-            out.append(f"\\u{code:04x}")
-    return "".join(out)
+    return sql_name("floe", [*ref.namespace, ref.name], quote)
 
 
 def _properties(lines: list[tuple[str, str]], engine: str) -> str:
     """A properties file of (key, value) lines; none at all when a value holds `${`, which Spark and
     Trino read as a reference to a variable or an environment variable after loading the file (no
     escape prevents that)."""
-    if any("${" in value for _, value in lines):
+    if any(VARIABLE_REFERENCE in value for _, value in lines):
         return (
             f"# Not shown: this server's URL or the warehouse's name contains '${{', which {engine}\n"
             "# would read as a reference to a variable. Set these options in code instead.\n"
         )
     return "".join(f"{key}={properties_value(value)}\n" for key, value in lines)
-
-
-def _pyiceberg_identifier(parts: list[str]) -> str:
-    """pyiceberg's identifier: the dotted string (README's form) unless a part holds a dot, which the
-    dotted form would split, then a tuple."""
-    if not any("." in part for part in parts):
-        return python_string(".".join(parts))
-    return "(" + ", ".join(python_string(part) for part in parts) + ("," if len(parts) == 1 else "") + ")"
 
 
 def connect_snippets(url: str, ref: TableRef) -> list[Snippet]:
@@ -107,8 +76,8 @@ catalog = load_catalog(
     credential="CLIENT_ID:CLIENT_SECRET",
     warehouse={python_string(warehouse)},
 )
-print(catalog.list_tables({_pyiceberg_identifier(list(ref.namespace))}))
-print(catalog.load_table({_pyiceberg_identifier([*ref.namespace, ref.name])}).scan().to_arrow().num_rows)
+print(catalog.list_tables({pyiceberg_identifier(list(ref.namespace))}))
+print(catalog.load_table({pyiceberg_identifier([*ref.namespace, ref.name])}).scan().to_arrow().num_rows)
 """
     create_secret = (
         "CREATE SECRET floe_key (TYPE ICEBERG, CLIENT_ID 'CLIENT_ID', CLIENT_SECRET 'CLIENT_SECRET', "
