@@ -270,9 +270,11 @@ def _postgres_engine(url: str, pool_size: int, connect_options: dict[str, Any]) 
 
     @event.listens_for(engine.sync_engine, "handle_error")
     def _fault_invalidates(context: ExceptionContext) -> None:
-        # A timed-out statement leaves its connection waiting on a cancel an unresponsive server never
-        # acknowledges: discard it (and the pool's other connections) rather than roll back on it.
-        if not context.is_disconnect and database_fault(context.original_exception):
+        # A lost connection, or a statement timed out here (its connection waits on a cancel an
+        # unresponsive server never acknowledges): discard it (and the pool's other connections) rather
+        # than roll back on it. A statement the server cancelled (statement_timeout) leaves it usable.
+        fault = context.original_exception
+        if not context.is_disconnect and (isinstance(fault, TimeoutError) or connection_lost(fault)):
             context.is_disconnect = True
 
     return engine
