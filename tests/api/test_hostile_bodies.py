@@ -35,6 +35,7 @@ import httpx
 import pytest
 
 from catalog.console.session import CSRF_COOKIE, CSRF_FIELD
+from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC
 from tests.api.catalog_thread import CatalogThread
 
 MAX_BODY_BYTES = 1024 * 1024  # the server's FLOE_MAX_BODY_BYTES here: oversized bodies stay cheap
@@ -635,6 +636,7 @@ class Probe:
     who: str
     content_length: int | None = None
     accepted_because: str = ""  # why a success is an answer too (see `accepted_because`)
+    expect_status: int | None = None  # the one 4xx it must get, when only one is right
 
 
 def check(server: Server, route: Route, probes: list[Probe], *, anonymous: bool = False) -> None:
@@ -653,6 +655,8 @@ def check(server: Server, route: Route, probes: list[Probe], *, anonymous: bool 
         found = problems(server, answer, route.protocol)
         if anonymous and route.protocol == "console" and _to_sign_in(answer):
             found = [p for p in found if not p.startswith("status")]  # the console's "sign in first"
+        if probe.expect_status is not None and answer.status != probe.expect_status:
+            found.append(f"status {answer.status}, not {probe.expect_status}")
         if anonymous and route.protocol == "rest" and answer.status != 401:
             found.append(
                 f"status {answer.status} without credentials: the body was read before authorization"
@@ -1170,3 +1174,42 @@ def test_hostile_yaml_on_the_console(server: Server, case: str) -> None:
     ).encode()
     headers = {"Content-Type": "application/x-www-form-urlencoded"}
     check(server, route, [Probe(case, body, headers, "console")])
+
+
+HOSTILE_OFFSETS = {
+    "nested 100,000 deep": "[" * DEPTH + "]" * DEPTH,
+    "object nested 100,000 deep": '{"a":' * DEPTH + "1" + "}" * DEPTH,
+    "not JSON": "{0: 5",
+    "a list": "[0, 5]",
+    "an offset beyond int64": '{"0": 99999999999999999999}',
+    "an offset of 1e400": '{"0": 1e400}',
+    "a negative partition": '{"-1": 5}',
+    "a partition beyond int32": '{"4294967296": 5}',
+    "NaN": '{"0": NaN}',
+    "a string offset": '{"0": "5"}',
+    "a huge object": json.dumps({str(p): p for p in range(200_000)}),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_OFFSETS), ids=list(HOSTILE_OFFSETS))
+def test_hostile_kafka_offsets_in_a_commit(server: Server, case: str) -> None:
+    """The Kafka offsets a writer puts in a snapshot summary (JSON inside a JSON string, which
+    floe parses): each hostile form is a 4xx, as start or as end offsets."""
+    route = Route("commitTable add-snapshot (Kafka offsets)", "POST", f"{NS}/tables/t", _commit)
+    probes = []
+    for which in (START_OFFSETS, END_OFFSETS):
+        snapshot_id = uuid.uuid4().int >> 66
+        summary = {
+            "operation": "append",
+            TOPIC: "clicks",
+            START_OFFSETS: '{"0": 0}',
+            END_OFFSETS: '{"0": 5}',
+            which: HOSTILE_OFFSETS[case],
+        }
+        update = _table_updates(server)["add-snapshot"]
+        update["snapshot"] = {**update["snapshot"], "snapshot-id": snapshot_id, "summary": summary}
+        body = json.dumps({"requirements": [], "updates": [update]}).encode()
+        # 400, not the 409 of offsets that do not follow the table's: refused as they are read.
+        expected = None if len(body) > MAX_BODY_BYTES else 400  # else the body limit's 413 comes first
+        probes.append(Probe(f"{which}: {case}", body, {}, "cluster", expect_status=expected))
+    check(server, route, probes)
