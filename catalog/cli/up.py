@@ -36,6 +36,7 @@ import click
 from catalog.cli.ingest import DEFAULT_METRICS_PORT, check_commit_interval, run_ingest
 from catalog.cli.output import console
 from catalog.cli.pipeline_keys import INGEST, MAINTAIN, IngestAccess, PipelineKeys
+from catalog.cli.ready_summary import ready_summary
 from catalog.cli.services import configure_logging
 from catalog.cli.settings import client_settings
 from catalog.cli.up_maintenance import UpMaintenance
@@ -279,84 +280,6 @@ def _start_spark(log_file: Path) -> SparkSession:
         conf=conf,
         log_file=log_file,
     )
-
-
-def ready_summary(
-    *,
-    url: str,
-    home: Path,
-    client_id: str,
-    warehouse: str,
-    tables: Sequence[IngestTable],
-    pipeline_keys: Sequence[str] = (),
-    broker: str | None,
-    logs: Sequence[Path],
-    metrics_port: int,
-    maintenance: bool,
-    seconds: float,
-) -> str:
-    """What `floe up` prints when it is ready: where everything is, and how to query and stop."""
-    tokens = f"{url}/v1/oauth/tokens"
-    # The secret is never printed: terminals are scrolled back, recorded and pasted into tickets. The
-    # snippets carry a placeholder and say where the secret is.
-    secret = "<client_secret>"
-    key = f"{client_id}:{secret}"
-    first = tables[0].name if tables else "<namespace>.<table>"
-    lines = [
-        f"[bold green]floe is ready[/bold green] ({seconds:.1f} s)",
-        f"  catalog      {url}  (Iceberg REST, warehouse '{warehouse}')",
-        f"  admin key    {home / 'admin.json'}  (client_id {client_id})",
-    ]
-    if pipeline_keys:
-        lines.append(
-            f"  pipeline     keys {', '.join(pipeline_keys)} in {home / 'keys'}  (new secrets at each start)"
-        )
-    if broker:
-        lines.append(f"  Kafka        {broker}  (run by floe up; data in {home / 'kafka'})")
-    for table in tables:
-        lines.append(
-            f"  ingesting    topic {table.topic} → table {table.name} (bad records: {table.dlq_table})"
-        )
-    if not tables:
-        lines.append("  ingesting    nothing yet: add tables to floe.yaml and run floe apply -f floe.yaml")
-    lines.append(
-        f"  status       floe status  (metrics http://127.0.0.1:{metrics_port}/metrics)"
-        if metrics_port
-        else "  status       floe status --url …  (metrics off)"
-    )
-    lines.append(
-        "  maintenance  compaction, snapshot expiry and orphan removal every 10 min (--no-maintenance: off)"
-        if maintenance
-        else "  maintenance  off (--no-maintenance); run floe maintain yourself"
-    )
-    lines.append("  logs         " + ", ".join(str(p) for p in logs))
-    lines += [
-        f"query it with (<client_secret>: client_secret in {home / 'admin.json'})",
-        "  DuckDB     INSTALL iceberg; LOAD iceberg;",
-        f"             CREATE SECRET floe_key (TYPE ICEBERG, CLIENT_ID '{client_id}', "
-        f"CLIENT_SECRET '{secret}', OAUTH2_SERVER_URI '{tokens}');",
-        f"             ATTACH '{warehouse}' AS floe (TYPE ICEBERG, ENDPOINT '{url}', SECRET floe_key);",
-        f"             SELECT count(*) FROM floe.{first};",
-        f"  pyiceberg  load_catalog('floe', type='rest', uri='{url}', credential='{key}', "
-        f"warehouse='{warehouse}').load_table('{first}').scan().to_arrow()",
-        "  Spark      pyspark --packages org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0 "
-        "--conf spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions "
-        "--conf spark.sql.catalog.floe=org.apache.iceberg.spark.SparkCatalog "
-        f"--conf spark.sql.catalog.floe.type=rest --conf spark.sql.catalog.floe.uri={url} "
-        f"--conf spark.sql.catalog.floe.warehouse={warehouse} --conf spark.sql.catalog.floe.credential={key} "
-        f"--conf spark.sql.catalog.floe.oauth2-server-uri={tokens} "
-        "--conf spark.sql.catalog.floe.scope=catalog",
-        "  Trino      etc/catalog/floe.properties, one per line: connector.name=iceberg "
-        "iceberg.catalog.type=rest "
-        f"iceberg.rest-catalog.uri={url} iceberg.rest-catalog.warehouse={warehouse} "
-        f"iceberg.rest-catalog.security=OAUTH2 iceberg.rest-catalog.oauth2.credential={key} "
-        f"iceberg.rest-catalog.oauth2.server-uri={tokens} fs.native-local.enabled=true local.location=/",
-        "  (README, Connecting engines: each engine's block in full)",
-    ]
-    topic = tables[0].topic if tables else None
-    produce = f"produce JSON records to topic {topic} on {broker}; " if topic and broker else ""
-    lines.append(f"[bold]ready[/bold]: {produce}Ctrl-C stops floe (everything stays in {home})")
-    return "\n".join(lines)
 
 
 @click.command("up")
