@@ -9,8 +9,9 @@ from types import FrameType
 
 import click
 from rich.table import Table
+from rich.text import Text
 
-from catalog.cli.output import console
+from catalog.cli.output import console, printable
 from catalog.cli.remote import cli_credentials, key_file_option
 from catalog.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
 from catalog.cli.settings import client_settings
@@ -46,7 +47,8 @@ def print_results(results: list[PassResult]) -> None:
         snapshots = f"{before.snapshots} → {after.snapshots}" if before and after else "-"
         actions = ", ".join(a.name + ("!" if a.error else "") for a in result.actions) or "-"
         errors = [result.error or "", *(f"{a.name}: {a.error}" for a in result.actions if a.error)]
-        table.add_row(
+        # Cells as Text: a name or error is never read as markup, its control characters are escapes.
+        cells = [
             f"{result.table.warehouse}/{result.table}",
             actions,
             files,
@@ -54,14 +56,16 @@ def print_results(results: list[PassResult]) -> None:
             snapshots,
             f"{result.duration_seconds:.1f}",
             "; ".join(e for e in errors if e)[:200],
-        )
+        ]
+        table.add_row(*(Text(printable(cell)) for cell in cells))
     console.print(table)
     for result in results:
         if result.failed:
-            console.print(result.summary(), highlight=False, soft_wrap=True)
+            console.print(Text(printable(result.summary())), highlight=False, soft_wrap=True)
             for action in result.actions:
                 if action.error:
-                    console.print(f"  {action.name}: {action.error}", highlight=False, soft_wrap=True)
+                    line = f"  {action.name}: {action.error}"
+                    console.print(Text(printable(line)), highlight=False, soft_wrap=True)
 
 
 @click.command("maintain")

@@ -10,11 +10,11 @@ from typing import Any
 import click
 import httpx
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from catalog.cli.ingest import DEFAULT_METRICS_PORT
-from catalog.cli.output import OUTPUT, Column, as_json, fitted_table
+from catalog.cli.output import OUTPUT, Column, as_json, fitted_table, printable
 from catalog.client import DEFAULT_URL, ClientError, FloeClient, admin_credentials
 from catalog.ingest_metrics import ingest_status
 
@@ -141,18 +141,27 @@ def status_command(metrics_url: str, url: str, output: str) -> None:
     grid = _ingest_grid(status["tables"], time.time())
     out = Console()
     out.print(grid)
+    # Names and errors as Text: no markup or emoji code in them is read, control characters are escapes.
     for entry in status["tables"]:
         if entry.get("error"):
-            out.print(f"[red]{escape(entry['table'])}[/red]: {escape(entry['error'])}", highlight=False)
+            out.print(
+                Text.assemble((printable(entry["table"]), "red"), ": ", printable(entry["error"])),
+                highlight=False,
+            )
         if entry.get("missing_topic"):
             out.print(
-                f"[yellow]WARNING[/yellow]: topic {entry['missing_topic']} of {entry['table']} does not "
-                "exist on its cluster; its ingestion starts when it does",
+                Text.assemble(
+                    ("WARNING", "yellow"),
+                    printable(
+                        f": topic {entry['missing_topic']} of {entry['table']} does not exist on its "
+                        "cluster; its ingestion starts when it does"
+                    ),
+                ),
                 highlight=False,
             )
     for line in undeclared_lines(status["tables"]):
-        out.print(line, highlight=False, markup=False, soft_wrap=True)
+        out.print(Text(printable(line)), highlight=False, soft_wrap=True)
     if status.get("maintenance"):
         out.print(_maintenance_grid(status["maintenance"]))
     elif "maintenance_error" in status:
-        out.print(f"maintenance passes unavailable: {status['maintenance_error']}")
+        out.print(Text(printable(f"maintenance passes unavailable: {status['maintenance_error']}")))
