@@ -696,6 +696,16 @@ def _raw_cases() -> dict[str, bytes]:
         "invalid UTF-8": b'{"name": "\xff\xfe\xfd"}',
         "NaN": b'{"name": NaN}',
         "1e400": b'{"name": 1e400}',
+        "byte order mark": b'\xef\xbb\xbf{"name": "x"}',
+        "UTF-16": '{"name": "x"}'.encode("utf-16"),
+        "trailing garbage": b'{"name": "x"} x',
+        "two documents": b'{"name": "x"}{"name": "y"}',
+        "lone surrogate escape": b'{"name": "\\ud800"}',
+        "NUL escapes": (
+            b'{"name": "a\\u0000b", "namespace": ["a\\u0000b"], "updates": {"a\\u0000b": "x"},'
+            b' "removals": ["a\\u0000b"], "role": "a\\u0000b", "config": {"a\\u0000b": 1}}'
+        ),
+        "a million spaces": b" " * 1_000_000 + b"[]",
     }
 
 
