@@ -8,8 +8,9 @@ import sys
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from catalog.cli.output import OUTPUT, as_json, console
+from catalog.cli.output import OUTPUT, as_json, console, printable
 from catalog.cli.remote import call
 
 _ACTION_STYLES = {
@@ -52,9 +53,12 @@ def apply(path: str, dry_run: bool, output: str) -> None:
         validate_read(read, base=Path(path).resolve().parent)  # the data's schema_files inlined too
         data = read[0]
     except InvalidConfig as exc:
-        console.print(f"[red]{path}: {len(exc.errors)} error(s), nothing applied[/red]", highlight=False)
+        console.print(
+            Text(printable(f"{path}: {len(exc.errors)} error(s), nothing applied"), style="red"),
+            highlight=False,
+        )
         for error in exc.errors:
-            console.print(f"  {error}", highlight=False, markup=False)
+            console.print(Text(printable(f"  {error}")), highlight=False)
         sys.exit(1)
     result = call(lambda floe: floe.apply_pipeline(data, dry_run=dry_run))
     if output == "json":
@@ -63,8 +67,12 @@ def apply(path: str, dry_run: bool, output: str) -> None:
     table = Table("namespace", "table", "action", "changes")
     for entry in result.plan:
         style = _ACTION_STYLES.get(entry.action, "")
+        # Names and changes as Text: never read as markup; control characters shown as escapes.
         table.add_row(
-            entry.namespace, entry.table, f"[{style}]{entry.action}[/{style}]", "\n".join(entry.changes)
+            Text(printable(entry.namespace)),
+            Text(printable(entry.table)),
+            Text(entry.action, style=style),
+            Text("\n".join(printable(change) for change in entry.changes)),
         )
     Console().print(table)
     counts = {a: sum(1 for e in result.plan if e.action == a) for a in _ACTION_STYLES}
@@ -73,6 +81,9 @@ def apply(path: str, dry_run: bool, output: str) -> None:
         against = "no revision is applied yet" if result.revision is None else f"revision {result.revision}"
         click.echo(f"dry run against {against}: {summary}; nothing applied", err=True)
     elif result.applied:
-        click.echo(f"revision {result.revision} applied to warehouse {result.warehouse}: {summary}", err=True)
+        click.echo(
+            printable(f"revision {result.revision} applied to warehouse {result.warehouse}: {summary}"),
+            err=True,
+        )
     else:
         click.echo(f"no changes: revision {result.revision} is current", err=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from catalog.cli.output import OUTPUT, emit
+from catalog.cli.output import OUTPUT, emit, printable
 from catalog.cli.pipeline_keys import PURPOSES, PipelineKeys
 from catalog.cli.remote import call, management_client
 from catalog.cli.settings import client_settings
@@ -44,7 +44,7 @@ def clusters_list(output: str) -> None:
 def clusters_delete(name: str) -> None:
     """Delete a cluster with its keys (refused while its namespace has tables)."""
     call(lambda floe: floe.delete_cluster(name))
-    click.echo(f"deleted cluster {name}", err=True)
+    click.echo(printable(f"deleted cluster {name}"), err=True)
 
 
 @click.group()
@@ -95,7 +95,7 @@ def keys_list(cluster: str | None, output: str) -> None:
 def keys_revoke(client_id: str) -> None:
     """Revoke a key at once."""
     call(lambda floe: floe.revoke_key(client_id))
-    click.echo(f"revoked {client_id}", err=True)
+    click.echo(printable(f"revoked {client_id}"), err=True)
 
 
 @keys.command("rotate")
@@ -127,7 +127,7 @@ def keys_pipeline(clusters: tuple[str, ...], purposes: tuple[str, ...]) -> None:
             for purpose in purposes or PURPOSES:
                 key = pipeline_keys.key(purpose, cluster)
                 path = pipeline_keys.path(purpose, cluster)
-                click.echo(f"{key.name}: client_id {key.client_id}, secret in {path}", err=True)
+                click.echo(printable(f"{key.name}: client_id {key.client_id}, secret in {path}"), err=True)
 
 
 @click.command("audit")

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import click
 
+from catalog.cli.output import printable
 from catalog.cli.pipeline_keys import read_key_file
 from catalog.cli.settings import client_settings
 from catalog.client import ClientError, FloeClient, admin_credentials
@@ -44,12 +45,13 @@ def key_file_option(command: Callable[..., Result]) -> Callable[..., Result]:
 @contextmanager
 def management_client() -> Iterator[FloeClient]:
     """A client of FLOE_URL with the admin credentials; any `ClientError` inside (missing credentials,
-    refused ones, a failed call) is a command-line error with the server's message."""
+    refused ones, a failed call) is a command-line error with the server's message (which may quote a
+    tenant's name: its control characters are shown as escapes)."""
     try:
         with FloeClient(client_settings().url, *admin_credentials()) as client:
             yield client
     except ClientError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(printable(str(exc))) from exc
 
 
 def call(operation: Callable[[FloeClient], Result]) -> Result:

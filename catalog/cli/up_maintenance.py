@@ -8,7 +8,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from catalog.cli.output import console
+from rich.text import Text
+
+from catalog.cli.output import console, printable
 from catalog.cli.pipeline_keys import MAINTAIN, PipelineKeys
 from catalog.client import ClientError
 
@@ -80,7 +82,8 @@ class UpMaintenance:
         except ClientError as exc:
             if not self._stop.is_set():
                 console.print(
-                    f"[yellow]maintenance of {cluster} not started: {exc}[/yellow]", highlight=False
+                    Text(printable(f"maintenance of {cluster} not started: {exc}"), style="yellow"),
+                    highlight=False,
                 )
             return
         options = WorkerOptions(
@@ -100,7 +103,10 @@ class UpMaintenance:
             worker.run_forever(self._stop)
         except Exception as exc:  # floe up goes on ingesting; the log says why maintenance stopped
             if not self._stop.is_set():
-                console.print(f"[yellow]maintenance of {cluster} stopped: {exc}[/yellow]", highlight=False)
+                console.print(
+                    Text(printable(f"maintenance of {cluster} stopped: {exc}"), style="yellow"),
+                    highlight=False,
+                )
         finally:
             worker.close()
 
