@@ -37,6 +37,7 @@ from pyiceberg.table.update import (
 from pyiceberg.utils.datetime import datetime_to_millis
 
 from catalog.errors import BadRequest, CommitFailed
+from catalog.json_booleans import check_booleans
 from catalog.table_metadata import (
     TableUpdate,
     as_writable,
@@ -165,6 +166,7 @@ def parse_table_updates(raw: Any) -> tuple[TableUpdate, ...]:
             raise BadRequest("Invalid update: set-properties updates must map names to strings")
         if action == "remove-properties" and not _strings(item.get("removals"), list):
             raise BadRequest("Invalid update: remove-properties removals must be an array of strings")
+    check_booleans(raw, "update")
     try:
         return tuple(_UPDATES.validate_python(raw))
     except PydanticValidationError as exc:
@@ -484,6 +486,8 @@ def create_table_metadata(
     properties: dict[str, str],
 ) -> TableMetadata:
     """Fresh metadata for `createTable`, ids reassigned as the reference implementation does."""
+    for sent, what in ((schema, "schema"), (partition_spec, "partition spec"), (write_order, "sort order")):
+        check_booleans(sent, what)
     try:
         parsed_schema = _SCHEMA.validate_python(schema)
         spec = _SPEC.validate_python(partition_spec) if partition_spec else UNPARTITIONED_PARTITION_SPEC

@@ -20,6 +20,7 @@ from pyiceberg.view.metadata import ViewHistoryEntry, ViewMetadata, ViewVersion
 
 from catalog.commit import metadata_version
 from catalog.errors import BadRequest, CommitFailed, InvalidArgument
+from catalog.json_booleans import check_booleans
 
 VIEW_UPDATE_ACTIONS = frozenset(
     {
@@ -185,6 +186,7 @@ def apply_view_updates(base: ViewMetadata, updates: Any) -> ViewMetadata:
         updates = []
     if not isinstance(updates, list):
         raise BadRequest("Invalid commit request: updates must be an array")
+    check_booleans(updates, "view update")
     builder = _ViewBuilder(base)
     for update in updates:
         if (
@@ -233,6 +235,8 @@ def create_view_metadata(
     *, location: str, schema: Any, view_version: Any, properties: dict[str, str]
 ) -> ViewMetadata:
     """Metadata for `createView`: one schema, one version, current."""
+    check_booleans(schema, "schema")
+    check_booleans(view_version, "view version")
     parsed_schema: Schema = _parse(_SCHEMA, schema, "schema")
     if not isinstance(view_version, dict):
         raise BadRequest("Invalid view: 'view-version' must be an object")
