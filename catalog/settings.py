@@ -297,8 +297,9 @@ class Settings(FloeSettings):
     body_timeout_seconds: float = Field(
         20.0,
         gt=0,
-        description="time a client has to send a request body, from the end of its head, extended by a second "
-        "for every `FLOE_BODY_MIN_BYTES_PER_SECOND` bytes received; then 408 and the connection is closed",
+        description="time a client has to send a request body, from the end of its head, extended by a "
+        "second for every `FLOE_BODY_MIN_BYTES_PER_SECOND` bytes received; "
+        "then 408 and the connection is closed",
     )
     body_min_bytes_per_second: int = Field(
         1024, ge=0, description="the rate that keeps extending a request body's deadline (0: no extension)"
