@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,13 @@ def _commit(client: httpx.Client, value: str) -> httpx.Response:
 def _probe(client: httpx.Client, n: int) -> list[str]:
     """One of each request; a line per failed one."""
     failed = []
-    for name, request in (
+    requests: tuple[tuple[str, Callable[[], httpx.Response]], ...] = (
         ("loadTable", lambda: client.get(LOAD)),
         ("listTables", lambda: client.get(LIST)),
         ("loadNamespace", lambda: client.get(NAMESPACE)),
         ("commit", lambda: _commit(client, f"{n}-{uuid.uuid4().hex[:6]}")),
-    ):
+    )
+    for name, request in requests:
         try:
             response = request()
         except httpx.HTTPError as exc:
