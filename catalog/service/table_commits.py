@@ -1,0 +1,255 @@
+"""Table commits: each change checked on its table's current metadata and all swapped in at once
+(compare-and-swap), retried on a lost race; a retry of a request that already landed gets its answer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from pyiceberg.table.metadata import TableMetadata
+
+from catalog import commit as core
+from catalog.auth import Action, Principal, authorize
+from catalog.errors import (
+    AlreadyExists,
+    BadRequest,
+    CommitFailed,
+    CommitStateUnknown,
+    NoSuchNamespace,
+    NoSuchTable,
+)
+from catalog.events import TableChanged
+from catalog.faults import CRASH_AFTER_COMMIT, crash_point
+from catalog.identifiers import TableIdent
+from catalog.kafka_offsets import check_kafka_progress, kafka_progress
+from catalog.locations import confine_table_metadata, normalize_location
+from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
+from catalog.service.context import CatalogContext
+from catalog.service.quotas import Limits, cluster_quota
+from catalog.service.request_records import request_records
+from catalog.service.table_model import LoadedTable, TableChange
+from catalog.store import NamespaceRecord, PendingCommit, WarehouseRecord
+from catalog.store.commit_records import RequestTakenOver
+from catalog.store.database_faults import write_outcome_unknown
+
+log = logging.getLogger(__name__)
+
+
+def managed_location(
+    ctx: CatalogContext,
+    warehouse: WarehouseRecord,
+    namespace: NamespaceRecord,
+    ident: TableIdent,
+    location: str,
+) -> str | None:
+    """A new table's location in canonical form when floe assigned it (directly, or through a
+    stage-create whose location the client sends back), else None: purge deletes all of it."""
+    if ctx.is_default_location(warehouse, namespace, ident, location):
+        return normalize_location(location)
+    return None
+
+
+class TableCommits:
+    """The commit path of the table service, for the warehouse's tables as `table_config` presents them."""
+
+    def __init__(
+        self,
+        ctx: CatalogContext,
+        limits: Limits,
+        table_config: Callable[[WarehouseRecord], dict[str, str]],
+    ) -> None:
+        self.ctx = ctx
+        self.limits = limits
+        self.table_config = table_config
+
+    async def commit_all(
+        self, principal: Principal, prefix: str, changes: list[TableChange]
+    ) -> list[LoadedTable]:
+        """Commit changes to one or more tables atomically: all land or none does.
+
+        Requirements are checked on the current metadata; when another writer wins the pointer swap,
+        the commit is re-validated on the new base and retried (bounded), so a commit whose requirements
+        still hold is never failed by a race, and one whose requirements broke gets a 409.
+        """
+        if not changes:
+            raise BadRequest("Invalid transaction: 'table-changes' must not be empty")
+        idents = [c.ident for c in changes]
+        if len(set(idents)) != len(idents):
+            raise BadRequest("Invalid transaction: a table appears more than once")
+        warehouse = await self.ctx.warehouse(prefix)
+        for change in changes:
+            authorize(principal, Action.WRITE, prefix, change.ident.namespace.key)
+            self.limits.check_table_change(change)
+        root = self.ctx.storage_root(warehouse, principal)
+        storage = self.ctx.storage(warehouse, root)
+        request = request_records()
+        landed = request.landed_locations(len(changes)) if request is not None else None
+        if landed is not None:
+            # An earlier attempt of this request committed (then its process died): answer it again.
+            return await self._landed(principal, warehouse, storage, landed)
+        attempts = self.ctx.settings.commit_retries + 1
+        # One commit per table at a time in this process: concurrent commits to a table can only land
+        # one by one (compare-and-swap), so racing them here just burned retries (and failed commits
+        # after the last one). Other workers and servers still race; the swap decides between them.
+        async with self.ctx.commit_locks(warehouse.id, idents):
+            for attempt in range(attempts):
+                pending, results, models = await self._prepare(warehouse, changes, root)
+                written = [p.metadata_location for p, changed in pending if changed]
+                try:
+                    for p, changed in pending:
+                        if changed:
+                            await self.ctx.run_storage(
+                                warehouse,
+                                principal,
+                                storage.write,
+                                p.metadata_location,
+                                p.metadata_json.encode(),
+                            )
+                    to_swap = [p for p, changed in pending if changed]
+                    # The request's audit entry and idempotency outcome commit with the swap.
+                    records = request.for_commit([r.metadata_location for r in results]) if request else None
+                    swapped = not to_swap or await self.ctx.store.swap(to_swap, records)
+                    if to_swap and swapped and request is not None and records is not None:
+                        request.committed(records)
+                except AlreadyExists:
+                    await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
+                    raise CommitFailed("Requirement failed: table already exists") from None
+                except RequestTakenOver:
+                    await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
+                    raise
+                except Exception as exc:
+                    if not write_outcome_unknown(exc):
+                        raise  # e.g. DatabaseUnavailable: nothing reached the database
+                    # The database may or may not have applied the swap: never delete the new files.
+                    log.error("commit state unknown for %s: %s", idents, exc)
+                    raise CommitStateUnknown(
+                        f"Commit state unknown: the database failed during the commit ({type(exc).__name__})"
+                    ) from exc
+                if swapped:
+                    crash_point(CRASH_AFTER_COMMIT)
+                    for location, model in models:
+                        self.ctx.metadata_models.put(location, model)
+                    for ident in idents:
+                        await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
+                    return results
+                await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
+                COMMIT_RETRIES.inc()
+                log.info(
+                    "commit to %s lost a race (attempt %d), retrying on the new base", idents, attempt + 1
+                )
+                # Jittered exponential backoff: writers in other processes that lost the same race
+                # would otherwise retry in lockstep and collide again.
+                await asyncio.sleep(random.uniform(0, min(0.25, 0.005 * 2**attempt)))
+        COMMIT_CONFLICTS.inc()
+        raise CommitFailed(
+            f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts"
+        )
+
+    async def _landed(
+        self, principal: Principal, warehouse: WarehouseRecord, storage: Any, locations: list[str]
+    ) -> list[LoadedTable]:
+        """The answer of a commit that landed: its tables as it wrote them (metadata files are never
+        overwritten, so they are what the first attempt answered)."""
+        limit = self.ctx.settings.max_metadata_file_bytes
+        config = self.table_config(warehouse)
+        results = []
+        for location in locations:
+            read = storage.read_metadata_file
+            raw = await self.ctx.run_storage(warehouse, principal, read, location, limit)
+            results.append(LoadedTable(location, raw.decode(), config))
+        return results
+
+    async def _prepare(
+        self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
+    ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable], list[tuple[str, TableMetadata]]]:
+        """The new metadata of every change on its table's current state, each confined to `root`
+        (the caller's folder), as compare-and-swap commits; and the new models by their locations."""
+        pending: list[tuple[PendingCommit, bool]] = []
+        results: list[LoadedTable] = []
+        models: list[tuple[str, TableMetadata]] = []
+        config = self.table_config(warehouse)
+        for change in changes:
+            ident = change.ident
+            record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+            creating = any(r.type == "assert-create" for r in change.requirements)
+            if record is not None and record.kind != "table":
+                if creating:
+                    # 409 AlreadyExistsException, worded as the Java reference words it.
+                    raise AlreadyExists(f"View with same name already exists: {ident}")
+                raise NoSuchTable(f"Table does not exist: {ident}")
+            if record is None:
+                ns = await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key)
+                if ns is None:
+                    raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
+                if not creating:
+                    raise NoSuchTable(f"Table does not exist: {ident}")
+                metadata = core.commit_table(
+                    None,
+                    None,
+                    change.requirements,
+                    change.updates,
+                    self.ctx.default_location(warehouse, ns, ident),
+                )
+                metadata = confine_table_metadata(metadata, None, root)
+                metadata_json = metadata.model_dump_json()
+                location = core.new_metadata_location(metadata, None)
+                progress = kafka_progress(change.updates)
+                if progress is not None:
+                    check_kafka_progress(progress, {})
+                managed = managed_location(self.ctx, warehouse, ns, ident, metadata.location)
+                quota = cluster_quota(self.ctx.settings, warehouse, ident.namespace, "table")
+                pending.append(
+                    (
+                        PendingCommit(
+                            None,
+                            0,
+                            location,
+                            metadata_json,
+                            ns.id,
+                            ident.name,
+                            "table",
+                            progress,
+                            managed,
+                            quota,
+                        ),
+                        True,
+                    )
+                )
+                results.append(LoadedTable(location, metadata_json, config))
+                continue
+            base = self.ctx.metadata_models.get(record.metadata_location) or core.parse_table_metadata(
+                record.metadata_json
+            )
+            metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
+            self.limits.check_committed(change, metadata.properties)
+            if change.updates:
+                metadata = confine_table_metadata(metadata, base, root)
+            else:
+                pending.append(
+                    (
+                        PendingCommit(
+                            record.id, record.version, record.metadata_location or "", record.metadata_json
+                        ),
+                        False,
+                    )
+                )
+                results.append(LoadedTable(record.metadata_location, record.metadata_json, config))
+                continue
+            # Read after the table's row: offsets only change together with its version, so a commit
+            # that moved them after this read also fails this commit's compare-and-swap.
+            progress = kafka_progress(change.updates)
+            if progress is not None:
+                check_kafka_progress(
+                    progress, await self.ctx.store.get_kafka_offsets(record.id, progress.topic)
+                )
+            metadata_json = metadata.model_dump_json()
+            location = core.new_metadata_location(metadata, record.metadata_location)
+            pending.append(
+                (PendingCommit(record.id, record.version, location, metadata_json, kafka=progress), True)
+            )
+            results.append(LoadedTable(location, metadata_json, config))
+            models.append((location, metadata))
+        return pending, results, models
