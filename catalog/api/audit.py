@@ -1,9 +1,11 @@
 """The audit log: every mutation and token request — who, what, when, outcome — stored in the database.
 
 Only the route, its path parameters and the outcome are recorded; request bodies (which may hold
-secrets) never are. A successful mutation is never answered unaudited: a table commit stores its entry
-in its own transaction (`catalog.service.request_records`); for the others the answer is held until
-the entry is stored, and replaced by a 503 when it cannot be.
+secrets) never are. A change and its entry commit together: the change's own transaction inserts the
+entry (`catalog.store.audit_context`, `catalog.service.request_records` for table commits), and when it
+cannot, the change is rolled back and refused (503). A request that changed nothing (refused, failed) is
+recorded here after its answer; a success whose transaction wrote no entry too, its answer held until
+the entry is stored and replaced by a 503 when it cannot be.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from catalog.identifiers import SEPARATOR, decode_segment
 from catalog.observability import REQUEST_ID
 from catalog.service.audit import AuditWriter
 from catalog.service.request_records import REQUEST_RECORDS, RequestRecords
+from catalog.store.audit_context import PENDING_AUDIT, PendingAudit
 from catalog.store.security import AuditEntry
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,15 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
             success_status=int(getattr(scope.get("route_handler"), "status_code", None) or 200),
         )
         token = REQUEST_RECORDS.set(records)
+        # Written by the change's transaction (its first, when a request makes several).
+        pending = PendingAudit(lambda: entry_of(scope, records.success_status, _action(scope)))
+        pending_token = PENDING_AUDIT.set(pending)
+
+        def audited(answered: int) -> bool:
+            written = pending.written
+            return records.audited_status == answered or (
+                written is not None and written.status_code == answered
+            )
 
         async def capture(message: Message) -> None:
             nonlocal status, recorded, start
@@ -83,7 +95,7 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
                 # Recorded before the response completes: a client that has its answer finds the
                 # mutation in the audit log (not a moment later).
                 recorded = True
-                if records.audited_status != status and not await _record(scope, status) and status < 400:
+                if not audited(status) and not await _record(scope, status) and status < 400:
                     start, message = _unaudited_answer()
             if start is not None:
                 await send(start)
@@ -94,7 +106,8 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, capture)
         finally:
             REQUEST_RECORDS.reset(token)
-            if not recorded:
+            PENDING_AUDIT.reset(pending_token)
+            if not recorded and not audited(status):
                 await _record(scope, status)
 
     return middleware

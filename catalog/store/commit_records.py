@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import ServiceUnavailable
+from catalog.store.audit_context import AuditUnavailable
 from catalog.store.schema import audit_log, idempotency_keys, tabulars
 from catalog.store.security import AuditEntry
 
@@ -208,4 +209,7 @@ async def write(conn: AsyncConnection, records: CommitRecords | None, now: datet
             .values(state=LANDED, response_body=records.landing.reference)
         )
     if records.audit is not None:
-        await conn.execute(insert(audit_log).values(**_audit_row(records.audit, now)))
+        try:
+            await conn.execute(insert(audit_log).values(**_audit_row(records.audit, now)))
+        except Exception as exc:  # the transaction rolls back: the change is refused, not unaudited
+            raise AuditUnavailable() from exc

@@ -99,13 +99,13 @@ class MaintenanceStoreMixin:
     def _reading(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
-    def _writing(self) -> AbstractAsyncContextManager[AsyncConnection]:
+    def _writing(self, *, change: bool = False) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
     async def add_maintenance_pass(self, record: MaintenancePassRecord) -> MaintenancePassRecord:
         """Store a pass; the stored record (with its id and recording time) comes back."""
         now = datetime.now(UTC)
-        async with self._writing() as conn:
+        async with self._writing(change=True) as conn:
             result = await conn.execute(
                 insert(maintenance_passes)
                 .values(

@@ -38,7 +38,7 @@ class PipelineStoreMixin:
     def _reading(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
-    def _writing(self) -> AbstractAsyncContextManager[AsyncConnection]:
+    def _writing(self, *, change: bool = False) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
     async def latest_pipeline_revision(self) -> PipelineRevisionRecord | None:
@@ -80,7 +80,7 @@ class PipelineStoreMixin:
         now = datetime.now(UTC)
         revision = after + 1
         try:
-            async with self._writing() as conn:
+            async with self._writing(change=True) as conn:
                 latest = (await conn.execute(select(func.max(pipeline_revisions.c.revision)))).scalar()
                 if (latest or 0) != after:
                     raise CommitFailed(

@@ -1,6 +1,5 @@
-"""The security half of the SQL store: clusters, API keys, signing keys, audit log, failure counters.
-
-`SqlCatalogStore` inherits these methods, so the service layer still sees one store.
+"""The security half of the SQL store: clusters, API keys, signing keys, audit log, failure counters
+(`SqlCatalogStore` inherits these methods, so the service layer still sees one store).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import AlreadyExists, NamespaceNotEmpty, NotFound
+from catalog.store.audit_context import record_change
 from catalog.store.schema import (
     api_keys,
     audit_log,
@@ -164,7 +164,7 @@ class SecurityStoreMixin:
     def _reading(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
-    def _writing(self) -> AbstractAsyncContextManager[AsyncConnection]:
+    def _writing(self, *, change: bool = False) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
     async def _append_rows(self, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -181,7 +181,7 @@ class SecurityStoreMixin:
 
     async def add_signing_key(self, kid: str, private_jwk: str, *, retire_others: bool) -> None:
         now = datetime.now(UTC)
-        async with self._writing() as conn:
+        async with self._writing(change=retire_others) as conn:  # a rotation: an admin's change
             if retire_others:
                 await conn.execute(
                     update(signing_keys).where(signing_keys.c.retired_at.is_(None)).values(retired_at=now)
@@ -200,7 +200,7 @@ class SecurityStoreMixin:
         cid = str(uuid.uuid4())
         now = datetime.now(UTC)
         try:
-            async with self._writing() as conn:
+            async with self._writing(change=True) as conn:
                 await conn.execute(
                     insert(clusters).values(
                         id=cid,
@@ -252,7 +252,7 @@ class SecurityStoreMixin:
 
     async def delete_cluster(self, name: str) -> None:
         """Delete the cluster, its keys and its namespace; refused while its namespace holds tables."""
-        async with self._writing() as conn:
+        async with self._writing(change=True) as conn:
             row = (await conn.execute(select(clusters).where(clusters.c.name == name))).first()
             if row is None:
                 raise NotFound(f"Cluster does not exist: {name}")
@@ -290,7 +290,7 @@ class SecurityStoreMixin:
         created_by: str,
         expires_at: datetime | None,
     ) -> ApiKeyRecord:
-        async with self._writing() as conn:
+        async with self._writing(change=True) as conn:
             cluster_id = None
             if cluster is not None:
                 row = (await conn.execute(select(clusters.c.id).where(clusters.c.name == cluster))).first()
@@ -357,7 +357,7 @@ class SecurityStoreMixin:
         """End one token before its expiry. Rows of expired tokens go; a key with `max_per_subject`
         revoked tokens alive gets its `*` row (every token issued until now) instead of another row."""
         now = datetime.now(UTC)
-        async with self._writing() as conn:
+        async with self._writing(change=True) as conn:
             await conn.execute(delete(revoked_tokens).where(revoked_tokens.c.expires_at <= now))
             alive = (
                 await conn.execute(
@@ -423,7 +423,7 @@ class SecurityStoreMixin:
         return [_key(r) for r in rows]
 
     async def revoke_api_key(self, client_id: str) -> bool:
-        async with self._writing() as conn:
+        async with self._writing(change=True) as conn:
             result = await conn.execute(
                 update(api_keys)
                 .where(api_keys.c.client_id == client_id, api_keys.c.revoked_at.is_(None))
@@ -438,6 +438,8 @@ class SecurityStoreMixin:
                 .where(api_keys.c.client_id == client_id, api_keys.c.revoked_at.is_(None))
                 .values(secret_hash=secret_hash)
             )
+            if result.rowcount:
+                await record_change(conn)
         return bool(result.rowcount)
 
     async def replace_api_key_secret_hash(self, client_id: str, old_hash: str, new_hash: str) -> bool:

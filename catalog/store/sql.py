@@ -22,6 +22,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from catalog.store.audit_context import record_change, settling
 from catalog.store.database_faults import (
     DatabaseUnavailable,
     connection_lost,
@@ -351,9 +352,14 @@ class SqlCatalogStore(
             yield conn
 
     @asynccontextmanager
-    async def _writing(self) -> AsyncIterator[AsyncConnection]:
-        async with self._write.begin() as conn:
-            yield conn
+    async def _writing(self, *, change: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A write transaction. One that applies a request's change commits its audit entry too: with
+        `change` (it changes or raises) at its end, else where it calls `record_change`."""
+        with settling():
+            async with self._write.begin() as conn:
+                yield conn
+                if change:
+                    await record_change(conn)
 
     async def ping(self) -> None:
         async with self._reading() as conn:

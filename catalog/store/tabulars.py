@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
 from catalog.store import commit_records
+from catalog.store.audit_context import audit_written, pending_audit, record_change
 from catalog.store.commit_records import CommitRecords
 from catalog.store.kafka_offsets import save_kafka_offsets
 from catalog.store.quotas import check_quota, count_statement, in_cluster, lock_clusters
@@ -77,7 +78,7 @@ class TabularStoreMixin:
     def _reading(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
-    def _writing(self) -> AbstractAsyncContextManager[AsyncConnection]:
+    def _writing(self, *, change: bool = False) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
     async def _fetch(self, statement: Select[Any], params: dict[str, Any]) -> Sequence[Any]:
@@ -216,6 +217,7 @@ class TabularStoreMixin:
                         properties=json.dumps(properties),
                     )
                 )
+                await record_change(conn)
         except IntegrityError as exc:
             raise AlreadyExists(f"Namespace already exists: {key.replace(SEPARATOR, '.')}") from exc
         return NamespaceRecord(nid, warehouse_id, key, properties)
@@ -247,6 +249,7 @@ class TabularStoreMixin:
                     f"Namespace {key.replace(SEPARATOR, '.')} is not empty: it contains {what}"
                 )
             await conn.execute(delete(namespaces).where(namespaces.c.id == row.id))
+            await record_change(conn)
         return True
 
     async def update_namespace_properties(
@@ -272,6 +275,7 @@ class TabularStoreMixin:
             await conn.execute(
                 update(namespaces).where(namespaces.c.id == row.id).values(properties=json.dumps(props))
             )
+            await record_change(conn)
         return list(updates), removed, missing
 
     # -- tables and views -------------------------------------------------------------------------
@@ -363,12 +367,25 @@ class TabularStoreMixin:
 
     async def swap(self, commits: Sequence[PendingCommit], records: CommitRecords | None = None) -> bool:
         """Apply all pointer swaps (and creates) in one transaction, or none of them; `records` (the
-        request's audit entry and idempotency outcome) are written in it when it lands.
+        request's audit entry and idempotency outcome) are written in it when it lands. Without
+        `records`, a mutation request's pending audit entry is (`catalog.store.audit_context`).
 
         Returns False when another writer moved any of the tables first (the caller retries on the new
         base). Raises `AlreadyExists` when a create finds the name taken, `RequestTakenOver` when a retry
         took the request's key over.
         """
+        pending = pending_audit()
+        if records is None and pending is not None:
+            records = CommitRecords(pending.entry(), None)
+        elif records is not None and records.audit is not None and audit_written():
+            # An earlier change of this request (a pipeline apply's new cluster) stored its entry.
+            records = CommitRecords(None, records.landing)
+        swapped = await self._swap(commits, records)
+        if swapped and pending is not None and records is not None and records.audit is not None:
+            pending.mark_written(records.audit)
+        return swapped
+
+    async def _swap(self, commits: Sequence[PendingCommit], records: CommitRecords | None) -> bool:
         now = datetime.now(UTC)
         single = len(commits) == 1 and commits[0].tabular_id is not None and not _advances_offsets(commits[0])
         if single and records is not None and records.audit is not None and not self.is_sqlite:
@@ -473,6 +490,7 @@ class TabularStoreMixin:
             ).first()
             if row is not None:
                 await self._bump_listings(conn, {row.namespace_id})
+                await record_change(conn)
         if row is None:
             return None
         return DroppedTabular(row.metadata_location, row.metadata_json, row.managed_location)
@@ -500,11 +518,12 @@ class TabularStoreMixin:
                 )
                 moved = {namespace_id} if source is None else {namespace_id, source.namespace_id}
                 await self._bump_listings(conn, moved)
+                await record_change(conn)
         except IntegrityError as exc:
             raise self._name_taken(kind, name) from exc
 
     async def add_metrics_report(self, tabular_id: str, report_type: str, report: dict[str, Any]) -> None:
-        async with self._writing() as conn:
+        async with self._writing(change=True) as conn:
             await conn.execute(
                 insert(table_metrics).values(
                     tabular_id=tabular_id, report_type=report_type, report=json.dumps(report)

@@ -5,7 +5,8 @@
   gets 200 with the commit's answer, and the change is applied once; a commit with a requirement (as
   Java, Spark, Trino and pyiceberg send) is answered 200, not 409 for a commit that landed.
 - terminated backends (`pg_terminate_backend` of floe's connections, over and over) and a failing
-  audit insert: a mutation is answered 2xx only with its audit entry stored.
+  audit insert: a mutation is answered 2xx only with its audit entry stored, and a change never exists
+  without its entry (they commit in one transaction, `catalog.store.audit_context`).
 """
 
 from __future__ import annotations
@@ -188,27 +189,49 @@ def terminating_backends(database_url: str, interval: float = 0.05) -> Iterator[
         thread.join(timeout=30)
 
 
-def mutations(http: httpx.Client, table: str, namespace: str) -> Iterator[tuple[str, httpx.Response]]:
-    """Table commits, namespace property updates and namespace creates, each with its request id."""
+def mutations(
+    http: httpx.Client, table: str, namespace: str, created: dict[str, str]
+) -> Iterator[tuple[str, httpx.Response]]:
+    """Table commits, namespace property updates, namespace creates and table creates, each with its
+    request id; `created` gets each create's request id -> the name it creates."""
     for n in itertools.count():
         request_id = uuid.uuid4().hex
         headers = {"X-Request-Id": request_id}
         body: dict[str, Any]
         try:
-            if n % 3 == 0:
+            if n % 4 == 0:
                 body = {"requirements": [], "updates": [set_prop("n", str(n))]}
                 yield request_id, http.post(table, json=body, headers=headers)
-            elif n % 3 == 1:
+            elif n % 4 == 1:
                 body = {"updates": {"n": str(n)}, "removals": []}
                 yield (
                     request_id,
                     http.post(f"{PREFIX}/namespaces/{namespace}/properties", json=body, headers=headers),
                 )
-            else:
+            elif n % 4 == 2:
+                created[request_id] = f"{namespace}_{n}"
                 body = {"namespace": [f"{namespace}_{n}"]}
                 yield request_id, http.post(f"{PREFIX}/namespaces", json=body, headers=headers)
+            else:
+                created[request_id] = f"t_{n}"
+                body = {"name": f"t_{n}", "schema": SCHEMA}
+                yield (
+                    request_id,
+                    http.post(f"{PREFIX}/namespaces/{namespace}/tables", json=body, headers=headers),
+                )
         except httpx.TransportError:
             continue
+
+
+def existing(http: httpx.Client, namespace: str) -> set[str]:
+    """The top-level namespaces and the tables of `namespace`."""
+    namespaces = http.get(f"{PREFIX}/namespaces", params={"pageSize": 1000})
+    tables = http.get(f"{PREFIX}/namespaces/{namespace}/tables", params={"pageSize": 1000})
+    assert namespaces.status_code == tables.status_code == 200, (namespaces.text, tables.text)
+    assert "next-page-token" not in namespaces.json() or not namespaces.json()["next-page-token"]
+    return {level[0] for level in namespaces.json()["namespaces"]} | {
+        t["name"] for t in tables.json()["identifiers"]
+    }
 
 
 def audited(database_url: str, request_ids: list[str]) -> set[str]:
@@ -223,19 +246,32 @@ def test_no_success_without_its_audit_entry_while_backends_are_terminated(
         table, _ = new_table(http)
         namespace = table.split("/namespaces/", 1)[1].split("/", 1)[0]
         answered: list[tuple[str, httpx.Response]] = []
+        created: dict[str, str] = {}
         with terminating_backends(database) as terminated:
-            for request_id, response in itertools.islice(mutations(http, table, namespace), AUDIT_TRIALS):
+            for request_id, response in itertools.islice(
+                mutations(http, table, namespace, created), AUDIT_TRIALS
+            ):
                 answered.append((request_id, response))
+        present = existing(http, namespace)
     successes = [request_id for request_id, response in answered if response.status_code < 300]
     refused = [response for _, response in answered if response.status_code >= 500]
-    unaudited = set(successes) - audited(database, successes)
+    entries = audited(database, [request_id for request_id, _ in answered] + list(created))
+    unaudited = set(successes) - entries
+    # Creates whose name exists (answered or not): each must have its entry, committed with it.
+    applied = {request_id for request_id, name in created.items() if name in present}
+    applied_unaudited = applied - entries
+    refused_ids = {request_id for request_id, response in answered if response.status_code >= 500}
+    refused_applied = applied & refused_ids
     print(
         f"{len(answered)} mutations, {terminated[0]} backends terminated: {len(successes)} succeeded, "
-        f"{len(refused)} refused (5xx), {len(unaudited)} succeeded without an audit entry"
+        f"{len(refused)} refused (5xx), {len(unaudited)} succeeded without an audit entry; "
+        f"{len(created)} creates, {len(applied)} applied, {len(applied_unaudited)} applied without an entry, "
+        f"{len(refused_applied)} refused yet applied (the commit's acknowledgement lost)"
     )
     assert terminated[0] > 0
     assert successes, "no mutation succeeded: nothing was checked"
     assert not unaudited
+    assert not applied_unaudited
     for response in refused:
         assert "error" in response.json(), response.text
 
@@ -260,11 +296,19 @@ def test_failing_audit_insert_refuses_the_mutation(server: CatalogProcess, datab
             properties = http.post(
                 f"{PREFIX}/namespaces/{namespace}/properties", json={"updates": {"x": "1"}, "removals": []}
             )
-            for response in (committed, properties):
+            new_namespace = http.post(f"{PREFIX}/namespaces", json={"namespace": [f"{namespace}_refused"]})
+            refused_table = http.post(
+                f"{PREFIX}/namespaces/{namespace}/tables", json={"name": "refused", "schema": SCHEMA}
+            )
+            dropped = http.delete(table)
+            for response in (committed, properties, new_namespace, refused_table, dropped):
                 assert response.status_code >= 500, response.text
                 assert "error" in response.json()
-            # The commit and its entry are one transaction: refused, not applied.
+            # Each change and its entry are one transaction: refused, not applied.
             assert http.get(table).json()["metadata-location"] == before
+            assert "x" not in http.get(f"{PREFIX}/namespaces/{namespace}").json()["properties"]
+            assert http.get(f"{PREFIX}/namespaces/{namespace}_refused").status_code == 404
+            assert http.get(f"{PREFIX}/namespaces/{namespace}/tables/refused").status_code == 404
         finally:
             query(database, "DROP TRIGGER refuse_audit ON audit_log")
         landed = http.post(table, json={"requirements": [], "updates": [set_prop("x", "2")]})
