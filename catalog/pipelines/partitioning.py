@@ -5,6 +5,7 @@ against the table's schema (plus floe's `_kafka` fields and, on upsert tables ke
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,10 @@ from catalog.pipelines.yaml_values import describe_value
 TRANSFORMS = ("identity", "year", "month", "day", "hour", "bucket", "truncate")
 SCHEMES = ("unpartitioned", "hour", "day")
 _TRANSFORM = re.compile(r"^\s*([A-Za-z_]+)\s*\(\s*(?:(-?\d+)\s*,\s*)?([^(),]+?)\s*\)\s*$")
+# The halves of `bucket(16, id)` written unquoted in a YAML flow list (`[bucket(16, id)]`), which YAML
+# splits at the comma into 'bucket(16' and 'id)'.
+_OPENED = re.compile(r"^\s*[A-Za-z_]+\s*\([^()]*$")
+_CLOSED = re.compile(r"^[^()]*\)\s*$")
 _EXAMPLES = "hour(event_time), day(x), month(x), year(x), bucket(16, user_id), truncate(4, name), identity(x)"
 
 
@@ -131,7 +136,12 @@ def check_partitioning(
         )
     found: list[tuple[Loc, str]] = []
     parsed: list[PartitionFieldConfig] = []
+    split = _split_transforms(raw)
     for index, item in enumerate(raw):
+        if index in split:
+            if split[index]:
+                found.append(((index,), split[index]))
+            continue
         if not isinstance(item, str):
             found.append(
                 ((index,), f"expected a transform like hour(event_time); got {describe_value(item)}")
@@ -150,6 +160,24 @@ def check_partitioning(
     if found:
         raise problems(found)
     return tuple(str(p) for p in parsed) if len(parsed) == len(raw) else tuple(raw)
+
+
+def _split_transforms(raw: list[Any] | tuple[Any, ...]) -> dict[int, str]:
+    """Items that are halves of one transform YAML's flow list split at its comma: the first half's index
+    maps to how to quote it, the second's to "" (reported once, with the first)."""
+    split: dict[int, str] = {}
+    for index in range(len(raw) - 1):
+        first, second = raw[index], raw[index + 1]
+        if index in split or not (isinstance(first, str) and isinstance(second, str)):
+            continue
+        if _OPENED.match(first) and _CLOSED.match(second):
+            whole = f"{first.strip()}, {second.strip()}"
+            split[index] = (
+                f"{first!r} and {second!r} are one transform split at its comma by YAML's flow list: "
+                f"quote it — [{json.dumps(whole, ensure_ascii=False)}]"
+            )
+            split[index + 1] = ""
+    return split
 
 
 def _source_problem(

@@ -332,6 +332,39 @@ def test_bad_partitioning(scheme: list[str], message: str) -> None:
     assert message in errors[path]
 
 
+def test_a_transform_split_by_a_yaml_flow_list_says_how_to_quote_it() -> None:
+    """`[day(event_time), bucket(16, id)]` unquoted: YAML's flow list splits `bucket(16, id)` at its comma
+    into 'bucket(16' and 'id)'. One error, at the first half's path and line, shows the quoted list item."""
+    text = yaml.safe_dump(minimal(partitioning_scheme="PLACEHOLDER"), sort_keys=False).replace(
+        "PLACEHOLDER", "[day(event_time), bucket(16, id), truncate( 4 , service )]"
+    )
+    with pytest.raises(InvalidConfig) as caught:
+        load_yaml(text)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if "partitioning_scheme" in t)
+    assert [(e.path, e.line, e.message) for e in caught.value.errors] == [
+        (
+            "tables[0].partitioning_scheme[1]",
+            line,
+            "'bucket(16' and 'id)' are one transform split at its comma by YAML's flow list: "
+            'quote it — ["bucket(16, id)"]',
+        ),
+        (
+            "tables[0].partitioning_scheme[3]",
+            line,
+            "'truncate( 4' and 'service )' are one transform split at its comma by YAML's flow list: "
+            'quote it — ["truncate( 4, service )"]',
+        ),
+    ]
+    quoted = text.replace("bucket(16, id)", '"bucket(16, id)"').replace(
+        "truncate( 4 , service )", '"truncate(4, service)"'
+    )
+    assert load_yaml(quoted).tables[0].partitioning_scheme == (
+        "day(event_time)",
+        "bucket(16, id)",
+        "truncate(4, service)",
+    )
+
+
 def test_partition_source_inside_a_list_is_refused() -> None:
     data = minimal(partitioning_scheme=["identity(tags.element)"])
     data["tables"][0]["schema"]["fields"].append(
