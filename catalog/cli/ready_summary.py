@@ -9,6 +9,7 @@ read as markup or an emoji code, and control characters are shown as escapes (`p
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,20 +36,46 @@ SPARK_PACKAGES = "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.11.0"
 INDENT = " " * 13
 
 
-def duckdb_lines(*, url: str, client_id: str, warehouse: str, table: Sequence[str] | None) -> list[str]:
-    """DuckDB's statements: names as SQL string literals and quoted identifiers."""
+DUCKDB_SETUP = [
+    "import duckdb",
+    "from importlib.resources import files",
+    "con = duckdb.connect(config="
+    '{"autoinstall_known_extensions": False, "autoload_known_extensions": False})',
+    'paths = {n: files(f"duckdb_extension_{n}") / "extensions" / f"v{duckdb.__version__}" / '
+    'f"{n}.duckdb_extension" for n in ("httpfs", "avro", "iceberg")}',
+    'con.execute("".join(f"INSTALL \'{path}\'; LOAD {n};" for n, path in paths.items()))',
+]
+
+
+def duckdb_lines(
+    *, url: str, client_id: str, warehouse: str, table: Sequence[str] | None, python: str = sys.executable
+) -> list[str]:
+    """A Python program for DuckDB: its extensions installed from floe's `duckdb` extra's wheels (as the
+    console's connect snippet does: DuckDB's own `INSTALL iceberg` downloads, and fails offline), then
+    the statements, each a Python string literal of SQL with names as string literals and quoted
+    identifiers. One simple statement a line, flush left: pasted into Python as it is."""
     tokens = f"{url}/v1/oauth/tokens"
     if not all(value.isprintable() for value in (url, client_id, warehouse, *(table or ()))):
-        # A SQL identifier has no escapes: a line break or control character could only be printed raw.
+        # The SQL's quoted identifiers have no escapes: such a name would be printed raw in the SQL that
+        # people read and edit here (the pyiceberg line, Python only, shows it escaped).
         return ["not shown: a name holds a line break or control character (see the pyiceberg line)"]
     target = sql_name("floe", table) if table else "floe.<namespace>.<table>"
-    return [
-        "INSTALL iceberg; LOAD iceberg;",
+    create_secret = (
         f"CREATE SECRET floe_key (TYPE ICEBERG, CLIENT_ID {sql_string(client_id)}, "
-        f"CLIENT_SECRET {sql_string(SECRET_PLACEHOLDER)}, OAUTH2_SERVER_URI {sql_string(tokens)});",
-        f"ATTACH {sql_string(warehouse)} AS floe "
-        f"(TYPE ICEBERG, ENDPOINT {sql_string(url)}, SECRET floe_key);",
-        f"SELECT count(*) FROM {target};",
+        f"CLIENT_SECRET {sql_string(SECRET_PLACEHOLDER)}, OAUTH2_SERVER_URI {sql_string(tokens)})"
+    )
+    attach = (
+        f"ATTACH {sql_string(warehouse)} AS floe (TYPE ICEBERG, ENDPOINT {sql_string(url)}, SECRET floe_key)"
+    )
+    return [
+        # floe's `duckdb` extra: DuckDB 1.5.5, its iceberg, httpfs and avro extensions as wheels, and pytz
+        # (DuckDB needs it to return a timestamptz to Python); into floe's own environment.
+        f"{shlex.quote(python)} -m pip install '.[duckdb]' in floe's folder; "
+        f"then paste into {shlex.quote(python)}:",
+        *DUCKDB_SETUP,
+        f"con.execute({python_string(create_secret)})",
+        f"con.execute({python_string(attach)})",
+        f"print(con.sql({python_string(f'SELECT count(*) FROM {target}')}).fetchall())",
     ]
 
 
@@ -154,7 +181,7 @@ def ready_summary(
     )
     lines.append("  logs         " + ", ".join(str(p) for p in logs))
     lines.append(f"query it with ({SECRET_PLACEHOLDER}: client_secret in {home / 'admin.json'})")
-    lines += _block("DuckDB", duckdb_lines(**names, table=first))
+    lines += _block("DuckDB", duckdb_lines(**names, table=first), indent="")
     lines += _block("pyiceberg", [pyiceberg_line(**names, table=first)])
     lines += _block("Spark", [spark_line(**names)])
     lines += _block("Trino", trino_lines(**names))
@@ -171,6 +198,7 @@ def ready_summary(
     return summary
 
 
-def _block(engine: str, lines: list[str]) -> list[str]:
-    """An engine's lines under its name, the first beside it."""
-    return [f"  {engine:<9}  {lines[0]}", *(f"{INDENT}{line}" for line in lines[1:])]
+def _block(engine: str, lines: list[str], indent: str = INDENT) -> list[str]:
+    """An engine's lines under its name, the first beside it (a Python program's flush left: Python
+    refuses indented lines)."""
+    return [f"  {engine:<9}  {lines[0]}", *(f"{indent}{line}" for line in lines[1:])]

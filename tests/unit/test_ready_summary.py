@@ -11,6 +11,8 @@ import io
 import json
 import re
 import shlex
+import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,15 +75,33 @@ def summary(warehouse: str, namespace: tuple[str, ...], table: str, client_id: s
 
 
 def block(text: str, engine: str) -> list[str]:
-    """The lines of `engine`'s block (its first line beside the name, the others indented below it)."""
+    """The lines of `engine`'s block (its first line beside the name, the others indented below it, or
+    flush left: DuckDB's Python program)."""
     lines = text.split("\n")
     (start,) = [i for i, line in enumerate(lines) if line.startswith(f"  {engine} ")]
     found = [lines[start][len("  ") + 11 :]]
     for line in lines[start + 1 :]:
-        if not line.startswith(" " * 13):
+        if line.startswith(" " * 13):
+            found.append(line[13:])
+        elif line and not line.startswith(" ") and not line.startswith("ready"):
+            found.append(line)
+        else:
             break
-        found.append(line[13:])
     return found
+
+
+def duckdb_program(text: str) -> tuple[str, str, list[str]]:
+    """DuckDB's block: its install line, its Python program, and the SQL the program runs after loading
+    the extensions (CREATE SECRET, ATTACH, the query), each read from the program's string literals."""
+    install, *program = block(text, "DuckDB")
+    tree = ast.parse("\n".join(program))
+    statements = [
+        ast.literal_eval(node.args[0])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if node.func.attr in ("execute", "sql") and isinstance(node.args[0], ast.Constant)
+    ]
+    return install, "\n".join(program), statements
 
 
 def call_of(tree: ast.AST, name: str) -> ast.Call:
@@ -137,17 +157,22 @@ def test_pyiceberg_line_holds_the_names_as_literals(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_duckdb_lines_hold_the_names_as_sql_data_or_are_withheld(name: str) -> None:
-    lines = block(summary(name, (name,), name), "DuckDB")
+    text = summary(name, (name,), name)
+    lines = block(text, "DuckDB")
     if not name.isprintable():  # a quoted identifier has no escapes: a raw control character is not printed
         assert len(lines) == 1
         assert lines[0].startswith("not shown")
         return
-    plain = block(summary(*PLAIN), "DuckDB")
-    assert len(lines) == len(plain) == 4
-    for statement, plain_statement in zip(lines, plain, strict=True):
+    install, program, statements = duckdb_program(text)
+    plain_install, plain_program, plain = duckdb_program(summary(*PLAIN))
+    assert install == plain_install
+    # The same program whatever the names: only the SQL literals differ, and each is the same statements.
+    assert _without_strings(program) == _without_strings(plain_program)
+    assert len(statements) == len(plain) == 3
+    for statement, plain_statement in zip(statements, plain, strict=True):
         assert len(duckdb.extract_statements(statement)) == len(duckdb.extract_statements(plain_statement))
         assert shapes(statement) == shapes(plain_statement)  # the same statements, whatever the names
-    _install, secret, attach, query = lines
+    secret, attach, query = statements
     assert string_constants(secret) == [CLIENT_ID, "<client_secret>", f"{URL}/v1/oauth/tokens"]
     assert string_constants(attach) == [name, URL]
     assert duckdb.extract_statements(attach)[0].type == duckdb.StatementType.ATTACH
@@ -156,6 +181,48 @@ def test_duckdb_lines_hold_the_names_as_sql_data_or_are_withheld(name: str) -> N
     (parsed,) = json.loads(row[0])["statements"]
     table = parsed["node"]["from_table"]
     assert (table["catalog_name"], table["schema_name"], table["table_name"]) == ("floe", name, name)
+
+
+def _without_strings(program: str) -> str:
+    """The program's syntax tree with the SQL literals of its execute/sql calls blanked."""
+    tree = ast.parse(program)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "sql")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            node.args[0] = ast.Constant("")
+    return ast.dump(tree)
+
+
+def test_duckdb_program_loads_the_extensions_from_the_wheels_of_the_duckdb_extra() -> None:
+    """No `INSTALL iceberg` (a download, which fails offline): the program installs each extension from
+    the file its `duckdb_extension_<name>` wheel ships, with automatic installs off; the first line names
+    floe's `duckdb` extra, installed with floe's own interpreter, which pyproject.toml declares with
+    the same pins as the test extra, pytz included."""
+    text = summary(*PLAIN)
+    install, program, _ = duckdb_program(text)
+    python = shlex.quote(sys.executable)
+    assert install == f"{python} -m pip install '.[duckdb]' in floe's folder; then paste into {python}:"
+    assert "INSTALL iceberg" not in text
+    assert '"autoinstall_known_extensions": False' in program
+    assert 'files(f"duckdb_extension_{n}") / "extensions" / f"v{duckdb.__version__}"' in program
+    assert all(line == line.lstrip() for line in program.splitlines())  # pasted into Python as it is
+    assert not any(isinstance(node, ast.For | ast.With | ast.If) for node in ast.walk(ast.parse(program)))
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert set(extras["duckdb"]) == {
+        "duckdb==1.5.5",
+        "duckdb-extension-iceberg==1.5.5",
+        "duckdb-extension-httpfs==1.5.5",
+        "duckdb-extension-avro==1.5.5",
+        "pytz",
+    }
+    assert set(extras["duckdb"]) <= set(extras["test"])
 
 
 def spark_confs(line: str) -> tuple[list[str], dict[str, str]]:
@@ -223,9 +290,10 @@ def test_names_neither_drive_the_terminal_nor_are_markup(name: str) -> None:
 def test_plain_names_print_as_readme_writes_them() -> None:
     text = summary(*PLAIN)
     assert (
-        "ATTACH 'default' AS floe (TYPE ICEBERG, ENDPOINT 'http://127.0.0.1:8181', SECRET floe_key);" in text
+        "\ncon.execute(\"ATTACH 'default' AS floe (TYPE ICEBERG, ENDPOINT 'http://127.0.0.1:8181', "
+        'SECRET floe_key)")\n' in text
     )
-    assert 'SELECT count(*) FROM floe."local"."events";' in text
+    assert """\nprint(con.sql('SELECT count(*) FROM floe."local"."events"').fetchall())\n""" in text
     assert 'warehouse="default").load_table("local.events")' in text
     assert "--conf spark.sql.catalog.floe.warehouse=default " in text
     assert "iceberg.rest-catalog.warehouse=default\n" in text
@@ -236,7 +304,7 @@ def test_plain_names_print_as_readme_writes_them() -> None:
 def test_a_hostile_client_id_stays_data() -> None:
     hostile = "id'); DROP TABLE t; --\"$(id)"
     text = summary(*PLAIN, client_id=hostile)
-    secret = block(text, "DuckDB")[1]
+    secret = duckdb_program(text)[2][0]
     assert string_constants(secret)[0] == hostile
     _, confs = spark_confs(block(text, "Spark")[0])
     assert confs["spark.sql.catalog.floe.credential"] == f"{hostile}:<client_secret>"
