@@ -34,6 +34,7 @@ from catalog.client import FloeClient, Forbidden
 from devtools.ports import free_port
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.process_tree import assert_no_secret_on_command_lines
+from tests.unit.test_ready_summary import block
 
 # `floe up` (catalog, Kafka broker, Spark ingestion and maintenance): `pytest -m "not e2e"` skips it.
 pytestmark = pytest.mark.e2e
@@ -144,6 +145,29 @@ def _pipeline_keys(home: Path) -> dict[str, dict[str, str]]:
     return keys
 
 
+def _quickstart_block() -> str:
+    """README's first query: the block after `<!-- quickstart: duckdb -->`."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- quickstart: duckdb -->\n```python\n(.*?)\n```\n", text, re.DOTALL)
+    assert match is not None, "README.md has no block marked <!-- quickstart: duckdb -->"
+    return match.group(1) + "\n"
+
+
+def _run_python(program: str, tmp_path: Path) -> str:
+    """`program` run by this Python with a fresh HOME (DuckDB's ~/.duckdb empty); its output."""
+    home = tmp_path / f"python-home-{len(list(tmp_path.glob('python-home-*')))}"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")} | {
+        "HOME": str(home),
+        "TZ": "UTC",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout
+
+
 def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     port, kafka_port, metrics_port = free_port(), free_port(), free_port()
@@ -211,6 +235,22 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
             100,
             3.0 + sum(i / 2 for i in range(96)),
         )
+        # Issue 33 item 2: the ready summary's DuckDB program, copied from the terminal, and README's first
+        # query run as written (each in a fresh HOME: the extensions come from the duckdb extra's wheels,
+        # nothing is downloaded; a timestamp read into Python needs the extra's pytz).
+        printed = terminal.text[terminal.text.index("floe is ready") :]
+        install, *program = block(printed, "DuckDB")
+        assert "-m pip install '.[duckdb]'" in install
+        summary_run = _run_python(
+            "\n".join(program).replace("<client_secret>", admin["client_secret"]), tmp_path
+        )
+        assert summary_run.splitlines() == ["[(100,)]"]
+        first_query = _quickstart_block().replace("http://127.0.0.1:8181", url)
+        first_query = first_query.replace("<client_id>", admin["client_id"])
+        readme_run = _run_python(first_query.replace("<client_secret>", admin["client_secret"]), tmp_path)
+        assert re.search(r"│\s*click\s*│\s*96\s*│", readme_run), readme_run
+        assert "datetime.datetime(" in readme_run, readme_run
+        assert re.search(r"│\s*partition\s*│\s*offset\s*│\s*error\s*│", readme_run), readme_run
         # Issue 29 items 12 and 13: ingestion and maintenance run under pipeline keys of the cluster,
         # whose secrets, like the admin's, are on no command line.
         keys = _pipeline_keys(home)
