@@ -193,6 +193,9 @@ def java_options(master: str, key: str, extra: str = "") -> str:
 # (`spark-submit --conf k=v`), which any local user reads with `ps`. Spark loads a catalog when it is
 # first used, from the session's settings of that moment.
 RUNTIME_ONLY_PREFIX = "spark.sql.catalog."
+# The default catalog names one of those catalogs, so it moves with them: given at launch it would be a
+# JVM system property that every later session of the process inherits, naming a catalog they lack.
+DEFAULT_CATALOG = "spark.sql.defaultCatalog"
 
 
 def spark_session(
@@ -242,7 +245,9 @@ def spark_session(
         settings.update(connection.spark_properties(connection.spark_catalog))
     extra = dict(conf or {})
     settings.update(extra)
-    at_runtime = {k: v for k, v in settings.items() if k.startswith(RUNTIME_ONLY_PREFIX)}
+    at_runtime = {
+        k: v for k, v in settings.items() if k.startswith(RUNTIME_ONLY_PREFIX) or k == DEFAULT_CATALOG
+    }
     settings = {k: v for k, v in settings.items() if k not in at_runtime}
     # JVM options given in `conf` are added to floe's, not put in their place (the time zone stays UTC).
     for key in JAVA_OPTIONS:
