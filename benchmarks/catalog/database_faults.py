@@ -46,19 +46,20 @@ SCHEMA = {
 }
 
 
-def _commit(client: httpx.Client, value: str) -> httpx.Response:
+def set_probe_property(client: httpx.Client, value: str) -> httpx.Response:
+    """A commit that always applies (no requirements): a property set to `value`."""
     update = {"action": "set-properties", "updates": {"probe": value}}
     return client.post(LOAD, json={"requirements": [], "updates": [update]})
 
 
-def _probe(client: httpx.Client, n: int) -> list[str]:
+def probe_once(client: httpx.Client, n: int) -> list[str]:
     """One of each request; a line per failed one."""
     failed = []
     requests: tuple[tuple[str, Callable[[], httpx.Response]], ...] = (
         ("loadTable", lambda: client.get(LOAD)),
         ("listTables", lambda: client.get(LIST)),
         ("loadNamespace", lambda: client.get(NAMESPACE)),
-        ("commit", lambda: _commit(client, f"{n}-{uuid.uuid4().hex[:6]}")),
+        ("commit", lambda: set_probe_property(client, f"{n}-{uuid.uuid4().hex[:6]}")),
     )
     for name, request in requests:
         try:
@@ -71,18 +72,19 @@ def _probe(client: httpx.Client, n: int) -> list[str]:
     return failed
 
 
-def _probes(client: httpx.Client, count: int) -> list[str]:
+def probe_rounds(client: httpx.Client, count: int) -> list[str]:
+    """`count` probes from `CLIENTS` threads at once (so that many pooled connections are used)."""
     with ThreadPoolExecutor(CLIENTS) as pool:
-        return [f for failed in pool.map(lambda n: _probe(client, n), range(count)) for f in failed]
+        return [f for failed in pool.map(lambda n: probe_once(client, n), range(count)) for f in failed]
 
 
 def _after_faults(client: httpx.Client, rounds: int, fault: Any) -> dict[str, Any]:
     probes = failures = 0
     examples: list[str] = []
     for _ in range(rounds):
-        _probes(client, 2 * CLIENTS)  # fill the pools
+        probe_rounds(client, 2 * CLIENTS)  # fill the pools
         fault()
-        failed = _probes(client, 4 * CLIENTS)
+        failed = probe_rounds(client, 4 * CLIENTS)
         probes += 4 * CLIENTS * 4
         failures += len(failed)
         examples += failed[:2]
@@ -90,7 +92,7 @@ def _after_faults(client: httpx.Client, rounds: int, fault: Any) -> dict[str, An
 
 
 def _commit_into(client: httpx.Client, value: str, answer: list[httpx.Response]) -> None:
-    answer.append(_commit(client, value))
+    answer.append(set_probe_property(client, value))
 
 
 def _cut_swaps(pg: LocalPostgres, database: str, client: httpx.Client, count: int) -> dict[str, Any]:
@@ -124,7 +126,7 @@ def _cut_swaps(pg: LocalPostgres, database: str, client: httpx.Client, count: in
 
 
 def _frozen(pg: LocalPostgres, client: httpx.Client) -> dict[str, Any]:
-    _probes(client, 2 * CLIENTS)
+    probe_rounds(client, 2 * CLIENTS)
     pg.pause()
     results: dict[str, Any] = {}
     try:

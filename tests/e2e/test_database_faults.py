@@ -25,6 +25,15 @@ import httpx
 import pytest
 from sqlalchemy import Integer, bindparam, select
 
+from benchmarks.catalog.database_faults import (
+    CLIENTS,
+    LIST,
+    LOAD,
+    NAMESPACE,
+    SCHEMA,
+    probe_rounds,
+    set_probe_property,
+)
 from catalog.store.sql import SqlCatalogStore
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
@@ -36,16 +45,6 @@ CONNECT_TIMEOUT = 2.0
 BOUND = CONNECT_TIMEOUT + 2 * STATEMENT_TIMEOUT + 6
 # POSTs are audited before they are answered, and the audit log's write is tried up to three times.
 AUDITED_BOUND = 4 * BOUND
-WORKERS = 8
-
-LOAD = "/v1/default/namespaces/faults/tables/t"
-LIST = "/v1/default/namespaces/faults/tables"
-NAMESPACE = "/v1/default/namespaces/faults"
-SCHEMA = {
-    "type": "struct",
-    "schema-id": 0,
-    "fields": [{"id": 1, "name": "a", "type": "long", "required": False}],
-}
 
 
 @dataclass
@@ -78,32 +77,9 @@ def catalog(pg: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield FaultyCatalog(pg, database, server, client)
 
 
-def _commit(client: httpx.Client, value: str) -> httpx.Response:
-    """A commit that always applies (no requirements): a property set to `value`."""
-    update = {"action": "set-properties", "updates": {"probe": value}}
-    return client.post(LOAD, json={"requirements": [], "updates": [update]})
-
-
-def _probe(client: httpx.Client, n: int) -> list[str]:
-    """loadTable, listTables, a Litestar read and a commit; what failed."""
-    answers = {
-        "loadTable": client.get(LOAD),
-        "listTables": client.get(LIST),
-        "loadNamespace": client.get(NAMESPACE),
-        "commit": _commit(client, f"{n}-{uuid.uuid4().hex[:6]}"),
-    }
-    return [f"{name}: {r.status_code} {r.text[:200]}" for name, r in answers.items() if r.status_code != 200]
-
-
-def _probes(client: httpx.Client, rounds: int) -> list[str]:
-    """`rounds` probes from `WORKERS` threads at once (so that many pooled connections are used)."""
-    with ThreadPoolExecutor(WORKERS) as pool:
-        return [f for failures in pool.map(lambda n: _probe(client, n), range(rounds)) for f in failures]
-
-
 def _warm(client: httpx.Client) -> None:
     """Fill both connection pools (each concurrent request holds a connection of its own)."""
-    assert _probes(client, 4 * WORKERS) == []
+    assert probe_rounds(client, 4 * CLIENTS) == []
 
 
 def _assert_unavailable(response: httpx.Response, elapsed: float, bound: float = BOUND) -> None:
@@ -132,7 +108,7 @@ def _while_down(catalog: FaultyCatalog) -> dict[str, tuple[httpx.Response, float
         "listViews": lambda: client.get("/v1/default/namespaces/faults/views"),
         "loadNamespace": lambda: client.get(NAMESPACE),
         "token": lambda: httpx.post(f"{catalog.server.url}/v1/oauth/tokens", data=token_form, timeout=120),
-        "commit": lambda: _commit(client, "down"),
+        "commit": lambda: set_probe_property(client, "down"),
     }
     with ThreadPoolExecutor(len(requests)) as pool:
         futures = {name: pool.submit(_timed, request) for name, request in requests.items()}
@@ -159,7 +135,7 @@ def test_frozen_database_answers_503_with_retry_after_within_the_timeouts(catalo
     finally:
         catalog.pg.resume()
     _assert_all_unavailable(answers)
-    assert _probes(catalog.client, 2 * WORKERS) == []
+    assert probe_rounds(catalog.client, 2 * CLIENTS) == []
 
 
 def test_shut_down_database_answers_503_on_every_route(catalog: FaultyCatalog) -> None:
@@ -170,21 +146,21 @@ def test_shut_down_database_answers_503_on_every_route(catalog: FaultyCatalog) -
     finally:
         catalog.pg.start_again()
     _assert_all_unavailable(answers)
-    assert _probes(catalog.client, 2 * WORKERS) == []
+    assert probe_rounds(catalog.client, 2 * CLIENTS) == []
 
 
 def test_a_restart_fails_no_request(catalog: FaultyCatalog) -> None:
     for _ in range(3):
         _warm(catalog.client)
         catalog.pg.restart()
-        assert _probes(catalog.client, 4 * WORKERS) == []
+        assert probe_rounds(catalog.client, 4 * CLIENTS) == []
 
 
 def test_terminated_connections_fail_no_request(catalog: FaultyCatalog) -> None:
     for _ in range(5):
         _warm(catalog.client)
         assert catalog.pg.terminate_backends(catalog.database) > 0
-        assert _probes(catalog.client, 4 * WORKERS) == []
+        assert probe_rounds(catalog.client, 4 * CLIENTS) == []
 
 
 def test_a_swap_cut_mid_statement_answers_commit_state_unknown(catalog: FaultyCatalog) -> None:
@@ -198,7 +174,7 @@ def test_a_swap_cut_mid_statement_answers_commit_state_unknown(catalog: FaultyCa
         database,
     )
     answer: list[httpx.Response] = []
-    committing = threading.Thread(target=lambda: answer.append(_commit(catalog.client, "cut")))
+    committing = threading.Thread(target=lambda: answer.append(set_probe_property(catalog.client, "cut")))
     try:
         committing.start()
         deadline = time.monotonic() + 30
@@ -213,7 +189,7 @@ def test_a_swap_cut_mid_statement_answers_commit_state_unknown(catalog: FaultyCa
     assert response.headers["x-request-id"]
     # Nothing of it landed (the backend died before committing), and the catalog carries on.
     assert catalog.client.get(LOAD).json()["metadata"]["properties"].get("probe") != "cut"
-    assert _probes(catalog.client, WORKERS) == []
+    assert probe_rounds(catalog.client, CLIENTS) == []
 
 
 # The plain asyncpg connections of the hot path, driven directly (the store of the module's database).
