@@ -37,6 +37,7 @@ RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/flo
 
 WORKDIR /opt/floe
 COPY pyproject.toml README.md ./
+COPY floe ./floe
 COPY catalog ./catalog
 COPY ingest ./ingest
 COPY maintenance ./maintenance

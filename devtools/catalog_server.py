@@ -92,7 +92,7 @@ class CatalogProcess:
             [
                 sys.executable,
                 "-m",
-                "catalog.cli",
+                "floe.cli",
                 "serve",
                 "--port",
                 str(self.port),

@@ -126,7 +126,7 @@ class FloeIngester(Ingester):
         command = [
             sys.executable,
             "-m",
-            "catalog.cli",
+            "floe.cli",
             "ingest",
             "--cluster",
             cluster,

@@ -32,7 +32,7 @@ PROTOBUF_VS_JSON_RECORDS_TARGET = 1.0  # issue 14: floe on Protobuf ≥ floe on 
 
 SYSTEMS = {
     FLOE: (
-        "`floe ingest --cluster <c>` (`python -m catalog.cli ingest`): one Structured Streaming query per "
+        "`floe ingest --cluster <c>` (`python -m floe.cli ingest`): one Structured Streaming query per "
         "table with `foreachBatch`; per batch it reads the committed offsets of the table and its "
         "dead-letter table from floe, decodes once per value (JSON with floe's decoder on Jackson's byte "
         "parser, a Catalyst expression building Spark's internal rows, which also lists undeclared keys; "

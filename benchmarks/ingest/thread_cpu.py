@@ -27,7 +27,7 @@ def _kind(cmdline: bytes) -> str | None:
     text = cmdline.replace(b"\0", b" ").decode(errors="replace")
     if "SparkSubmit" in text and "pyspark-shell" in text:
         return "jvm"
-    if "catalog.cli ingest" in text or "plain_job" in text:
+    if "floe.cli ingest" in text or "plain_job" in text:
         return "python"
     if "kafka.Kafka" in text:
         return "broker"

@@ -118,7 +118,7 @@ class MaintenanceWorker(Ingester):
 
     def __init__(self, env: Environment, home: Path, settings: SparkSettings, interval_s: int) -> None:
         command = [
-            sys.executable, "-m", "catalog.cli", "maintain", "--interval", f"{interval_s}s",
+            sys.executable, "-m", "floe.cli", "maintain", "--interval", f"{interval_s}s",
             "--namespace", CLUSTER, "--metrics-port", "0", "--master", settings.master,
             "--driver-memory", settings.driver_memory,
         ]  # fmt: skip
@@ -456,7 +456,7 @@ def time_queries(env: Environment, duck_dir: Path, tables: Mapping[str, str]) ->
 def maintain_once(env: Environment, settings: SparkSettings) -> dict[str, Any]:
     """`floe maintain --once` on the upsert table's namespace, as an operator runs it."""
     command = [
-        sys.executable, "-m", "catalog.cli", "maintain", "--once", "--namespace", CLUSTER,
+        sys.executable, "-m", "floe.cli", "maintain", "--once", "--namespace", CLUSTER,
         "--metrics-port", "0", "--master", settings.master, "--driver-memory", settings.driver_memory,
     ]  # fmt: skip
     env_vars = _admin_env(env)

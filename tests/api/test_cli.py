@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner, Result
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from catalog.cli import main
 from devtools.catalog_server import CatalogProcess
 from devtools.ports import free_port
+from floe.cli import main
 
 
 def floe(*args: str, env: Mapping[str, str] | None = None) -> Result:

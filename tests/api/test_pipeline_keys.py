@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 from pyiceberg.exceptions import ForbiddenError, NoSuchNamespaceError, OAuthError
 
-from catalog.cli import main
-from catalog.cli.pipeline_keys import INGEST, MAINTAIN, PipelineKeys, read_key_file
-from catalog.cli.remote import cli_credentials
 from catalog.client import ClientError, FloeClient, Forbidden
 from devtools.catalog_server import CatalogProcess
+from floe.cli import main
+from floe.cli.pipeline_keys import INGEST, MAINTAIN, PipelineKeys, read_key_file
+from floe.cli.remote import cli_credentials
 
 
 @pytest.fixture

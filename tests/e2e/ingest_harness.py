@@ -63,7 +63,7 @@ class IngestProcess:
         command = [
             sys.executable,
             "-m",
-            "catalog.cli",
+            "floe.cli",
             "ingest",
             "--metrics-port",
             str(self.metrics_port),

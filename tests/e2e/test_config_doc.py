@@ -13,7 +13,7 @@ from tests.unit.test_config_doc import ROOT
 def test_floe_serve_reports_a_bad_variable_without_a_traceback(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "FLOE_HOME": str(tmp_path), "FLOE_MAX_CONNECTIONS": "lots"}
     result = subprocess.run(
-        [sys.executable, "-m", "catalog.cli", "serve"],
+        [sys.executable, "-m", "floe.cli", "serve"],
         env=env,
         cwd=ROOT,
         capture_output=True,

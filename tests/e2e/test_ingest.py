@@ -748,7 +748,7 @@ def test_status_shows_lag_and_dead_letters(
 ) -> None:
     from click.testing import CliRunner
 
-    from catalog.cli.status import status_command
+    from floe.cli.status import status_command
 
     topic = _topic(kafka, "observed", partitions=2)
     table = _table_name(topic)
@@ -1081,7 +1081,7 @@ def test_compaction_while_ingesting_keeps_every_record_exactly_once(
         command = [
             sys.executable,
             "-m",
-            "catalog.cli",
+            "floe.cli",
             "maintain",
             "--once",
             "--namespace",
@@ -1116,7 +1116,7 @@ def test_compaction_while_ingesting_keeps_every_record_exactly_once(
     # floe status shows the pass beside the ingestion metrics.
     from click.testing import CliRunner
 
-    from catalog.cli.status import status_command
+    from floe.cli.status import status_command
 
     env = {"FLOE_URL": server.url, "FLOE_CLIENT_ID": server.admin_client_id}
     env["FLOE_CLIENT_SECRET"] = server.admin_client_secret

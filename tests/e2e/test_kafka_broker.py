@@ -154,7 +154,7 @@ def test_a_busy_port_is_a_clear_error(kafka: LocalKafka, tmp_path: Path) -> None
 def test_floe_dev_kafka_runs_in_the_foreground_until_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     data_dir = tmp_path / "kafka"
-    command = "from catalog.cli.dev import kafka_command; kafka_command()"
+    command = "from floe.cli.dev import kafka_command; kafka_command()"
     process = subprocess.Popen(
         [sys.executable, "-c", command, "--port", str(port), "--dir", str(data_dir)],
         stdout=subprocess.PIPE,

@@ -158,7 +158,7 @@ def backdate(folder: Path, seconds: float) -> None:
 def test_one_pass_compacts_expires_and_removes_orphans(
     spark: SparkSession, maintained_server: CatalogProcess, tmp_path: Path
 ) -> None:
-    from catalog.cli.maintain import maintain_command
+    from floe.cli.maintain import maintain_command
     from maintenance.metrics import REGISTRY
     from maintenance.spark_actions import SparkActions
     from runtime.spark import CatalogConnection

@@ -16,7 +16,7 @@ def test_cli_writes_the_same_document_every_run(tmp_path: Path) -> None:
     for run in range(2):
         target = tmp_path / f"floe-{run}.json"
         subprocess.run(
-            [sys.executable, "-m", "catalog.cli", "openapi", "-o", str(target)], check=True, timeout=120
+            [sys.executable, "-m", "floe.cli", "openapi", "-o", str(target)], check=True, timeout=120
         )
         outputs.append(target.read_text(encoding="utf-8"))
     assert outputs[0] == outputs[1]

@@ -71,7 +71,7 @@ def test_several_workers_share_postgres(postgres: LocalPostgres) -> None:
 
 def _floe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "catalog.cli", *args],
+        [sys.executable, "-m", "floe.cli", *args],
         env={**os.environ, **env},
         capture_output=True,
         text=True,

@@ -26,7 +26,7 @@ def floe_cli(server: CatalogProcess, *args: str) -> subprocess.CompletedProcess[
         "COLUMNS": "250",
     }
     return subprocess.run(
-        [sys.executable, "-m", "catalog.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "floe.cli", *args], env=env, capture_output=True, text=True, timeout=120
     )
 
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pytest
 
-from catalog.cli.pipeline_keys import MAINTAIN, PipelineKeys
 from catalog.client import FloeClient
 from catalog.pipelines import load_yaml
 from devtools.catalog_server import CatalogProcess
+from floe.cli.pipeline_keys import MAINTAIN, PipelineKeys
 from maintenance.worker import MaintenanceWorker, WorkerOptions
 
 if TYPE_CHECKING:

@@ -29,9 +29,9 @@ import yaml
 from confluent_kafka import Producer
 from pyiceberg.catalog.rest import RestCatalog
 
-from catalog.cli.up import port_answers
 from catalog.client import FloeClient, Forbidden
 from devtools.ports import free_port
+from floe.cli.up import port_answers
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.process_tree import assert_no_secret_on_command_lines
 from tests.unit.test_ready_summary import block
@@ -175,7 +175,7 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
     env |= {"FLOE_HOME": str(home), "FLOE_SPARK_MASTER": "local[2]", "TERM": "xterm-256color"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    argv = [sys.executable, "-m", "catalog.cli", "up", "--port", str(port), "--kafka-port", str(kafka_port)]
+    argv = [sys.executable, "-m", "floe.cli", "up", "--port", str(port), "--kafka-port", str(kafka_port)]
     argv += ["--metrics-port", str(metrics_port)]
     transcript: list[str] = []
     timings: dict[str, float] = {}
@@ -300,7 +300,7 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
         add.write_text(yaml.safe_dump(config, sort_keys=False))
         apply_env = {**env, "FLOE_URL": url}
         applied = subprocess.run(
-            [sys.executable, "-m", "catalog.cli", "apply", "-f", str(add)],
+            [sys.executable, "-m", "floe.cli", "apply", "-f", str(add)],
             env=apply_env,
             capture_output=True,
             text=True,
@@ -328,7 +328,7 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
         )
         assert again <= FIRST_RECORD_SECONDS, timings
         dry = subprocess.run(
-            [sys.executable, "-m", "catalog.cli", "apply", "-f", str(add), "--dry-run"],
+            [sys.executable, "-m", "floe.cli", "apply", "-f", str(add), "--dry-run"],
             env=apply_env,
             capture_output=True,
             text=True,

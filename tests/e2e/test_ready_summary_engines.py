@@ -17,8 +17,8 @@ import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, TimestamptzType
 
-from catalog.cli.ready_summary import SECRET_PLACEHOLDER, ready_summary
 from devtools.catalog_server import CatalogProcess
+from floe.cli.ready_summary import SECRET_PLACEHOLDER, ready_summary
 from tests.unit.test_ready_summary import Table, block
 
 TABLE_NAME = 'it\'s "quoted" \\ ünï 表; --'

@@ -26,11 +26,11 @@ from click.testing import CliRunner
 from cryptography import x509
 from pyiceberg.catalog.rest import RestCatalog
 
-from catalog.cli.status import status_command
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka, SecuredListeners
 from devtools.postgres import LocalPostgres
 from devtools.schema_registry import LocalSchemaRegistry
+from floe.cli.status import status_command
 from ingest.registry_client import RegistryClient, encode_confluent
 from tests.e2e.ingest_harness import IngestProcess, Produced, committed_offsets, produce, wait_until_committed
 from tests.e2e.process_tree import assert_no_secret_on_command_lines

@@ -58,7 +58,7 @@ def _floe(
     server: CatalogProcess, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "catalog.cli", *args],
+        [sys.executable, "-m", "floe.cli", *args],
         env={
             **os.environ,
             "FLOE_URL": server.url,

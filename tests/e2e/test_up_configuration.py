@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from catalog.cli.up import AppliedRecord, example_config, settle_configuration
 from catalog.client import FloeClient
 from catalog.pipelines.config import read_yaml
 from devtools.catalog_server import CatalogProcess
+from floe.cli.up import AppliedRecord, example_config, settle_configuration
 
 pytestmark = pytest.mark.e2e
 

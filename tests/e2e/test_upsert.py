@@ -204,7 +204,7 @@ def snapshot_at_cli(ingest: IngestProcess, table: str, partition: int, offset: i
         "FLOE_CLIENT_ID": ingest.credential[0],
         "FLOE_CLIENT_SECRET": ingest.credential[1],
     }
-    command = [sys.executable, "-m", "catalog.cli", "snapshot-at", table, "--partition", str(partition)]
+    command = [sys.executable, "-m", "floe.cli", "snapshot-at", table, "--partition", str(partition)]
     done = subprocess.run(
         [*command, "--offset", str(offset)], env=env, capture_output=True, text=True, timeout=60, check=False
     )
@@ -1045,7 +1045,7 @@ def snapshot_at_time_cli(
         "FLOE_CLIENT_SECRET": ingest.credential[1],
     }
     return subprocess.run(
-        [sys.executable, "-m", "catalog.cli", "snapshot-at", table, "--timestamp", timestamp, "--json"],
+        [sys.executable, "-m", "floe.cli", "snapshot-at", table, "--timestamp", timestamp, "--json"],
         env=env,
         capture_output=True,
         text=True,

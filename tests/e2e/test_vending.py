@@ -432,7 +432,7 @@ def test_sts_failure_is_503_and_creates_nothing(vending: Vending, aws: Aws, fres
     v = vending
     cli = subprocess.run(
         [
-            sys.executable, "-m", "catalog.cli", "warehouses", "create", "unassumable",
+            sys.executable, "-m", "floe.cli", "warehouses", "create", "unassumable",
             "--location", f"{v.warehouse_location}-other", "--s3-endpoint", aws.endpoint,
             "--s3-region", REGION, "--s3-path-style",
             "--sts-role-arn", "arn:aws:iam::123456789012:role/not-allowed",

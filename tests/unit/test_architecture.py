@@ -3,11 +3,11 @@
 Every module of floe's packages is parsed with `ast` and each of its imports (module level, function level,
 under `if TYPE_CHECKING:`) is checked against the rules below:
 
-    catalog.cli ──► everything (the `floe` command line is the one place that wires all parts together)
+    floe.cli ──► everything (the `floe` command line is the one place that wires all parts together)
     ingest, maintenance ──► runtime, and the catalog's public surface (CATALOG_SURFACE) only
     catalog (server) ──► nothing of ingest, maintenance, runtime, devtools
     runtime ──► no floe package;  devtools ──► runtime only
-    nothing but catalog.cli imports catalog.cli; no package imports tests or benchmarks
+    nothing but floe.cli imports floe.cli; no package imports tests or benchmarks
 
 Tests and benchmarks may import anything (they exercise the command line and start dev components).
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("catalog", "ingest", "maintenance", "runtime", "devtools")
-CLI = "catalog.cli"
+PACKAGES = ("floe", "catalog", "ingest", "maintenance", "runtime", "devtools")
+CLI = "floe.cli"
 TEST_CODE = ("tests", "benchmarks")
 
 # What ingest/ and maintenance/ may import from the catalog: its public, typed surface, each with why.
@@ -36,7 +36,7 @@ CATALOG_SURFACE: dict[str, str] = {
     ),
 }
 
-# Packages a package must never import (beyond the rules on catalog.cli, tests and the catalog surface).
+# Packages a package must never import (beyond the rules on floe.cli, tests and the catalog surface).
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "catalog": ("ingest", "maintenance", "runtime", "devtools"),
     "ingest": ("maintenance", "devtools"),
@@ -92,7 +92,7 @@ def violation(importer: str, imported: str) -> str | None:
     if within(importer, CLI):
         return None
     if within(imported, CLI):
-        return "only the command line itself imports catalog.cli"
+        return "only the command line itself imports floe.cli"
     for forbidden in FORBIDDEN.get(top, ()):
         if within(imported, forbidden):
             return f"{top} never imports {forbidden}"
@@ -137,7 +137,7 @@ def later():
         "maintenance.metrics",
         "cli",
     }
-    assert imports_of("from .output import console", "catalog.cli", is_package=True) == {"catalog.cli.output"}
+    assert imports_of("from .output import console", "floe.cli", is_package=True) == {"floe.cli.output"}
 
 
 @pytest.mark.parametrize(
@@ -146,17 +146,17 @@ def later():
         ("catalog.service.tables", "ingest.service", False),
         ("catalog.api.app", "runtime.spark", False),
         ("catalog.store", "devtools.postgres", False),
-        ("catalog.service.tables", "catalog.cli", False),
-        ("catalog.cli.up", "devtools.kafka_broker", True),
-        ("catalog.cli.ingest", "ingest.service", True),
-        ("catalog.cli.status", "tests.conftest", False),
+        ("catalog.service.tables", "floe.cli", False),
+        ("floe.cli.up", "devtools.kafka_broker", True),
+        ("floe.cli.ingest", "ingest.service", True),
+        ("floe.cli.status", "tests.conftest", False),
         ("ingest.service", "runtime.spark", True),
         ("ingest.service", "maintenance.worker", False),
         ("ingest.service", "devtools.kafka_broker", False),
         ("ingest.tables", "catalog.pipelines.config", True),
         ("ingest.batches", "catalog.kafka_offsets", True),
         ("ingest.service", "catalog.store", False),
-        ("ingest.service", "catalog.cli.services", False),
+        ("ingest.service", "floe.cli.services", False),
         ("maintenance.worker", "ingest.spark", False),
         ("maintenance.worker", "catalog.client", True),
         ("maintenance.worker", "catalog.settings", False),

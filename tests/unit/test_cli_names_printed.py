@@ -14,14 +14,14 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from catalog.cli import maintain, remote, status
 from catalog.client import ApplyOutcome, ClientError, PlannedTable
 from catalog.pipelines.maintenance import DEFAULT_POLICY
+from floe.cli import maintain, remote, status
 from maintenance.worker import ActionOutcome, MaintainedTable, PassResult
 
 # The package's `apply` and `clusters` are the commands: their modules by name.
-apply_cli = importlib.import_module("catalog.cli.apply")
-clusters_cli = importlib.import_module("catalog.cli.clusters")
+apply_cli = importlib.import_module("floe.cli.apply")
+clusters_cli = importlib.import_module("floe.cli.clusters")
 HOSTILE_TABLE = "ns.t\x1b]52;c;ZXZpbA==\x07[bold]b[/bold]:smile:"
 HOSTILE_ERROR = "failed \x1b[2J\x9b31m [red]x[/red] \r\x08"
 # Any C0 or C1 control character except the line break (CliRunner's output is not a terminal, so Rich

@@ -9,7 +9,7 @@ import re
 
 from rich.console import Console
 
-from catalog.cli.output import Column, fitted_table, printable
+from floe.cli.output import Column, fitted_table, printable
 
 HOSTILE = [
     "orders\x1b]52;c;ZWNobyBwd25lZA==\x1b\\",  # OSC 52: sets the clipboard to "echo pwned"

@@ -18,11 +18,11 @@ import yaml
 from click.testing import CliRunner
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from catalog.cli import main
-from catalog.cli.config_doc import all_variables
-from catalog.cli.settings import ClientSettings
 from catalog.pipelines import load_yaml
 from catalog.settings import Settings
+from floe.cli import main
+from floe.cli.config_doc import all_variables
+from floe.cli.settings import ClientSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "compose.yml"

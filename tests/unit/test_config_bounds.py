@@ -18,7 +18,7 @@ from catalog.pipelines.bounds import LIMITS, DocumentLimits, check_document, com
 from catalog.pipelines.yaml_values import read_yaml
 from tests.unit.test_pipeline_config import SEED_YAML
 
-apply_cli = importlib.import_module("catalog.cli.apply")  # the package's `apply` is the command
+apply_cli = importlib.import_module("floe.cli.apply")  # the package's `apply` is the command
 
 
 def yaml_bomb(levels: int = 9, width: int = 9) -> str:

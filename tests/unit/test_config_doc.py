@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 import pytest
 
-from catalog.cli import main
-from catalog.cli.config_doc import SETTINGS_CLASSES, all_variables, render_tables, with_tables
 from catalog.settings import Settings, SettingsError
+from floe.cli import main
+from floe.cli.config_doc import SETTINGS_CLASSES, all_variables, render_tables, with_tables
 from runtime.settings import RuntimeSettings, read_settings, variable_name
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ import duckdb
 import pytest
 from rich.console import Console
 
-from catalog.cli.ready_summary import ready_summary
+from floe.cli.ready_summary import ready_summary
 from tests.unit.test_console_snippets import HOSTILE, read_properties
 
 NAMES = [

@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from catalog.cli.snapshot_at import parse_record_time, snapshot_at_command
+from floe.cli.snapshot_at import parse_record_time, snapshot_at_command
 
 
 def test_record_times_parse_as_epoch_ms_or_iso_8601() -> None:

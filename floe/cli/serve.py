@@ -9,13 +9,13 @@ from typing import Any
 
 import click
 
-from catalog.cli.errors import database_errors, port_option_error
-from catalog.cli.output import console
-from catalog.cli.settings import server_settings
 from catalog.listeners import reuseport_socket, reuseport_supported
 from catalog.migrations import upgrade_database
 from catalog.settings import Settings
 from catalog.store import create_store
+from floe.cli.errors import database_errors, port_option_error
+from floe.cli.output import console
+from floe.cli.settings import server_settings
 
 WORKER_HEALTHCHECK_SECONDS = 30
 

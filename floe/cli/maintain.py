@@ -11,12 +11,12 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from catalog.cli.output import console, printable
-from catalog.cli.remote import cli_credentials, key_file_option
-from catalog.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
-from catalog.cli.settings import client_settings
 from catalog.client import DEFAULT_URL
 from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
+from floe.cli.output import console, printable
+from floe.cli.remote import cli_credentials, key_file_option
+from floe.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
+from floe.cli.settings import client_settings
 from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions, with_interval
 
 DEFAULT_METRICS_PORT = 9465

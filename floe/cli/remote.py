@@ -9,10 +9,10 @@ from typing import TypeVar
 
 import click
 
-from catalog.cli.output import printable
-from catalog.cli.pipeline_keys import read_key_file
-from catalog.cli.settings import client_settings
 from catalog.client import ClientError, FloeClient, admin_credentials
+from floe.cli.output import printable
+from floe.cli.pipeline_keys import read_key_file
+from floe.cli.settings import client_settings
 
 Result = TypeVar("Result")
 

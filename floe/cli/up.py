@@ -9,7 +9,7 @@ maintenance worker shares the Spark session (a second JVM would double the memor
 `--no-maintenance`. Spark's and Kafka's own logs go to files in $FLOE_HOME, not the terminal.
 
 The admin key stays in this process (it applies floe.yaml and issues keys): ingestion and maintenance
-write through each source cluster's pipeline keys (`catalog.cli.pipeline_keys`), rotated at every start,
+write through each source cluster's pipeline keys (`floe.cli.pipeline_keys`), rotated at every start,
 and the Spark JVM starts with no key at all (catalogs are registered on the running session).
 """
 
@@ -33,17 +33,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from catalog.cli.ingest import DEFAULT_METRICS_PORT, check_commit_interval, run_ingest
-from catalog.cli.output import console
-from catalog.cli.pipeline_keys import INGEST, MAINTAIN, IngestAccess, PipelineKeys
-from catalog.cli.ready_summary import ready_summary
-from catalog.cli.services import configure_logging
-from catalog.cli.settings import client_settings
-from catalog.cli.up_maintenance import UpMaintenance
 from catalog.client import ClientError, FloeClient, Pipeline, admin_credentials
 from devtools.kafka_broker import KAFKA_CLASSPATH, LocalKafka
 from devtools.ports import port_is_free
 from devtools.processes import stop_process, wait_until_answering
+from floe.cli.ingest import DEFAULT_METRICS_PORT, check_commit_interval, run_ingest
+from floe.cli.output import console
+from floe.cli.pipeline_keys import INGEST, MAINTAIN, IngestAccess, PipelineKeys
+from floe.cli.ready_summary import ready_summary
+from floe.cli.services import configure_logging
+from floe.cli.settings import client_settings
+from floe.cli.up_maintenance import UpMaintenance
 from runtime.artifacts import Artifact, fetch, missing
 from runtime.settings import RuntimeSettings, read_settings
 
@@ -366,7 +366,7 @@ def up_command(
         env = {**os.environ, "FLOE_HOME": str(home)}
         with catalog_log.open("ab") as log_file:
             server = subprocess.Popen(
-                [sys.executable, "-m", "catalog.cli", "serve", "--port", str(port)],
+                [sys.executable, "-m", "floe.cli", "serve", "--port", str(port)],
                 env=env,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,

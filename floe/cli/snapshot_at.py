@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import click
 
-from catalog.cli.output import as_json
-from catalog.cli.remote import call
+from floe.cli.output import as_json
+from floe.cli.remote import call
 
 
 def parse_record_time(text: str) -> int:

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from catalog.cli.output import console
-from catalog.cli.remote import cli_credentials, key_file_option
-from catalog.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
-from catalog.cli.settings import INGEST_METRICS_PORT, client_settings
 from catalog.client import DEFAULT_URL, FloeClient
 from catalog.pipelines.table_config import MAX_COMMIT_INTERVAL_SECONDS, MIN_COMMIT_INTERVAL_SECONDS
+from floe.cli.output import console
+from floe.cli.remote import cli_credentials, key_file_option
+from floe.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
+from floe.cli.settings import INGEST_METRICS_PORT, client_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from catalog.cli.output import console, printable
-from catalog.cli.pipeline_keys import MAINTAIN, PipelineKeys
 from catalog.client import ClientError
+from floe.cli.output import console, printable
+from floe.cli.pipeline_keys import MAINTAIN, PipelineKeys
 
 MAINTENANCE_JOB_GROUP = "floe-maintenance"
 # The first look at the tables waits this long, so that it never competes with the first batches for a

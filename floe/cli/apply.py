@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from catalog.cli.output import OUTPUT, as_json, console, printable
-from catalog.cli.remote import call
+from floe.cli.output import OUTPUT, as_json, console, printable
+from floe.cli.remote import call
 
 _ACTION_STYLES = {
     "create": "green",

@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from catalog.cli.ingest import DEFAULT_METRICS_PORT
-from catalog.cli.output import OUTPUT, Column, as_json, fitted_table, printable
 from catalog.client import DEFAULT_URL, ClientError, FloeClient, admin_credentials
 from catalog.ingest_metrics import ingest_status
+from floe.cli.ingest import DEFAULT_METRICS_PORT
+from floe.cli.output import OUTPUT, Column, as_json, fitted_table, printable
 
 
 def read_status(metrics_url: str) -> dict[str, Any]:

@@ -10,12 +10,12 @@ import sys
 
 import click
 
-from catalog.cli.errors import database_errors
-from catalog.cli.output import OUTPUT, emit
-from catalog.cli.settings import server_settings
 from catalog.migrations import upgrade_database
 from catalog.service.warehouses import WarehouseService
 from catalog.store import create_store
+from floe.cli.errors import database_errors
+from floe.cli.output import OUTPUT, emit
+from floe.cli.settings import server_settings
 
 
 @click.group()

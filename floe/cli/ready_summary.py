@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from catalog.cli.output import printable
 from catalog.snippet_quoting import (
     VARIABLE_REFERENCE,
     properties_value,
@@ -25,6 +24,7 @@ from catalog.snippet_quoting import (
     sql_name,
     sql_string,
 )
+from floe.cli.output import printable
 
 if TYPE_CHECKING:
     from ingest.batches import IngestTable

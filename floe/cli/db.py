@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from catalog.cli.errors import database_errors
-from catalog.cli.output import console
-from catalog.cli.settings import server_settings
 from catalog.migrations import upgrade_database
+from floe.cli.errors import database_errors
+from floe.cli.output import console
+from floe.cli.settings import server_settings
 
 
 @click.group()

@@ -15,9 +15,9 @@ import click
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
-from catalog.cli.settings import ClientSettings
 from catalog.settings import Settings
 from devtools.settings import DevSettings
+from floe.cli.settings import ClientSettings
 from runtime.settings import RuntimeSettings, variable_name
 
 # Each settings class, as its own table (a variable two processes read is in the tables of both).

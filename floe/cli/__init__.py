@@ -19,20 +19,20 @@ from __future__ import annotations
 
 import click
 
-from catalog.cli.apply import apply
-from catalog.cli.clusters import audit, clusters, keys
-from catalog.cli.config_doc import config_doc
-from catalog.cli.db import db
-from catalog.cli.dev import dev
-from catalog.cli.errors import FloeGroup
-from catalog.cli.ingest import ingest_command
-from catalog.cli.maintain import maintain_command
-from catalog.cli.openapi import openapi
-from catalog.cli.serve import serve
-from catalog.cli.snapshot_at import snapshot_at_command
-from catalog.cli.status import status_command
-from catalog.cli.up import up_command
-from catalog.cli.warehouses import warehouses
+from floe.cli.apply import apply
+from floe.cli.clusters import audit, clusters, keys
+from floe.cli.config_doc import config_doc
+from floe.cli.db import db
+from floe.cli.dev import dev
+from floe.cli.errors import FloeGroup
+from floe.cli.ingest import ingest_command
+from floe.cli.maintain import maintain_command
+from floe.cli.openapi import openapi
+from floe.cli.serve import serve
+from floe.cli.snapshot_at import snapshot_at_command
+from floe.cli.status import status_command
+from floe.cli.up import up_command
+from floe.cli.warehouses import warehouses
 
 
 @click.group(cls=FloeGroup)

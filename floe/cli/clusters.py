@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from catalog.cli.output import OUTPUT, emit, printable
-from catalog.cli.pipeline_keys import PURPOSES, PipelineKeys
-from catalog.cli.remote import call, management_client
-from catalog.cli.settings import client_settings
+from floe.cli.output import OUTPUT, emit, printable
+from floe.cli.pipeline_keys import PURPOSES, PipelineKeys
+from floe.cli.remote import call, management_client
+from floe.cli.settings import client_settings
 
 
 @click.group()

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from catalog.cli.errors import port_option_error
-from catalog.cli.output import console
 from catalog.client import ClientError, FloeClient
+from floe.cli.errors import port_option_error
+from floe.cli.output import console
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
