@@ -12,6 +12,11 @@ connections get a 503 and are closed) and, below it, per client address (429).
 
 One timer per connection checks the deadlines when it fires, never more than the shorter of the two
 timeouts ahead: a request costs no timer of its own.
+
+This is the one module of floe that uses uvicorn's internals (its `HttpToolsProtocol`, parser callbacks and
+a copy of its `data_received`): uvicorn has no public setting for any of these limits on httptools.
+pyproject.toml pins uvicorn to the version they were written against and tests/unit/test_library_contracts.py
+fails on an upgrade that changes what is used here.
 """
 
 from __future__ import annotations

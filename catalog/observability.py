@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import logging.config
 import os
@@ -14,6 +13,8 @@ from typing import Any
 
 import msgspec
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+
+from catalog.prometheus_batch import observe_all
 
 REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="-")
 
@@ -93,24 +94,7 @@ class RequestMetrics:
                 if len(self._children) < MAX_METRIC_CHILDREN:
                     self._children[key] = children
             children[0].inc(len(latencies))
-            _observe_all(children[1], latencies)
-
-
-def _observe_all(histogram: Any, values: list[float]) -> None:
-    """`histogram.observe` of each value, as one write per bucket and one to the sum."""
-    internals = ("_upper_bounds", "_buckets", "_sum")
-    bounds, buckets, total = (getattr(histogram, name, None) for name in internals)
-    if len(values) == 1 or bounds is None or buckets is None or total is None:
-        for value in values:  # prometheus_client's own way (and the fallback should its internals change)
-            histogram.observe(value)
-        return
-    counts = [0] * len(bounds)
-    for value in values:
-        counts[bisect.bisect_left(bounds, value)] += 1  # the first bucket whose bound is >= value
-    total.inc(sum(values))
-    for index, count in enumerate(counts):
-        if count:
-            buckets[index].inc(count)
+            observe_all(children[1], latencies)
 
 
 def metrics_payload() -> bytes:

@@ -27,13 +27,13 @@ from pathlib import Path
 from types import TracebackType
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._scram import (
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from confluent_kafka.cimpl import NewTopic
 
 from devtools.pins import maven_artifact, pin_lines
 from devtools.ports import free_port, port_is_free
