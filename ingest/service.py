@@ -30,7 +30,9 @@ from catalog.client import ClientError, FloeClient, Pipeline
 from ingest import metrics
 from ingest.batches import BatchResult, BatchWriter, IngestTable
 from ingest.kafka_connection import check_connection
+from ingest.lag import LagTracker
 from ingest.registry_client import RegistryClient, RegistryConnection
+from ingest.shared.service import SharedTables, shard_of, shared_consumer_reads
 from runtime.spark import CatalogConnection, register_warehouse
 
 if TYPE_CHECKING:
@@ -53,6 +55,11 @@ class IngestOptions:
     create_topics_at: frozenset[str] = frozenset()
     # Run each table's batch path once before its query starts (`floe up`: fast first records).
     warm_up: bool = False
+    # `shared`: tables the shared consumer reads (`ingest.shared`) go through it, the others get a
+    # Spark query each; `queries`: every table its own Spark query (the design before it).
+    design: str = "shared"
+    # This instance's share of the tables (`floe ingest --shard i/n`): index i of n, by a stable hash.
+    shard: tuple[int, int] = (0, 1)
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,8 @@ class IngestService:
         self._commit_log = CommitLog()
         self._missing_warned: dict[str, float] = {}  # topic table → when its missing topic was last logged
         self._undeclared: dict[str, set[str]] = {}  # table → undeclared field names seen (and labelled)
+        self._tables_cache: tuple[int, float, list[IngestTable]] | None = None
+        self._shared = SharedTables(self.access_for, self._committed, self._interval)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -139,6 +148,7 @@ class IngestService:
         finally:
             for name in list(self.running):
                 self._stop_query(name)
+            self._shared.stop()
             self._commit_log.flush(force=True)
             self._lag.close()
             for registry in self._registries.values():
@@ -146,6 +156,7 @@ class IngestService:
 
     def _wait_first_triggers(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
+        self._shared.wait_assigned(timeout)
         for running in list(self.running.values()):
             while (
                 not self._stop.is_set()
@@ -156,7 +167,10 @@ class IngestService:
                 time.sleep(0.1)
 
     def running_tables(self) -> list[IngestTable]:
-        return [r.table for r in self.running.values()]
+        return [r.table for r in self.running.values()] + self._shared.tables()
+
+    def _interval(self, table: IngestTable) -> float:
+        return self.options.commit_interval or table.commit_interval
 
     # -- reconciliation ---------------------------------------------------------------------------
 
@@ -164,13 +178,27 @@ class IngestService:
         pipeline = self.catalog.pipeline()
         if pipeline is None:
             return {}
-        tables = self.tables_of(pipeline)
+        # Building a thousand tables' settings (schemas, fingerprints) every poll cost more than the
+        # poll: built again when the pipeline changes, or once a minute (certificates, registries).
+        cached = self._tables_cache
+        if cached is not None and cached[0] == pipeline.revision and time.monotonic() - cached[1] < 60:
+            tables = cached[2]
+        else:
+            tables = self.tables_of(pipeline)
+            self._tables_cache = (pipeline.revision, time.monotonic(), tables)
         if self.options.clusters:
             tables = [t for t in tables if t.cluster in self.options.clusters]
-        return {t.name: t for t in tables}
+        index, count = self.options.shard
+        return {t.name: t for t in tables if shard_of(t.name, count) == index}
 
     def reconcile(self) -> None:
         desired = self.desired()
+        if self.options.design == "shared":
+            shared = {n: t for n, t in desired.items() if shared_consumer_reads(t)}
+            desired = {n: t for n, t in desired.items() if n not in shared}
+            for name in [n for n in shared if n in self.running]:  # a table that became shareable
+                self._stop_query(name, between_batches=True)
+            self._shared.set_tables([t for t in shared.values() if self._topic_ready(t)])
         for name, running in list(self.running.items()):
             wanted = desired.get(name)
             if wanted is None:
@@ -205,7 +233,7 @@ class IngestService:
                 metrics.PROBLEMS.report(name, f"cannot start ingestion: {exc}")
                 count = (failures or (0, 0.0))[0] + 1
                 self._failures[name] = (count, time.monotonic() + min(60.0, 2.0**count))
-        metrics.TABLES.set(len(self.running))
+        metrics.TABLES.set(len(self.running) + len(self._shared.tables()))
 
     def _topic_ready(self, table: IngestTable) -> bool:
         """Whether the table's topic exists (created first on a broker floe runs); a missing one is
@@ -512,77 +540,3 @@ class CommitLog:
 def _offsets(end_offsets: Mapping[int, int]) -> str:
     """Next offsets per partition, as `p0=120 p1=98`."""
     return " ".join(f"p{p}={o}" for p, o in sorted(end_offsets.items())) or "none"
-
-
-class LagTracker:
-    """Offset and time lag per partition: Kafka's high watermarks against what the table committed."""
-
-    def __init__(self) -> None:
-        self._consumers: dict[str, Any] = {}
-        self._committed: dict[tuple[str, int], tuple[int, float]] = {}  # (table, p) → (offset, max ts)
-        self._started: dict[str, float] = {}  # table → when this run began ingesting it
-        self._lock = threading.Lock()
-
-    def _consumer(self, table: IngestTable) -> Any:
-        from confluent_kafka import Consumer
-
-        key = json.dumps(dict(table.consumer_config), sort_keys=True)
-        consumer = self._consumers.get(key)
-        if consumer is None:
-            config = {
-                **table.consumer_config,
-                "group.id": "floe-lag-probe",
-                "enable.auto.commit": False,
-            }
-            consumer = Consumer(config)
-            self._consumers[key] = consumer
-        return consumer
-
-    def partitions(self, table: IngestTable) -> list[int]:
-        metadata = self._consumer(table).list_topics(table.topic, timeout=10)
-        topic = metadata.topics.get(table.topic)
-        if topic is None or topic.error is not None:
-            return []
-        return sorted(topic.partitions)
-
-    def seed(self, table: IngestTable, committed: Mapping[int, int]) -> None:
-        """What the table had committed before this run (its records' times are unknown here)."""
-        with self._lock:
-            for partition, offset in committed.items():
-                previous = self._committed.get((table.name, partition), (0, 0.0))
-                self._committed[(table.name, partition)] = (max(offset, previous[0]), previous[1])
-            self._started.setdefault(table.name, time.time())
-
-    def committed(self, table: IngestTable, result: BatchResult) -> None:
-        with self._lock:
-            for partition, offset in result.end_offsets.items():
-                previous = self._committed.get((table.name, partition), (0, 0.0))
-                newest = max(previous[1], result.max_timestamps.get(partition, 0.0))
-                self._committed[(table.name, partition)] = (offset, newest)
-
-    def refresh(self, tables: list[IngestTable]) -> None:
-        from confluent_kafka import TopicPartition
-
-        for table in tables:
-            try:
-                consumer = self._consumer(table)
-                for partition in self.partitions(table):
-                    _, high = consumer.get_watermark_offsets(
-                        TopicPartition(table.topic, partition), timeout=5, cached=False
-                    )
-                    with self._lock:
-                        offset, newest = self._committed.get((table.name, partition), (0, 0.0))
-                    lag = max(0, high - offset)
-                    labels = (table.name, table.topic, str(partition))
-                    metrics.OFFSET_LAG.labels(*labels).set(lag)
-                    # Before this run's first commit the newest committed record's time is unknown:
-                    # count from when ingestion of the table began (a lower bound).
-                    since = newest or self._started.get(table.name, time.time())
-                    metrics.TIME_LAG.labels(*labels).set(max(0.0, time.time() - since) if lag else 0.0)
-            except Exception as exc:  # lag is best effort; ingestion goes on
-                log.debug("lag of %s: %s", table.name, exc)
-
-    def close(self) -> None:
-        for consumer in self._consumers.values():
-            consumer.close()
-        self._consumers.clear()

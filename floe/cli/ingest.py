@@ -47,6 +47,8 @@ def run_ingest(
     on_started: Callable[[list[IngestTable]], None] | None = None,
     warm_up: bool = False,
     access_for: Callable[[str], CatalogAccess] | None = None,
+    design: str = "shared",
+    shard: tuple[int, int] = (0, 1),
 ) -> None:
     """Run the ingestion service in the foreground until SIGINT/SIGTERM. A `spark` session passed in is
     used and left running (`floe up` shares it with maintenance); else one is started and stopped. With
@@ -89,6 +91,8 @@ def run_ingest(
             state_dir=state_dir,
             create_topics_at=create_topics_at,
             warm_up=warm_up,
+            design=design,
+            shard=shard,
         ),
         access_for=access_for,
     )
@@ -109,6 +113,19 @@ def run_ingest(
         if owns_spark:
             spark.stop()
         catalog.close()
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """`i/n` as (i, n), 0 <= i < n."""
+    index, _, count = value.partition("/")
+    try:
+        shard = (int(index), int(count))
+    except ValueError:
+        shard = (-1, 0)
+    if not 0 <= shard[0] < shard[1]:
+        message = f"expected i/n with 0 <= i < n, e.g. 0/2; got {value!r}"
+        raise click.BadParameter(message, param_hint="--shard")
+    return shard
 
 
 def check_commit_interval(seconds: float | None) -> None:
@@ -145,6 +162,23 @@ def check_commit_interval(seconds: float | None) -> None:
 @click.option("--driver-memory", default="2g", show_default=True)
 @click.option("--spark-conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable).")
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None, help="Spark scratch folder.")
+@click.option(
+    "--design",
+    envvar="FLOE_INGEST_DESIGN",
+    type=click.Choice(["shared", "queries"]),
+    default="shared",
+    show_default=True,
+    help="shared: append tables of inline JSON share one Kafka consumer per cluster and one commit per "
+    "round (many quiet tables); the others get a Spark query each. queries: every table its own Spark "
+    "query (the design before; kept while the two are compared).",
+)
+@click.option(
+    "--shard",
+    default="0/1",
+    show_default=True,
+    callback=lambda _ctx, _param, value: parse_shard(value),
+    help="i/n: ingest only the tables whose name hashes to shard i of n (run n instances, i = 0..n-1).",
+)
 @click.option("--log-level", default="info", show_default=True)
 @key_file_option
 def ingest_command(
@@ -159,6 +193,8 @@ def ingest_command(
     driver_memory: str,
     spark_conf: tuple[str, ...],
     state_dir: Path | None,
+    design: str,
+    shard: tuple[int, int],
     log_level: str,
     key_file: Path | None,
 ) -> None:
@@ -182,4 +218,6 @@ def ingest_command(
         driver_memory=driver_memory,
         spark_conf=parse_spark_conf(spark_conf),
         state_dir=state_dir,
+        design=design,
+        shard=shard,
     )

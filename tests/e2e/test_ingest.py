@@ -100,7 +100,16 @@ def ingest(
     ingest_metrics_port: int,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[IngestProcess]:
-    args = ["--commit-interval", "1", "--cluster", CLUSTER, "--cluster", COMPACT_CLUSTER]
+    args = [
+        "--design",
+        "queries",
+        "--commit-interval",
+        "1",
+        "--cluster",
+        CLUSTER,
+        "--cluster",
+        COMPACT_CLUSTER,
+    ]
     registry_credentials = {REGISTRY_USER_ENV: REGISTRY_USER, REGISTRY_PASSWORD_ENV: REGISTRY_PASSWORD}
     with IngestProcess(
         server,
@@ -650,7 +659,7 @@ def test_avro_registry_mode_through_a_registry_that_requires_basic_auth(
     pipeline.add(REFUSED_CLUSTER, source_topic=refused_topic, **registry_table)
     produce(kafka.bootstrap_servers, refused_topic, values[:10])
     wrong = {REGISTRY_USER_ENV: REGISTRY_USER, REGISTRY_PASSWORD_ENV: "not the password"}
-    args = ["--commit-interval", "1", "--cluster", REFUSED_CLUSTER]
+    args = ["--design", "queries", "--commit-interval", "1", "--cluster", REFUSED_CLUSTER]
     with IngestProcess(server, tmp_path / "refused", args=args, env=wrong) as refused:
         deadline = time.monotonic() + 240
         while "cannot start ingestion" not in refused.log_text():
@@ -934,7 +943,7 @@ def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
 
     producer = threading.Thread(target=keep_producing, daemon=True)
     producer.start()
-    args = ["--commit-interval", "1", "--cluster", CRASH_CLUSTER]
+    args = ["--design", "queries", "--commit-interval", "1", "--cluster", CRASH_CLUSTER]
     try:
         for round_ in range(3):
             process = IngestProcess(server, tmp_path / "crash", args=args).start()
@@ -987,7 +996,7 @@ def test_a_backlog_commits_full_batches_back_to_back_and_a_trickle_waits_for_the
         mixed_topic,
         (b"not json" if i in bad else json.dumps({"id": i}).encode() for i in range(backlog)),
     )
-    args = ["--commit-interval", str(interval), "--max-records-per-batch", str(batch)]
+    args = ["--design", "queries", "--commit-interval", str(interval), "--max-records-per-batch", str(batch)]
     with IngestProcess(server, tmp_path / "backlog", args=[*args, "--cluster", BACKLOG_CLUSTER]) as process:
         wait_until_committed(admin, BACKLOG_CLUSTER, table, topic, produced.end_offsets(), ingest=process)
         wait_until_committed(

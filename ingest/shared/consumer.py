@@ -1,0 +1,308 @@
+"""The shared consumer: one Kafka consumer for many tables of a source cluster, one commit per round.
+
+Spark runs a streaming query per table, and every batch of every table pays Spark's fixed cost (its
+jobs, planning, the commit): at a hundred quiet tables the driver was saturated and freshness was
+tens of seconds. Most topics are quiet, and a quiet table's records fit in memory many times over, so
+`SharedIngest` reads every shared table's topic with one librdkafka consumer, buffers each table's
+records, and every commit interval writes each table with records as Parquet (pyarrow, through the
+table's own pyiceberg FileIO) and commits all of them through floe's transaction endpoint, in chunks
+of `TABLES_PER_TRANSACTION` tables. A table whose topic is idle costs nothing but its share of the
+consumer's fetches.
+
+Exactly once, as on the Spark path: each table (and its dead-letter table) carries its Kafka offsets
+in its snapshot summary and floe refuses a commit that does not start where the table's stored
+offsets end. When floe refuses a chunk or its answer is lost, each table of it is tried alone; a
+table refused alone (another writer moved it) or whose state is unknown is read again from floe and
+its partitions re-read from floe's offsets, so nothing is lost or written twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from catalog.client import ClientError
+from ingest import metrics
+from ingest.batches import BatchResult, IngestTable
+from ingest.shared.tables import PreparedBatch, Record, SharedTable
+
+if TYPE_CHECKING:
+    from catalog.client import FloeClient
+
+log = logging.getLogger(__name__)
+
+TABLES_PER_TRANSACTION = 100
+# At most this many records buffered for one table: it is committed sooner, whatever its interval.
+MAX_BUFFERED = 50_000
+POLL_SECONDS = 0.2
+PARTITIONS_REFRESH_SECONDS = 60.0
+
+
+class SharedIngest:
+    """Ingests the shared tables of one source cluster (see the module doc) on a thread of its own.
+
+    `open_table(table)` returns a table's `SharedTable` with its appenders loaded and its committed
+    offsets read from floe; `client` sends the transactions; `on_commit` is told of each committed
+    batch, as the Spark path's writers tell the service."""
+
+    def __init__(
+        self,
+        cluster: str,
+        consumer_config: dict[str, Any],
+        client: FloeClient,
+        open_table: Callable[[IngestTable], SharedTable],
+        on_commit: Callable[[IngestTable, BatchResult], None],
+        interval_of: Callable[[IngestTable], float],
+        prefix_of: Callable[[str], str],
+    ) -> None:
+        self.cluster = cluster
+        self._consumer_config = consumer_config
+        self._client = client
+        self._open_table = open_table
+        self._on_commit = on_commit
+        self._interval_of = interval_of
+        self._prefix_of = prefix_of
+        self._lock = threading.Lock()
+        self._wanted: dict[str, IngestTable] = {}
+        self._changed = threading.Event()
+        self.tables: dict[str, SharedTable] = {}  # by table name; the loop's own
+        self._by_topic: dict[str, list[SharedTable]] = {}
+        self._assigned: dict[tuple[str, int], int] = {}  # (topic, partition) → offset assigned at
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failed: dict[str, str] = {}  # table → why it could not be opened (retried)
+        self.assigned = threading.Event()  # set once the first tables' partitions are assigned
+        self.rounds = 0
+
+    # -- control (any thread) ---------------------------------------------------------------------
+
+    def set_tables(self, tables: Iterable[IngestTable]) -> None:
+        """The tables to ingest from now on: new ones start, missing ones stop (others go on)."""
+        with self._lock:
+            self._wanted = {t.name: t for t in tables}
+        self._changed.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"floe-shared-{self.cluster}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop after committing what is buffered (within `timeout` seconds)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        from confluent_kafka import Consumer
+
+        config = {
+            **self._consumer_config,
+            "group.id": "floe-shared-ingest",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "logger": logging.getLogger("ingest.kafka"),
+            "log_level": 4,
+        }
+        consumer = Consumer(config)
+        refreshed = 0.0
+        try:
+            while not self._stop.is_set():
+                if self._changed.is_set() or time.monotonic() - refreshed > PARTITIONS_REFRESH_SECONDS:
+                    self._changed.clear()
+                    self._reconcile(consumer)
+                    refreshed = time.monotonic()
+                for message in consumer.consume(num_messages=10_000, timeout=POLL_SECONDS):
+                    self._buffer(message)
+                self._flush(due_only=True, consumer=consumer)
+            self._flush(due_only=False, consumer=consumer)
+        except Exception:
+            log.exception("shared ingestion of cluster %s stopped", self.cluster)
+            raise
+        finally:
+            consumer.close()
+
+    def _reconcile(self, consumer: Any) -> None:
+        """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        with self._lock:
+            wanted = dict(self._wanted)
+        for name in [n for n in self.tables if n not in wanted]:
+            log.info("%s left the pipeline: stopping its ingestion", name)
+            self.tables.pop(name)
+        for name, table in wanted.items():
+            current = self.tables.get(name)
+            if current is not None and current.table.fingerprint == table.fingerprint:
+                continue
+            try:
+                self.tables[name] = self._open_table(table)
+                self.failed.pop(name, None)
+                if current is not None:
+                    log.info("%s changed (schema or settings): its ingestion took the change", name)
+                else:
+                    log.info(
+                        "%s: ingesting topic %s through the shared consumer every %gs",
+                        name,
+                        table.topic,
+                        self._interval_of(table),
+                    )
+            except Exception as exc:  # one table's problem must not stop the others
+                self.tables.pop(name, None)
+                self.failed[name] = str(exc)
+                metrics.PROBLEMS.report(name, f"cannot start ingestion: {exc}")
+                log.warning("%s: cannot start ingestion (retried): %s", name, exc)
+                self._changed.set()
+        self._by_topic = {}
+        for shared in self.tables.values():
+            self._by_topic.setdefault(shared.table.topic, []).append(shared)
+        wanted_at: dict[tuple[str, int], int] = {}
+        metadata = consumer.list_topics(timeout=10)
+        for topic, tables in self._by_topic.items():
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None:
+                continue
+            for partition in found.partitions:
+                starts = [t.main_next.get(partition, OFFSET_BEGINNING) for t in tables]
+                wanted_at[(topic, partition)] = min(starts)
+        gone = [TopicPartition(t, p) for (t, p) in self._assigned if (t, p) not in wanted_at]
+        if gone:
+            consumer.incremental_unassign(gone)
+        new = [TopicPartition(t, p, o) for (t, p), o in wanted_at.items() if (t, p) not in self._assigned]
+        if new:
+            consumer.incremental_assign(new)
+        self._assigned = wanted_at
+        self.assigned.set()
+
+    def _buffer(self, message: Any) -> None:
+        if message.error() is not None:
+            log.debug("consumer: %s", message.error())
+            return
+        kind, timestamp = message.timestamp()
+        record = Record(
+            message.partition(),
+            message.offset(),
+            timestamp if kind != 0 else int(time.time() * 1000),
+            message.key(),
+            message.value(),
+            tuple(message.headers()) if message.headers() is not None else None,
+        )
+        for shared in self._by_topic.get(message.topic(), ()):
+            if not shared.buffer:
+                shared.first_buffered_at = time.monotonic()
+            shared.buffer.append(record)
+
+    def _due(self, shared: SharedTable, now: float) -> bool:
+        if not shared.buffer or shared.first_buffered_at is None:
+            return False
+        waited = now - shared.first_buffered_at
+        return waited >= self._interval_of(shared.table) or len(shared.buffer) >= MAX_BUFFERED
+
+    def _flush(self, *, due_only: bool, consumer: Any) -> None:
+        """Commit the tables whose records have waited their interval (every table with records
+        when not `due_only`)."""
+        now = time.monotonic()
+        due = [s for s in self.tables.values() if s.buffer and (not due_only or self._due(s, now))]
+        if not due:
+            return
+        self.rounds += 1
+        by_warehouse: dict[str, list[SharedTable]] = {}
+        for shared in due:
+            by_warehouse.setdefault(shared.table.warehouse, []).append(shared)
+        for warehouse, tables in by_warehouse.items():
+            for start in range(0, len(tables), TABLES_PER_TRANSACTION):
+                self._flush_chunk(warehouse, tables[start : start + TABLES_PER_TRANSACTION], consumer)
+
+    def _flush_chunk(self, warehouse: str, chunk: list[SharedTable], consumer: Any) -> None:
+        batches: list[PreparedBatch] = []
+        for shared in chunk:
+            records = shared.take()
+            try:
+                batch = shared.prepare(records)
+            except Exception as exc:
+                self._restart(shared, consumer, f"cannot write its batch: {exc}")
+                continue
+            if batch is not None:
+                batches.append(batch)
+        self._commit(warehouse, batches, consumer)
+
+    def _commit(self, warehouse: str, batches: list[PreparedBatch], consumer: Any) -> None:
+        if not batches:
+            return
+        outcome = self._send(warehouse, [c for b in batches for c in b.changes()])
+        if outcome == "committed":
+            for batch in batches:
+                self._committed(batch)
+            return
+        # Refused (one table's requirement or offsets failed: nothing landed) or unknown (it may have
+        # landed): each table alone. A table refused alone after an unknown outcome may be refused
+        # because the first attempt landed, so its files are only removed after two refusals.
+        for batch in batches:
+            alone = outcome if len(batches) == 1 else self._send(warehouse, batch.changes())
+            if alone == "committed":
+                self._committed(batch)
+                continue
+            if alone == "refused" and outcome == "refused":
+                batch.table.refused(batch)
+            why = "floe refused its commit" if alone == "refused" else f"its outcome is unknown: {alone}"
+            self._restart(batch.table, consumer, why)
+
+    def _send(self, warehouse: str, changes: list[dict[str, Any]]) -> str:
+        """'committed', 'refused' (409: a requirement or the offsets fence failed), or why unknown."""
+        try:
+            prefix = self._prefix_of(warehouse)
+            response = self._client.send(
+                "POST", f"/v1/{prefix}/transactions/commit", body={"table-changes": changes}
+            )
+        except ClientError as exc:
+            return str(exc)
+        if response.status_code in (200, 204):
+            return "committed"
+        if response.status_code == 409:
+            return "refused"
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+
+    def _committed(self, batch: PreparedBatch) -> None:
+        batch.table.committed(batch)
+        if batch.result.records or batch.result.dead_letters:
+            self._on_commit(batch.table.table, batch.result)
+
+    def _restart(self, shared: SharedTable, consumer: Any, why: str) -> None:
+        """Drop the table's buffer, read it again from floe, re-read its partitions from its offsets."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        name = shared.table.name
+        log.warning("%s: %s; re-reading from floe's offsets", name, why)
+        metrics.PROBLEMS.report(name, f"ingestion restarted: {why}")
+        metrics.QUERY_RESTARTS.labels(name).inc()
+        shared.take()
+        try:
+            fresh = self._open_table(shared.table)
+        except Exception as exc:
+            self.tables.pop(name, None)
+            self.failed[name] = str(exc)
+            self._changed.set()
+            return
+        self.tables[name] = fresh
+        self._by_topic[shared.table.topic] = [
+            fresh if s is shared else s for s in self._by_topic.get(shared.table.topic, [])
+        ]
+        # Other tables of the topic lose their buffers too: the topic is read again from the lowest.
+        for other in self._by_topic[shared.table.topic]:
+            other.take()
+        for (topic, partition), _ in list(self._assigned.items()):
+            if topic != shared.table.topic:
+                continue
+            starts = [t.main_next.get(partition, OFFSET_BEGINNING) for t in self._by_topic[topic]]
+            offset = min(starts)
+            try:
+                consumer.seek(TopicPartition(topic, partition, offset))
+            except Exception as exc:  # not fetched yet: assigned again at the offset instead
+                log.debug("seek %s[%d]: %s", topic, partition, exc)
+                consumer.incremental_unassign([TopicPartition(topic, partition)])
+                consumer.incremental_assign([TopicPartition(topic, partition, offset)])
+            self._assigned[(topic, partition)] = offset

@@ -1,0 +1,248 @@
+"""Appends to one Iceberg table as pure steps: write the files, describe the commit, advance on success.
+
+`TableAppender.prepare` writes a batch's data files, one manifest for them and the new manifest list,
+and returns the commit as pyiceberg's typed models (`AddSnapshotUpdate`, `SetSnapshotRefUpdate`, and
+the requirements `AssertTableUUID` + `AssertRefSnapshotId` on the snapshot it builds on): the caller
+sends it (with other tables' in one transaction) and calls `committed` when floe accepted it, or
+`reload` when floe refused it (another writer moved the table: maintenance, an engine). Between
+commits the appender keeps what the next append needs — the current snapshot, its manifests, the
+table's sequence number and summary totals — so an append reads nothing back from storage or floe.
+
+Manifests are merged as Iceberg's own merge-append does (`commit.manifest.min-count-to-merge`,
+default 100): once a table's current snapshot lists that many, the next append writes one manifest
+holding their live entries (as EXISTING, with their snapshot ids and sequence numbers) and its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.manifest import (
+    DataFile,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    write_manifest,
+    write_manifest_list,
+)
+from pyiceberg.table import CommitTableRequest, Table, TableIdentifier
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import (
+    Operation,
+    Snapshot,
+    SnapshotSummaryCollector,
+    Summary,
+    update_snapshot_summaries,
+)
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    SetSnapshotRefUpdate,
+)
+from pyiceberg.typedef import Identifier
+
+from ingest.shared.pyiceberg_write import data_files
+
+MAIN = "main"
+MIN_COUNT_TO_MERGE = "commit.manifest.min-count-to-merge"
+DEFAULT_MIN_COUNT_TO_MERGE = 100
+AVRO_CODEC: Literal["deflate"] = "deflate"
+
+
+@dataclass(frozen=True)
+class PreparedAppend:
+    """One append, its files written, waiting for floe to accept its commit."""
+
+    identifier: Identifier
+    request: CommitTableRequest
+    snapshot_id: int
+    sequence_number: int
+    manifests: tuple[ManifestFile, ...]
+    summary: Summary
+    records: int
+    files: tuple[str, ...] = field(default=())  # every file written (removed if the commit is refused)
+
+    def change(self) -> dict[str, Any]:
+        """The commit as a `table-changes` entry of floe's transaction endpoint (Iceberg's JSON)."""
+        import json
+
+        changed: dict[str, Any] = json.loads(self.request.model_dump_json())
+        return changed
+
+
+@dataclass
+class _Head:
+    """The table as this appender last saw it: where the next append starts."""
+
+    snapshot_id: int | None
+    sequence_number: int
+    manifests: list[ManifestFile]
+    summary: Mapping[str, str] | None
+
+
+class TableAppender:
+    """Appends Arrow rows to one table, commits described for the caller to send (see module doc)."""
+
+    def __init__(self, identifier: Identifier, load: Callable[[], Table]) -> None:
+        self.identifier = identifier
+        self._load = load
+        self.metadata: TableMetadata
+        self.io: FileIO
+        self.arrow_schema: pa.Schema
+        self._head: _Head
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the table again from floe (after a refused commit, or to pick up another writer's)."""
+        table = self._load()
+        self.metadata, self.io = table.metadata, table.io
+        self.arrow_schema = schema_to_pyarrow(self.metadata.schema(), include_field_ids=True)
+        snapshot = self.metadata.snapshot_by_name(MAIN)
+        manifests = list(snapshot.manifests(self.io)) if snapshot is not None else []
+        self._head = _Head(
+            snapshot.snapshot_id if snapshot is not None else None,
+            getattr(self.metadata, "last_sequence_number", 0),  # format v1 has none
+            manifests,
+            dict(snapshot.summary.additional_properties) | {"operation": snapshot.summary.operation.value}
+            if snapshot is not None and snapshot.summary is not None
+            else None,
+        )
+
+    @property
+    def snapshot_id(self) -> int | None:
+        return self._head.snapshot_id
+
+    def rows(self, records: list[dict[str, Any]]) -> pa.Table:
+        """`records` (column name → value, as pyarrow takes them) as an Arrow table of the schema."""
+        return pa.Table.from_pylist(records, schema=self.arrow_schema)
+
+    def prepare(self, rows: pa.Table | None, properties: Mapping[str, str]) -> PreparedAppend:
+        """Write `rows` (None or empty: a snapshot with no new files, carrying `properties` only) and
+        describe the commit of a snapshot adding them, its summary carrying `properties`."""
+        head = self._head
+        metadata = self.metadata
+        snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
+        sequence_number = head.sequence_number + 1
+        commit_uuid = uuid.uuid4()
+        locations = load_location_provider(metadata.location, metadata.properties)
+        written: list[str] = []
+        added = data_files(metadata, rows, self.io) if rows is not None and rows.num_rows else []
+        written += [f.file_path for f in added]
+        collector = SnapshotSummaryCollector()
+        spec, schema = metadata.spec(), metadata.schema()
+        for data_file in added:
+            collector.add_file(data_file, schema, spec)
+        carried = list(head.manifests)
+        merge_at = int(metadata.properties.get(MIN_COUNT_TO_MERGE, DEFAULT_MIN_COUNT_TO_MERGE))
+        merged: list[ManifestEntry] = []
+        if len(carried) + 1 >= merge_at:
+            mergeable = [
+                m
+                for m in carried
+                if m.content == ManifestContent.DATA and m.partition_spec_id == metadata.default_spec_id
+            ]
+            carried = [m for m in carried if m not in mergeable]
+            for manifest in mergeable:
+                merged += manifest.fetch_manifest_entry(self.io, discard_deleted=True)
+        new_manifests: list[ManifestFile] = []
+        if added or merged:
+            path = locations.new_metadata_location(f"{commit_uuid}-m0.avro")
+            written.append(path)
+            with write_manifest(
+                metadata.format_version, spec, schema, self.io.new_output(path), snapshot_id, AVRO_CODEC
+            ) as writer:
+                for entry in merged:
+                    writer.existing(entry)
+                for data_file in added:
+                    writer.add(_added(snapshot_id, data_file))
+            new_manifests.append(writer.to_manifest_file())
+        list_path = locations.new_metadata_location(f"snap-{snapshot_id}-0-{commit_uuid}.avro")
+        written.append(list_path)
+        manifests = new_manifests + carried
+        with write_manifest_list(
+            metadata.format_version,
+            self.io.new_output(list_path),
+            snapshot_id,
+            head.snapshot_id,
+            sequence_number,
+            AVRO_CODEC,
+        ) as list_writer:
+            list_writer.add_manifests(manifests)
+        summary = update_snapshot_summaries(
+            Summary(Operation.APPEND, **collector.build(), **properties), head.summary
+        )
+        snapshot = Snapshot(
+            snapshot_id=snapshot_id,
+            parent_snapshot_id=head.snapshot_id,
+            sequence_number=sequence_number,
+            manifest_list=list_path,
+            summary=summary,
+            schema_id=metadata.current_schema_id,
+        )
+        request = CommitTableRequest(
+            identifier=TableIdentifier(namespace=list(self.identifier[:-1]), name=self.identifier[-1]),
+            requirements=(
+                AssertTableUUID(uuid=metadata.table_uuid),
+                AssertRefSnapshotId(ref=MAIN, snapshot_id=head.snapshot_id),
+            ),
+            updates=(
+                AddSnapshotUpdate(snapshot=snapshot),
+                SetSnapshotRefUpdate(
+                    ref_name=MAIN,
+                    type="branch",
+                    snapshot_id=snapshot_id,
+                    max_ref_age_ms=None,
+                    max_snapshot_age_ms=None,
+                    min_snapshots_to_keep=None,
+                ),
+            ),
+        )
+        # The manifests as the list writer stamped them (an added manifest's sequence number assigned).
+        stamped = tuple(_stamped(m, sequence_number) for m in manifests)
+        records = sum(f.record_count for f in added)
+        return PreparedAppend(
+            self.identifier, request, snapshot_id, sequence_number, stamped, summary, records, tuple(written)
+        )
+
+    def committed(self, prepared: PreparedAppend) -> None:
+        """floe accepted `prepared`: the next append builds on it."""
+        summary = dict(prepared.summary.additional_properties)
+        summary["operation"] = prepared.summary.operation.value
+        self._head = _Head(prepared.snapshot_id, prepared.sequence_number, list(prepared.manifests), summary)
+
+    def discard(self, prepared: PreparedAppend) -> None:
+        """floe refused `prepared`: remove its files (best effort; orphan removal gets any left)."""
+        for path in prepared.files:
+            try:
+                self.io.delete(path)
+            except Exception:  # a file left behind is maintenance's orphan removal's
+                continue
+
+
+def _added(snapshot_id: int, data_file: DataFile) -> ManifestEntry:
+    return ManifestEntry.from_args(
+        status=ManifestEntryStatus.ADDED,
+        snapshot_id=snapshot_id,
+        sequence_number=None,
+        file_sequence_number=None,
+        data_file=data_file,
+    )
+
+
+def _stamped(manifest: ManifestFile, sequence_number: int) -> ManifestFile:
+    """`manifest` with an unassigned (-1) sequence number set to `sequence_number`, as the manifest
+    list records it: carried into later lists, it must keep the number of the commit that added it."""
+    if manifest.sequence_number == -1:
+        manifest.sequence_number = sequence_number
+    if manifest.min_sequence_number == -1:
+        manifest.min_sequence_number = sequence_number
+    return manifest

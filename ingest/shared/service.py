@@ -1,0 +1,148 @@
+"""How `floe ingest` runs the shared consumers: which tables they take, one consumer per source cluster.
+
+A table goes to its cluster's shared consumer (`ingest.shared.consumer`) when it is an append table
+of inline-schema JSON whose field types the Python decoder reads (`shared_consumer_reads`); other
+tables (upsert and Debezium, Avro, Protobuf, schema-registry mode) keep a Spark query each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ingest.batches import BatchResult, IngestTable
+from ingest.shared.consumer import SharedIngest
+from ingest.shared.iceberg_append import TableAppender
+from ingest.shared.json_rows import readable
+from ingest.shared.tables import SharedTable
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from ingest.service import CatalogAccess
+
+
+def shared_consumer_reads(table: IngestTable) -> bool:
+    """Whether the shared consumer ingests `table` (see the module doc)."""
+    return (
+        table.source_format == "json"
+        and table.registry is None
+        and not table.is_upsert
+        and table.envelope == "none"
+        and readable(table.schema)
+    )
+
+
+def shard_of(name: str, count: int) -> int:
+    """The shard (0..count-1) a table belongs to: a stable hash of its name, the same in every
+    process and release (Python's `hash` of a string is salted per process)."""
+    if count <= 1:
+        return 0
+    digest = hashlib.sha256(name.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+class SharedTables:
+    """The shared consumers of one `floe ingest`, one per source cluster, started on first use."""
+
+    def __init__(
+        self,
+        access_for: Callable[[str], CatalogAccess],
+        on_commit: Callable[[IngestTable, BatchResult], None],
+        interval_of: Callable[[IngestTable], float],
+    ) -> None:
+        self._access_for = access_for
+        self._on_commit = on_commit
+        self._interval_of = interval_of
+        self._consumers: dict[str, SharedIngest] = {}
+        self._wanted: dict[str, list[IngestTable]] = {}
+        self._catalogs: dict[tuple[str, str], RestCatalog] = {}
+        self._catalogs_lock = threading.Lock()
+
+    def set_tables(self, tables: Iterable[IngestTable]) -> None:
+        by_cluster: dict[str, list[IngestTable]] = {}
+        for table in tables:
+            by_cluster.setdefault(table.cluster, []).append(table)
+        for cluster in set(by_cluster) | set(self._consumers):
+            wanted = by_cluster.get(cluster, [])
+            consumer = self._consumers.get(cluster)
+            if consumer is None:
+                if not wanted:
+                    continue
+                consumer = self._start(cluster, dict(wanted[0].consumer_config))
+            consumer.set_tables(wanted)
+        self._wanted = by_cluster
+
+    def tables(self) -> list[IngestTable]:
+        return [t for tables in self._wanted.values() for t in tables]
+
+    def wait_assigned(self, timeout: float) -> None:
+        """Wait until every consumer has opened its tables and assigned their partitions."""
+        deadline = time.monotonic() + timeout
+        for consumer in self._consumers.values():
+            consumer.assigned.wait(max(0.0, deadline - time.monotonic()))
+
+    def stop(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.stop()
+
+    def _start(self, cluster: str, consumer_config: dict[str, Any]) -> SharedIngest:
+        access = self._access_for(cluster)
+        consumer = SharedIngest(
+            cluster,
+            consumer_config,
+            access.client,
+            lambda table: self._open(table),
+            self._on_commit,
+            self._interval_of,
+            lambda warehouse: self._prefix(cluster, warehouse),
+        )
+        self._consumers[cluster] = consumer
+        consumer.start()
+        return consumer
+
+    def _catalog(self, cluster: str, warehouse: str) -> RestCatalog:
+        from pyiceberg.catalog.rest import RestCatalog
+
+        access = self._access_for(cluster)
+        key = (access.connection.client_id, warehouse)
+        with self._catalogs_lock:
+            catalog = self._catalogs.get(key)
+            if catalog is None:
+                connection = access.connection
+                uri = connection.uri.rstrip("/")
+                properties = {
+                    "uri": uri,
+                    "warehouse": warehouse,
+                    "credential": f"{connection.client_id}:{connection.client_secret}",
+                    "oauth2-server-uri": f"{uri}/v1/oauth/tokens",
+                    "scope": "catalog",
+                    **{f"header.{k}": v for k, v in connection.headers.items()},
+                    **connection.extra,
+                }
+                catalog = self._catalogs[key] = RestCatalog(f"floe-{warehouse}", **properties)
+            return catalog
+
+    def _prefix(self, cluster: str, warehouse: str) -> str:
+        """The REST path prefix floe's config endpoint gave for the warehouse."""
+        from urllib.parse import quote
+
+        prefix = self._catalog(cluster, warehouse).properties.get("prefix")
+        return str(prefix) if prefix else quote(warehouse, safe="")
+
+    def _open(self, table: IngestTable) -> SharedTable:
+        """The table's appenders loaded from floe and its committed offsets (and its dead-letter
+        table's): where the shared consumer starts it."""
+        catalog = self._catalog(table.cluster, table.warehouse)
+        client = self._access_for(table.cluster).client
+        main_id = (*table.namespace, table.table)
+        dlq_id = (*table.namespace, table.dlq_table)
+        main = TableAppender(main_id, lambda: catalog.load_table(main_id))
+        dlq = TableAppender(dlq_id, lambda: catalog.load_table(dlq_id))
+        ns = table.namespace
+        main_next = client.next_offsets(table.warehouse, ns, table.table, table.topic)
+        dlq_next = client.next_offsets(table.warehouse, ns, table.dlq_table, table.topic)
+        return SharedTable(table, main, dlq, main_next, dlq_next)

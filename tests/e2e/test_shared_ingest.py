@@ -1,0 +1,365 @@
+"""The shared consumer (`floe ingest --design shared`, the default): many JSON tables through one Kafka
+consumer and one commit per round, with real Kafka, floe on PostgreSQL, pyiceberg and DuckDB readers.
+
+tests/e2e/test_ingest.py runs the same kinds of checks through the per-table Spark queries
+(`--design queries`), which Avro, Protobuf, registry, upsert and Debezium tables always use."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from devtools.catalog_server import CatalogProcess
+from devtools.kafka_broker import LocalKafka
+from devtools.postgres import LocalPostgres
+from ingest.shared.service import shard_of
+from tests.e2e.duckdb_client import attach_catalog, connect
+from tests.e2e.ingest_harness import (
+    IngestProcess,
+    Pipeline,
+    Produced,
+    committed_offsets,
+    produce,
+    wait_until_committed,
+)
+from tests.e2e.test_ingest import EVENT_FIELDS, _event
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "shared"
+CRASH_CLUSTER = "shared_crash"
+SHARD_CLUSTER = "shared_shards"
+ID_SCHEMA = {"fields": [{"name": "id", "id": 1, "type": "long"}]}
+
+
+@pytest.fixture(scope="module")
+def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogProcess]:
+    url = postgres.create_database(f"floe_shared_{uuid.uuid4().hex[:8]}")
+    with CatalogProcess(url, home=tmp_path_factory.mktemp("shared-floe")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {server.token()}"}, timeout=60
+    ) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
+    return Pipeline(kafka.bootstrap_servers, admin, [CLUSTER, CRASH_CLUSTER, SHARD_CLUSTER], CLUSTER)
+
+
+@pytest.fixture(scope="module")
+def ingest(
+    server: CatalogProcess, pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[IngestProcess]:
+    args = ["--commit-interval", "1", "--cluster", CLUSTER]
+    with IngestProcess(server, tmp_path_factory.mktemp("shared-ingest"), args=args) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def catalog(server: CatalogProcess) -> RestCatalog:
+    return server.catalog()
+
+
+def _topic(kafka: LocalKafka, name: str, partitions: int = 3) -> str:
+    topic = f"{name}.{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, partitions)
+    return topic
+
+
+def _table(topic: str) -> str:
+    return topic.replace(".", "_").replace("-", "_")
+
+
+def _positions(catalog: RestCatalog, cluster: str, table: str) -> list[tuple[int, int]]:
+    rows = catalog.load_table(f"{cluster}.{table}").scan(selected_fields=("_kafka",)).to_arrow().to_pylist()
+    return [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows]
+
+
+def test_json_records_become_rows_exactly_through_the_shared_consumer(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    topic = _topic(kafka, "shared-events")
+    table = _table(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        partitioning_scheme="hour",
+        schema={"fields": EVENT_FIELDS},
+    )
+    count = 400
+    first = produce(
+        kafka.bootstrap_servers,
+        topic,
+        (json.dumps(_event(i)).encode() for i in range(count // 2)),
+        headers=lambda i: [("source", b"test")],
+    )
+    wait_until_committed(admin, CLUSTER, table, topic, first.end_offsets(), ingest=ingest)
+    produced = produce(
+        kafka.bootstrap_servers,
+        topic,
+        (json.dumps(_event(i)).encode() for i in range(count // 2, count)),
+        headers=lambda i: [("source", b"test")],
+    )
+    produced.records.update(first.records)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    loaded = catalog.load_table(f"{CLUSTER}.{table}")
+    assert str(loaded.spec().fields[0].transform) == "hour"
+    rows = loaded.scan().to_arrow().to_pylist()
+    by_position = {(r["_kafka"]["partition"], r["_kafka"]["offset"]): r for r in rows}
+    assert len(rows) == count
+    assert set(by_position) == set(produced.records)
+    for (partition, offset), (key, value) in produced.records.items():
+        row = by_position[(partition, offset)]
+        expected = json.loads(value or b"")
+        assert row["id"] == expected["id"]
+        assert row["name"] == expected["name"]
+        assert row["score"] == expected["score"]
+        assert row["at"] == dt.datetime.fromisoformat(expected["at"])
+        assert row["device"] == expected["device"]
+        assert row["tags"] == expected["tags"]
+        assert dict(row["attributes"]) == expected["attributes"]
+        assert row["_kafka"]["key"] == key
+        assert [(h["key"], h["value"]) for h in row["_kafka"]["headers"]] == [("source", b"test")]
+    # Every snapshot carries the offsets it covers, starting where the one before ended.
+    covered: dict[str, int] = {}
+    for snapshot in sorted(loaded.metadata.snapshots, key=lambda s: s.sequence_number):
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        start = json.loads(summary["floe.kafka.start-offsets"])
+        assert start == {p: covered[p] for p in start}, (start, covered)
+        covered.update(json.loads(summary["floe.kafka.end-offsets"]))
+    assert covered == {str(p): o for p, o in produced.end_offsets().items()}
+    # DuckDB, through floe's REST catalog, reads the same rows.
+    duck = connect(Path(ingest.home) / "duckdb")
+    attach_catalog(
+        duck,
+        endpoint=ingest.server.url,
+        warehouse="default",
+        client_id=ingest.credential[0],
+        client_secret=ingest.credential[1],
+    )
+    total, distinct = duck.execute(
+        f'SELECT count(*), count(DISTINCT id) FROM floe.{CLUSTER}."{table}"'
+    ).fetchone() or (0, 0)
+    assert (total, distinct) == (count, count)
+    assert "shared consumer" in ingest.log_text()
+
+
+def test_dead_letters_commit_with_the_rows_and_say_why(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    topic = _topic(kafka, "shared-mixed", partitions=2)
+    table = _table(topic)
+    pipeline.add(
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema={
+            "fields": [
+                {"name": "id", "id": 1, "type": "long"},
+                {"name": "note", "id": 2, "type": "string", "optional": True},
+            ]
+        },
+    )
+    bad: list[bytes | None] = [b"not json", b'{"note": "no id"}', b'{"id": "abc"}', b"[1,2]", None]
+    values: list[bytes | None] = []
+    for i in range(200):
+        values.append(json.dumps({"id": i, "note": "ok"}).encode())
+        if i % 40 == 0:
+            values.append(bad[(i // 40) % len(bad)])
+    produced = produce(kafka.bootstrap_servers, topic, values)
+    wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    good = catalog.load_table(f"{CLUSTER}.{table}").scan().to_arrow()
+    dead = catalog.load_table(f"{CLUSTER}.{table}_dlq").scan().to_arrow().to_pylist()
+    assert sorted(good.column("id").to_pylist()) == list(range(200))
+    assert {d["value"]: d["error"] for d in dead} == {
+        b"not json": "not valid JSON: Expecting value at byte 0",
+        b'{"note": "no id"}': "required field id is missing or null",
+        b'{"id": "abc"}': "field 'id': expected long, got string \"abc\"",
+        b"[1,2]": "not a JSON object (got array)",
+        None: "record has no value (tombstone)",
+    }
+    assert all(d["topic"] == topic and d["failed_at"] is not None for d in dead)
+    # The dead-letter table's offsets end where the table's do: they commit together.
+    dlq_offsets = committed_offsets(admin, CLUSTER, f"{table}_dlq", topic)
+    main_offsets = committed_offsets(admin, CLUSTER, table, topic)
+    assert main_offsets == produced.end_offsets()
+    assert all(dlq_offsets[p] <= main_offsets[p] for p in dlq_offsets)
+
+
+def test_many_tables_and_one_added_while_the_others_flow(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    topics = [_topic(kafka, f"shared-many{i}", partitions=1) for i in range(30)]
+    for topic in topics:
+        pipeline.config["tables"].append(
+            {
+                "source_cluster_name": CLUSTER,
+                "source_topic": topic,
+                "source_format": "json",
+                "schema_mode": "inline",
+                "schema": ID_SCHEMA,
+            }
+        )
+    pipeline.add(source_topic=topics[0], source_format="json", schema_mode="inline", schema=ID_SCHEMA)
+    produced = {
+        t: produce(kafka.bootstrap_servers, t, (json.dumps({"id": i}).encode() for i in range(20)))
+        for t in topics
+    }
+    for topic in topics:
+        wait_until_committed(
+            admin, CLUSTER, _table(topic), topic, produced[topic].end_offsets(), ingest=ingest
+        )
+    # One more table, applied while the others keep receiving records: they go on, it starts.
+    late = _topic(kafka, "shared-late", partitions=1)
+    more = {
+        t: produce(kafka.bootstrap_servers, t, (json.dumps({"id": i}).encode() for i in range(20, 30)))
+        for t in topics
+    }
+    pipeline.add(source_topic=late, source_format="json", schema_mode="inline", schema=ID_SCHEMA)
+    late_records = produce(kafka.bootstrap_servers, late, (json.dumps({"id": i}).encode() for i in range(5)))
+    wait_until_committed(admin, CLUSTER, _table(late), late, late_records.end_offsets(), ingest=ingest)
+    for topic in topics:
+        wait_until_committed(admin, CLUSTER, _table(topic), topic, more[topic].end_offsets(), ingest=ingest)
+        positions = _positions(catalog, CLUSTER, _table(topic))
+        assert sorted(positions) == [(0, o) for o in range(30)]
+    assert "restarting" not in ingest.log_text()
+
+
+def test_kill_9_of_the_shared_consumer_loses_and_duplicates_nothing_across_tables(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    topics = [_topic(kafka, f"shared-crash{i}", partitions=2) for i in range(8)]
+    for topic in topics:
+        pipeline.add(
+            cluster=CRASH_CLUSTER,
+            source_topic=topic,
+            source_format="json",
+            schema_mode="inline",
+            schema=ID_SCHEMA,
+        )
+    produced = {t: Produced() for t in topics}
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        i = 0
+        while not stop.is_set():
+            for topic in topics:
+                produce(
+                    kafka.bootstrap_servers,
+                    topic,
+                    (json.dumps({"id": i + j}).encode() for j in range(20)),
+                    into=produced[topic],
+                )
+            i += 20
+            time.sleep(0.05)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    args = ["--commit-interval", "1", "--cluster", CRASH_CLUSTER]
+    try:
+        for _ in range(3):
+            process = IngestProcess(server, tmp_path / "crash", args=args).start()
+            before = sum(sum(committed_offsets(admin, CRASH_CLUSTER, _table(t), t).values()) for t in topics)
+            deadline = time.monotonic() + 180
+            while (
+                sum(sum(committed_offsets(admin, CRASH_CLUSTER, _table(t), t).values()) for t in topics)
+                <= before
+            ):
+                assert time.monotonic() < deadline, process.log_text()[-4000:]
+                assert process.process is not None
+                assert process.process.poll() is None, process.log_text()[-4000:]
+                time.sleep(0.3)
+            time.sleep(0.7)  # into the next round: some tables' files written, their commit in flight
+            process.kill()
+    finally:
+        stop.set()
+        producer.join(60)
+    with IngestProcess(server, tmp_path / "crash", args=args) as process:
+        for topic in topics:
+            wait_until_committed(
+                admin,
+                CRASH_CLUSTER,
+                _table(topic),
+                topic,
+                produced[topic].end_offsets(),
+                timeout=300,
+                ingest=process,
+            )
+    for topic in topics:
+        positions = _positions(catalog, CRASH_CLUSTER, _table(topic))
+        assert len(positions) == len(set(positions)), f"{topic}: a record was committed twice"
+        assert sorted(positions) == sorted(produced[topic].records), f"{topic}: a record was lost"
+
+
+def test_two_shards_split_the_tables_and_an_instance_on_the_same_shard_is_fenced(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    topics = [_topic(kafka, f"shared-shard{i}", partitions=1) for i in range(6)]
+    for topic in topics:
+        pipeline.add(
+            cluster=SHARD_CLUSTER,
+            source_topic=topic,
+            source_format="json",
+            schema_mode="inline",
+            schema=ID_SCHEMA,
+        )
+    shards = {t: shard_of(f"{SHARD_CLUSTER}.{_table(t)}", 2) for t in topics}
+    assert set(shards.values()) == {0, 1}, "the names chosen all hash to one shard"
+    base = ["--commit-interval", "1", "--cluster", SHARD_CLUSTER]
+    # Shard 0 twice (two instances racing for the same tables) and shard 1 once.
+    with (
+        IngestProcess(server, tmp_path / "s0a", args=[*base, "--shard", "0/2"]) as first,
+        IngestProcess(server, tmp_path / "s0b", args=[*base, "--shard", "0/2"]) as second,
+        IngestProcess(server, tmp_path / "s1", args=[*base, "--shard", "1/2"]) as third,
+    ):
+        produced = {t: Produced() for t in topics}
+        for round_ in range(5):
+            for topic in topics:
+                produce(
+                    kafka.bootstrap_servers,
+                    topic,
+                    (json.dumps({"id": round_ * 50 + j}).encode() for j in range(50)),
+                    into=produced[topic],
+                )
+            time.sleep(0.5)
+        for topic in topics:
+            wait_until_committed(
+                admin, SHARD_CLUSTER, _table(topic), topic, produced[topic].end_offsets(), ingest=third
+            )
+        for topic in topics:
+            positions = _positions(catalog, SHARD_CLUSTER, _table(topic))
+            assert len(positions) == len(set(positions)), f"{topic}: a record was committed twice"
+            assert sorted(positions) == sorted(produced[topic].records)
+        # Each instance ingested only its shard's tables.
+        for process, shard in ((first, 0), (second, 0), (third, 1)):
+            log = process.log_text()
+            for topic in topics:
+                if shards[topic] != shard:
+                    assert _table(topic) not in log, (topic, shard)
