@@ -1,8 +1,8 @@
-"""README's engine blocks, as the tests use them: copied verbatim, only the placeholders filled in.
+"""The documentation's engine blocks, as the tests use them: copied verbatim, only the placeholders filled in.
 
-Each block in README's "Connecting engines" follows a `<!-- engine: NAME -->` line. The placeholders are
-the ones README tells the reader to fill: floe's URL (`http://127.0.0.1:8181`), an API key
-(`CLIENT_ID`, `CLIENT_SECRET`) and, for S3, `REGION` and `S3_ENDPOINT`.
+Each block of docs/engines.md ("Connecting engines") follows a `<!-- engine: NAME -->` line. The
+placeholders are the ones the page tells the reader to fill: floe's URL (`http://127.0.0.1:8181`), an API
+key (`CLIENT_ID`, `CLIENT_SECRET`) and, for S3, `REGION` and `S3_ENDPOINT`.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ENGINES_PAGE = Path(__file__).resolve().parents[2] / "docs" / "engines.md"
 README_URL = "http://127.0.0.1:8181"
 
 
 def engine_block(name: str) -> str:
-    """The fenced block right after `<!-- engine: name -->` in README.md."""
-    text = README.read_text(encoding="utf-8")
+    """The fenced block right after `<!-- engine: name -->` in docs/engines.md."""
+    text = ENGINES_PAGE.read_text(encoding="utf-8")
     match = re.search(rf"<!-- engine: {re.escape(name)} -->\n```[a-z]*\n(.*?)\n```\n", text, re.DOTALL)
     if match is None:
-        raise AssertionError(f"README.md has no block marked <!-- engine: {name} -->")
+        raise AssertionError(f"docs/engines.md has no block marked <!-- engine: {name} -->")
     return match.group(1) + "\n"
 
 

@@ -1,11 +1,12 @@
-"""README's engine blocks work as written: each is copied from README.md, placeholders filled, and run.
+"""The documentation's engine blocks work as written: each is copied from docs/engines.md (where they
+moved from README), placeholders filled, and run.
 
 pyiceberg and DuckDB blocks run as Python programs of their own (DuckDB's with a fresh HOME, so its
 extensions install from the wheels into an empty directory: nothing is downloaded); the Spark block's
 properties configure a PySpark session in a process of its own (`spark.jars.packages` resolves the
 Iceberg runtime from Maven Central once, into an Ivy cache kept in floe's cache directory). The Trino
 blocks are Trino's catalog files in tests/e2e/test_trino.py. One floe server serves the module, with
-README's example cluster `orders_kafka` and its table `orders`.
+the blocks' example cluster `orders_kafka` and its table `orders`.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import pytest
 from devtools.catalog_server import CatalogProcess
 from runtime.artifacts import cache_dir
 from runtime.java import java_home
-from tests.e2e.readme_blocks import README, engine_block, filled, properties
+from tests.e2e.readme_blocks import ENGINES_PAGE, engine_block, filled, properties
 
-CLUSTER = "orders_kafka"  # the names README's blocks query
+CLUSTER = "orders_kafka"  # the names the blocks query
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "item": pa.array(["a", "b", "c"])})
 # Every marked block, and the test that runs it as written.
 COVERED = {
@@ -79,7 +80,7 @@ def _run_python(program: str, env: dict[str, str] | None = None, timeout: float 
 
 
 def test_every_engine_block_is_run_by_a_test() -> None:
-    marked = re.findall(r"<!-- engine: ([\w-]+) -->", README.read_text(encoding="utf-8"))
+    marked = re.findall(r"<!-- engine: ([\w-]+) -->", ENGINES_PAGE.read_text(encoding="utf-8"))
     assert sorted(marked) == sorted(COVERED)
 
 

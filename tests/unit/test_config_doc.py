@@ -1,5 +1,6 @@
-"""Every `FLOE_*` variable is a field of a settings class, and README's configuration tables are the ones
-generated from those classes (issue 12, item 14: docs cannot drift). Also: the catalog's settings keep the
+"""Every `FLOE_*` variable is a field of a settings class, and the configuration reference's tables
+(docs/reference/configuration.md) are the ones generated from those classes (issue 12, item 14: docs
+cannot drift). Also: the catalog's settings keep the
 defaults and derived values of the hand-written reader they replace, and a bad value names its variable."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 
 from catalog.settings import Settings, SettingsError
 from floe.cli import main
-from floe.cli.config_doc import SETTINGS_CLASSES, all_variables, render_tables, with_tables
+from floe.cli.config_doc import PAGE, SETTINGS_CLASSES, all_variables, render_tables, with_tables
 from runtime.settings import RuntimeSettings, read_settings, variable_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,9 +39,9 @@ def variables_in_code() -> dict[str, str]:
     return found
 
 
-def test_readme_holds_the_generated_tables() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme == with_tables(readme, render_tables()), "run `floe config-doc --write README.md`"
+def test_the_configuration_reference_holds_the_generated_tables() -> None:
+    page = (ROOT / PAGE).read_text(encoding="utf-8")
+    assert page == with_tables(page, render_tables()), f"run `floe config-doc --write {PAGE}`"
 
 
 def test_every_variable_read_in_the_code_is_a_setting() -> None:
@@ -51,7 +52,8 @@ def test_every_variable_read_in_the_code_is_a_setting() -> None:
 
 def test_every_variable_the_docs_and_deployment_files_name_is_a_setting() -> None:
     known = all_variables()
-    for name in ("README.md", "compose.yml", "Dockerfile", "compose/env.example"):
+    pages = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*.md"))
+    for name in ("README.md", "compose.yml", "Dockerfile", "compose/env.example", *pages):
         mentioned = set(_MENTION.findall((ROOT / name).read_text(encoding="utf-8")))
         assert mentioned <= set(known), (
             f"{name} names unknown variables {sorted(set(mentioned) - set(known))}"
