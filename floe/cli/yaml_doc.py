@@ -143,7 +143,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         ),
         "schema_registry_url": "floe: this table's registry, instead of the top-level one",
         "commit_interval_seconds": (
-            "floe: seconds between commits (default: `floe ingest --commit-interval`, 2; `floe up`: 1)"
+            "floe: seconds between commits; default 2 (`floe up`: 1 when no table sets one); "
+            "`floe ingest --commit-interval` overrides it for every table"
         ),
         "avro_framing": (
             "floe: `confluent` (the 5-byte prefix is skipped in inline mode) or `raw` (plain Avro binary)"
