@@ -1,15 +1,12 @@
 """floe's HTTP client: the one typed client of the management API that the command line, the ingestion
 service and the maintenance worker share.
 
-Results are msgspec structs shaped like the server's JSON (field for field, so a command can print them
-back unchanged); failures are `ClientError`s: `Unreachable`, `AuthenticationFailed`, `RequestFailed`
-(with `Forbidden` and `NotFound`), `BadResponse` and `TableNotFound`. Authentication is OAuth2 client
-credentials on authlib's httpx client: a token is fetched on first use, renewed a minute before it
-expires, and renewed once more when the server answers 401 (a signing key rotated, a server restarted
-with a new key).
-
-A little over 500 lines on purpose: the result types and the one session that fetches them belong
-together, so a caller reads one module to learn the whole management API from the client side.
+Results are the server's own wire types (`catalog/wire.py`: msgspec structs, field for field the JSON,
+so a command can print them back unchanged), named here as callers know them; failures are
+`ClientError`s: `Unreachable`, `AuthenticationFailed`, `RequestFailed` (with `Forbidden` and
+`NotFound`), `BadResponse` and `TableNotFound`. Authentication is OAuth2 client credentials on authlib's
+httpx client: a token is fetched on first use, renewed a minute before it expires, and renewed once more
+when the server answers 401 (a signing key rotated, a server restarted with a new key).
 """
 
 from __future__ import annotations
@@ -25,6 +22,8 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 import msgspec
+
+from catalog import wire
 
 with warnings.catch_warnings():
     # authlib warns on import when it builds its client on httpx rather than httpx2 (floe depends on
@@ -104,203 +103,24 @@ class TableNotFound(ClientError):
 
 
 # -- results ----------------------------------------------------------------------------------------
+# The server's own wire types (catalog/wire.py), under the names callers of the client know them by.
 
-
-class Cluster(msgspec.Struct, frozen=True):
-    """A Kafka source cluster: a tenant with its namespace in one warehouse."""
-
-    name: str
-    warehouse: str
-    namespace: list[str]
-    properties: dict[str, str]
-    created_at: datetime
-
-
-class ApiKey(msgspec.Struct, frozen=True, omit_defaults=True):
-    """An API key (never its secret): OAuth2 client credentials bound to a cluster and a role."""
-
-    client_id: str
-    cluster: str | None
-    role: str
-    description: str
-    created_by: str
-    created_at: datetime
-    expires_at: datetime | None = None
-    revoked_at: datetime | None = None
-    last_used_at: datetime | None = None
-
-
-class IssuedKey(ApiKey, frozen=True, omit_defaults=True):
-    """A key just created or rotated, with its secret (shown only this once)."""
-
-    client_secret: str = ""
-
-
-class AuditEntry(msgspec.Struct, frozen=True):
-    """One mutation or token request of the audit log."""
-
-    id: int
-    at: datetime
-    subject: str
-    cluster: str | None
-    action: str
-    target: str
-    outcome: str
-    status_code: int
-    request_id: str
-    source: str
-    count: int = 1
-
-
-class AuditPage(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Audit entries, newest first; `next_before` pages further back when there may be more."""
-
-    entries: list[AuditEntry]
-    next_before: int | None = None
-
-
-class PlannedTable(msgspec.Struct, frozen=True):
-    """What an apply did (or would do) to one table: create, evolve, unchanged or removed."""
-
-    namespace: str
-    table: str
-    kind: str
-    cluster: str
-    topic: str
-    action: str
-    changes: list[str]
-
-
-class ApplyOutcome(msgspec.Struct, frozen=True):
-    """The revision in force after an apply (the previous one for a dry run or a no-op) and its plan."""
-
-    revision: int | None
-    warehouse: str
-    dry_run: bool
-    applied: bool
-    plan: list[PlannedTable]
-
-
-class PipelineTable(msgspec.Struct, frozen=True):
-    """One table of the applied pipeline, where it lives and how it is fed."""
-
-    cluster: str
-    topic: str
-    namespace: str
-    table: str
-    dlq_table: str
-    warehouse: str
-    source_format: str
-    schema_mode: str
-    schema_registry_url: str | None
-    commit_interval_seconds: float | None
-    partitioning: list[str]
-
-
-class Pipeline(msgspec.Struct, frozen=True):
-    """The applied floe.yaml revision: the normalized document (`config`) and its tables."""
-
-    revision: int
-    applied_at: datetime
-    applied_by: str
-    warehouse: str
-    config: dict[str, Any]
-    tables: list[PipelineTable]
-
-
-class PartitionOffset(msgspec.Struct, frozen=True):
-    """The next Kafka offset of one partition that a table has committed, and when."""
-
-    partition: int
-    next_offset: int = msgspec.field(name="next-offset")
-    committed_at: datetime = msgspec.field(name="committed-at")
-
-
-class TopicOffsets(msgspec.Struct, frozen=True):
-    topic: str
-    partitions: list[PartitionOffset]
-
-
-class SnapshotAt(msgspec.Struct, frozen=True):
-    """The snapshot of a table as of a Kafka record or record time, and the offsets that snapshot covers."""
-
-    snapshot_id: int = msgspec.field(name="snapshot-id")
-    sequence_number: int = msgspec.field(name="sequence-number")
-    timestamp_ms: int = msgspec.field(name="timestamp-ms")
-    topic: str
-    start_offsets: dict[str, int] = msgspec.field(name="start-offsets")
-    end_offsets: dict[str, int] = msgspec.field(name="end-offsets")
-    # Record times (epoch ms): the snapshot's batch's range; for a time answer, the newest of all it holds.
-    min_record_time_ms: int | None = msgspec.field(default=None, name="min-record-time-ms")
-    max_record_time_ms: int | None = msgspec.field(default=None, name="max-record-time-ms")
-    as_of_record_time_ms: int | None = msgspec.field(default=None, name="as-of-record-time-ms")
-
-
-class TableCounts(msgspec.Struct, frozen=True):
-    """A table at one moment: live data and delete files of its current snapshot, manifests, snapshots."""
-
-    data_files: int
-    data_bytes: int
-    delete_files: int
-    delete_bytes: int
-    manifests: int
-    snapshots: int
-
-
-class MaintenanceAction(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One step of a maintenance pass (`rewrite_data_files`, `expire_snapshots` …) and what it reported."""
-
-    name: str
-    duration_seconds: float
-    result: dict[str, Any] = msgspec.field(default_factory=dict)
-    error: str | None = None
-
-
-class PassRecord(msgspec.Struct, frozen=True):
-    """A maintenance pass over one table, as the worker records it."""
-
-    warehouse: str
-    namespace: list[str]
-    table: str
-    started_at: datetime
-    duration_seconds: float
-    actions: list[MaintenanceAction]
-    before: TableCounts | None = None
-    after: TableCounts | None = None
-    error: str | None = None
-
-
-class MaintenancePass(msgspec.Struct, frozen=True):
-    """A recorded maintenance pass, with who recorded it and when."""
-
-    id: int
-    warehouse: str
-    namespace: list[str]
-    table: str
-    started_at: datetime
-    duration_seconds: float
-    actions: list[MaintenanceAction]
-    before: TableCounts | None
-    after: TableCounts | None
-    error: str | None
-    recorded_by: str
-    recorded_at: datetime
-
-
-class _Clusters(msgspec.Struct):
-    clusters: list[Cluster]
-
-
-class _Keys(msgspec.Struct):
-    keys: list[ApiKey]
-
-
-class _Passes(msgspec.Struct):
-    passes: list[MaintenancePass]
-
-
-class _Offsets(msgspec.Struct):
-    topics: list[TopicOffsets]
+Cluster = wire.Cluster
+ApiKey = wire.ApiKey
+IssuedKey = wire.ApiKeyWithSecret  # a key just created or rotated, with its secret (shown only this once)
+AuditEntry = wire.AuditRecord
+AuditPage = wire.ListAuditResponse
+PlannedTable = wire.PlannedTable
+ApplyOutcome = wire.ApplyPipelineResponse
+PipelineTable = wire.PipelineTable
+Pipeline = wire.PipelineResponse
+PartitionOffset = wire.PartitionOffset
+TopicOffsets = wire.TopicOffsets
+SnapshotAt = wire.SnapshotAtResponse
+TableCounts = wire.TableStats
+MaintenanceAction = wire.MaintenanceAction
+PassRecord = wire.MaintenancePassReport  # a maintenance pass as the worker reports it
+MaintenancePass = wire.MaintenancePass
 
 
 class HttpResponse(Protocol):
@@ -470,7 +290,7 @@ class FloeClient:
         """The Kafka offsets a table has committed, per topic and partition."""
         params = {"warehouse": warehouse, "namespace": NAMESPACE_SEPARATOR.join(namespace), "table": table}
         try:
-            return self._call("GET", "/kafka-offsets", _Offsets, params=params).topics
+            return self._call("GET", "/kafka-offsets", wire.KafkaOffsetsResponse, params=params).topics
         except NotFound as exc:
             raise TableNotFound(f"Table {'.'.join(namespace)}.{table} does not exist in floe") from exc
 
@@ -515,7 +335,7 @@ class FloeClient:
         return self._call("POST", "/clusters", Cluster, body={"name": name, "warehouse": warehouse})
 
     def clusters(self) -> list[Cluster]:
-        return self._call("GET", "/clusters", _Clusters).clusters
+        return self._call("GET", "/clusters", wire.ListClustersResponse).clusters
 
     def delete_cluster(self, name: str) -> None:
         self._call("DELETE", f"/clusters/{name}", type(None))
@@ -537,7 +357,7 @@ class FloeClient:
         return self._call("POST", "/keys", IssuedKey, body=body)
 
     def keys(self, cluster: str | None = None) -> list[ApiKey]:
-        return self._call("GET", "/keys", _Keys, params={"cluster": cluster}).keys
+        return self._call("GET", "/keys", wire.ListKeysResponse, params={"cluster": cluster}).keys
 
     def revoke_key(self, client_id: str) -> None:
         self._call("DELETE", f"/keys/{client_id}", type(None))
@@ -571,4 +391,4 @@ class FloeClient:
             "table": table,
             "limit": limit,
         }
-        return self._call("GET", "/maintenance/passes", _Passes, params=params).passes
+        return self._call("GET", "/maintenance/passes", wire.ListPassesResponse, params=params).passes

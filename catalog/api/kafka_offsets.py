@@ -4,10 +4,8 @@ or the table as of a Kafka record time."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
-import msgspec
 from litestar import Controller, get
 from litestar.params import Parameter
 from pyiceberg.table.snapshots import Snapshot
@@ -17,26 +15,12 @@ from catalog.errors import BadRequest
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import KafkaProgress, record_times
 from catalog.service.tables import TableService
+from catalog.wire import KafkaOffsetsResponse, PartitionOffset, SnapshotAtResponse, TopicOffsets
 
 # Kafka partitions are int32, offsets and record times int64: a larger number names no record and
 # must be a 400, not an overflow further down.
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-
-
-class PartitionOffset(msgspec.Struct):
-    partition: int
-    next_offset: int = msgspec.field(name="next-offset")
-    committed_at: datetime = msgspec.field(name="committed-at")
-
-
-class TopicOffsets(msgspec.Struct):
-    topic: str
-    partitions: list[PartitionOffset]
-
-
-class KafkaOffsetsResponse(msgspec.Struct):
-    topics: list[TopicOffsets]
 
 
 class KafkaOffsetsController(Controller):
@@ -65,20 +49,6 @@ class KafkaOffsetsController(Controller):
                 for topic, partitions in sorted(topics.items())
             ]
         )
-
-
-class SnapshotAtResponse(msgspec.Struct, omit_defaults=True):
-    snapshot_id: int = msgspec.field(name="snapshot-id")
-    sequence_number: int = msgspec.field(name="sequence-number")
-    timestamp_ms: int = msgspec.field(name="timestamp-ms")
-    topic: str
-    start_offsets: dict[str, int] = msgspec.field(name="start-offsets")
-    end_offsets: dict[str, int] = msgspec.field(name="end-offsets")
-    # Record time (epoch ms): the snapshot's batch's Kafka timestamp range, and the newest record time of
-    # all it holds (≤ the asked time); when its summary records them (always for `timestamp` answers).
-    min_record_time_ms: int | None = msgspec.field(default=None, name="min-record-time-ms")
-    max_record_time_ms: int | None = msgspec.field(default=None, name="max-record-time-ms")
-    as_of_record_time_ms: int | None = msgspec.field(default=None, name="as-of-record-time-ms")
 
 
 class SnapshotAtController(Controller):

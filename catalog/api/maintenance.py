@@ -5,23 +5,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import msgspec
 from litestar import Controller, get, post
 from litestar.params import Parameter
 
 from catalog.auth import Principal
-from catalog.service.maintenance import MaintenancePass, MaintenancePassReport, MaintenanceService
+from catalog.service.maintenance import MaintenanceService
+from catalog.wire import ListPassesResponse, MaintenancePass, MaintenancePassReport
 
 MAX_LIMIT = 1_000
 
 
-class RecordPassRequest(MaintenancePassReport):
+class RecordPassRequest(MaintenancePassReport, frozen=True):
     # No docstring: the report's own would become the schema's description.
     pass
-
-
-class ListPassesResponse(msgspec.Struct):
-    passes: list[MaintenancePass]
 
 
 class MaintenanceController(Controller):

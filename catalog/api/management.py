@@ -18,6 +18,15 @@ from catalog.service.audit import AuditService
 from catalog.service.clusters import ClusterService
 from catalog.service.keys import IssuedKey, KeyService, NewKey
 from catalog.store.security import ApiKeyRecord, AuditEntry, ClusterRecord
+from catalog.wire import (
+    ApiKey,
+    ApiKeyWithSecret,
+    AuditRecord,
+    Cluster,
+    ListAuditResponse,
+    ListClustersResponse,
+    ListKeysResponse,
+)
 
 
 class CreateClusterRequest(msgspec.Struct):
@@ -26,64 +35,12 @@ class CreateClusterRequest(msgspec.Struct):
     properties: dict[str, str] | None = None
 
 
-class Cluster(msgspec.Struct):
-    name: str
-    warehouse: str
-    namespace: list[str]
-    properties: dict[str, str]
-    created_at: datetime
-
-
-class ListClustersResponse(msgspec.Struct):
-    clusters: list[Cluster]
-
-
 class CreateKeyRequest(msgspec.Struct):
     role: str
     cluster: str | None = None
     description: str = ""
     expires_at: datetime | None = None
     expires_in_seconds: int | None = None
-
-
-class ApiKey(msgspec.Struct, omit_defaults=True):
-    client_id: str
-    cluster: str | None
-    role: str
-    description: str
-    created_by: str
-    created_at: datetime
-    expires_at: datetime | None = None
-    revoked_at: datetime | None = None
-    last_used_at: datetime | None = None
-
-
-class ApiKeyWithSecret(ApiKey, omit_defaults=True):
-    client_secret: str = ""
-
-
-class ListKeysResponse(msgspec.Struct):
-    keys: list[ApiKey]
-
-
-class AuditRecord(msgspec.Struct):
-    id: int
-    at: datetime
-    subject: str
-    cluster: str | None
-    action: str
-    target: str
-    outcome: str
-    status_code: int
-    request_id: str
-    source: str
-    # The requests this entry records (identical successful token requests are summarized as one).
-    count: int = 1
-
-
-class ListAuditResponse(msgspec.Struct, omit_defaults=True):
-    entries: list[AuditRecord]
-    next_before: int | None = None
 
 
 class RotateSigningKeyResponse(msgspec.Struct):

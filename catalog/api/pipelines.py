@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -12,6 +11,7 @@ from catalog.api.guards import admin_only
 from catalog.auth import Principal
 from catalog.pipelines import InvalidConfig
 from catalog.service.pipelines import ApplyResult, PipelineService, PipelineState
+from catalog.wire import ApplyPipelineResponse, PipelineResponse, PipelineTable, PlannedTable
 
 
 class ApplyPipelineRequest(msgspec.Struct):
@@ -19,50 +19,6 @@ class ApplyPipelineRequest(msgspec.Struct):
 
     config: dict[str, Any]
     dry_run: bool = False
-
-
-class PlannedTable(msgspec.Struct):
-    namespace: str
-    table: str
-    kind: str
-    cluster: str
-    topic: str
-    action: str
-    changes: list[str]
-
-
-class ApplyPipelineResponse(msgspec.Struct):
-    """The revision now in force (the previous one for a dry run or a no-op), and what the apply did
-    (or would do) to each table: create, evolve, unchanged or removed (kept, no longer ingested)."""
-
-    revision: int | None
-    warehouse: str
-    dry_run: bool
-    applied: bool
-    plan: list[PlannedTable]
-
-
-class PipelineTable(msgspec.Struct):
-    cluster: str
-    topic: str
-    namespace: str
-    table: str
-    dlq_table: str
-    warehouse: str
-    source_format: str
-    schema_mode: str
-    schema_registry_url: str | None
-    commit_interval_seconds: float | None
-    partitioning: list[str]
-
-
-class PipelineResponse(msgspec.Struct):
-    revision: int
-    applied_at: datetime
-    applied_by: str
-    warehouse: str
-    config: dict[str, Any]
-    tables: list[PipelineTable]
 
 
 def _invalid_config(_: Request[Any, Any, Any], exc: InvalidConfig) -> Response[bytes]:

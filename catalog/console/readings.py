@@ -23,11 +23,12 @@ from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC, InvalidOffs
 from catalog.pipelines import InvalidConfig
 from catalog.service.clusters import ClusterService
 from catalog.service.ingest_history import IngestMetrics, IngestReading, read_ingest_metrics
-from catalog.service.maintenance import MaintenancePass, MaintenanceService
+from catalog.service.maintenance import MaintenanceService
 from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
 from catalog.service.tables import TableService
 from catalog.storage import TableSample, sample_table
+from catalog.wire import MaintenancePass
 
 DLQ_SUFFIX = "_dlq"
 # Freshness thresholds of the overview's lights: a table last committed longer ago turns amber, then red.

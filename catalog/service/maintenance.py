@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any, Protocol
 
 import msgspec
@@ -15,6 +14,7 @@ from catalog.service.keys import visible_principals
 from catalog.store.interfaces import ApiKeyStore, MaintenanceStore
 from catalog.store.maintenance import MaintenancePassRecord
 from catalog.store.records import WarehouseRecord
+from catalog.wire import MaintenanceAction, MaintenancePass, MaintenancePassReport, TableStats
 
 MAX_ACTIONS = 100
 MAX_ERROR_CHARS = 10_000
@@ -30,56 +30,6 @@ WarehouseLookup = Callable[[str], Awaitable[WarehouseRecord]]
 
 class PassStore(MaintenanceStore, ApiKeyStore, Protocol):
     """The passes, and the keys that recorded them (a cluster key sees only its cluster's)."""
-
-
-class TableStats(msgspec.Struct):
-    """A table at one moment: live data and delete files of its current snapshot, its manifests and
-    snapshots."""
-
-    data_files: int
-    data_bytes: int
-    delete_files: int
-    delete_bytes: int
-    manifests: int
-    snapshots: int
-
-
-class MaintenanceAction(msgspec.Struct, omit_defaults=True):
-    """One step of a pass (`rewrite_data_files`, `expire_snapshots` …) and what it reported."""
-
-    name: str
-    duration_seconds: float
-    result: dict[str, Any] = msgspec.field(default_factory=dict)
-    error: str | None = None
-
-
-class MaintenancePassReport(msgspec.Struct):
-    """A pass as the worker reports it."""
-
-    warehouse: str
-    namespace: list[str]
-    table: str
-    started_at: datetime
-    duration_seconds: float
-    actions: list[MaintenanceAction]
-    before: TableStats | None = None
-    after: TableStats | None = None
-    error: str | None = None
-
-
-class MaintenancePass(msgspec.Struct):
-    id: int
-    warehouse: str
-    namespace: list[str]
-    table: str
-    started_at: datetime
-    duration_seconds: float
-    actions: list[MaintenanceAction]
-    before: TableStats | None
-    after: TableStats | None
-    error: str | None
-    recorded_by: str
-    recorded_at: datetime
 
 
 def _stats(raw: dict[str, Any]) -> TableStats | None:
