@@ -89,7 +89,7 @@ class IngestService:
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | Callable[[], SparkSession],
         catalog: FloeClient,
         connection: CatalogConnection,
         tables_of: Callable[[Pipeline], list[IngestTable]],
@@ -97,7 +97,10 @@ class IngestService:
         registry_for: Callable[[RegistryConnection], RegistryClient] | None = None,
         access_for: Callable[[str], CatalogAccess] | None = None,
     ) -> None:
-        self.spark = spark
+        # Started at the first table that needs a Spark query (a session given is used as it is): the
+        # shared consumer's tables need no JVM, so a pipeline of them starts in seconds.
+        self._spark: SparkSession | None = None if callable(spark) else spark
+        self._spark_factory = spark if callable(spark) else None
         self.catalog = catalog
         self.connection = connection
         # A cluster's tables are written with its own key when given (`floe up`'s pipeline keys);
@@ -122,6 +125,17 @@ class IngestService:
         self._undeclared: dict[str, set[str]] = {}  # table → undeclared field names seen (and labelled)
         self._tables_cache: tuple[int, float, list[IngestTable]] | None = None
         self._shared = SharedTables(self.access_for, self._committed, self._interval)
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            assert self._spark_factory is not None
+            self._spark = self._spark_factory()
+        return self._spark
+
+    @property
+    def spark_started(self) -> bool:
+        return self._spark is not None
 
     # -- lifecycle --------------------------------------------------------------------------------
 

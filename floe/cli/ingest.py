@@ -66,18 +66,27 @@ def run_ingest(
     warehouse = client_settings().warehouse_name
     serve_metrics(REGISTRY, metrics_port, metrics_host)
     owns_spark = spark is None
+    session: SparkSession | Callable[[], SparkSession]
     if spark is None:
         conf = {"spark.driver.memory": driver_memory, **(spark_conf or {})}
-        spark = spark_session(
-            "floe-ingest",
-            CatalogConnection(url, warehouse, client_id, client_secret),
-            master=master,
-            conf=conf,
-        )
+
+        def start_spark() -> SparkSession:
+            started = spark_session(
+                "floe-ingest",
+                CatalogConnection(url, warehouse, client_id, client_secret),
+                master=master,
+                conf=conf,
+            )
+            console.print(f"[bold]floe ingest[/bold]: Spark {started.version} on {master}", highlight=False)
+            return started
+
+        session = start_spark
+    else:
+        session = spark
     # Kept between polls: brokers' certificates for tls_insecure_skip_verify are fetched once in a while.
     certificates = PresentedCertificates(os.environ)
     service = IngestService(
-        spark,
+        session,
         catalog,
         CatalogConnection(url, warehouse, client_id, client_secret),
         lambda pipeline: ingest_tables(
@@ -103,15 +112,12 @@ def run_ingest(
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    if owns_spark:
-        console.print(
-            f"[bold]floe ingest[/bold]: Spark {spark.version} on {master}, catalog {url}", highlight=False
-        )
+    console.print(f"[bold]floe ingest[/bold]: catalog {url}", highlight=False)
     try:
         service.run(on_started)
     finally:
-        if owns_spark:
-            spark.stop()
+        if owns_spark and service.spark_started:
+            service.spark.stop()
         catalog.close()
 
 
@@ -164,7 +170,6 @@ def check_commit_interval(seconds: float | None) -> None:
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None, help="Spark scratch folder.")
 @click.option(
     "--design",
-    envvar="FLOE_INGEST_DESIGN",
     type=click.Choice(["shared", "queries"]),
     default="shared",
     show_default=True,

@@ -99,11 +99,16 @@ class TableAppender:
         self.io: FileIO
         self.arrow_schema: pa.Schema
         self._head: _Head
-        self.reload()
+        self._loaded = False  # read from floe at the first append: an idle table costs nothing
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self.reload()
 
     def reload(self) -> None:
         """Read the table again from floe (after a refused commit, or to pick up another writer's)."""
         table = self._load()
+        self._loaded = True
         self.metadata, self.io = table.metadata, table.io
         self.arrow_schema = schema_to_pyarrow(self.metadata.schema(), include_field_ids=True)
         snapshot = self.metadata.snapshot_by_name(MAIN)
@@ -119,15 +124,18 @@ class TableAppender:
 
     @property
     def snapshot_id(self) -> int | None:
+        self._ensure_loaded()
         return self._head.snapshot_id
 
     def rows(self, records: list[dict[str, Any]]) -> pa.Table:
         """`records` (column name → value, as pyarrow takes them) as an Arrow table of the schema."""
+        self._ensure_loaded()
         return pa.Table.from_pylist(records, schema=self.arrow_schema)
 
     def prepare(self, rows: pa.Table | None, properties: Mapping[str, str]) -> PreparedAppend:
         """Write `rows` (None or empty: a snapshot with no new files, carrying `properties` only) and
         describe the commit of a snapshot adding them, its summary carrying `properties`."""
+        self._ensure_loaded()
         head = self._head
         metadata = self.metadata
         snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)

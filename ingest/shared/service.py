@@ -134,8 +134,8 @@ class SharedTables:
         return str(prefix) if prefix else quote(warehouse, safe="")
 
     def _open(self, table: IngestTable) -> SharedTable:
-        """The table's appenders loaded from floe and its committed offsets (and its dead-letter
-        table's): where the shared consumer starts it."""
+        """The table's appenders (loaded from floe at their first append) and its committed offsets:
+        where the shared consumer starts it."""
         catalog = self._catalog(table.cluster, table.warehouse)
         client = self._access_for(table.cluster).client
         main_id = (*table.namespace, table.table)
@@ -144,5 +144,10 @@ class SharedTables:
         dlq = TableAppender(dlq_id, lambda: catalog.load_table(dlq_id))
         ns = table.namespace
         main_next = client.next_offsets(table.warehouse, ns, table.table, table.topic)
-        dlq_next = client.next_offsets(table.warehouse, ns, table.dlq_table, table.topic)
-        return SharedTable(table, main, dlq, main_next, dlq_next)
+        return SharedTable(
+            table,
+            main,
+            dlq,
+            main_next,
+            lambda: client.next_offsets(table.warehouse, ns, table.dlq_table, table.topic),
+        )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,13 +57,21 @@ class SharedTable:
     main: TableAppender
     dlq: TableAppender
     main_next: dict[int, int]
-    dlq_next: dict[int, int]
+    # The dead-letter table's committed offsets, read at its first dead letter (most tables have none).
+    read_dlq_next: Callable[[], dict[int, int]]
     rows: JsonRows = field(init=False)
+    _dlq_next: dict[int, int] | None = None
     buffer: list[Record] = field(default_factory=list)
     first_buffered_at: float | None = None
 
     def __post_init__(self) -> None:
         self.rows = JsonRows(self.table.schema)
+
+    @property
+    def dlq_next(self) -> dict[int, int]:
+        if self._dlq_next is None:
+            self._dlq_next = self.read_dlq_next()
+        return self._dlq_next
 
     def take(self) -> list[Record]:
         records, self.buffer, self.first_buffered_at = self.buffer, [], None
@@ -123,7 +131,8 @@ class SharedTable:
         for appender, prepared in batch.appends:
             appender.committed(prepared)
         self.main_next.update(batch.main_end)
-        self.dlq_next.update(batch.dlq_end)
+        if batch.dlq_end:
+            self.dlq_next.update(batch.dlq_end)
 
     def refused(self, batch: PreparedBatch) -> None:
         for appender, prepared in batch.appends:

@@ -1,0 +1,321 @@
+"""`python -m benchmarks.many_tables`: many quiet tables through `floe ingest`, both designs side by side.
+
+For each (design, table count): a fresh PostgreSQL database for floe, N one-partition topics on one
+Kafka broker, a floe.yaml of N inline-JSON tables applied, then `floe ingest --design D` started while a
+producer sends one record a second to every topic (each carrying its send time). Measured:
+- first rows: seconds from `floe ingest`'s start until every table has committed a record;
+- freshness: produce (delivery confirmed) → the first poll (every 0.5 s) of floe's database that shows
+  the table's committed offset past the record — the offsets are written in the snapshot's own
+  transaction, so this is "counted in the table's current snapshot";
+- ingestion CPU (cores, the `floe ingest` process tree) and its peak RSS (Python driver + Spark JVM);
+  catalog CPU (floe + PostgreSQL) and the machine's other load, over the measured window.
+Results: benchmarks/results/many-tables.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from benchmarks.ingest.environment import apply_pipeline, environment
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+CLUSTER = "many"
+
+
+@dataclass
+class Outcome:
+    design: str
+    tables: int
+    first_rows_s: float | None = None  # every table has rows (None: not within the limit)
+    tables_with_rows: int = 0
+    freshness_p50_s: float | None = None
+    freshness_p99_s: float | None = None
+    freshness_max_s: float | None = None
+    records_measured: int = 0
+    records_missing: int = 0
+    ingest_cores: float | None = None
+    ingest_peak_rss_gib: float | None = None
+    catalog_cores: float | None = None
+    other_cores: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Offsets:
+    """Committed next offsets of every table (partition 0) read straight from floe's PostgreSQL."""
+
+    def __init__(self, database_url: str) -> None:
+        self.url = database_url.replace("postgresql+asyncpg://", "postgresql://")
+        self.loop = asyncio.new_event_loop()
+        self.conn: Any = self.loop.run_until_complete(self._connect())
+
+    async def _connect(self) -> Any:
+        import asyncpg
+
+        return await asyncpg.connect(self.url)
+
+    def read(self) -> dict[str, int]:
+        query = (
+            "SELECT t.name, o.next_offset FROM kafka_offsets o JOIN tabulars t ON t.id = o.tabular_id "
+            "WHERE o.partition = 0 AND t.name NOT LIKE '%\\_dlq'"
+        )
+        rows = self.loop.run_until_complete(self.conn.fetch(query))
+        return {r["name"]: int(r["next_offset"]) for r in rows}
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.conn.close())
+        self.loop.close()
+
+
+def tree_rss(pid: int) -> int:
+    try:
+        root = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+    except psutil.Error:
+        return 0
+
+
+def run_one(design: str, count: int, args: argparse.Namespace, work: Path) -> Outcome:
+    outcome = Outcome(design, count)
+    with environment(work, kafka_heap="1g") as env:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        topics = [f"t{i:04d}" for i in range(count)]
+        admin = AdminClient({"bootstrap.servers": env.kafka.bootstrap_servers})
+        for i in range(0, count, 200):
+            futures = admin.create_topics([NewTopic(t, 1, 1) for t in topics[i : i + 200]])
+            for future in futures.values():
+                future.result(60)
+        host, port = env.kafka.bootstrap_servers.split(":")
+        config = {
+            "source_clusters": [
+                {"name": CLUSTER, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]}
+            ],
+            "tables": [
+                {
+                    "source_cluster_name": CLUSTER,
+                    "source_topic": t,
+                    "source_format": "json",
+                    "schema_mode": "inline",
+                    "schema": {
+                        "fields": [
+                            {"name": "id", "id": 1, "type": "long"},
+                            {"name": "sent_at", "id": 2, "type": "long"},
+                        ]
+                    },
+                }
+                for t in topics
+            ],
+        }
+        started_apply = time.monotonic()
+        apply_pipeline(env.server, config)
+        outcome.notes.append(f"floe apply of {count} tables: {time.monotonic() - started_apply:.1f} s")
+        offsets = Offsets(env.server.database_url or "")
+        produced: dict[tuple[str, int], float] = {}  # (topic, offset) → delivered at (epoch s)
+        lock = threading.Lock()
+        stop = threading.Event()
+        producer = Producer({"bootstrap.servers": env.kafka.bootstrap_servers, "linger.ms": 5})
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is None:
+                with lock:
+                    produced[(message.topic(), message.offset())] = time.time()
+
+        def produce_loop() -> None:
+            n = 0
+            while not stop.is_set():
+                tick = time.monotonic()
+                for topic in topics:
+                    value = json.dumps({"id": n, "sent_at": int(time.time() * 1000)}).encode()
+                    producer.produce(topic, value, on_delivery=delivered)
+                    producer.poll(0)
+                producer.flush(10)
+                n += 1
+                stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
+
+        env_vars = {
+            **os.environ,
+            "FLOE_URL": env.server.url,
+            "FLOE_CLIENT_ID": env.server.admin_client_id,
+            "FLOE_CLIENT_SECRET": env.server.admin_client_secret,
+        }
+        command = [
+            sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
+            "--metrics-port", "0", "--state-dir", str(work / "state"), "--driver-memory", "2g",
+        ]  # fmt: skip
+        log = (work / f"ingest-{design}-{count}.log").open("wb")
+        producing = threading.Thread(target=produce_loop, daemon=True)
+        producing.start()
+        process = subprocess.Popen(
+            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        ingest_started = time.monotonic()
+        sampler = env.sampler(None)
+        sampler.groups["ingester"] = lambda: [process.pid]
+        seen: dict[tuple[str, int], float] = {}  # first poll showing the record committed
+        committed: dict[str, int] = {}
+        peak_rss = 0
+        measure_from = measure_to = None
+        try:
+            while True:
+                now_mono = time.monotonic()
+                current = offsets.read()
+                polled_at = time.time()
+                for table, next_offset in current.items():
+                    before = committed.get(table, 0)
+                    if next_offset > before:
+                        for o in range(before, next_offset):
+                            seen[(table, o)] = polled_at
+                        committed[table] = next_offset
+                sampler.sample()
+                peak_rss = max(peak_rss, tree_rss(process.pid))
+                with_rows = sum(1 for t in topics if committed.get(t, 0) > 0)
+                outcome.tables_with_rows = with_rows
+                if outcome.first_rows_s is None and with_rows == count:
+                    outcome.first_rows_s = round(now_mono - ingest_started, 1)
+                    measure_from = time.time() + args.settle
+                    measure_to = measure_from + args.measure
+                if measure_to is not None and time.time() > measure_to + args.grace:
+                    break
+                if outcome.first_rows_s is None and now_mono - ingest_started > args.first_rows_limit:
+                    outcome.notes.append(
+                        f"only {with_rows} of {count} tables had rows {args.first_rows_limit:.0f} s after the start; "
+                        "freshness measured over the tables that did, in the last 60 s"
+                    )
+                    measure_to = time.time()
+                    measure_from = measure_to - 60
+                    break
+                if process.poll() is not None:
+                    outcome.notes.append(f"floe ingest exited with {process.returncode}")
+                    break
+                time.sleep(0.5)
+        finally:
+            stop.set()
+            producing.join(30)
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            offsets.close()
+            log.close()
+        if measure_from is not None and measure_to is not None:
+            cores = sampler.cores(measure_from, min(measure_to, time.time()))
+            outcome.ingest_cores = cores.get("ingester")
+            outcome.catalog_cores = cores.get("catalog")
+            outcome.other_cores = cores.get("other")
+            ages = []
+            missing = 0
+            for (topic, offset), sent in produced.items():
+                if not measure_from <= sent <= measure_to:
+                    continue
+                if committed.get(topic, 0) == 0 and outcome.first_rows_s is None:
+                    continue  # a table that never started (reported above)
+                shown = seen.get((topic, offset))
+                if shown is None:
+                    missing += 1
+                else:
+                    ages.append(shown - sent)
+            ages.sort()
+            outcome.records_measured, outcome.records_missing = len(ages), missing
+            if ages:
+                outcome.freshness_p50_s = round(statistics.median(ages), 2)
+                outcome.freshness_p99_s = round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2)
+                outcome.freshness_max_s = round(ages[-1], 2)
+        outcome.ingest_peak_rss_gib = round(peak_rss / 2**30, 2)
+    return outcome
+
+
+def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "many-tables.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    load = os.getloadavg()
+    lines = [
+        "# Many tables: `floe ingest` with the shared consumer vs one Spark query per table",
+        "",
+        f"Generated by `python -m benchmarks.many_tables` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+        f"at git commit `{commit}` ({time.time() - started:.0f} s in all). Each row: a fresh floe database (PostgreSQL), "
+        "N one-partition topics on one local Kafka broker, N inline-JSON tables applied with `floe apply`, then "
+        "`floe ingest --design D --master local[2]` started while one record a second goes to every topic. "
+        f"Freshness is measured over {args.measure:.0f} s starting {args.settle:.0f} s after every table had its first rows "
+        "(produce confirmed → first 0.5 s poll of floe's database showing the table's committed offset past the record). "
+        "CPU in cores averaged over that window; RSS is the peak of the `floe ingest` process tree (Python + Spark JVM).",
+        "",
+        "| design | tables | every table's first rows | freshness p50 / p99 / max | records measured (missing) "
+        "| ingestion CPU | ingestion peak RSS | catalog + PostgreSQL CPU | other load on the machine |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for o in outcomes:
+        first = (
+            f"{o.first_rows_s:.0f} s"
+            if o.first_rows_s is not None
+            else f"not within {args.first_rows_limit:.0f} s ({o.tables_with_rows} of {o.tables})"
+        )
+        fresh = (
+            f"{o.freshness_p50_s} / {o.freshness_p99_s} / {o.freshness_max_s} s"
+            if o.freshness_p50_s is not None
+            else "n/a"
+        )
+        lines.append(
+            f"| {o.design} | {o.tables:,} | {first} | {fresh} | {o.records_measured:,} ({o.records_missing:,}) | "
+            f"{o.ingest_cores} | {o.ingest_peak_rss_gib} GiB | {o.catalog_cores} | {o.other_cores} |"
+        )
+    lines += ["", "Notes:", ""]
+    for o in outcomes:
+        for note in o.notes:
+            lines.append(f"- {o.design}, {o.tables} tables: {note}")
+    lines += [
+        "",
+        f"Machine: {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.1f} GiB RAM; load average at the end "
+        f"{[round(x, 2) for x in load]}. The machine is shared with other work; `other load` says how much.",
+        "",
+        "Targets (issue 31, reported not asserted): 1,000 tables at 1 record/s: first rows ≤ 60 s, freshness p99 ≤ 10 s, "
+        "ingestion ≤ 1 core, driver memory ≤ 2 GiB.",
+    ]
+    (RESULTS / "many-tables.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", default="100,300,1000", help="table counts for the shared design")
+    parser.add_argument("--queries", default="100", help="table counts for one Spark query per table")
+    parser.add_argument("--measure", type=float, default=60.0, help="seconds of freshness measurement")
+    parser.add_argument(
+        "--settle", type=float, default=15.0, help="seconds after first rows before measuring"
+    )
+    parser.add_argument("--grace", type=float, default=15.0, help="seconds after the window for late commits")
+    parser.add_argument("--first-rows-limit", type=float, default=300.0)
+    args = parser.parse_args()
+    started = time.time()
+    plan = [("queries", int(n)) for n in args.queries.split(",") if n] + [
+        ("shared", int(n)) for n in args.shared.split(",") if n
+    ]
+    outcomes = []
+    for design, count in plan:
+        with tempfile.TemporaryDirectory(prefix=f"floe-many-{design}-{count}-") as work:
+            print(f"== {design}, {count} tables", flush=True)
+            outcome = run_one(design, count, args, Path(work))
+            print(json.dumps(asdict(outcome)), flush=True)
+            outcomes.append(outcome)
+            report(outcomes, args, started)
+
+
+if __name__ == "__main__":
+    main()
