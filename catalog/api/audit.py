@@ -41,7 +41,14 @@ def _outcome(status: int) -> str:
     return "failed"
 
 
-def _target(path_params: dict[str, Any]) -> str:
+# A handler whose targets are in its body (commitTransaction's tables) names them in the request's
+# state under this key; the audit entry adds them to the path's.
+AUDIT_TARGETS_STATE_KEY = "floe_audit_targets"
+# At most this many characters of such targets are recorded (the rest summarized as a count).
+MAX_TARGETS_TEXT = 2000
+
+
+def _target(path_params: dict[str, Any], extra: str | None = None) -> str:
     parts = []
     for name in ("prefix", "namespace", "table", "view", "name", "client_id"):
         raw = path_params.get(name)
@@ -52,7 +59,22 @@ def _target(path_params: dict[str, Any]) -> str:
                 value = raw
             # PostgreSQL text cannot hold NUL: a refused request with one in its path is still recorded.
             parts.append(f"{name}={value.replace(SEPARATOR, '.').replace(chr(0), '%00')}")
+    if extra:
+        parts.append(extra.replace(chr(0), "%00"))
     return " ".join(parts)
+
+
+def body_targets(kind: str, names: list[str]) -> str:
+    """`tables=a.b,a.c` for the audit entry, shortened to MAX_TARGETS_TEXT with the count of the rest."""
+    shown: list[str] = []
+    size = 0
+    for name in names:
+        if size + len(name) + 1 > MAX_TARGETS_TEXT:
+            shown.append(f"…and {len(names) - len(shown)} more")
+            break
+        shown.append(name)
+        size += len(name) + 1
+    return f"{kind}=" + ",".join(shown)
 
 
 # The answer to a successful mutation whose audit entry could not be written (the change may be applied).
@@ -140,7 +162,7 @@ def entry_of(scope: Scope, status: int, action: str) -> AuditEntry:
         subject=str(subject)[:255],
         cluster=principal.cluster if principal is not None else None,
         action=action[:128],
-        target=_target(scope.get("path_params") or {}),
+        target=_target(scope.get("path_params") or {}, state.get(AUDIT_TARGETS_STATE_KEY)),
         outcome=_outcome(status),
         status_code=status,
         request_id=REQUEST_ID.get()[:64],

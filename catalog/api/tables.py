@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
-from litestar import Controller, Response, delete, get, head, post
+from litestar import Controller, Request, Response, delete, get, head, post
 from litestar.datastructures import ResponseHeader
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
+from catalog.api.audit import AUDIT_TARGETS_STATE_KEY, body_targets
 from catalog.api.dependencies import page_size_value
 from catalog.api.namespaces import PageSize, PageToken
 from catalog.api.schemas import (
@@ -294,8 +295,15 @@ class TableOperationsController(Controller):
 
     @post("/transactions/commit", operation_id="commitTransaction", status_code=204)
     async def commit_transaction(
-        self, prefix: str, principal: Principal, tables: TableService, data: CommitTransactionRequest
+        self,
+        request: Request[Any, Any, Any],
+        prefix: str,
+        principal: Principal,
+        tables: TableService,
+        data: CommitTransactionRequest,
     ) -> None:
         limits = Limits.of(tables.ctx.settings)
         changes = [parse_change(change, None, limits) for change in data.table_changes]
+        # The audit entry names the tables (they are in the body, not the path).
+        request.state[AUDIT_TARGETS_STATE_KEY] = body_targets("tables", [str(c.ident) for c in changes])
         await tables.commit_all(principal, decode_segment(prefix), changes)

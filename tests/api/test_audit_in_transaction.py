@@ -181,3 +181,28 @@ def test_a_request_of_several_changes_has_one_entry(
     assert refused.status_code == 503, refused.text
     listed = http.get(PASSES, params={"namespace": namespace}).json()["passes"]
     assert [p["table"] for p in listed] == ["t1"]
+
+
+def test_a_transaction_entry_names_its_tables(http: httpx.Client, namespace: str, database_url: str) -> None:
+    """commitTransaction's tables are in its body, not its path: its audit entry names them (the shared
+    consumer of `floe ingest` commits many tables per request)."""
+    for name in ("a", "b"):
+        create_table(http, [namespace], name)
+    changes = [
+        {
+            "identifier": {"namespace": [namespace], "name": name},
+            "requirements": [],
+            "updates": [{"action": "set-properties", "updates": {"audited": name}}],
+        }
+        for name in ("a", "b")
+    ]
+    committed = http.post(f"{PREFIX}/transactions/commit", json={"table-changes": changes})
+    assert committed.status_code == 204, committed.text
+    from catalog.store.schema import audit_log
+
+    rows = run_sql(
+        database_url,
+        sa.select(audit_log.c.target).where(audit_log.c.request_id == committed.headers["x-request-id"]),
+    )
+    targets = [row[0] for row in rows]
+    assert targets == [f"prefix=default tables={namespace}.a,{namespace}.b"]
