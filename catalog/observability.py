@@ -199,6 +199,20 @@ class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
         finally:
             self.release()
 
+    def takes_access_lines(self) -> bool:
+        """Whether `write_access` writes exactly the line `handle` would of the access log's record: no
+        filter, a `JsonFormatter`, and logging's record path (`handle`, `filter`, `format`, `emit`) as this
+        class has it. A subclass that changes any of them gets records (so does another formatter)."""
+        own = type(self)
+        return (
+            not self.filters
+            and type(self.formatter) is JsonFormatter
+            and own.emit is JsonLinesHandler.emit
+            and own.handle is logging.Handler.handle
+            and own.filter is logging.Filterer.filter
+            and own.format is logging.Handler.format
+        )
+
     def _keep(self, line: str, *, urgent: bool) -> None:
         self._lines.append(line)
         if urgent or len(self._lines) >= self.MAX_BUFFERED or not self._iteration_end.schedule():
@@ -224,9 +238,12 @@ class AccessLog:
     """The access log: a line per request on the `floe.access` logger.
 
     With floe's own logging (`logging_config`) every handler a record would reach is a `JsonLinesHandler`
-    with a `JsonFormatter`, and the line is handed to them directly: building a `LogRecord` and passing
+    that `takes_access_lines`, and the line is handed to them directly: building a `LogRecord` and passing
     it through the logger cost several times more than the line itself. Any other configuration (another
-    handler, a filter, a formatter) gets an ordinary record, as from any logger.
+    handler, a filter, a formatter) gets an ordinary record, as from any logger. Which handlers a record
+    reaches is found as `logging.Logger.callHandlers` finds them (its documented attributes: `handlers`,
+    `filters`, `propagate`, `parent`, a handler's `level`); tests/unit/test_access_log_routing.py checks each
+    configuration gets the lines its records would give.
     """
 
     def __init__(self) -> None:
@@ -256,11 +273,7 @@ class AccessLog:
             for handler in logger.handlers:
                 if handler.level > logging.INFO:
                     continue
-                if (
-                    type(handler) is not JsonLinesHandler
-                    or type(handler.formatter) is not JsonFormatter
-                    or handler.filters
-                ):
+                if not (isinstance(handler, JsonLinesHandler) and handler.takes_access_lines()):
                     return None
                 found.append(handler)
             logger = logger.parent if logger.propagate else None
