@@ -28,24 +28,31 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.schema import Schema
-
 from catalog.kafka_offsets import END_OFFSETS, MAX_TIMESTAMP, MIN_TIMESTAMP, START_OFFSETS, TOPIC
 from ingest import metrics, upsert
+from ingest.batch_flow import BatchGate, CommitQueue
+from ingest.batch_rows import (
+    DEAD_LETTER_FOUND,
+    batch_progress,
+    counted_good_rows,
+    explained,
+    offset_lookup,
+    one_pass_result,
+    range_starts_after,
+    starts_after,
+    stopped_at_dead_letter,
+    table_columns,
+    undeclared_names,
+)
 from ingest.debezium import decode_debezium_avro, decode_debezium_json
 from ingest.decode import (
     ERROR_COLUMN,
-    GENERIC_ERRORS,
     UNDECLARED_COLUMN,
     cached_columns,
     confluent_schema_id,
@@ -53,113 +60,30 @@ from ingest.decode import (
     decode_json,
     source,
     source_columns,
-    written_columns,
 )
+from ingest.ingest_table import BatchResult, IngestTable
 from ingest.offset_log import BatchRange, batch_range
 from ingest.reasons import DeadLetterReasons
 from ingest.spark_logs import quiet_expected_failure
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, Observation, SparkSession
+    from pyspark.sql import Column, DataFrame
 
     from catalog.client import FloeClient
-    from catalog.pipelines import SourceCluster
     from ingest.protobuf_decode import WriterSchema
-    from ingest.registry_client import RegistryClient, RegistryConnection
+    from ingest.registry_client import RegistryClient
 
 log = logging.getLogger(__name__)
-
-# The length of a record's value, observed (`_counted_good_rows`).
-VALUE_BYTES = "__floe_value_bytes"
 
 DLQ_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers", "error", "failed_at")
 
 
-@dataclass(frozen=True)
-class IngestTable:
-    """Everything needed to ingest one topic into one table (built from the applied floe.yaml)."""
-
-    cluster: str
-    topic: str
-    warehouse: str
-    namespace: tuple[str, ...]
-    table: str
-    dlq_table: str
-    source_format: str  # json | avro | protobuf
-    schema: Schema  # the data table's schema: the user's fields, `_kafka` (and `_cdc` for Debezium)
-    kafka_options: Mapping[str, str]  # Spark Kafka source options (kafka.bootstrap.servers, security…)
-    consumer_config: Mapping[str, str]  # the same connection for confluent-kafka (partitions, lag)
-    commit_interval: float
-    avro_schema: Mapping[str, Any] | None = None
-    registry: RegistryConnection | None = None  # registry mode: where the writer schemas are
-    confluent_framing: bool = True
-    fingerprint: str = ""  # changes when the table's ingestion settings change (restart its query)
-    extra: Mapping[str, str] = field(default_factory=dict)
-    source_cluster: SourceCluster | None = None  # floe.yaml's cluster (connection errors name its settings)
-    # Inline-schema protobuf: the compiled schema and the message type; whether values are framed.
-    protobuf_inline: tuple[WriterSchema, str] | None = None
-    protobuf_framing: bool = True
-    table_mode: str = "append"  # append | upsert (the key: the schema's identifier fields)
-    envelope: str = "none"  # none | debezium
-
-    @property
-    def is_upsert(self) -> bool:
-        return self.table_mode == "upsert"
-
-    @property
-    def name(self) -> str:
-        return ".".join((*self.namespace, self.table))
-
-    def spark_name(self, table: str | None = None, catalog: str = "floe") -> str:
-        parts = (*self.namespace, table or self.table)
-        return catalog + "." + ".".join(f"`{p}`" for p in parts)
-
-
-# At most this many dead letters of a batch get their precise reason (worked out on the driver from
-# their values); the others keep Spark's generic one. A whole topic of bad records stays cheap.
-MAX_EXPLAINED = 10_000
-# At most this many undeclared field names are reported per batch (the most frequent ones): keys of a
-# JSON object used as a map would otherwise be unbounded.
-MAX_UNDECLARED_NAMES = 20
-# The message of the error that stops a one-pass append at its first dead letter.
-DEAD_LETTER_FOUND = "floe: dead letter in a one-pass batch"
 # Iceberg's Spark write option that stages the written data files in its driver-side coordinator
 # instead of committing them (floe commits them with the summary the write observed).
 STAGE_OPTION = "rewritten-file-scan-task-set-id"
 # A staged append observes each partition's newest record time with an aggregate of its own: beyond this
 # many partitions in one batch, the batch's offsets come from a job over its records instead.
 MAX_OBSERVED_PARTITIONS = 64
-
-
-@dataclass
-class BatchResult:
-    records: int = 0
-    dead_letters: int = 0
-    value_bytes: int = 0
-    end_offsets: dict[int, int] = field(default_factory=dict)
-    max_timestamps: dict[int, float] = field(default_factory=dict)
-    # Good records carrying top-level fields the table does not declare (those fields are not kept),
-    # and how many records carried each of the most frequent such names.
-    records_with_undeclared: int = 0
-    undeclared_fields: dict[str, int] = field(default_factory=dict)
-    # Written in one job: the range from Spark's offset log, the append staged (`_append_staged`).
-    staged: bool = False
-    # Its commit queued (`CommitQueue`): reported once committed, by the commit's thread.
-    queued: bool = False
-
-
-def _offset_lookup(offsets: Mapping[int, int]) -> Column:
-    """The committed next offset of the row's partition (-1 when the partition has none)."""
-    from pyspark.sql import functions as F
-
-    if not offsets:
-        return F.lit(-1).cast("long")
-    pairs: list[Column] = []
-    for partition, offset in offsets.items():
-        pairs += [F.lit(partition), F.lit(offset).cast("long")]
-    return F.coalesce(
-        F.try_element_at(F.create_map(*pairs), F.col(source("partition"))), F.lit(-1).cast("long")
-    )
 
 
 def _encode(offsets: Mapping[int, int]) -> str:
@@ -191,100 +115,6 @@ def _record_times(stats: list[Any], partitions: set[int] | None = None) -> tuple
     lows = [int(r["min_ts_ms"]) for r in chosen if r["min_ts_ms"] is not None]
     highs = [int(r["max_ts_ms"]) for r in chosen if r["max_ts_ms"] is not None]
     return (min(lows), max(highs)) if lows and highs else None
-
-
-class BatchGate:
-    """Lets a query's batches through until it is closed; closing waits for the batch under way.
-
-    A query's batches run back to back while it is behind, so there is no moment between them to stop
-    it in; stopping one mid-batch interrupts its Spark jobs (safe, but logged as errors with stack
-    traces). Once closed, a batch that starts is skipped: its records are read again by the table's
-    next query, which starts from the offsets committed to floe, not from Spark's checkpoint."""
-
-    def __init__(self) -> None:
-        self._state = threading.Condition()
-        self._closed = False
-        self._inside = False
-
-    def enter(self) -> bool:
-        """Whether a batch may run (then `leave` when it ends)."""
-        with self._state:
-            if self._closed:
-                return False
-            self._inside = True
-            return True
-
-    def leave(self) -> None:
-        with self._state:
-            self._inside = False
-            self._state.notify_all()
-
-    def close(self, timeout: float) -> bool:
-        """Let no further batch through; False when the batch under way still runs after `timeout` s."""
-        with self._state:
-            self._closed = True
-            return self._state.wait_for(lambda: not self._inside, timeout)
-
-
-class CommitFailed(RuntimeError):
-    """An earlier batch's commit failed: the query stops, and its next one restarts from floe's offsets."""
-
-
-class CommitQueue:
-    """A table query's staged appends, committed one at a time, in batch order, on a thread of their
-    own: the query's next batch is planned and written while the last one commits (~0.1 s through floe,
-    which the executors spent idle). After a failed commit none of the later ones runs (their files are
-    discarded), and the failure ends the query at its next batch or the service's next look; the next
-    query starts from the offsets committed to floe, so nothing is lost or written twice."""
-
-    def __init__(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="floe-commit")
-        self._last: Future[None] | None = None
-        self.error: BaseException | None = None
-        # Where the last queued commit leaves the table: the next batch starts there.
-        self.end_offsets: dict[int, int] = {}
-
-    def submit(
-        self, commit: Callable[[], object], discard: Callable[[], object], end: Mapping[int, int]
-    ) -> None:
-        """Queue `commit` (`discard` instead, when an earlier one failed)."""
-
-        def run() -> None:
-            if self.error is not None:
-                try:
-                    discard()
-                except Exception as exc:  # the files are left for maintenance's orphan removal
-                    log.warning("cannot discard the files of a commit skipped after a failure: %s", exc)
-                return
-            try:
-                commit()
-            except BaseException as exc:
-                self.error = exc
-                log.warning("a commit failed; the table's ingestion restarts from floe's offsets: %s", exc)
-
-        # Merged: an earlier commit still queued may hold partitions this batch did not read.
-        self.end_offsets = {**self.end_offsets, **end}
-        self._last = self._executor.submit(run)
-
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait for the queued commits to end; False when one still runs after `timeout` seconds."""
-        last = self._last
-        if last is None:
-            return True
-        try:
-            last.result(timeout)
-        except FutureTimeout:
-            return False
-        return True
-
-    def close(self) -> None:
-        """Let the commit thread end once the queued commits have run (the query is gone)."""
-        self._executor.shutdown(wait=False)
-
-    def check(self) -> None:
-        """Raise CommitFailed when a queued commit failed."""
-        if self.error is not None:
-            raise CommitFailed(f"an earlier batch's commit failed: {self.error}") from self.error
 
 
 class BatchWriter:
@@ -494,8 +324,8 @@ class BatchWriter:
         the dead-letter table's)."""
         from pyspark.sql import functions as F
 
-        main_from = _offset_lookup(main_committed)
-        dlq_from = F.greatest(main_from, _offset_lookup(dlq_committed))
+        main_from = offset_lookup(main_committed)
+        dlq_from = F.greatest(main_from, offset_lookup(dlq_committed))
         offset = F.col(source("offset"))
         return F.when(F.col(ERROR_COLUMN).isNull(), offset >= main_from).otherwise(offset >= dlq_from)
 
@@ -518,7 +348,7 @@ class BatchWriter:
         if (
             offsets is not None
             and len(offsets.partitions()) <= MAX_OBSERVED_PARTITIONS
-            and _range_starts_after(offsets, main_committed, dlq_committed)
+            and range_starts_after(offsets, main_committed, dlq_committed)
         ):
             return self._append_staged(raw, offsets, main_committed)
         self._drain_commits()  # Spark's own append commits at once: after the queued ones
@@ -526,9 +356,9 @@ class BatchWriter:
         # Usually the batch starts at the committed offsets (the query resumes from them and each batch
         # follows the last), and nothing needs filtering: the jobs then carry no offset literals, so
         # their generated code is the same every batch and Spark compiles it once, not per batch.
-        progress = _progress(raw, None)
-        if not _starts_after(progress, main_committed, dlq_committed):
-            progress = _progress(raw, main_committed)
+        progress = batch_progress(raw, None)
+        if not starts_after(progress, main_committed, dlq_committed):
+            progress = batch_progress(raw, main_committed)
             main_filter: Column | None = self._keep(main_committed, dlq_committed)
         else:
             main_filter = None
@@ -542,20 +372,20 @@ class BatchWriter:
         decoded = self._decode(raw)[0]
         batch = decoded if main_filter is None else decoded.where(main_filter)
         observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
-        checked = _counted_good_rows(batch, observation)
+        checked = counted_good_rows(batch, observation)
         try:
             # A stop at a dead letter is expected: Spark is not to log it as a failed task.
             with quiet_expected_failure(raw.sparkSession, DEAD_LETTER_FOUND):
-                checked.select(*_table_columns(raw.sparkSession, t.schema)).writeTo(
+                checked.select(*table_columns(raw.sparkSession, t.schema)).writeTo(
                     t.spark_name(catalog=self.spark_catalog)
                 ).options(**_summary(t.topic, start, end, _record_times(progress))).append()
         except Exception as exc:  # Spark's failure, converted or not by PySpark
-            if not _stopped_at_dead_letter(exc):
+            if not stopped_at_dead_letter(exc):
                 raise
             log.info("%s: dead letters in the batch; writing it in two passes", t.name)
             return None
         newest = {int(r["partition"]): r["max_ts"].timestamp() for r in progress if r["max_ts"]}
-        return _one_pass_result(observation.get, end, newest, batch)
+        return one_pass_result(observation.get, end, newest, batch)
 
     def _append_staged(
         self, raw: DataFrame, offsets: BatchRange, main_committed: Mapping[int, int]
@@ -592,17 +422,17 @@ class BatchWriter:
         session = raw.sparkSession
         time_range = cached_columns(session, ("record_times", tuple(partitions)), record_times)
         observation = Observation(f"floe-batch-{t.name}-{time.monotonic_ns()}")
-        checked = _counted_good_rows(batch, observation, *time_range)
+        checked = counted_good_rows(batch, observation, *time_range)
         target = t.spark_name(catalog=self.spark_catalog)
         file_set = f"floe-append-{uuid.uuid4()}"
         try:
             with quiet_expected_failure(session, DEAD_LETTER_FOUND):
-                checked.select(*_table_columns(session, t.schema)).writeTo(target).option(
+                checked.select(*table_columns(session, t.schema)).writeTo(target).option(
                     STAGE_OPTION, file_set
                 ).append()
         except Exception as exc:  # Spark's failure, converted or not by PySpark
             discard_staged_append(session, target, file_set)  # a failed write stages nothing; be sure
-            if not _stopped_at_dead_letter(exc):
+            if not stopped_at_dead_letter(exc):
                 raise
             log.info("%s: dead letters in the batch; writing it in two passes", t.name)
             return None
@@ -619,7 +449,7 @@ class BatchWriter:
             for key, value in _summary(t.topic, start, end, times).items()
         }
         newest = {p: int(ms) / 1000 for p in partitions if (ms := counts[f"max_ts_ms_{p}"]) is not None}
-        result = _one_pass_result(counts, end, newest, batch)
+        result = one_pass_result(counts, end, newest, batch)
         result.staged = result.queued = True
 
         def commit() -> None:
@@ -684,7 +514,7 @@ class BatchWriter:
             }
             result.records_with_undeclared = sum(int(r["undeclared"]) for r in stats)
             if result.records_with_undeclared:
-                result.undeclared_fields = _undeclared_names(batch.where(has_undeclared))
+                result.undeclared_fields = undeclared_names(batch.where(has_undeclared))
             if result.dead_letters:
                 partitions = {int(r["partition"]) for r in stats if int(r["bad"])}
                 start = {p: dlq_committed[p] for p in partitions if p in dlq_committed}
@@ -693,7 +523,7 @@ class BatchWriter:
                     *[F.col(source(c)).alias(c) for c in DLQ_COLUMNS[:-2]],
                     F.col(ERROR_COLUMN).alias("error"),
                 )
-                dead = _explained(failed, reasons).withColumn("failed_at", F.current_timestamp())
+                dead = explained(failed, reasons).withColumn("failed_at", F.current_timestamp())
                 dead.writeTo(t.spark_name(t.dlq_table, self.spark_catalog)).options(
                     **_summary(t.topic, start, end, _record_times(stats, partitions))
                 ).append()
@@ -714,162 +544,3 @@ class BatchWriter:
             cached.unpersist()
             if t.registry is not None:
                 raw.unpersist()
-
-
-def _progress(raw: DataFrame, committed: Mapping[int, int] | None) -> list[Any]:
-    """Per partition of the raw batch (internal column names), the records past `committed` (all of them
-    when None): their lowest and highest offset and their record-time range."""
-    from pyspark.sql import functions as F
-
-    offset, timestamp = F.col(source("offset")), F.col(source("timestamp"))
-    rows = raw if committed is None else raw.where(offset >= _offset_lookup(committed))
-    return (
-        rows.groupBy(F.col(source("partition")).alias("partition"))
-        .agg(
-            F.min(offset).alias("min_offset"),
-            F.max(offset).alias("max_offset"),
-            F.max(timestamp).alias("max_ts"),
-            F.min(F.unix_millis(timestamp)).alias("min_ts_ms"),
-            F.max(F.unix_millis(timestamp)).alias("max_ts_ms"),
-        )
-        .collect()
-    )
-
-
-def _has_undeclared() -> Column:
-    """Whether a decoded row has fields the table does not declare."""
-    from pyspark.sql import functions as F
-
-    return F.coalesce(F.size(UNDECLARED_COLUMN), F.lit(0)) > 0
-
-
-def _counted_good_rows(batch: DataFrame, observation: Observation, *extra: Column) -> DataFrame:
-    """`batch` as a one-pass write reads it: observed into `observation` (`records`, `undeclared`,
-    `bytes`, and the `extra` aggregates), each row passing only if it is good — a dead letter stops the
-    job, and Iceberg then aborts the write (nothing commits)."""
-    from pyspark.sql import functions as F
-
-    def build() -> tuple[Column, list[Column], Column]:
-        counts = [
-            F.count(F.lit(1)).alias("records"),
-            F.count_if(_has_undeclared()).alias("undeclared"),
-            F.sum(VALUE_BYTES).alias("bytes"),
-        ]
-        is_good = F.col(ERROR_COLUMN).isNull()
-        stop = F.when(is_good, F.lit(True)).otherwise(F.raise_error(F.lit(DEAD_LETTER_FOUND)))
-        return F.length(source("value")), counts, stop
-
-    value_bytes, counts, good_or_stop = cached_columns(batch.sparkSession, ("counted_good_rows",), build)
-    # The value's length, not the value: Spark generates no code across the observation, so its rows
-    # are copied out of the decoding stage, and with the value (1 KiB here) in them that copy (and the
-    # value's, read again for its length) took ~10 % of a task's samples.
-    sized = batch.withColumn(VALUE_BYTES, value_bytes).drop(source("value"))
-    return sized.observe(observation, *counts, *extra).where(good_or_stop)
-
-
-def _table_columns(spark: SparkSession, schema: Schema) -> list[Column]:
-    """The columns a batch writes (`written_columns`), built once per schema."""
-    key = ("table_columns", schema.model_dump_json())
-    return cached_columns(spark, key, lambda: written_columns(schema))
-
-
-def _one_pass_result(
-    counts: Mapping[str, Any], end: dict[int, int], newest: dict[int, float], batch: DataFrame
-) -> BatchResult:
-    """A committed one-pass batch's result from its observed `counts`."""
-    result = BatchResult(
-        records=int(counts["records"] or 0),
-        value_bytes=int(counts["bytes"] or 0),
-        end_offsets=end,
-        max_timestamps=newest,
-        records_with_undeclared=int(counts["undeclared"] or 0),
-    )
-    if result.records_with_undeclared:
-        # Decoded again: only batches with undeclared fields pay for their names.
-        result.undeclared_fields = _undeclared_names(batch.where(_has_undeclared()))
-    return result
-
-
-def _range_starts_after(
-    offsets: BatchRange, main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
-) -> bool:
-    """`_starts_after` for a batch whose range is known from the offset log."""
-    firsts = {p: offsets.start.get(p) for p in offsets.partitions()}
-    return _firsts_after(firsts, main_committed, dlq_committed)
-
-
-def _starts_after(
-    progress: list[Any], main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
-) -> bool:
-    """Whether no record of the batch is committed already, to the table or to its dead-letter table
-    (every partition's lowest offset is at or past both): the batch then needs no offsets filter."""
-    firsts = {int(row["partition"]): int(row["min_offset"]) for row in progress}
-    return _firsts_after(firsts, main_committed, dlq_committed)
-
-
-def _firsts_after(
-    firsts: Mapping[int, int | None], main_committed: Mapping[int, int], dlq_committed: Mapping[int, int]
-) -> bool:
-    """Whether each partition's first offset is at or past what the table and its dead-letter table have
-    committed (a first offset unknown — None — only where nothing is committed)."""
-    for partition, first in firsts.items():
-        committed = max(main_committed.get(partition, -1), dlq_committed.get(partition, -1))
-        if (first is None and committed > 0) or (first is not None and first < committed):
-            return False
-    return True
-
-
-def _stopped_at_dead_letter(exc: BaseException) -> bool:
-    """Whether a failed one-pass append was stopped by its dead-letter check (its message, or that of
-    the Java exception behind it or any of their causes, says so)."""
-    if DEAD_LETTER_FOUND in str(exc):
-        return True
-    java = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
-    for _ in range(20):
-        if java is None:
-            return False
-        try:
-            if DEAD_LETTER_FOUND in str(java.getMessage() or ""):
-                return True
-            java = java.getCause()
-        except Exception:  # not a Java throwable after all
-            return False
-    return False
-
-
-def _explained(failed: DataFrame, reasons: DeadLetterReasons) -> DataFrame:
-    """The dead letters with Spark's generic errors replaced by the precise reasons.
-
-    The reasons are worked out on the driver, for the first MAX_EXPLAINED such records of the batch
-    (their values are collected), and joined back by position: executors run no Python for JSON and Avro
-    tables (README "Running on a Spark cluster"), and the good records never leave the JVM.
-    """
-    from pyspark.sql import functions as F
-
-    generic = failed.where(F.col("error").isin(*GENERIC_ERRORS))
-    rows = generic.select("partition", "offset", "value", "error").limit(MAX_EXPLAINED).collect()
-    if not rows:
-        return failed
-    explained = failed.sparkSession.createDataFrame(
-        [(r["partition"], r["offset"], reasons.refine(r["value"], r["error"])) for r in rows],
-        "partition int, offset long, reason string",
-    )
-    joined = failed.join(F.broadcast(explained), ["partition", "offset"], "left")
-    return joined.select(
-        *[c for c in failed.columns if c != "error"], F.coalesce("reason", "error").alias("error")
-    )
-
-
-def _undeclared_names(rows: DataFrame) -> dict[str, int]:
-    """How many of `rows` carry each undeclared field name (the most frequent names only)."""
-    from pyspark.sql import functions as F
-
-    counted = (
-        rows.select(F.explode(UNDECLARED_COLUMN).alias("name"))
-        .groupBy("name")
-        .count()
-        .orderBy(F.desc("count"), "name")
-        .limit(MAX_UNDECLARED_NAMES)
-        .collect()
-    )
-    return {str(r["name"]): int(r["count"]) for r in counted}

@@ -20,9 +20,9 @@ from ingest.decode import (
     _spark_field,
     required_fields_error,
     source,
-    undeclared_keys,
     user_fields,
 )
+from ingest.json_udfs import undeclared_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

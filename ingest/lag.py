@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ingest import metrics
-from ingest.batches import BatchResult, IngestTable
+from ingest.ingest_table import BatchResult, IngestTable
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.client import ClientError, FloeClient, Pipeline
 from ingest import metrics
-from ingest.batches import BatchResult, BatchWriter, IngestTable
+from ingest.batches import BatchWriter
+from ingest.ingest_table import BatchResult, IngestTable
 from ingest.kafka_connection import check_connection
 from ingest.lag import LagTracker
 from ingest.registry_client import RegistryClient, RegistryConnection

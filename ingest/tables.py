@@ -23,7 +23,7 @@ from catalog.pipelines import (
     resolve_registry_auth,
 )
 from catalog.pipelines.sources import SourceCluster
-from ingest.batches import IngestTable
+from ingest.ingest_table import IngestTable
 from ingest.kafka_connection import PresentedCertificates
 from ingest.metrics import TableProblems
 from ingest.protobuf_decode import WriterSchema

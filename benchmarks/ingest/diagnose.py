@@ -268,7 +268,7 @@ def run_diagnosis(
             floe_batch_writer(size)
 
     def floe_batch_writer_filtered(size: int) -> None:
-        with mock.patch("ingest.batches._starts_after", return_value=False):
+        with mock.patch("ingest.batches.starts_after", return_value=False):
             floe_batch_writer(size)
 
     variants: dict[str, Callable[[int], None]] = {

@@ -1,5 +1,5 @@
 """The cost of finding undeclared JSON keys: Spark's `array_except(json_object_keys(value), declared)`
-against floe's JVM byte scan (`ingest.decode.undeclared_keys`), and `from_json` alone for scale.
+against floe's JVM byte scan (`ingest.json_udfs.undeclared_keys`), and `from_json` alone for scale.
 
 `python -m benchmarks.ingest.undeclared_keys [--records 200000] [--rounds 3]`: the benchmark's 1 KiB
 JSON events, cached in one local Spark session (no Kafka, no writes), each expression counted over them
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyiceberg.types import NestedField, StringType
     from pyspark.sql import functions as F
 
-    from ingest.decode import undeclared_keys
+    from ingest.json_udfs import undeclared_keys
     from runtime.spark import CatalogConnection, spark_session
 
     spark = spark_session(

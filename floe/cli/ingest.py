@@ -21,7 +21,7 @@ from floe.cli.settings import INGEST_METRICS_PORT, client_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ingest.batches import IngestTable
+    from ingest.ingest_table import IngestTable
     from ingest.service import CatalogAccess
 
 DEFAULT_METRICS_PORT = INGEST_METRICS_PORT

@@ -27,7 +27,7 @@ from catalog.snippet_quoting import (
 from floe.cli.output import printable
 
 if TYPE_CHECKING:
-    from ingest.batches import IngestTable
+    from ingest.ingest_table import IngestTable
 
 # The secret is never printed: terminals are scrolled back, recorded and pasted into tickets. The
 # snippets carry this placeholder and the summary says where the secret is.

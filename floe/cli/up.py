@@ -50,7 +50,7 @@ from runtime.settings import RuntimeSettings, read_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ingest.batches import IngestTable
+    from ingest.ingest_table import IngestTable
 
 
 def port_answers(host: str, port: int) -> bool:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from catalog.client import ClientError
 from ingest import metrics
-from ingest.batches import BatchResult, IngestTable
+from ingest.ingest_table import BatchResult, IngestTable
 from ingest.shared.tables import PreparedBatch, Record, SharedTable
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ingest.batches import BatchResult, IngestTable
+from ingest.ingest_table import BatchResult, IngestTable
 from ingest.shared.consumer import SharedIngest
 from ingest.shared.iceberg_append import TableAppender
 from ingest.shared.json_rows import readable

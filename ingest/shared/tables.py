@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from catalog.kafka_offsets import END_OFFSETS, MAX_TIMESTAMP, MIN_TIMESTAMP, START_OFFSETS, TOPIC
-from ingest.batches import MAX_UNDECLARED_NAMES, BatchResult, IngestTable
+from ingest.batch_rows import MAX_UNDECLARED_NAMES
 from ingest.decode import KAFKA_COLUMN
+from ingest.ingest_table import BatchResult, IngestTable
 from ingest.shared.iceberg_append import PreparedAppend, TableAppender
 from ingest.shared.json_rows import JsonRows
 

@@ -33,7 +33,7 @@ from devtools.kafka_broker import LocalKafka
 from devtools.ports import free_port
 from devtools.postgres import LocalPostgres
 from devtools.schema_registry import CCOMPAT_PATH, LocalSchemaRegistry
-from ingest.batches import DEAD_LETTER_FOUND
+from ingest.batch_rows import DEAD_LETTER_FOUND
 from ingest.registry_client import BasicAuth, RegistryClient, RegistryConnection, encode_confluent
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (

@@ -38,13 +38,12 @@ from ingest.decode import (
     _CORRUPT,
     _UNDECLARED,
     _from_json,
-    _json_decoder,
     decode_json,
     source,
     source_columns,
-    undeclared_keys,
     user_fields,
 )
+from ingest.json_udfs import json_decoder, undeclared_keys
 from ingest.reasons import json_reason
 from ingest.service import KAFKA_SOURCE_SCHEMA
 from tests.e2e.local_spark import spark_without_tables
@@ -268,7 +267,7 @@ def _decoded(spark: SparkSession, values: list[bytes]) -> list[Any]:
     from pyspark.sql import functions as F
 
     fields = user_fields(SCHEMA)
-    decoder = _json_decoder(spark, fields)
+    decoder = json_decoder(spark, fields)
     assert decoder is not None, "the JVM decoder must build here (JDK 17+)"
     value = F.col(source("value"))
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], f"n int, {source('value')} binary")
@@ -387,6 +386,6 @@ def test_a_type_the_decoder_does_not_read_falls_back_once(
     fields = [
         NestedField(1, "m", MapType(2, IntegerType(), 3, StringType(), value_required=False), required=False)
     ]
-    assert _json_decoder(spark, fields) is None  # map keys other than strings: Spark's from_json reads it
-    assert _json_decoder(spark, fields) is None
+    assert json_decoder(spark, fields) is None  # map keys other than strings: Spark's from_json reads it
+    assert json_decoder(spark, fields) is None
     assert len(calls) == 1  # refused once, not tried again on every batch

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 from pyiceberg.types import NestedField, StringType
 
-from ingest.decode import undeclared_keys
+from ingest.json_udfs import undeclared_keys
 from tests.e2e.local_spark import spark_without_tables
 
 if TYPE_CHECKING:

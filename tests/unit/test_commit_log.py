@@ -9,7 +9,7 @@ import time
 import pytest
 from pyiceberg.schema import Schema
 
-from ingest.batches import BatchResult, IngestTable
+from ingest.ingest_table import BatchResult, IngestTable
 from ingest.service import CommitLog
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ingest.batches import BatchGate, CommitFailed, CommitQueue
+from ingest.batch_flow import BatchGate, CommitFailed, CommitQueue
 
 
 def test_closing_waits_until_the_running_batch_ends() -> None:
