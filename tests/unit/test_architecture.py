@@ -137,14 +137,14 @@ def test_no_production_module_is_over_the_line_limit() -> None:
     assert not unlisted, f"over {MAX_MODULE_LINES} lines (split them): {unlisted}"
 
 
-@pytest.mark.parametrize("module", sorted(OVER_THE_LIMIT))
-def test_each_module_over_the_limit_still_is(module: str) -> None:
-    path = ROOT / module
-    assert path.exists(), f"{module} is gone: remove it from OVER_THE_LIMIT"
-    lines = module_lines(path)
-    assert lines > MAX_MODULE_LINES, (
-        f"{module} is {lines} lines, within the limit now: remove it from OVER_THE_LIMIT"
-    )
+def test_each_module_over_the_limit_still_is() -> None:
+    for module in sorted(OVER_THE_LIMIT):
+        path = ROOT / module
+        assert path.exists(), f"{module} is gone: remove it from OVER_THE_LIMIT"
+        lines = module_lines(path)
+        assert lines > MAX_MODULE_LINES, (
+            f"{module} is {lines} lines, within the limit now: remove it from OVER_THE_LIMIT"
+        )
 
 
 def test_the_catalog_surface_exists() -> None:
