@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from catalog.http_limits import address_key
+from catalog.connection_limits import address_key
 
 
 def test_ipv4_addresses_count_apart() -> None:

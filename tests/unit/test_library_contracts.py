@@ -31,7 +31,8 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from catalog.http_limits import LimitedHttpToolsProtocol, connection_limits
+from catalog.connection_limits import connection_limits
+from catalog.http_limits import LimitedHttpToolsProtocol
 from catalog.prometheus_batch import observe_all, uses_internals
 
 ROOT = Path(__file__).resolve().parents[2]
