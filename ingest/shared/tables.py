@@ -16,11 +16,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from catalog.kafka_offsets import END_OFFSETS, MAX_TIMESTAMP, MIN_TIMESTAMP, START_OFFSETS, TOPIC
 from ingest.batch_rows import MAX_UNDECLARED_NAMES
 from ingest.decode import KAFKA_COLUMN
 from ingest.ingest_table import BatchResult, IngestTable
 from ingest.shared.iceberg_append import PreparedAppend, TableAppender
+from ingest.shared.json_arrow import ArrowJson, arrow_reads
 from ingest.shared.json_rows import JsonRows
 
 
@@ -62,6 +65,7 @@ class SharedTable:
     read_dlq_next: Callable[[], dict[int, int]]
     rows: JsonRows = field(init=False)
     _dlq_next: dict[int, int] | None = None
+    _arrow: ArrowJson | None = None
     buffer: list[Record] = field(default_factory=list)
     first_buffered_at: float | None = None
 
@@ -79,54 +83,77 @@ class SharedTable:
         return records
 
     def prepare(self, records: list[Record]) -> PreparedBatch | None:
-        """The batch of `records` (None when the table holds every one of them already)."""
-        good: list[dict[str, Any]] = []
-        dead: list[dict[str, Any]] = []
-        main_last: dict[int, int] = {}
-        dlq_last: dict[int, int] = {}
-        times: dict[str, list[int]] = {"main": [], "dlq": []}
+        """The batch of `records` (None when the table holds every one of them already): read by
+        Arrow's JSON reader when every record is a good row, else a record at a time."""
+        kept = [r for r in records if r.offset >= self.main_next.get(r.partition, -1)]
+        if not kept:
+            return None
         result = BatchResult()
-        undeclared: Counter[str] = Counter()
-        for record in records:
-            main_from = self.main_next.get(record.partition, -1)
-            if record.offset < main_from:
-                continue
-            decoded = self.rows.decode(record.value)
-            if decoded.row is not None:
-                row = dict(decoded.row)
-                row[KAFKA_COLUMN] = _kafka(record)
-                good.append(row)
-                if decoded.undeclared:
-                    result.records_with_undeclared += 1
-                    undeclared.update(decoded.undeclared)
-                result.value_bytes += len(record.value or b"")
-            else:
-                if record.offset < max(main_from, self.dlq_next.get(record.partition, -1)):
-                    continue
-                dead.append(_dead_letter(self.table.topic, record, decoded.error or "unknown"))
-                dlq_last[record.partition] = record.offset
-                times["dlq"].append(record.timestamp_ms)
+        main_last: dict[int, int] = {}
+        for record in kept:
             main_last[record.partition] = record.offset
-            times["main"].append(record.timestamp_ms)
             newest = result.max_timestamps.get(record.partition, 0.0)
             result.max_timestamps[record.partition] = max(newest, record.timestamp_ms / 1000)
-        if not main_last:
-            return None
-        result.records, result.dead_letters = len(good), len(dead)
-        result.undeclared_fields = dict(undeclared.most_common(MAX_UNDECLARED_NAMES))
+        main_times = [r.timestamp_ms for r in kept]
+        fast = self._read_with_arrow(kept)
+        dead: list[dict[str, Any]] = []
+        dlq_last: dict[int, int] = {}
+        dlq_times: list[int] = []
+        if fast is not None:
+            main_rows, undeclared = fast
+            result.records = main_rows.num_rows
+            result.value_bytes = sum(len(r.value or b"") for r in kept)
+            result.records_with_undeclared, counted = undeclared
+        else:
+            good: list[dict[str, Any]] = []
+            counted = Counter()
+            for record in kept:
+                decoded = self.rows.decode(record.value)
+                if decoded.row is not None:
+                    row = dict(decoded.row)
+                    row[KAFKA_COLUMN] = _kafka(record)
+                    good.append(row)
+                    if decoded.undeclared:
+                        result.records_with_undeclared += 1
+                        counted.update(decoded.undeclared)
+                    result.value_bytes += len(record.value or b"")
+                elif record.offset >= self.dlq_next.get(record.partition, -1):
+                    dead.append(_dead_letter(self.table.topic, record, decoded.error or "unknown"))
+                    dlq_last[record.partition] = record.offset
+                    dlq_times.append(record.timestamp_ms)
+            result.records = len(good)
+            main_rows = self.main.rows(good) if good else None
+        result.dead_letters = len(dead)
+        result.undeclared_fields = dict(counted.most_common(MAX_UNDECLARED_NAMES))
         t = self.table
         main_end = {p: max(self.main_next.get(p, 0), last + 1) for p, last in main_last.items()}
         appends = []
-        main_rows = self.main.rows(good) if good else None
-        summary = _summary(t.topic, self.main_next, main_end, times["main"])
+        summary = _summary(t.topic, self.main_next, main_end, main_times)
         appends.append((self.main, self.main.prepare(main_rows, summary)))
         dlq_end: dict[int, int] = {}
         if dead:
             dlq_end = {p: max(self.dlq_next.get(p, 0), last + 1) for p, last in dlq_last.items()}
-            summary = _summary(t.topic, self.dlq_next, dlq_end, times["dlq"])
+            summary = _summary(t.topic, self.dlq_next, dlq_end, dlq_times)
             appends.append((self.dlq, self.dlq.prepare(self.dlq.rows(dead), summary)))
         result.end_offsets = main_end
         return PreparedBatch(self, appends, result, main_end, dlq_end)
+
+    def _read_with_arrow(self, records: list[Record]) -> tuple[pa.Table, tuple[int, Counter[str]]] | None:
+        """The records as the table's rows when Arrow's reader takes every one (`.json_arrow`)."""
+        if self._arrow is None:
+            if not arrow_reads(self.table.schema):
+                return None
+            self._arrow = ArrowJson(self.table.schema, self.main.arrow_schema)
+        batch = self._arrow.read([r.value for r in records])
+        if batch is None:
+            return None
+        target = self.main.arrow_schema
+        arrays = [
+            batch.columns[f.name] if f.name != KAFKA_COLUMN else _kafka_column(records, f.type)
+            for f in target
+        ]
+        rows = pa.Table.from_arrays(arrays, schema=target)
+        return rows, (batch.records_with_undeclared, batch.undeclared)
 
     def committed(self, batch: PreparedBatch) -> None:
         for appender, prepared in batch.appends:
@@ -174,6 +201,23 @@ def _kafka(record: Record) -> dict[str, Any]:
         "key": record.key,
         "headers": _headers(record),
     }
+
+
+def _kafka_column(records: list[Record], kind: pa.DataType) -> pa.Array:
+    """The `_kafka` struct of `records` built column by column (not a dict per record)."""
+    fields = {f.name: f for f in kind}
+    children = {
+        "partition": pa.array([r.partition for r in records], pa.int32()),
+        "offset": pa.array([r.offset for r in records], pa.int64()),
+        "timestamp": pa.array([r.timestamp_ms * 1000 for r in records], pa.int64()),
+        "key": pa.array([r.key for r in records], pa.binary()),
+        "headers": pa.array(
+            [None if r.headers is None else [{"key": k, "value": v} for k, v in r.headers] for r in records],
+            fields["headers"].type,
+        ),
+    }
+    arrays = [children[f.name].cast(f.type) for f in kind]
+    return pa.StructArray.from_arrays(arrays, fields=list(kind))
 
 
 def _dead_letter(topic: str, record: Record, error: str) -> dict[str, Any]:

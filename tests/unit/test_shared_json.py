@@ -1,0 +1,120 @@
+"""The shared consumer's two JSON decoders agree: Arrow's reader (a batch at once) answers only when
+every value is a good row, and then with the rows the per-record decoder gives; otherwise it leaves the
+batch to the per-record decoder, whose reasons are the Spark path's (`ingest.reasons`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    DoubleType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
+
+from catalog.pipelines.columns import KAFKA_FIELD
+from ingest.shared.json_arrow import ArrowJson, arrow_reads
+from ingest.shared.json_rows import JsonRows, readable
+from ingest.shared.tables import Record, _kafka, _kafka_column
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "name", StringType(), required=False),
+    NestedField(3, "score", DoubleType(), required=False),
+    NestedField(4, "at", TimestamptzType(), required=False),
+    NestedField(5, "device", StructType(NestedField(6, "os", StringType(), required=False)), required=False),
+    NestedField(7, "tags", ListType(8, StringType(), element_required=False), required=False),
+    KAFKA_FIELD,
+)
+TABLE = schema_to_pyarrow(SCHEMA, include_field_ids=True)
+
+GOOD = [
+    {"id": 1, "name": "a", "score": 1, "at": "2026-11-21T10:00:00Z", "device": {"os": "x"}, "tags": ["t"]},
+    {"id": 2, "at": "2026-11-21T10:00:00+02:00", "extra": 5},
+    {"id": 3, "name": None, "tags": []},
+]
+
+
+def test_arrow_reads_a_batch_of_good_rows_as_the_per_record_decoder_does() -> None:
+    values = [json.dumps(v).encode() for v in GOOD]
+    batch = ArrowJson(SCHEMA, TABLE).read(values)
+    assert batch is not None
+    rows = JsonRows(SCHEMA)
+    slow = [rows.decode(v) for v in values]
+    for name, column in batch.columns.items():
+        expected = pa.array([d.row[name] if d.row else None for d in slow], TABLE.field(name).type)
+        assert column.to_pylist() == expected.to_pylist(), name
+    assert batch.records_with_undeclared == 1
+    assert dict(batch.undeclared) == {"extra": 1}
+    assert slow[1].undeclared == ("extra",)
+    assert batch.columns["at"].to_pylist()[1] == dt.datetime(2026, 11, 21, 8, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"not json",
+        b'{"name": "no id"}',
+        b'{"id": "12"}',
+        b'{"id": 1.5}',
+        b'{"id": 1, "name": 12}',
+        b'{"id": 1, "score": "NaN"}',
+        b'{"id": 1, "at": 1700000000}',
+        b'{"id": 1}{"id": 2}',
+        b'{"id":\n1}',
+        b"[1]",
+        b"",
+        None,
+        b'{"id": 1, "device": {"os": "x", "undeclared": 1}}',
+    ],
+)
+def test_arrow_leaves_any_batch_it_might_read_otherwise_to_the_per_record_decoder(bad: bytes | None) -> None:
+    values = [json.dumps(GOOD[0]).encode(), bad]
+    assert ArrowJson(SCHEMA, TABLE).read(values) is None
+
+
+def test_what_each_decoder_takes() -> None:
+    assert arrow_reads(SCHEMA)
+    assert readable(SCHEMA)
+    with_map = Schema(
+        NestedField(1, "m", MapType(2, StringType(), 3, StringType(), value_required=False), required=False)
+    )
+    assert not arrow_reads(with_map)
+    assert readable(with_map)
+    required_inside = Schema(
+        NestedField(1, "s", StructType(NestedField(2, "x", LongType(), required=True)), required=False)
+    )
+    assert not arrow_reads(required_inside)
+
+
+def test_per_record_reasons_are_the_spark_paths() -> None:
+    rows = JsonRows(SCHEMA)
+    assert rows.decode(None).error == "record has no value (tombstone)"
+    assert rows.decode(b'{"name": "x"}').error == "required field id is missing or null"
+    assert rows.decode(b'{"id": "abc"}').error == "field 'id': expected long, got string \"abc\""
+    assert rows.decode(b"[1,2]").error == "not a JSON object (got array)"
+    # A string field keeps any JSON value as its text; NaN text is a double.
+    decoded = rows.decode(b'{"id": 1, "name": {"a": 1}, "score": "NaN"}')
+    assert decoded.row is not None
+    assert decoded.row["name"] == '{"a":1}'
+    assert decoded.row["score"] != decoded.row["score"]
+
+
+def test_the_kafka_column_built_by_columns_equals_the_rows() -> None:
+    records = [
+        Record(0, 5, 1_700_000_000_123, b"k", b"{}", (("h", b"v"),)),
+        Record(1, 6, 1_700_000_000_456, None, b"{}", None),
+    ]
+    kind = TABLE.field("_kafka").type
+    built = _kafka_column(records, kind)
+    assert built.to_pylist() == pa.array([_kafka(r) for r in records], kind).to_pylist()
