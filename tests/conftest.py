@@ -12,19 +12,51 @@ PostgreSQL parameter carries the `e2e` mark, since it starts a real database pro
 
 from __future__ import annotations
 
+import functools
 import os
+import ssl
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import httpx._transports.default as httpx_transports
 import pytest
+from httpx._config import create_ssl_context
 from pyiceberg.catalog.rest import RestCatalog
 
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.e2e)]
+
+
+@functools.cache
+def _verifying_tls_context(trust_env: bool, cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    """httpx's default context for these settings (it reads SSL_CERT_FILE and SSL_CERT_DIR itself)."""
+    return create_ssl_context(verify=True, trust_env=trust_env)
+
+
+def _tls_context_shared_by_clients(
+    verify: ssl.SSLContext | str | bool = True, cert: Any = None, trust_env: bool = True
+) -> ssl.SSLContext:
+    """httpx's `create_ssl_context`, except that its default context (verify=True) is made once per
+    process for each SSL_CERT_FILE/SSL_CERT_DIR setting.
+
+    httpx builds a new context for every Client and every `httpx.get`/`httpx.post`, parsing certifi's CA
+    bundle each time: about 25 ms of CPU, and the tests make thousands of clients (a token, a health
+    check, a fixture's client), nearly all to plain-HTTP loopback servers that never use it. The shared
+    context verifies as a new one would (the same CA certificates, hostname checking)."""
+    if verify is True and cert is None:
+        cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+        return _verifying_tls_context(trust_env, cafile if trust_env else None, capath if trust_env else None)
+    return create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+
+
+# httpx's transports call the name they imported (HTTPTransport and AsyncHTTPTransport, httpx 0.28).
+if vars(httpx_transports).get("create_ssl_context") is create_ssl_context:
+    vars(httpx_transports)["create_ssl_context"] = _tls_context_shared_by_clients
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
