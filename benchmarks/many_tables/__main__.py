@@ -75,6 +75,15 @@ class Offsets:
         rows = self.loop.run_until_complete(self.conn.fetch(query))
         return {r["name"]: int(r["next_offset"]) for r in rows}
 
+    def read_all(self) -> dict[tuple[str, int], int]:
+        """Committed next offsets of every data table's partitions."""
+        query = (
+            "SELECT t.name, o.partition, o.next_offset FROM kafka_offsets o JOIN tabulars t "
+            "ON t.id = o.tabular_id WHERE t.name NOT LIKE '%\\_dlq'"
+        )
+        rows = self.loop.run_until_complete(self.conn.fetch(query))
+        return {(r["name"], int(r["partition"])): int(r["next_offset"]) for r in rows}
+
     def close(self) -> None:
         self.loop.run_until_complete(self.conn.close())
         self.loop.close()

@@ -50,7 +50,7 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.typedef import Identifier
 
-from ingest.shared.pyiceberg_write import data_files
+from ingest.shared.pyiceberg_write import DataFileWriter
 
 MAIN = "main"
 MIN_COUNT_TO_MERGE = "commit.manifest.min-count-to-merge"
@@ -111,6 +111,8 @@ class TableAppender:
         self._loaded = True
         self.metadata, self.io = table.metadata, table.io
         self.arrow_schema = schema_to_pyarrow(self.metadata.schema(), include_field_ids=True)
+        self._files = DataFileWriter(self.metadata, self.io)
+        self._locations = load_location_provider(self.metadata.location, self.metadata.properties)
         snapshot = self.metadata.snapshot_by_name(MAIN)
         manifests = list(snapshot.manifests(self.io)) if snapshot is not None else []
         self._head = _Head(
@@ -141,9 +143,9 @@ class TableAppender:
         snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
         sequence_number = head.sequence_number + 1
         commit_uuid = uuid.uuid4()
-        locations = load_location_provider(metadata.location, metadata.properties)
+        locations = self._locations
         written: list[str] = []
-        added = data_files(metadata, rows, self.io) if rows is not None and rows.num_rows else []
+        added = self._files.write(rows) if rows is not None and rows.num_rows else []
         written += [f.file_path for f in added]
         collector = SnapshotSummaryCollector()
         spec, schema = metadata.spec(), metadata.schema()

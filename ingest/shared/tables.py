@@ -67,6 +67,7 @@ class SharedTable:
     _dlq_next: dict[int, int] | None = None
     _arrow: ArrowJson | None = None
     buffer: list[Record] = field(default_factory=list)
+    buffered_bytes: int = 0
     first_buffered_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -80,6 +81,7 @@ class SharedTable:
 
     def take(self) -> list[Record]:
         records, self.buffer, self.first_buffered_at = self.buffer, [], None
+        self.buffered_bytes = 0
         return records
 
     def prepare(self, records: list[Record]) -> PreparedBatch | None:

@@ -1,0 +1,203 @@
+"""`python -m benchmarks.many_tables.throughput`: records/s of `floe ingest` draining a backlog, spread over
+many tables or in one, both designs side by side.
+
+Each row: a fresh floe database (PostgreSQL), the topics filled first (JSON values of ~200 bytes), the
+tables applied, then `floe ingest --design D --master local[2]` started; measured from its first commit
+to the moment every table has committed its topic's end (polled every 0.5 s from floe's database).
+Issue 31's target: 100 tables x 1,000 records/s reach ≥ 80 % of what one table reaches.
+Results: benchmarks/results/many-tables-throughput.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from benchmarks.ingest.environment import apply_pipeline, environment
+from benchmarks.many_tables.__main__ import CLUSTER, RESULTS, Offsets, tree_rss
+
+SCHEMA = {
+    "fields": [
+        {"name": "id", "id": 1, "type": "long"},
+        {"name": "name", "id": 2, "type": "string"},
+        {"name": "score", "id": 3, "type": "double", "optional": True},
+        {"name": "at", "id": 4, "type": "timestamptz", "optional": True},
+        {"name": "sent_at", "id": 5, "type": "long"},
+    ]
+}
+
+
+@dataclass
+class Drain:
+    design: str
+    tables: int
+    partitions_per_topic: int
+    records: int
+    first_commit_s: float | None = None  # after floe ingest started
+    drained_s: float | None = None  # first commit → every table at its end
+    records_per_s: float | None = None
+    ingest_cores: float | None = None
+    ingest_peak_rss_gib: float | None = None
+    catalog_cores: float | None = None
+    other_cores: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def value(i: int) -> bytes:
+    return json.dumps(
+        {"id": i, "name": f"user-{i:08d}", "score": i / 4, "at": "2026-11-28T10:00:00Z", "sent_at": i}
+    ).encode()
+
+
+def run(design: str, tables: int, partitions: int, per_table: int, work: Path, limit: float) -> Drain:
+    drain = Drain(design, tables, partitions, tables * per_table)
+    with environment(work, kafka_heap="1g") as env:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        topics = [f"t{i:04d}" for i in range(tables)]
+        admin = AdminClient({"bootstrap.servers": env.kafka.bootstrap_servers})
+        for future in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
+            future.result(60)
+        producer = Producer(
+            {"bootstrap.servers": env.kafka.bootstrap_servers, "linger.ms": 20, "batch.size": 1_000_000}
+        )
+        for topic in topics:
+            for i in range(per_table):
+                while True:
+                    try:
+                        producer.produce(topic, value(i), partition=i % partitions)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+        producer.flush(120)
+        host, port = env.kafka.bootstrap_servers.split(":")
+        brokers = [{"hostname": host, "port": int(port)}]
+        config = {
+            "source_clusters": [{"name": CLUSTER, "bootstrap_brokers": brokers}],
+            "tables": [
+                {
+                    "source_cluster_name": CLUSTER,
+                    "source_topic": t,
+                    "source_format": "json",
+                    "schema_mode": "inline",
+                    "schema": SCHEMA,
+                }
+                for t in topics
+            ],
+        }
+        apply_pipeline(env.server, config)
+        offsets = Offsets(env.server.database_url or "")
+        env_vars = {
+            **os.environ,
+            "FLOE_URL": env.server.url,
+            "FLOE_CLIENT_ID": env.server.admin_client_id,
+            "FLOE_CLIENT_SECRET": env.server.admin_client_secret,
+        }
+        command = [
+            sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
+            "--metrics-port", "0", "--state-dir", str(work / "state"), "--driver-memory", "2g",
+        ]  # fmt: skip
+        log = (work / "ingest.log").open("wb")
+        process = subprocess.Popen(
+            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        started = time.monotonic()
+        sampler = env.sampler(None)
+        sampler.groups["ingester"] = lambda: [process.pid]
+        first_wall = None
+        peak = 0
+        try:
+            while True:
+                total = sum(offsets.read_all().values())
+                sampler.sample()
+                peak = max(peak, tree_rss(process.pid))
+                now = time.monotonic()
+                if total and drain.first_commit_s is None:
+                    drain.first_commit_s = round(now - started, 1)
+                    first_wall = time.time()
+                if total >= drain.records:
+                    assert drain.first_commit_s is not None
+                    assert first_wall is not None
+                    drain.drained_s = round(now - started - drain.first_commit_s, 1)
+                    drain.records_per_s = round(drain.records / max(drain.drained_s, 0.5))
+                    cores = sampler.cores(first_wall, time.time())
+                    drain.ingest_cores = cores.get("ingester")
+                    drain.catalog_cores = cores.get("catalog")
+                    drain.other_cores = cores.get("other")
+                    break
+                if now - started > limit or process.poll() is not None:
+                    drain.notes.append(
+                        f"{total:,} of {drain.records:,} records committed after {now - started:.0f} s"
+                    )
+                    break
+                time.sleep(0.5)
+        finally:
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            offsets.close()
+            log.close()
+        drain.ingest_peak_rss_gib = round(peak / 2**30, 2)
+    return drain
+
+
+def report(drains: list[Drain], started: float) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "many-tables-throughput.json").write_text(
+        json.dumps([asdict(d) for d in drains], indent=2) + "\n"
+    )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    lines = [
+        "# Many tables: records/s draining a backlog, spread over many tables or in one",
+        "",
+        f"Generated by `python -m benchmarks.many_tables.throughput` on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at git commit `{commit}` "
+        f"({time.time() - started:.0f} s in all). {__doc__.split(chr(10) + chr(10))[1]}",
+        "",
+        "| design | tables x partitions | records | first commit after start | drained in | records/s "
+        "| ingestion CPU | peak RSS | catalog + PostgreSQL CPU | other load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d in drains:
+        lines.append(
+            f"| {d.design} | {d.tables} x {d.partitions_per_topic} | {d.records:,} | {d.first_commit_s} s "
+            f"| {d.drained_s} s | {d.records_per_s or 'n/a'} | {d.ingest_cores} "
+            f"| {d.ingest_peak_rss_gib} GiB | {d.catalog_cores} | {d.other_cores} |"
+        )
+    notes = [f"- {d.design}, {d.tables} tables: {n}" for d in drains for n in d.notes]
+    lines += ["", *notes, "", f"Machine: {os.cpu_count()} CPUs; load average at the end {os.getloadavg()}."]
+    (RESULTS / "many-tables-throughput.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000, help="records in all, per row")
+    parser.add_argument("--designs", default="shared,queries")
+    parser.add_argument("--limit", type=float, default=600.0, help="seconds before a row gives up")
+    args = parser.parse_args()
+    started = time.time()
+    drains = []
+    for design in args.designs.split(","):
+        for tables, partitions in ((1, 4), (100, 1)):
+            with tempfile.TemporaryDirectory(prefix=f"floe-drain-{design}-{tables}-") as work:
+                print(f"== {design}, {tables} tables", flush=True)
+                drain = run(design, tables, partitions, args.records // tables, Path(work), args.limit)
+                print(json.dumps(asdict(drain)), flush=True)
+                drains.append(drain)
+                report(drains, started)
+
+
+if __name__ == "__main__":
+    main()
