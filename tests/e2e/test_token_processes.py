@@ -22,8 +22,10 @@ from tests.api.test_console import Browser
 from tests.api.test_token_endpoint import bearer, new_key
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def two_processes(postgres: LocalPostgres) -> Iterator[tuple[CatalogProcess, CatalogProcess]]:
+    """Two processes on one database, for the module: each test works with keys and sessions of its own
+    (the first rotates the signing keys, which the second's tokens do not depend on)."""
     database_url = postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
     env = {"FLOE_ADMIN_CLIENT_ID": "floe-admin", "FLOE_ADMIN_CLIENT_SECRET": secrets.token_urlsafe(24)}
     with ExitStack() as stack:
