@@ -12,10 +12,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -58,15 +60,41 @@ def query(database_url: str, sql: str, *args: Any) -> list[Any]:
     return asyncio.run(run())
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def database(postgres: LocalPostgres) -> str:
+    """The module's database: each test works in a namespace and table of its own."""
     return postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(database: str) -> Iterator[CatalogProcess]:
     with serving(CatalogProcess(database)) as running:
         yield running
+
+
+def doomed_servers(server: CatalogProcess, count: int) -> Generator[CatalogProcess, None, None]:
+    """`count` servers of `server`'s database that die right after committing, one at a time; the next
+    one starts while the current one's trial runs (a start is seconds of CPU, a trial a few requests)."""
+    env = admin_env(server, **{FAULT_ENV: CRASH_AFTER_COMMIT})
+
+    def start() -> CatalogProcess:
+        return CatalogProcess(server.database_url, home=server.home, env=env).start(timeout=START_TIMEOUT)
+
+    with ThreadPoolExecutor(1) as starter:
+        upcoming: Future[CatalogProcess] | None = starter.submit(start)
+        try:
+            for remaining in range(count - 1, -1, -1):
+                assert upcoming is not None
+                current = upcoming.result()
+                upcoming = starter.submit(start) if remaining else None
+                try:
+                    yield current
+                finally:
+                    current.stop()
+        finally:
+            if upcoming is not None:
+                with contextlib.suppress(Exception):
+                    upcoming.result().stop()
 
 
 def admin_env(server: CatalogProcess, **extra: str) -> dict[str, str]:
@@ -117,35 +145,35 @@ def crash_then_retry(
     """Each trial: a commit with a key to a server that dies right after committing, then the retry
     with the key on `server`. Counts the outcomes."""
     counts = {"ok": 0, "duplicated": 0, "lost": 0, "conflict_409": 0, "other": 0}
-    for trial in range(trials):
-        before = http.get(table).json()["metadata"]
-        key = {"Idempotency-Key": str(uuid.uuid4())}
-        body = commit_body(trial, before, with_requirement=with_requirement)
-        env = admin_env(server, **{FAULT_ENV: CRASH_AFTER_COMMIT})
-        with serving(CatalogProcess(server.database_url, home=server.home, env=env)) as doomed:
+    # Closed on the way out, failed or not: no server is left running.
+    with contextlib.closing(doomed_servers(server, trials)) as doomed_ones:
+        for trial, doomed in enumerate(doomed_ones):
+            before = http.get(table).json()["metadata"]
+            key = {"Idempotency-Key": str(uuid.uuid4())}
+            body = commit_body(trial, before, with_requirement=with_requirement)
             headers = {"Authorization": f"Bearer {doomed.token()}", **key}
             with pytest.raises(httpx.TransportError):  # the process died before answering
                 httpx.post(f"{doomed.url}{table}", json=body, headers=headers, timeout=60)
             assert doomed.process is not None
             assert doomed.process.wait(timeout=30) == -9
-        retry = http.post(table, json=body, headers=key)
-        after = http.get(table).json()
-        versions = len(after["metadata"]["metadata-log"]) - len(before["metadata-log"])
-        if retry.status_code == 409:
-            counts["conflict_409"] += 1
-        elif retry.status_code != 200:
-            counts["other"] += 1
-        if versions > 1:
-            counts["duplicated"] += 1
-        elif versions == 0:
-            counts["lost"] += 1
-        elif retry.status_code == 200:
-            answered = retry.json()
-            assert answered["metadata-location"] == after["metadata-location"]
-            assert answered["metadata"] == after["metadata"]
-            again = http.post(table, json=body, headers=key)
-            assert (again.status_code, again.content) == (200, retry.content)
-            counts["ok"] += 1
+            retry = http.post(table, json=body, headers=key)
+            after = http.get(table).json()
+            versions = len(after["metadata"]["metadata-log"]) - len(before["metadata-log"])
+            if retry.status_code == 409:
+                counts["conflict_409"] += 1
+            elif retry.status_code != 200:
+                counts["other"] += 1
+            if versions > 1:
+                counts["duplicated"] += 1
+            elif versions == 0:
+                counts["lost"] += 1
+            elif retry.status_code == 200:
+                answered = retry.json()
+                assert answered["metadata-location"] == after["metadata-location"]
+                assert answered["metadata"] == after["metadata"]
+                again = http.post(table, json=body, headers=key)
+                assert (again.status_code, again.content) == (200, retry.content)
+                counts["ok"] += 1
     return counts
 
 
@@ -311,6 +339,7 @@ def test_failing_audit_insert_refuses_the_mutation(server: CatalogProcess, datab
             assert http.get(f"{PREFIX}/namespaces/{namespace}/tables/refused").status_code == 404
         finally:
             query(database, "DROP TRIGGER refuse_audit ON audit_log")
+            query(database, "DROP FUNCTION refuse_audit()")
         landed = http.post(table, json={"requirements": [], "updates": [set_prop("x", "2")]})
         assert landed.status_code == 200, landed.text
         assert audited(database, [landed.headers["x-request-id"]]) == {landed.headers["x-request-id"]}
