@@ -11,6 +11,7 @@ Every test in this directory carries the `e2e` mark, so `pytest -m "not e2e"` le
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
+from devtools.postgres import LocalPostgres
 from devtools.schema_registry import LocalSchemaRegistry
 from tests.e2e.registry_proxy import REGISTRY_PASSWORD, REGISTRY_USER, BasicAuthProxy
 
@@ -37,6 +39,19 @@ def catalog_server(
     """One `floe serve` process per backend for the session; tests isolate themselves by namespace."""
     home = Path(tmp_path_factory.mktemp("floe-home"))
     with CatalogProcess(new_database(), home=home) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def two_worker_server(
+    postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CatalogProcess]:
+    """`floe serve --workers 2` on a PostgreSQL database of its own (several workers need PostgreSQL),
+    for the session: the tests that need several worker processes share it, each with its own
+    namespaces and keys."""
+    database_url = postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}")
+    home = Path(tmp_path_factory.mktemp("floe-two-workers"))
+    with CatalogProcess(database_url, home=home, workers=2) as server:
         yield server
 
 

@@ -33,40 +33,41 @@ def test_readiness_follows_the_database() -> None:
         pg.stop()
 
 
-def test_several_workers_share_postgres(postgres: LocalPostgres) -> None:
-    with CatalogProcess(postgres.create_database(f"floe_{uuid.uuid4().hex[:8]}"), workers=2) as server:
-        catalog = server.catalog()
-        catalog.create_namespace("multi")
-        data = pa.table({"n": pa.array(range(10), pa.int64())})
-        table = catalog.create_table("multi.t", schema=data.schema)
-        for _ in range(5):
-            table.append(data)
-        # Every worker answers with the same, latest state: nothing lives in a worker's memory.
-        locations = set()
-        for _ in range(20):
-            loaded = server.catalog().load_table("multi.t")
-            assert len(loaded.metadata.snapshots) == 5
-            locations.add(loaded.metadata_location)
-        assert len(locations) == 1
-        assert catalog.load_table("multi.t").scan().to_arrow().num_rows == 50
-        metrics = httpx.get(f"{server.url}/metrics").text
-        assert "floe_http_requests_total" in metrics
-        # Each worker writes JSON access lines (a spawned worker has no handlers until uvicorn applies
-        # floe's logging configuration in it); request ids start with their worker's random prefix. A
-        # worker still starting has no listener yet and gets no connection: ask until both answered.
-        deadline = time.monotonic() + 60
-        while True:
-            access = [
-                json.loads(line)
-                for line in server.log_text().splitlines()
-                if line.startswith("{") and '"floe.access"' in line
-            ]
-            prefixes = {entry["request_id"][:20] for entry in access}
-            if len(prefixes) >= 2 or time.monotonic() > deadline:
-                break
-            httpx.get(f"{server.url}/v1/config", headers={"Authorization": f"Bearer {server.token()}"})
-        assert any(entry["path"].endswith("/tables/{table:str}") for entry in access)
-        assert len(prefixes) == 2, f"access lines of {len(prefixes)} workers: {sorted(prefixes)}"
+def test_several_workers_share_postgres(two_worker_server: CatalogProcess) -> None:
+    server = two_worker_server
+    catalog = server.catalog()
+    namespace = f"multi_{uuid.uuid4().hex[:6]}"  # the server is the session's: a namespace of its own
+    catalog.create_namespace(namespace)
+    data = pa.table({"n": pa.array(range(10), pa.int64())})
+    table = catalog.create_table(f"{namespace}.t", schema=data.schema)
+    for _ in range(5):
+        table.append(data)
+    # Every worker answers with the same, latest state: nothing lives in a worker's memory.
+    locations = set()
+    for _ in range(20):
+        loaded = server.catalog().load_table(f"{namespace}.t")
+        assert len(loaded.metadata.snapshots) == 5
+        locations.add(loaded.metadata_location)
+    assert len(locations) == 1
+    assert catalog.load_table(f"{namespace}.t").scan().to_arrow().num_rows == 50
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert "floe_http_requests_total" in metrics
+    # Each worker writes JSON access lines (a spawned worker has no handlers until uvicorn applies
+    # floe's logging configuration in it); request ids start with their worker's random prefix. A
+    # worker still starting has no listener yet and gets no connection: ask until both answered.
+    deadline = time.monotonic() + 60
+    while True:
+        access = [
+            json.loads(line)
+            for line in server.log_text().splitlines()
+            if line.startswith("{") and '"floe.access"' in line
+        ]
+        prefixes = {entry["request_id"][:20] for entry in access}
+        if len(prefixes) >= 2 or time.monotonic() > deadline:
+            break
+        httpx.get(f"{server.url}/v1/config", headers={"Authorization": f"Bearer {server.token()}"})
+    assert any(entry["path"].endswith("/tables/{table:str}") for entry in access)
+    assert len(prefixes) == 2, f"access lines of {len(prefixes)} workers: {sorted(prefixes)}"
 
 
 def _floe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
