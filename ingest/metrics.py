@@ -69,6 +69,13 @@ BYTES_RATE = Gauge(
     ("table",),
     registry=REGISTRY,
 )
+SHARED_ROUND_SECONDS = Histogram(
+    "floe_ingest_shared_round_seconds",
+    "Time of one round of the shared consumer: every due table of the cluster written and committed",
+    ("cluster",),
+    registry=REGISTRY,
+    buckets=(0.25, 0.5, 1, 2, 4, 8, 16, 32, 64),
+)
 BATCH_SECONDS = Histogram(
     "floe_ingest_batch_seconds",
     "Time to decode and commit one micro-batch",

@@ -97,7 +97,9 @@ def tree_rss(pid: int) -> int:
         return 0
 
 
-def run_one(design: str, count: int, args: argparse.Namespace, work: Path) -> Outcome:
+def run_one(
+    design: str, count: int, args: argparse.Namespace, work: Path, log_level: str = "info"
+) -> Outcome:
     outcome = Outcome(design, count)
     with environment(work, kafka_heap="1g") as env:
         from confluent_kafka import Producer
@@ -165,6 +167,7 @@ def run_one(design: str, count: int, args: argparse.Namespace, work: Path) -> Ou
         command = [
             sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
             "--metrics-port", "0", "--state-dir", str(work / "state"), "--driver-memory", "2g",
+            "--log-level", log_level,
         ]  # fmt: skip
         log = (work / f"ingest-{design}-{count}.log").open("wb")
         producing = threading.Thread(target=produce_loop, daemon=True)

@@ -219,23 +219,39 @@ class SharedIngest:
         if not due:
             return
         self.rounds += 1
+        started = time.monotonic()
         by_warehouse: dict[str, list[SharedTable]] = {}
         for shared in due:
             by_warehouse.setdefault(shared.table.warehouse, []).append(shared)
         # Pipelined: a chunk's files are written while floe commits the chunk before (the catalog's
         # work and this process's overlap; a round of a thousand tables takes about half as long).
         in_flight: tuple[str, list[PreparedBatch], Future[str]] | None = None
+        preparing = waiting = 0.0
         for warehouse, tables in by_warehouse.items():
             for start in range(0, len(tables), TABLES_PER_TRANSACTION):
+                began = time.monotonic()
                 batches = self._prepare_chunk(tables[start : start + TABLES_PER_TRANSACTION], consumer)
+                preparing += time.monotonic() - began
                 if in_flight is not None:
+                    began = time.monotonic()
                     self._settle(*in_flight, consumer)
+                    waiting += time.monotonic() - began
                     in_flight = None
                 if batches:
                     changes = [c for b in batches for c in b.changes()]
                     in_flight = (warehouse, batches, self._sender.submit(self._send, warehouse, changes))
         if in_flight is not None:
             self._settle(*in_flight, consumer)
+        took = time.monotonic() - started
+        metrics.SHARED_ROUND_SECONDS.labels(self.cluster).observe(took)
+        log.debug(
+            "round %d: %d tables in %.2f s (writing %.2f s, then waiting for floe %.2f s)",
+            self.rounds,
+            len(due),
+            took,
+            preparing,
+            waiting + (took - preparing - waiting),
+        )
 
     def _prepare_chunk(self, chunk: list[SharedTable], consumer: Any) -> list[PreparedBatch]:
         batches: list[PreparedBatch] = []

@@ -8,9 +8,11 @@ sends it (with other tables' in one transaction) and calls `committed` when floe
 commits the appender keeps what the next append needs — the current snapshot, its manifests, the
 table's sequence number and summary totals — so an append reads nothing back from storage or floe.
 
-Manifests are merged as Iceberg's own merge-append does (`commit.manifest.min-count-to-merge`,
-default 100): once a table's current snapshot lists that many, the next append writes one manifest
-holding their live entries (as EXISTING, with their snapshot ids and sequence numbers) and its own.
+Manifests are merged as Iceberg's own merge-append does (`commit.manifest.min-count-to-merge`): once a
+table's current snapshot lists that many, the next append writes one manifest holding the live entries
+of those under `commit.manifest.target-size-bytes` (as EXISTING, with their snapshot ids and sequence
+numbers) and its own. (Merging at 10 instead was
+measured slower: re-reading the merged manifest every ten commits cost more than the longer lists.)
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ from ingest.shared.pyiceberg_write import DataFileWriter
 
 MAIN = "main"
 MIN_COUNT_TO_MERGE = "commit.manifest.min-count-to-merge"
-DEFAULT_MIN_COUNT_TO_MERGE = 100
+DEFAULT_MIN_COUNT_TO_MERGE = 100  # Iceberg's default
+TARGET_SIZE = "commit.manifest.target-size-bytes"
+DEFAULT_TARGET_SIZE = 8 * 1024 * 1024  # Iceberg's default
 AVRO_CODEC: Literal["deflate"] = "deflate"
 
 
@@ -97,7 +101,7 @@ class TableAppender:
         self._load = load
         self.metadata: TableMetadata
         self.io: FileIO
-        self.arrow_schema: pa.Schema
+        self._arrow_schema: pa.Schema
         self._head: _Head
         self._loaded = False  # read from floe at the first append: an idle table costs nothing
 
@@ -110,7 +114,7 @@ class TableAppender:
         table = self._load()
         self._loaded = True
         self.metadata, self.io = table.metadata, table.io
-        self.arrow_schema = schema_to_pyarrow(self.metadata.schema(), include_field_ids=True)
+        self._arrow_schema = schema_to_pyarrow(self.metadata.schema(), include_field_ids=True)
         self._files = DataFileWriter(self.metadata, self.io)
         self._locations = load_location_provider(self.metadata.location, self.metadata.properties)
         snapshot = self.metadata.snapshot_by_name(MAIN)
@@ -123,6 +127,12 @@ class TableAppender:
             if snapshot is not None and snapshot.summary is not None
             else None,
         )
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The table's schema as Arrow (with field ids): what `prepare` writes."""
+        self._ensure_loaded()
+        return self._arrow_schema
 
     @property
     def snapshot_id(self) -> int | None:
@@ -155,10 +165,13 @@ class TableAppender:
         merge_at = int(metadata.properties.get(MIN_COUNT_TO_MERGE, DEFAULT_MIN_COUNT_TO_MERGE))
         merged: list[ManifestEntry] = []
         if len(carried) + 1 >= merge_at:
+            target = int(metadata.properties.get(TARGET_SIZE, DEFAULT_TARGET_SIZE))
             mergeable = [
                 m
                 for m in carried
-                if m.content == ManifestContent.DATA and m.partition_spec_id == metadata.default_spec_id
+                if m.content == ManifestContent.DATA
+                and m.partition_spec_id == metadata.default_spec_id
+                and m.manifest_length < target
             ]
             carried = [m for m in carried if m not in mergeable]
             for manifest in mergeable:
