@@ -45,6 +45,10 @@ class Outcome:
     freshness_p50_s: float | None = None
     freshness_p99_s: float | None = None
     freshness_max_s: float | None = None
+    # Records of the other tables produced from 5 s before to 15 s after a `floe apply` adding a table
+    # (a third into the window) and one removing it again (two thirds in).
+    freshness_around_applies_p99_s: float | None = None
+    apply_seconds: list[float] = field(default_factory=list)
     records_measured: int = 0
     records_missing: int = 0
     ingest_cores: float | None = None
@@ -112,7 +116,7 @@ def run_one(
             for future in futures.values():
                 future.result(60)
         host, port = env.kafka.bootstrap_servers.split(":")
-        config = {
+        config: dict[str, Any] = {
             "source_clusters": [
                 {"name": CLUSTER, "bootstrap_brokers": [{"hostname": host, "port": int(port)}]}
             ],
@@ -178,6 +182,8 @@ def run_one(
         ingest_started = time.monotonic()
         sampler = env.sampler(None)
         sampler.groups["ingester"] = lambda: [process.pid]
+        applies: list[float] = []  # when each apply during the window began
+        admin.create_topics([NewTopic("extra", 1, 1)])["extra"].result(60)
         seen: dict[tuple[str, int], float] = {}  # first poll showing the record committed
         committed: dict[str, int] = {}
         peak_rss = 0
@@ -201,6 +207,16 @@ def run_one(
                     outcome.first_rows_s = round(now_mono - ingest_started, 1)
                     measure_from = time.time() + args.settle
                     measure_to = measure_from + args.measure
+                if measure_from is not None and measure_to is not None:
+                    due = measure_from + args.measure * (len(applies) + 1) / 3
+                    if len(applies) < 2 and time.time() >= due:
+                        # One table added, then removed again, while the others flow.
+                        extra = dict(config["tables"][0], source_topic="extra")
+                        tables = [*config["tables"], extra] if not applies else config["tables"]
+                        began = time.time()
+                        apply_pipeline(env.server, {**config, "tables": tables})
+                        outcome.apply_seconds.append(round(time.time() - began, 1))
+                        applies.append(began)
                 if measure_to is not None and time.time() > measure_to + args.grace:
                     break
                 if outcome.first_rows_s is None and now_mono - ingest_started > args.first_rows_limit:
@@ -243,6 +259,15 @@ def run_one(
                     missing += 1
                 else:
                     ages.append(shown - sent)
+            around = sorted(
+                seen[(t, o)] - sent
+                for (t, o), sent in produced.items()
+                if (t, o) in seen and any(a - 5 <= sent <= a + 15 for a in applies)
+            )
+            if around:
+                outcome.freshness_around_applies_p99_s = round(
+                    around[min(len(around) - 1, int(len(around) * 0.99))], 2
+                )
             ages.sort()
             outcome.records_measured, outcome.records_missing = len(ages), missing
             if ages:
@@ -279,8 +304,9 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         "",
         "| design | tables | every table's first rows | freshness p50 / p99 / max | records "
         "measured (missing) "
-        "| ingestion CPU | ingestion peak RSS | catalog + PostgreSQL CPU | other load on the machine |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| freshness p99 around an apply | ingestion CPU | ingestion peak RSS | catalog + PostgreSQL CPU "
+        "| other load on the machine |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for o in outcomes:
         first = (
@@ -295,11 +321,13 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         )
         lines.append(
             f"| {o.design} | {o.tables:,} | {first} | {fresh} | {o.records_measured:,} "
-            f"({o.records_missing:,}) | "
+            f"({o.records_missing:,}) | {o.freshness_around_applies_p99_s} s | "
             f"{o.ingest_cores} | {o.ingest_peak_rss_gib} GiB | {o.catalog_cores} | {o.other_cores} |"
         )
     lines += ["", "Notes:", ""]
     for o in outcomes:
+        if o.apply_seconds:
+            o.notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
         for note in o.notes:
             lines.append(f"- {o.design}, {o.tables} tables: {note}")
     lines += [
