@@ -480,8 +480,7 @@ def poll_delay_seconds(interval: float) -> float:
 def create_topic(table: IngestTable, timeout: float = 30.0) -> None:
     """Create the table's topic with the broker's default partitions (an existing one is fine)."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient
-    from confluent_kafka.cimpl import NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic
 
     # librdkafka's own notes go through logging from warnings up, not raw onto the terminal.
     config: dict[str, Any] = {
