@@ -155,6 +155,8 @@ def ready_summary(
     names = {"url": url, "client_id": client_id, "warehouse": warehouse}
     lines = [
         f"  catalog      {url}  (Iceberg REST, warehouse '{warehouse}')",
+        f"  console      {url}/console  (sign in with the admin key"
+        + ("; lag and records/s from ingestion's metrics)" if metrics_port else ")"),
         f"  admin key    {home / 'admin.json'}  (client_id {client_id})",
     ]
     if pipeline_keys:

@@ -115,6 +115,15 @@ def _local_broker_port(raw: dict[str, Any], kafka_port: int) -> int | None:
     return None
 
 
+def catalog_environment(home: Path, metrics_port: int) -> dict[str, str]:
+    """The catalog server's environment: this home, and (unless metrics are off) the console reading
+    the metrics of the ingestion floe up runs, so its overview shows each table's lag and records/s."""
+    env = {**os.environ, "FLOE_HOME": str(home)}
+    if metrics_port:
+        env["FLOE_CONSOLE_INGEST_METRICS_URL"] = f"http://127.0.0.1:{metrics_port}/metrics"
+    return env
+
+
 # -- first-run downloads ------------------------------------------------------------------------------
 
 
@@ -363,7 +372,7 @@ def up_command(
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="floe-up-start")
     spark_future: Future[SparkSession] | None = None
     try:
-        env = {**os.environ, "FLOE_HOME": str(home)}
+        env = catalog_environment(home, metrics_port)
         with catalog_log.open("ab") as log_file:
             server = subprocess.Popen(
                 [sys.executable, "-m", "floe.cli", "serve", "--port", str(port)],
