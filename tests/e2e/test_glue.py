@@ -100,11 +100,12 @@ def server_env(aws_endpoint: str, bucket: str, glue_endpoint: str) -> dict[str, 
     }
 
 
-@pytest.fixture
-def glue_server(fresh_database_url: str, aws_endpoint: str) -> Iterator[CatalogProcess]:
-    """floe on an S3 warehouse `lake`, publishing to moto's Glue."""
+@pytest.fixture(scope="module")
+def glue_server(new_database: Callable[[], str], aws_endpoint: str) -> Iterator[CatalogProcess]:
+    """floe on an S3 warehouse `lake`, publishing to moto's Glue, for the module (per backend): each
+    test works in namespaces of its own."""
     env = server_env(aws_endpoint, new_bucket(aws_endpoint), aws_endpoint)
-    with CatalogProcess(fresh_database_url, env=env) as server:
+    with CatalogProcess(new_database(), env=env) as server:
         yield server
 
 
