@@ -45,6 +45,12 @@ class QuotaExceeded(CatalogError):
     error_type = "QuotaExceededException"
 
 
+class TooManyRequests(CatalogError):
+    """More concurrent requests of a kind than one tenant may hold (retried after a while)."""
+
+    status_code = 429
+
+
 class NotAuthorized(CatalogError):
     status_code = 401
     error_type = "NotAuthorizedException"

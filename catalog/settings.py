@@ -433,6 +433,16 @@ class Settings(FloeSettings):
     quota_keys: int = Field(
         1_000, ge=1, description="API keys per cluster, active or revoked in the last 24 hours; more get 403"
     )
+    # Watermark long-polls (catalog/service/watermarks.py): bounded in time, and in number per cluster
+    # and process, so one tenant cannot hold the server's connections.
+    watermark_max_wait_seconds: float = Field(
+        60.0, gt=0, le=3600, description="longest wait of one watermark long-poll (?wait=); longer get 400"
+    )
+    watermark_waits_per_cluster: int = Field(
+        8,
+        ge=1,
+        description="watermark long-polls one cluster may hold open per catalog process; more get 429",
+    )
     max_name_bytes: int = Field(
         255,
         ge=1,

@@ -146,6 +146,64 @@ class KafkaOffsetsResponse(msgspec.Struct, frozen=True):
     topics: list[TopicOffsets]
 
 
+# -- completeness watermarks (docs/watermarks.md) ---------------------------------------------------
+
+
+# One partition of a table's topic: what the table committed, the broker's end offset as ingestion last
+# saw it, and the latest time (epoch ms) the partition was seen caught up.
+class PartitionWatermark(msgspec.Struct, frozen=True):
+    partition: int
+    committed_offset: int | None = msgspec.field(name="committed-offset")
+    end_offset: int | None = msgspec.field(name="end-offset")
+    observed_at_ms: int | None = msgspec.field(name="observed-at-ms")
+    complete_through_ms: int | None = msgspec.field(name="complete-through-ms")
+
+
+# A table's completeness for one topic: every record with a Kafka timestamp before `watermark-ms` is in
+# the table (null: not known to be complete through any time yet); `offset-completeness` is committed ÷
+# end offsets as ingestion last saw them (at `as-of-ms`, the oldest of those observations).
+class TopicWatermark(msgspec.Struct, frozen=True):
+    topic: str
+    watermark_ms: int | None = msgspec.field(name="watermark-ms")
+    watermark: datetime | None
+    offset_completeness: float | None = msgspec.field(name="offset-completeness")
+    committed_records: int = msgspec.field(name="committed-records")
+    end_records: int = msgspec.field(name="end-records")
+    as_of_ms: int | None = msgspec.field(name="as-of-ms")
+    partitions: list[PartitionWatermark]
+
+
+# A table's completeness: its watermark is the earliest of its topics'; with `until`, whether it is
+# complete through that time (after waiting up to `wait` seconds for it).
+class WatermarkResponse(msgspec.Struct, frozen=True, omit_defaults=True):
+    namespace: list[str]
+    table: str
+    watermark_ms: int | None = msgspec.field(name="watermark-ms")
+    watermark: datetime | None
+    topics: list[TopicWatermark]
+    until_ms: int | None = msgspec.field(default=None, name="until-ms")
+    complete: bool | None = None
+
+
+# What ingestion reports: the broker's end offset of each partition of a table's topic, read at
+# `observed-at-ms` (epoch ms, taken before the request to the broker).
+class ObservedTable(msgspec.Struct, frozen=True):
+    namespace: list[str]
+    table: str
+    topic: str
+    end_offsets: dict[str, int] = msgspec.field(name="end-offsets")
+
+
+class EndOffsetsReport(msgspec.Struct, frozen=True):
+    warehouse: str
+    observed_at_ms: int = msgspec.field(name="observed-at-ms")
+    tables: list[ObservedTable]
+
+
+class EndOffsetsAccepted(msgspec.Struct, frozen=True):
+    tables: list[WatermarkResponse]
+
+
 # The snapshot of a table as of a Kafka record or record time, and the offsets that snapshot covers.
 class SnapshotAtResponse(msgspec.Struct, frozen=True, omit_defaults=True):
     snapshot_id: int = msgspec.field(name="snapshot-id")

@@ -42,6 +42,7 @@ from catalog.api.pipelines import PipelineController
 from catalog.api.requests import FloeRequest
 from catalog.api.tables import TableController, TableOperationsController
 from catalog.api.views import ViewController, ViewOperationsController
+from catalog.api.watermarks import WatermarkController
 from catalog.migrations import upgrade_database
 from catalog.service.context import CatalogContext
 from catalog.service.glue import ConfiguredGlueTarget, GluePublisher
@@ -137,6 +138,7 @@ def build_litestar(settings: Settings) -> Litestar:
             PipelineController,
             KafkaOffsetsController,
             SnapshotAtController,
+            WatermarkController,
             MaintenanceController,
             healthz,
             readyz,

@@ -5,7 +5,7 @@ backend only has to provide that much."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ from catalog.store.security import (
     Revocations,
     SigningKeyRecord,
 )
+from catalog.store.watermarks import TopicProgress, Transition
 
 
 class WarehouseStore(Protocol):
@@ -107,6 +108,12 @@ class KafkaOffsetStore(Protocol):
     async def get_kafka_offsets(self, tabular_id: str, topic: str) -> dict[int, int]: ...
 
     async def list_kafka_offsets(self, tabular_id: str) -> list[tuple[str, int, int, datetime]]: ...
+
+    async def topic_progress(self, tabular_id: str) -> dict[str, TopicProgress]: ...
+
+    async def observe_end_offsets(
+        self, transitions: Mapping[tuple[str, str], Transition]
+    ) -> dict[tuple[str, str], TopicProgress]: ...
 
 
 class ClusterStore(Protocol):

@@ -186,6 +186,21 @@ kafka_offsets = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# The broker end offsets ingestion last saw per table partition, and when the table was last seen
+# caught up (0012; see catalog/watermarks.py). Times are epoch milliseconds, as Kafka's.
+kafka_end_offsets = Table(
+    "kafka_end_offsets",
+    metadata,
+    Column("tabular_id", String(36), ForeignKey("tabulars.id", ondelete="CASCADE"), primary_key=True),
+    Column("topic", String(255), primary_key=True),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("end_offset", BigInteger, nullable=False),
+    Column("observed_at_ms", BigInteger, nullable=False),
+    Column("pending_end_offset", BigInteger, nullable=True),
+    Column("pending_observed_at_ms", BigInteger, nullable=True),
+    Column("caught_up_at_ms", BigInteger, nullable=True),
+)
+
 # -- pipelines --------------------------------------------------------------------------------------
 
 # Every applied floe.yaml (normalized), newest = the desired state ingestion reads.

@@ -37,6 +37,7 @@ from catalog.store.maintenance import MaintenanceStoreMixin
 from catalog.store.pipelines import PipelineStoreMixin
 from catalog.store.security import SecurityStoreMixin
 from catalog.store.tabulars import TabularStoreMixin
+from catalog.store.watermarks import WatermarkStoreMixin
 
 _R = TypeVar("_R")
 
@@ -289,6 +290,7 @@ class SqlCatalogStore(
     MaintenanceStoreMixin,
     IdempotencyStoreMixin,
     IngestHistoryStoreMixin,
+    WatermarkStoreMixin,
 ):
     """The catalog store on any SQLAlchemy async database (PostgreSQL or SQLite)."""
 

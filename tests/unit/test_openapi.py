@@ -49,7 +49,7 @@ MANAGEMENT_OPERATIONS = frozenset(
         "createCluster", "listClusters", "getCluster", "deleteCluster", "createKey", "listKeys", "revokeKey",
         "rotateKey", "rotateSigningKey", "listAudit",
         "applyPipeline", "getPipeline", "getKafkaOffsets",
-        "getSnapshotAtKafkaPosition",
+        "getSnapshotAtKafkaPosition", "getWatermark", "reportEndOffsets",
         "recordMaintenancePass", "listMaintenancePasses",
     }
 )  # fmt: skip

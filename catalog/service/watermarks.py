@@ -1,0 +1,175 @@
+"""Completeness watermarks (catalog/watermarks.py): a table's, read or waited for by its readers, and the
+broker end offsets ingestion reports to derive them.
+
+A wait is a bounded long-poll: at most `FLOE_WATERMARK_MAX_WAIT_SECONDS`, and at most
+`FLOE_WATERMARK_WAITS_PER_CLUSTER` at once per cluster and catalog process (more get 429), re-reading
+the table's progress every `POLL_SECONDS` (the report that advances it may land on another process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from catalog.auth import Action, Principal, authorize
+from catalog.errors import BadRequest, LimitExceeded, TooManyRequests
+from catalog.identifiers import Namespace, TableIdent
+from catalog.kafka_offsets import MAX_OFFSET, MAX_PARTITION, MAX_TOPIC_CHARS
+from catalog.service.context import CatalogContext
+from catalog.store.watermarks import TopicProgress, Transition
+from catalog.watermarks import Completeness, PartitionState, completeness, observe_all
+
+POLL_SECONDS = 1.0
+# One report names at most this many tables, each at most this many partitions (a report of a
+# cluster's tables is split by ingestion when it has more).
+MAX_REPORTED_TABLES = 1_000
+MAX_REPORTED_PARTITIONS = 10_000
+# A report from the future is taken as now: a clock ahead must not claim completeness not yet reached.
+_waiting: Counter[str] = Counter()  # tenant → long-polls open in this process
+
+
+@dataclass(frozen=True, slots=True)
+class TableWatermark:
+    """A table's completeness per topic; its watermark is the earliest of its topics'."""
+
+    ident: TableIdent
+    topics: tuple[Completeness, ...]
+
+    @property
+    def watermark_ms(self) -> int | None:
+        times = [t.watermark_ms for t in self.topics]
+        return None if not times or None in times else min(t for t in times if t is not None)
+
+    def complete_through(self, until_ms: int) -> bool:
+        return self.watermark_ms is not None and self.watermark_ms >= until_ms
+
+
+def _of(ident: TableIdent, progress: Mapping[str, TopicProgress]) -> TableWatermark:
+    return TableWatermark(
+        ident,
+        tuple(completeness(topic, p.committed, p.states) for topic, p in sorted(progress.items())),
+    )
+
+
+def as_datetime(epoch_ms: int | None) -> datetime | None:
+    return None if epoch_ms is None else datetime.fromtimestamp(epoch_ms / 1000, UTC)
+
+
+@contextmanager
+def _waiter_slot(principal: Principal, limit: int) -> Iterator[None]:
+    tenant = principal.cluster or f"key:{principal.subject}"
+    if _waiting[tenant] >= limit:
+        raise TooManyRequests(
+            f"Too many watermark waits open for cluster {principal.cluster or principal.subject} "
+            f"(at most {limit}); retry later"
+        )
+    _waiting[tenant] += 1
+    try:
+        yield
+    finally:
+        _waiting[tenant] -= 1
+        if not _waiting[tenant]:
+            del _waiting[tenant]
+
+
+class WatermarkService:
+    def __init__(self, ctx: CatalogContext) -> None:
+        self.ctx = ctx
+
+    async def _progress(self, prefix: str, ident: TableIdent) -> dict[str, TopicProgress]:
+        warehouse = await self.ctx.warehouse(prefix)
+        record = await self.ctx.tabular(warehouse, ident, "table")
+        return await self.ctx.store.topic_progress(record.id)
+
+    async def watermark(
+        self,
+        principal: Principal,
+        prefix: str,
+        ident: TableIdent,
+        until_ms: int | None = None,
+        wait_seconds: float = 0.0,
+    ) -> TableWatermark:
+        """The table's completeness; with `until_ms` and `wait_seconds`, once it is complete through
+        `until_ms` or the wait is over, whichever comes first. Readers of the table may call it."""
+        await self.ctx.warehouse(prefix)
+        authorize(principal, Action.READ, prefix, ident.namespace.key)
+        settings = self.ctx.settings
+        if wait_seconds < 0 or wait_seconds > settings.watermark_max_wait_seconds:
+            raise BadRequest(f"wait must be 0 to {settings.watermark_max_wait_seconds:g} seconds")
+        if wait_seconds and until_ms is None:
+            raise BadRequest("wait needs until (the time the table must be complete through)")
+        found = _of(ident, await self._progress(prefix, ident))
+        if until_ms is None or not wait_seconds or found.complete_through(until_ms):
+            return found
+        deadline = time.monotonic() + wait_seconds
+        with _waiter_slot(principal, settings.watermark_waits_per_cluster):
+            while not found.complete_through(until_ms):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                await asyncio.sleep(min(POLL_SECONDS, left))
+                found = _of(ident, await self._progress(prefix, ident))
+        return found
+
+    async def report(
+        self,
+        principal: Principal,
+        prefix: str,
+        observed_at_ms: int,
+        tables: Sequence[tuple[TableIdent, str, Mapping[str, int]]],
+    ) -> list[TableWatermark]:
+        """Record the broker end offsets ingestion read at `observed_at_ms` for each (table, topic,
+        {partition: end offset}); the tables' completeness after it. Writers of the tables may call it."""
+        if len(tables) > MAX_REPORTED_TABLES:
+            raise LimitExceeded(f"A report names at most {MAX_REPORTED_TABLES} tables")
+        if sum(len(ends) for _, _, ends in tables) > MAX_REPORTED_PARTITIONS:
+            raise LimitExceeded(f"A report names at most {MAX_REPORTED_PARTITIONS} partitions")
+        warehouse = await self.ctx.warehouse(prefix)
+        for ident, _, _ in tables:
+            authorize(principal, Action.WRITE, prefix, ident.namespace.key)
+        now_ms = int(time.time() * 1000)
+        at_ms = min(observed_at_ms, now_ms)
+        transitions: dict[tuple[str, str], Transition] = {}
+        idents: dict[str, TableIdent] = {}
+        for ident, topic, ends in tables:
+            if not topic or len(topic) > MAX_TOPIC_CHARS:
+                raise BadRequest(f"Invalid topic for {ident}: 1 to {MAX_TOPIC_CHARS} characters")
+            observed = _partitions(ident, ends)
+            record = await self.ctx.tabular(warehouse, ident, "table")
+            idents[record.id] = ident
+            transitions[(record.id, topic)] = _transition(observed, at_ms)
+        progress = await self.ctx.store.observe_end_offsets(transitions)
+        by_table: dict[str, dict[str, TopicProgress]] = {}
+        for (tabular_id, topic), found in progress.items():
+            by_table.setdefault(tabular_id, {})[topic] = found
+        return [_of(idents[tid], topics) for tid, topics in by_table.items()]
+
+
+def _partitions(ident: TableIdent, ends: Mapping[str, int]) -> list[tuple[int, int]]:
+    observed = []
+    for key, end in ends.items():
+        if not key.isdigit() or int(key) > MAX_PARTITION:
+            raise BadRequest(f"Invalid partition {key[:20]!r} for {ident} (partitions: 0 to {MAX_PARTITION})")
+        if isinstance(end, bool) or not isinstance(end, int) or not 0 <= end <= MAX_OFFSET:
+            raise BadRequest(f"Invalid end offset for partition {key} of {ident} (0 to {MAX_OFFSET})")
+        observed.append((int(key), end))
+    return observed
+
+
+def _transition(observed: list[tuple[int, int]], at_ms: int) -> Transition:
+    def apply(
+        states: Mapping[int, PartitionState], committed: Mapping[int, int]
+    ) -> dict[int, PartitionState]:
+        return observe_all(states, committed, observed, at_ms)
+
+    return apply
+
+
+def table_ident(namespace: list[str] | str, table: str) -> TableIdent:
+    levels = namespace.split("\x1f") if isinstance(namespace, str) else namespace
+    return TableIdent(Namespace.of(levels), table)
