@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,27 +220,42 @@ def _server_env(aws: Aws, warehouse_location: str) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def vending(aws: Aws, fresh_database_url: str) -> Iterator[Vending]:
-    """floe whose default warehouse is `s3://bucket/<prefix>` and vends, a cluster, a reader and a writer."""
+@dataclass(frozen=True)
+class VendingServer:
+    server: CatalogProcess
+    admin: httpx.Client
+    warehouse_location: str
+
+
+@pytest.fixture(scope="module")
+def vending_server(aws: Aws, new_database: Callable[[], str]) -> Iterator[VendingServer]:
+    """floe whose default warehouse is `s3://bucket/<prefix>` and vends, for the module (per backend):
+    each test works in a cluster of its own."""
     ambient = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"}
     assert not ambient & set(os.environ), "engines must not find AWS keys of their own"
     location = f"s3://{aws.bucket}/wh-{uuid.uuid4().hex[:8]}"
     with (
-        CatalogProcess(fresh_database_url, env=_server_env(aws, location)) as server,
+        CatalogProcess(new_database(), env=_server_env(aws, location)) as server,
         httpx.Client(
             base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {server.token()}"}
         ) as admin,
     ):
-        cluster = f"kafka_{uuid.uuid4().hex[:8]}"
-        assert admin.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+        yield VendingServer(server, admin, location)
 
-        def key(role: str) -> Key:
-            created = admin.post("/management/v1/keys", json={"cluster": cluster, "role": role})
-            assert created.status_code == 201, created.text
-            return Key(created.json()["client_id"], created.json()["client_secret"])
 
-        yield Vending(server, admin, location, cluster, key("reader"), key("writer"))
+@pytest.fixture
+def vending(vending_server: VendingServer) -> Vending:
+    """The module's vending floe with a new cluster, a reader and a writer."""
+    server, admin = vending_server.server, vending_server.admin
+    cluster = f"kafka_{uuid.uuid4().hex[:8]}"
+    assert admin.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+
+    def key(role: str) -> Key:
+        created = admin.post("/management/v1/keys", json={"cluster": cluster, "role": role})
+        assert created.status_code == 201, created.text
+        return Key(created.json()["client_id"], created.json()["client_secret"])
+
+    return Vending(server, admin, vending_server.warehouse_location, cluster, key("reader"), key("writer"))
 
 
 def _create_body(name: str, **extra: Any) -> dict[str, Any]:
@@ -428,8 +443,9 @@ def test_no_table_at_the_cluster_folder_itself(vending: Vending) -> None:
         assert writer.get(f"{v.tables()}/at_root").status_code == 404
 
 
-def test_sts_failure_is_503_and_creates_nothing(vending: Vending, aws: Aws, fresh_database_url: str) -> None:
+def test_sts_failure_is_503_and_creates_nothing(vending: Vending, aws: Aws) -> None:
     v = vending
+    assert v.server.database_url is not None
     cli = subprocess.run(
         [
             sys.executable, "-m", "floe.cli", "warehouses", "create", "unassumable",
@@ -438,7 +454,7 @@ def test_sts_failure_is_503_and_creates_nothing(vending: Vending, aws: Aws, fres
             "--sts-role-arn", "arn:aws:iam::123456789012:role/not-allowed",
             "--sts-endpoint", aws.endpoint,
         ],
-        env={**os.environ, "FLOE_HOME": str(v.server.home), "FLOE_DATABASE_URL": fresh_database_url},
+        env={**os.environ, "FLOE_HOME": str(v.server.home), "FLOE_DATABASE_URL": v.server.database_url},
         capture_output=True,
         text=True,
         timeout=120,
