@@ -365,11 +365,34 @@ class FloeClient:
     def rotate_key(self, client_id: str) -> IssuedKey:
         return self._call("POST", f"/keys/{client_id}/rotate", IssuedKey)
 
-    def audit(self, *, cluster: str | None = None, limit: int = 100, before: int | None = None) -> AuditPage:
-        """Audit entries, newest first."""
-        return self._call(
-            "GET", "/audit", AuditPage, params={"cluster": cluster, "limit": limit, "before": before}
-        )
+    def audit(
+        self,
+        *,
+        cluster: str | None = None,
+        limit: int = 100,
+        before: int | None = None,
+        subject: str | None = None,
+        action: str | None = None,
+        target: str | None = None,
+        outcome: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        hide_pipeline: bool = False,
+    ) -> AuditPage:
+        """Audit entries, newest first, narrowed as the console narrows them (None: no filter)."""
+        params = {
+            "cluster": cluster,
+            "limit": limit,
+            "before": before,
+            "subject": subject,
+            "action": action,
+            "target": target,
+            "outcome": outcome,
+            "since": since,
+            "until": until,
+            "hide_pipeline": "true" if hide_pipeline else None,
+        }
+        return self._call("GET", "/audit", AuditPage, params=params)
 
     # -- maintenance passes -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from litestar.params import Parameter
 
 from catalog.api.guards import admin_only
 from catalog.auth import Principal
-from catalog.service.audit import AuditService
+from catalog.service.audit import AuditService, audit_filter
 from catalog.service.clusters import ClusterService
 from catalog.service.keys import IssuedKey, KeyService, NewKey
 from catalog.store.security import ApiKeyRecord, AuditEntry, ClusterRecord
@@ -158,7 +158,26 @@ class ManagementController(Controller):
         cluster: str | None = None,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
         before: Annotated[int | None, Parameter(ge=1, le=MAX_AUDIT_ID)] = None,
+        subject: Annotated[str | None, Parameter(max_length=255)] = None,
+        action: Annotated[str | None, Parameter(max_length=128)] = None,
+        target: Annotated[str | None, Parameter(max_length=1000)] = None,
+        outcome: Annotated[str | None, Parameter(max_length=16)] = None,
+        since: Annotated[str | None, Parameter(max_length=64)] = None,
+        until: Annotated[str | None, Parameter(max_length=64)] = None,
+        hide_pipeline: bool = False,
     ) -> ListAuditResponse:
-        """Mutations and token requests, newest first (`before` pages further back)."""
-        page = await audit.list(principal, cluster, limit, before)
+        """Mutations and token requests, newest first (by time, then id; `before` pages further back),
+        narrowed by the console's filters: the key (`subject`), `action`, a substring of the `target`,
+        `outcome` (ok, denied, failed), a time range (`since` inclusive, `until` exclusive; ISO 8601,
+        UTC without an offset) and `hide_pipeline` (without floe's pipeline keys' entries)."""
+        filters = audit_filter(
+            subject=subject,
+            action=action,
+            target=target,
+            outcome=outcome,
+            since=since,
+            until=until,
+            hide_pipeline=hide_pipeline,
+        )
+        page = await audit.list(principal, cluster, limit, before, filters)
         return ListAuditResponse([_audit(e) for e in page.entries], page.next_before)

@@ -38,7 +38,7 @@ from catalog.pipelines import InvalidConfig
 from catalog.pipelines.bounds import LIMITS
 from catalog.pipelines.config import validate_read
 from catalog.pipelines.yaml_values import Marks, read_yaml, with_line
-from catalog.service.audit import AuditService
+from catalog.service.audit import OUTCOMES, AuditService, audit_filter
 from catalog.service.clusters import ClusterService
 from catalog.service.ingest_history import IngestHistory
 from catalog.service.keys import KeyService, NewKey
@@ -47,13 +47,11 @@ from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
 from catalog.service.security import CLIENT_CREDENTIALS, AuthService, OAuthFailure, TokenRequest
 from catalog.service.tables import TableService
-from catalog.store.security import AuditFilter
 
 log = logging.getLogger(__name__)
 
 AUDIT_PAGE_SIZE = 100
 MAX_PIPELINE_BYTES = LIMITS.max_bytes
-OUTCOMES = ("ok", "denied", "failed")
 
 
 def table_path(ref: TableRef, page: str = "") -> str:
@@ -138,18 +136,6 @@ def _text(form: Any, name: str, limit: int = 1000) -> str:
     if len(value) > limit:
         raise BadRequest(f"Form field {name} is too long (at most {limit} characters)")
     return value.strip()
-
-
-def _time(value: str | None, what: str) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-        # In UTC, as the database compares it: a time whose offset moves it out of years 1 to 9999 is
-        # refused here, not by the database driver (a 500).
-        return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)).astimezone(UTC)
-    except (ValueError, OverflowError) as exc:
-        raise BadRequest(f"Invalid {what}: expected a date and time such as 2026-01-31T12:00") from exc
 
 
 class SessionController(Controller):
@@ -423,19 +409,20 @@ class KeysController(Controller):
         outcome: str | None = None,
         since: str | None = None,
         until: str | None = None,
+        cluster: str | None = None,
+        hide_pipeline: str | None = None,
         before: Annotated[int | None, Parameter(ge=1, le=MAX_AUDIT_ID)] = None,
     ) -> Template:
-        if outcome and outcome not in OUTCOMES:
-            raise BadRequest(f"Invalid outcome {outcome!r}: expected one of {', '.join(OUTCOMES)}")
-        filters = AuditFilter(
-            subject=actor or None,
-            action=action or None,
-            target=target or None,
-            outcome=outcome or None,
-            since=_time(since, "since"),
-            until=_time(until, "until"),
+        filters = audit_filter(
+            subject=actor,
+            action=action,
+            target=target,
+            outcome=outcome,
+            since=since,
+            until=until,
+            hide_pipeline=bool(hide_pipeline),
         )
-        listing = await audit.list(principal, None, AUDIT_PAGE_SIZE, before, filters)
+        listing = await audit.list(principal, cluster or None, AUDIT_PAGE_SIZE, before, filters)
         query = {
             "actor": actor or "",
             "action": action or "",
@@ -443,6 +430,8 @@ class KeysController(Controller):
             "outcome": outcome or "",
             "since": since or "",
             "until": until or "",
+            "cluster": cluster or "",
+            "hide_pipeline": "on" if hide_pipeline else "",
         }
         return page(
             request,

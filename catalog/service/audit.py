@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from catalog.auth import Principal, managed_cluster
+from catalog.errors import BadRequest
 from catalog.store.interfaces import AuditStore
 from catalog.store.security import AuditEntry, AuditFilter
 
@@ -179,6 +180,47 @@ class AuditWriter:
 def _log_failure(done: asyncio.Future[None]) -> None:
     if not done.cancelled() and done.exception() is not None:
         log.error("could not write a summary of repeated audit entries", exc_info=done.exception())
+
+
+OUTCOMES = ("ok", "denied", "failed")
+
+
+def parse_time(value: str | None, what: str) -> datetime | None:
+    """A filter's date and time (ISO 8601; without an offset: UTC), in UTC as the database compares it."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+        # A time whose offset moves it out of years 1 to 9999 is refused here, not by the database
+        # driver (a 500).
+        return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise BadRequest(f"Invalid {what}: expected a date and time such as 2026-01-31T12:00") from exc
+
+
+def audit_filter(
+    *,
+    subject: str | None = None,
+    action: str | None = None,
+    target: str | None = None,
+    outcome: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    hide_pipeline: bool = False,
+) -> AuditFilter:
+    """The filters of an audit listing as the console and `GET /management/v1/audit` take them (empty
+    values: no filter); BadRequest for an unknown outcome or a time that is not one."""
+    if outcome and outcome not in OUTCOMES:
+        raise BadRequest(f"Invalid outcome {outcome!r}: expected one of {', '.join(OUTCOMES)}")
+    return AuditFilter(
+        subject=subject or None,
+        action=action or None,
+        target=target or None,
+        outcome=outcome or None,
+        since=parse_time(since, "since"),
+        until=parse_time(until, "until"),
+        hide_pipeline=hide_pipeline,
+    )
 
 
 class AuditService:

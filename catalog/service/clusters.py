@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from catalog.auth import Principal, require_admin, sees_cluster
 from catalog.errors import BadRequest, NotFound
+from catalog.store.audit_context import name_target
 from catalog.store.interfaces import ClusterStore
 from catalog.store.records import WarehouseRecord
 from catalog.store.security import ClusterRecord
@@ -34,6 +35,7 @@ class ClusterService:
         require_admin(principal)
         check_cluster_name(name)
         record = await self.warehouse(warehouse or self.default_warehouse)
+        name_target(f"cluster={name} warehouse={record.name}")  # the audit entry names it (not the path)
         return await self.store.create_cluster(name, record.id, properties)
 
     async def list(self, principal: Principal) -> list[ClusterRecord]:

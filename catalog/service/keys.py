@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 from catalog.auth import Principal, Role, authorize_key_management, managed_cluster, require_admin
 from catalog.errors import BadRequest, NotFound, QuotaExceeded
+from catalog.security.secrets import new_client_id
 from catalog.service.security import AuthService
+from catalog.store.audit_context import name_target
 from catalog.store.interfaces import ApiKeyStore
 from catalog.store.security import ApiKeyRecord
 
@@ -111,7 +113,11 @@ class KeyService:
             raise BadRequest("A key without a cluster must be a global admin key (role admin)")
         if request.cluster is not None:
             await self._check_quota(request.cluster)
+        client_id = new_client_id()
+        # The audit entry names the new key (the request's path does not).
+        name_target(f"client_id={client_id} cluster={request.cluster or '(global)'} role={role.value}")
         record, secret = await self.auth.create_key(
+            client_id=client_id,
             cluster=request.cluster,
             role=role,
             description=request.description,

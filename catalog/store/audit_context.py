@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,7 @@ class AuditUnavailable(ServiceUnavailable):
 class PendingAudit:
     """One mutation request's entry (built when written: the principal is known by then)."""
 
-    __slots__ = ("_build", "_staged", "_task", "written")
+    __slots__ = ("_build", "_staged", "_task", "target", "written")
 
     def __init__(self, build: Callable[[], AuditEntry]) -> None:
         self._build = build
@@ -51,6 +52,8 @@ class PendingAudit:
         self._staged: AuditEntry | None = None
         # The entry a committed transaction stored (None: not yet).
         self.written: AuditEntry | None = None
+        # What the change made, when its path does not name it (a new key's client id): `name_target`.
+        self.target = ""
 
     def _owned(self) -> bool:
         return self._task is asyncio.current_task()
@@ -60,7 +63,10 @@ class PendingAudit:
         return self.written is None and self._staged is None and self._owned()
 
     def entry(self) -> AuditEntry:
-        return self._build()
+        built = self._build()
+        if not self.target:
+            return built
+        return replace(built, target=" ".join(t for t in (built.target, self.target) if t))
 
     def mark_written(self, entry: AuditEntry) -> None:
         """`entry` committed with the request's change."""
@@ -75,6 +81,14 @@ def pending_audit() -> PendingAudit | None:
     """The current request's entry while its change has yet to write it (in the request's own task)."""
     pending = PENDING_AUDIT.get()
     return pending if pending is not None and pending.open() else None
+
+
+def name_target(target: str) -> None:
+    """Name what the current request's change makes (`client_id=… cluster=…`) in its audit entry, when
+    its path does not (the change's transaction writes the entry after this)."""
+    pending = pending_audit()
+    if pending is not None:
+        pending.target = target.replace(chr(0), "%00")
 
 
 def audit_written() -> bool:

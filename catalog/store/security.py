@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import AlreadyExists, NamespaceNotEmpty, NotFound
 from catalog.store.audit_context import record_change
+from catalog.store.audit_listing import audit_query
 from catalog.store.schema import (
     api_keys,
     audit_log,
@@ -102,8 +103,8 @@ class AuditEntry:
 
 @dataclass(frozen=True, slots=True)
 class AuditFilter:
-    """Narrows an audit listing: exact subject, action and outcome, a substring of the target, and a time
-    range (`since` inclusive, `until` exclusive)."""
+    """Narrows an audit listing: exact subject, action and outcome, a substring of the target, a time
+    range (`since` inclusive, `until` exclusive), and without floe's own pipeline keys' entries."""
 
     subject: str | None = None
     action: str | None = None
@@ -111,6 +112,7 @@ class AuditFilter:
     outcome: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    hide_pipeline: bool = False
 
 
 def _aware(value: datetime) -> datetime:
@@ -493,26 +495,7 @@ class SecurityStoreMixin:
         before_id: int | None = None,
         filters: AuditFilter | None = None,
     ) -> list[AuditEntry]:
-        query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
-        if cluster is not None:
-            query = query.where(audit_log.c.cluster == cluster)
-        if before_id is not None:
-            query = query.where(audit_log.c.id < before_id)
-        if filters is not None:
-            if filters.subject:
-                query = query.where(audit_log.c.subject == filters.subject)
-            if filters.action:
-                query = query.where(audit_log.c.action == filters.action)
-            if filters.target:
-                # A substring of the target (`table=orders`); LIKE's wildcards in it are taken literally.
-                pattern = filters.target.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-                query = query.where(audit_log.c.target.like(f"%{pattern}%", escape="\\"))
-            if filters.outcome:
-                query = query.where(audit_log.c.outcome == filters.outcome)
-            if filters.since is not None:
-                query = query.where(audit_log.c.at >= filters.since)
-            if filters.until is not None:
-                query = query.where(audit_log.c.at < filters.until)
+        query = audit_query(cluster, limit, before_id, filters)
         async with self._reading() as conn:
             rows = (await conn.execute(query)).all()
         return [

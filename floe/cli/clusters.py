@@ -130,13 +130,51 @@ def keys_pipeline(clusters: tuple[str, ...], purposes: tuple[str, ...]) -> None:
                 click.echo(printable(f"{key.name}: client_id {key.client_id}, secret in {path}"), err=True)
 
 
+# The outcomes an entry has (catalog.service.audit.OUTCOMES; the CLI does not import the server's code).
+AUDIT_OUTCOMES = ("ok", "denied", "failed")
+
+
 @click.command("audit")
-@click.option("--cluster", default=None)
+@click.option("--cluster", default=None, help="Only this cluster's entries.")
+@click.option("--subject", "--actor", "subject", default=None, help="Only this key's entries (client id).")
+@click.option("--action", default=None, help="Only this action (createKey, commitTable, getToken…).")
+@click.option("--target", default=None, help="Only entries whose target contains this text.")
+@click.option("--outcome", type=click.Choice(AUDIT_OUTCOMES), default=None, help="Only this outcome.")
+@click.option("--since", default=None, help="From this time on (2026-01-31T12:00 is UTC; or with +01:00).")
+@click.option("--until", default=None, help="Before this time (as --since).")
+@click.option(
+    "--hide-pipeline",
+    is_flag=True,
+    help="Without floe's own pipeline traffic (the pipeline-ingest-… and pipeline-maintain-… keys).",
+)
 @click.option("--limit", default=50, show_default=True)
 @OUTPUT
-def audit(cluster: str | None, limit: int, output: str) -> None:
-    """Show the audit log, newest first."""
-    listed = call(lambda floe: floe.audit(cluster=cluster or None, limit=limit))
+def audit(
+    cluster: str | None,
+    subject: str | None,
+    action: str | None,
+    target: str | None,
+    outcome: str | None,
+    since: str | None,
+    until: str | None,
+    hide_pipeline: bool,
+    limit: int,
+    output: str,
+) -> None:
+    """Show the audit log, newest first, with the console's filters."""
+    listed = call(
+        lambda floe: floe.audit(
+            cluster=cluster or None,
+            limit=limit,
+            subject=subject or None,
+            action=action or None,
+            target=target or None,
+            outcome=outcome,
+            since=since or None,
+            until=until or None,
+            hide_pipeline=hide_pipeline,
+        )
+    )
     emit(
         output,
         listed,

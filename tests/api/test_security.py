@@ -560,7 +560,9 @@ def test_mutations_are_audited(catalog_server: CatalogProcess, http: httpx.Clien
         e for e in everything if e["action"] == "createTable" and f"namespace={cluster}" in e["target"]
     ]
     assert any(e["subject"] == catalog_server.admin_client_id and e["outcome"] == "ok" for e in created)
-    assert any(e["action"] == "createCluster" and e["target"] == "" for e in everything)
+    assert any(
+        e["action"] == "createCluster" and e["target"].startswith(f"cluster={cluster} ") for e in everything
+    )
     assert any(e["action"] == "getToken" for e in everything)
     # A token request names the client that asked (it has no principal yet).
     assert any(e["action"] == "getToken" and e["subject"] == key.client_id for e in everything)
