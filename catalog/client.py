@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -328,6 +328,53 @@ class FloeClient:
             if entry.topic == topic:
                 return {p.partition: p.next_offset for p in entry.partitions}
         return {}
+
+    # -- completeness watermarks (docs/watermarks.md) ------------------------------------------------
+
+    def watermark(
+        self,
+        warehouse: str,
+        namespace: tuple[str, ...],
+        table: str,
+        until_ms: int | None = None,
+        wait_seconds: float = 0,
+    ) -> wire.WatermarkResponse:
+        """The table's completeness watermark; with `until_ms` and `wait_seconds`, answered once it is
+        complete through `until_ms` or after the wait (keep it below the client's timeout)."""
+        params: dict[str, str | int | None] = {
+            "warehouse": warehouse,
+            "namespace": NAMESPACE_SEPARATOR.join(namespace),
+            "table": table,
+            "until": until_ms,
+            "wait": f"{wait_seconds:g}" if wait_seconds and until_ms is not None else None,
+        }
+        try:
+            return self._call("GET", "/watermark", wire.WatermarkResponse, params=params)
+        except NotFound as exc:
+            raise TableNotFound(f"Table {'.'.join(namespace)}.{table} does not exist in floe") from exc
+
+    def report_end_offsets(
+        self,
+        warehouse: str,
+        observed_at_ms: int,
+        tables: Sequence[tuple[Sequence[str], str, str, Mapping[int, int]]],
+    ) -> wire.EndOffsetsAccepted:
+        """Report the broker end offsets read at `observed_at_ms` for each (namespace, table, topic,
+        {partition: end offset}); the tables' completeness after it."""
+        body = {
+            "warehouse": warehouse,
+            "observed-at-ms": observed_at_ms,
+            "tables": [
+                {
+                    "namespace": list(namespace),
+                    "table": name,
+                    "topic": topic,
+                    "end-offsets": {str(p): o for p, o in sorted(ends.items())},
+                }
+                for namespace, name, topic, ends in tables
+            ],
+        }
+        return self._call("POST", "/watermark/observations", wire.EndOffsetsAccepted, body=body)
 
     # -- clusters, keys, audit ----------------------------------------------------------------------
 

@@ -33,6 +33,9 @@ class LagTracker:
         self._topics: dict[str, tuple[float, dict[str, list[int]]]] = {}  # config → (when, partitions)
         self._committed: dict[tuple[str, int], tuple[int, float]] = {}  # (table, p) → (offset, max ts)
         self._started: dict[str, float] = {}  # table → when this run began ingesting it
+        # table → (the table, when its end offsets were read (epoch ms, before asking), {p: end offset}):
+        # what ingestion reports to floe for the table's completeness watermark (ingest/watermark_report.py).
+        self.observed: dict[str, tuple[IngestTable, int, dict[int, int]]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -113,11 +116,16 @@ class LagTracker:
         for group in by_cluster.values():
             try:
                 wanted = [(t.topic, p) for t in group for p in self.partitions(t)]
+                # Taken before the request: every record appended before it is below the answer.
+                observed_ms = int(time.time() * 1000)
                 ends = self._end_offsets(group[0], sorted(set(wanted)))
             except Exception as exc:  # lag is best effort; ingestion goes on
                 log.debug("lag of %s: %s", [t.name for t in group], exc)
                 continue
             for table in group:
+                seen = {p: ends[(table.topic, p)] for p in self.partitions(table) if (table.topic, p) in ends}
+                if seen:
+                    self.observed[table.name] = (table, observed_ms, seen)
                 for partition in self.partitions(table):
                     high = ends.get((table.topic, partition))
                     if high is None:

@@ -34,6 +34,7 @@ from ingest.kafka_connection import check_connection
 from ingest.lag import LagTracker
 from ingest.registry_client import RegistryClient, RegistryConnection
 from ingest.shared.service import SharedTables, shard_of, shared_consumer_reads
+from ingest.watermark_report import report_watermarks
 from runtime.spark import CatalogConnection, register_warehouse
 
 if TYPE_CHECKING:
@@ -158,6 +159,9 @@ class IngestService:
                     on_started(self.running_tables())
                     on_started = None
                 self._lag.refresh(self.running_tables())
+                report_watermarks(
+                    self._lag.observed, [t.name for t in self.running_tables()], self._client_of
+                )
                 self._commit_log.flush()
                 self._stop.wait(self.options.poll_interval)
         finally:
@@ -180,6 +184,9 @@ class IngestService:
                 and time.monotonic() < deadline
             ):
                 time.sleep(0.1)
+
+    def _client_of(self, cluster: str) -> FloeClient:
+        return self.access_for(cluster).client
 
     def running_tables(self) -> list[IngestTable]:
         return [r.table for r in self.running.values()] + self._shared.tables()
