@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]
 
 from benchmarks.ingest.environment import apply_pipeline, environment
+from benchmarks.ingest.sampling import CpuSampler
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 CLUSTER = "many"
@@ -49,6 +51,12 @@ class Outcome:
     # (a third into the window) and one removing it again (two thirds in).
     freshness_around_applies_p99_s: float | None = None
     apply_seconds: list[float] = field(default_factory=list)
+    # `floe maintain --once` over every table while ingestion goes on (`--maintain`).
+    maintenance_pass_s: float | None = None
+    maintenance_tables_visited: int | None = None
+    maintenance_cores: float | None = None
+    freshness_during_maintenance_p99_s: float | None = None
+    maintenance_window: tuple[float, float] | None = None
     records_measured: int = 0
     records_missing: int = 0
     ingest_cores: float | None = None
@@ -87,6 +95,11 @@ class Offsets:
         )
         rows = self.loop.run_until_complete(self.conn.fetch(query))
         return {(r["name"], int(r["partition"])): int(r["next_offset"]) for r in rows}
+
+    def maintained_tables(self) -> int:
+        """How many tables have a maintenance pass recorded."""
+        query = "SELECT count(DISTINCT (namespace, table_name)) FROM maintenance_passes"
+        return int(self.loop.run_until_complete(self.conn.fetchval(query)) or 0)
 
     def close(self) -> None:
         self.loop.run_until_complete(self.conn.close())
@@ -188,19 +201,24 @@ def run_one(
         committed: dict[str, int] = {}
         peak_rss = 0
         measure_from = measure_to = None
+
+        def poll() -> None:
+            nonlocal peak_rss
+            current = offsets.read()
+            polled_at = time.time()
+            for table, next_offset in current.items():
+                before = committed.get(table, 0)
+                if next_offset > before:
+                    for o in range(before, next_offset):
+                        seen[(table, o)] = polled_at
+                    committed[table] = next_offset
+            sampler.sample()
+            peak_rss = max(peak_rss, tree_rss(process.pid))
+
         try:
             while True:
                 now_mono = time.monotonic()
-                current = offsets.read()
-                polled_at = time.time()
-                for table, next_offset in current.items():
-                    before = committed.get(table, 0)
-                    if next_offset > before:
-                        for o in range(before, next_offset):
-                            seen[(table, o)] = polled_at
-                        committed[table] = next_offset
-                sampler.sample()
-                peak_rss = max(peak_rss, tree_rss(process.pid))
+                poll()
                 with_rows = sum(1 for t in topics if committed.get(t, 0) > 0)
                 outcome.tables_with_rows = with_rows
                 if outcome.first_rows_s is None and with_rows == count:
@@ -232,6 +250,8 @@ def run_one(
                     outcome.notes.append(f"floe ingest exited with {process.returncode}")
                     break
                 time.sleep(0.5)
+            if args.maintain and outcome.first_rows_s is not None:
+                maintain(outcome, work, env_vars, offsets, poll, sampler, args.maintain_limit)
         finally:
             stop.set()
             producing.join(30)
@@ -242,6 +262,15 @@ def run_one(
                 process.kill()
             offsets.close()
             log.close()
+        if outcome.maintenance_window is not None:
+            low, high = outcome.maintenance_window
+            during = sorted(
+                seen[key] - sent for key, sent in produced.items() if key in seen and low <= sent <= high - 10
+            )
+            if during:
+                outcome.freshness_during_maintenance_p99_s = round(
+                    during[min(len(during) - 1, int(len(during) * 0.99))], 2
+                )
         if measure_from is not None and measure_to is not None:
             cores = sampler.cores(measure_from, min(measure_to, time.time()))
             outcome.ingest_cores = cores.get("ingester")
@@ -276,6 +305,49 @@ def run_one(
                 outcome.freshness_max_s = round(ages[-1], 2)
         outcome.ingest_peak_rss_gib = round(peak_rss / 2**30, 2)
     return outcome
+
+
+def maintain(
+    outcome: Outcome,
+    work: Path,
+    env_vars: dict[str, str],
+    offsets: Offsets,
+    poll: Callable[[], None],
+    sampler: CpuSampler,
+    limit: float,
+) -> None:
+    """One `floe maintain --once` over every table while the producer and ingestion go on: how long
+    it takes, how many tables it visited, its CPU, and (by the caller) the freshness meanwhile."""
+    command = [
+        sys.executable,
+        "-m",
+        "floe.cli",
+        "maintain",
+        "--once",
+        "--master",
+        "local[2]",
+        "--metrics-port",
+        "0",
+    ]
+    with (work / "maintain.log").open("wb") as log:
+        started = time.time()
+        process = subprocess.Popen(
+            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        sampler.groups["maintenance"] = lambda: [process.pid]
+        while process.poll() is None and time.time() - started < limit:
+            poll()
+            time.sleep(0.5)
+        ended = time.time()
+        if process.poll() is None:
+            outcome.notes.append(f"floe maintain --once was stopped after {limit:.0f} s")
+            process.terminate()
+            process.wait(60)
+        else:
+            outcome.maintenance_pass_s = round(ended - started, 1)
+    outcome.maintenance_window = (started, ended)
+    outcome.maintenance_cores = sampler.cores(started, ended).get("maintenance")
+    outcome.maintenance_tables_visited = offsets.maintained_tables()
 
 
 def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) -> None:
@@ -328,6 +400,13 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
     for o in outcomes:
         if o.apply_seconds:
             o.notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
+        if o.maintenance_window is not None:
+            o.notes.append(
+                f"floe maintain --once while ingesting: pass {o.maintenance_pass_s} s, "
+                f"{o.maintenance_tables_visited} tables visited (data and dead-letter tables), "
+                f"{o.maintenance_cores} cores; the ingested tables' freshness p99 meanwhile "
+                f"{o.freshness_during_maintenance_p99_s} s"
+            )
         for note in o.notes:
             lines.append(f"- {o.design}, {o.tables} tables: {note}")
     lines += [
@@ -353,6 +432,8 @@ def main() -> None:
     )
     parser.add_argument("--grace", type=float, default=15.0, help="seconds after the window for late commits")
     parser.add_argument("--first-rows-limit", type=float, default=300.0)
+    parser.add_argument("--maintain", action="store_true", help="then one floe maintain --once pass")
+    parser.add_argument("--maintain-limit", type=float, default=600.0, help="seconds the pass may take")
     args = parser.parse_args()
     started = time.time()
     plan = [("queries", int(n)) for n in args.queries.split(",") if n] + [
