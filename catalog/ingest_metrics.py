@@ -1,7 +1,8 @@
 """The ingestion service's Prometheus metrics as floe reads them back: per table (`namespace.table`),
 its partitions' offset lag, time lag and committed offsets, records and bytes per second, dead letters,
-last commit, the error that stopped it and a source topic that does not exist, if any. `floe status`
-prints them; the web console shows them beside each table. Pure."""
+last commit, completeness watermark and offset completeness, the error that stopped it and a source
+topic that does not exist, if any. `floe status` prints them; the web console shows them beside each
+table. Pure."""
 
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ def ingest_status(text: str) -> dict[str, Any]:
                 entry["records_with_undeclared_fields"] = int(sample.value)
             elif name == "floe_ingest_undeclared_field_records_total" and "field" in sample.labels:
                 entry.setdefault("undeclared_fields", {})[sample.labels["field"]] = int(sample.value)
+            elif name == "floe_ingest_watermark_timestamp_seconds":
+                entry["watermark"] = sample.value
+            elif name == "floe_ingest_offset_completeness":
+                entry["offset_completeness"] = round(sample.value, 4)
             elif name == "floe_ingest_last_commit_timestamp_seconds":
                 entry["last_commit"] = sample.value
             elif name == "floe_ingest_table_error" and sample.value:

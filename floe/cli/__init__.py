@@ -5,7 +5,8 @@ One module per command family, each a plain click command or group that `main` c
 - `serve`: the catalog server; `db`: its schema; `warehouses`: storage locations (database direct);
 - `clusters`: clusters, API keys and the audit log; `apply`: floe.yaml (against a running server);
 - `ingest`, `maintain`: the ingestion service and the maintenance worker;
-- `up`: the whole product on one machine; `status`: ingestion lag and maintenance passes;
+- `up`: the whole product on one machine; `status`: ingestion lag and maintenance passes; `wait`:
+  until a table is complete through a time (its watermark);
 - `dev`: local development components (`devtools`); `openapi`: the generated OpenAPI document;
   `config-doc`: the table of every `FLOE_*` variable, generated from the settings classes.
 
@@ -32,6 +33,7 @@ from floe.cli.serve import serve
 from floe.cli.snapshot_at import snapshot_at_command
 from floe.cli.status import status_command
 from floe.cli.up import up_command
+from floe.cli.wait import wait_command
 from floe.cli.warehouses import warehouses
 
 
@@ -57,5 +59,6 @@ for _command in (
     up_command,
     maintain_command,
     snapshot_at_command,
+    wait_command,
 ):
     main.add_command(_command)

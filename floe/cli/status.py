@@ -1,10 +1,11 @@
-"""`floe status`: ingestion lag and throughput per table and partition (from the ingestion service's
-metrics), and each table's last maintenance pass (from floe's management API)."""
+"""`floe status`: ingestion lag, throughput and completeness watermark per table and partition (from
+the ingestion service's metrics), and each table's last maintenance pass (from floe's management API)."""
 
 from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -77,7 +78,16 @@ INGEST_COLUMNS = [
     Column("MiB/s", optional=5, justify="right"),
     Column("dead letters", justify="right"),
     Column("last commit", optional=3, justify="right"),
+    Column("watermark (UTC)", optional=2, justify="right"),
 ]
+
+
+def _watermark(entry: dict[str, Any]) -> str:
+    """The table's completeness watermark (docs/watermarks.md) as a UTC time, "-" before it has one."""
+    seconds = entry.get("watermark")
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _ingest_grid(tables: list[dict[str, Any]], now: float) -> Table:
@@ -98,6 +108,7 @@ def _ingest_grid(tables: list[dict[str, Any]], now: float) -> Table:
                     str(entry.get("mib_per_second", "")) if first else "",
                     str(entry.get("dead_letters", 0)) if first else "",
                     age if first else "",
+                    _watermark(entry) if first else "",
                 ]
             )
     return fitted_table(INGEST_COLUMNS, rows, title="floe ingestion")

@@ -122,3 +122,25 @@ def test_a_refused_report_is_logged_and_dropped(caplog: pytest.LogCaptureFixture
     assert observed == {}
     assert "cannot report end offsets of 1 tables" in caplog.text
     assert _gauge("floe_ingest_watermark_timestamp_seconds", "local.wr_refused") is None
+
+
+def test_floe_status_shows_the_watermark(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+    from prometheus_client import generate_latest
+
+    from catalog.ingest_metrics import ingest_status
+    from floe.cli import status
+
+    table = _table("wr_status")
+    report_watermarks({table.name: (table, 1_795_860_000_000, {0: 3})}, [table.name], lambda _: FakeFloe())
+    parsed = ingest_status(generate_latest(metrics.REGISTRY).decode())
+    entry = next(t for t in parsed["tables"] if t["table"] == "local.wr_status")
+    assert entry["watermark"] == 1_795_860_000
+    assert entry["offset_completeness"] == 0.5
+    monkeypatch.setattr(status, "read_status", lambda _url: {"tables": [entry]})
+    monkeypatch.setattr(status, "admin_credentials", lambda: ("id", "secret"))
+    monkeypatch.setattr(status, "read_maintenance", lambda *_: [])
+    result = CliRunner().invoke(status.status_command, [], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "watermark (UTC)" in result.output
+    assert "2026-11-28 10:00:00" in result.output
