@@ -27,6 +27,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 
+from catalog.cell_text import cell_text
 from catalog.errors import BadRequest, CatalogError, Forbidden, ServiceUnavailable
 from catalog.locations import is_within, normalize_location
 from catalog.urls import strip_userinfo
@@ -246,15 +247,22 @@ class TableSample:
 
 
 def _cell(value: Any, max_chars: int) -> str:
-    text = "" if value is None else str(value)
-    return text if len(text) <= max_chars else text[:max_chars] + "…"
+    return cell_text(value, max_chars)
 
 
 def sample_table(
-    storage: Storage, metadata: TableMetadata, owned: str, limit: int, max_cell_chars: int = 300
+    storage: Storage,
+    metadata: TableMetadata,
+    owned: str,
+    limit: int,
+    max_cell_chars: int = 300,
+    offset: int = 0,
+    newest_first: bool = False,
 ) -> TableSample:
     """The current snapshot's data file sizes and up to `limit` of its newest rows (newest data files
-    first), reading only manifests and files inside canonical `owned` (the table's cluster folder)."""
+    first) after the first `offset` of them (a file wholly before it is not read), reading only
+    manifests and files inside canonical `owned` (the table's cluster folder). `newest_first` also
+    reverses each file's rows (appended in arrival order), reading a file up to the rows shown."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.manifest import DataFileContent
@@ -297,13 +305,25 @@ def sample_table(
         return TableSample(sizes, delete_files, None, columns, skipped)
     data_files.sort(key=lambda item: item[0], reverse=True)
     rows: list[dict[str, Any]] = []
-    scan = ArrowScan(metadata, io, schema, AlwaysTrue(), True, limit)
+    skip = max(0, offset)
     for _, data_file in data_files:
         if len(rows) >= limit:
             break
-        table = scan.to_table([FileScanTask(data_file)])
-        for row in table.slice(0, limit - len(rows)).to_pylist():
-            rows.append({name: _cell(row.get(name), max_cell_chars) for name in columns})
+        if skip >= data_file.record_count:
+            skip -= data_file.record_count
+            continue
+        take = limit - len(rows)
+        if newest_first:  # rows [n - skip - take, n - skip) of the file, last first
+            end = data_file.record_count - skip
+            scan = ArrowScan(metadata, io, schema, AlwaysTrue(), True, end)
+            table = scan.to_table([FileScanTask(data_file)])
+            start = max(0, min(end, table.num_rows) - take)
+            read = list(reversed(table.slice(start, min(end, table.num_rows) - start).to_pylist()))
+        else:
+            scan = ArrowScan(metadata, io, schema, AlwaysTrue(), True, skip + take)
+            read = scan.to_table([FileScanTask(data_file)]).slice(skip, take).to_pylist()
+        rows.extend({name: _cell(row.get(name), max_cell_chars) for name in columns} for row in read)
+        skip = 0
     return TableSample(sizes, delete_files, rows, columns, skipped)
 
 

@@ -28,6 +28,7 @@ from catalog.console.controllers import (
     SessionController,
     page,
 )
+from catalog.console.dead_letters import DeadLettersController
 from catalog.console.session import (
     CONSOLE_PATH,
     PUBLIC_OPTION,
@@ -101,6 +102,7 @@ def console_router() -> Router:
             PagesController,
             KeysController,
             PipelineController,
+            DeadLettersController,
             _static(static),
         ],
         middleware=[console_session_middleware],

@@ -28,6 +28,18 @@ def age_of_ms(timestamp_ms: int | None) -> str:
     return age(None if timestamp_ms is None else max(0.0, time.time() - timestamp_ms / 1000))
 
 
+def ago(value: datetime | None) -> str:
+    """How long ago `value` was, as the overview's last commit says it (`7 min ago`)."""
+    if value is None:
+        return "never"
+    return f"{age(max(0.0, time.time() - value.timestamp()))} ago"
+
+
+def iso(value: datetime | None) -> str:
+    """A `<time datetime>` attribute: ISO 8601 in UTC."""
+    return "" if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 def utc_ms(timestamp_ms: int | None) -> str:
     """A time in milliseconds since 1970 as a UTC date; a number no date has (a client wrote it into
     a snapshot) as itself, so it cannot break the page that shows it."""
@@ -76,6 +88,8 @@ def as_json(value: Any) -> Markup:
 FILTERS: dict[str, Callable[..., Any]] = {
     "age": age,
     "age_of_ms": age_of_ms,
+    "ago": ago,
+    "iso": iso,
     "utc_ms": utc_ms,
     "utc": utc,
     "size": size,

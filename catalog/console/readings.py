@@ -21,12 +21,14 @@ from catalog.errors import CatalogError, NotFound
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC, InvalidOffsets, parse_offsets
 from catalog.pipelines import InvalidConfig
+from catalog.pipelines.iceberg import TABLE_MODE_PROPERTY
 from catalog.service.clusters import ClusterService
 from catalog.service.ingest_history import IngestMetrics, IngestReading, read_ingest_metrics
 from catalog.service.maintenance import MaintenanceService
 from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
 from catalog.service.tables import TableService
+from catalog.service.watermarks import TableWatermark, WatermarkService
 from catalog.storage import TableSample, sample_table
 from catalog.wire import MaintenancePass
 
@@ -167,9 +169,11 @@ class TableDetails:
     data_files: int | None
     data_bytes: int | None
     delete_files: int | None
-    total_records: int | None
+    total_records: int | None  # live rows (`live_records`)
+    upsert: bool = False  # one row per key (floe.table-mode: upsert)
     dlq: TableRef | None = None
     throughput: list[tuple[int, int]] = field(default_factory=list)
+    watermark: TableWatermark | None = None  # completeness (docs/watermarks.md)
 
     @property
     def mean_file_bytes(self) -> int | None:
@@ -184,6 +188,16 @@ def _int(summary: Mapping[str, Any], key: str) -> int | None:
         return int(raw) if raw is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def live_records(summary: Mapping[str, Any]) -> int | None:
+    """The rows a `count(*)` gives: the data files' records less the rows position deletes and deletion
+    vectors remove (each removes one live row: an upsert table's replaced rows); None with equality
+    deletes, whose effect a summary cannot tell."""
+    total, deleted = _int(summary, "total-records"), _int(summary, "total-position-deletes") or 0
+    if total is None or _int(summary, "total-equality-deletes"):
+        return None
+    return max(0, total - deleted)
 
 
 def _offsets(raw: Any) -> dict[str, int]:
@@ -491,7 +505,7 @@ class ConsoleReader:
             ref=ref,
             snapshots=len(metadata.get("snapshots") or []),
             last_commit_ms=last_ms,
-            total_records=_int(summary, "total-records"),
+            total_records=live_records(summary),
             data_files=_int(summary, "total-data-files"),
             data_bytes=_int(summary, "total-files-size"),
             dead_letters_last_hour=dead_letters,
@@ -509,6 +523,9 @@ class ConsoleReader:
         snapshot = current_snapshot(metadata)
         summary = (snapshot or {}).get("summary") or {}
         offsets = await self.tables.kafka_offsets(self.principal, ref.warehouse, ref.ident)
+        watermark = await WatermarkService(self.tables.ctx).watermark(
+            self.principal, ref.warehouse, ref.ident
+        )
         passes = await self.maintenance.list(
             self.principal,
             warehouse=ref.warehouse,
@@ -539,10 +556,12 @@ class ConsoleReader:
                 for topic, parts in offsets.items()
             },
             passes=passes,
+            watermark=watermark if watermark.topics else None,
             data_files=_int(summary, "total-data-files"),
             data_bytes=_int(summary, "total-files-size"),
             delete_files=_int(summary, "total-delete-files"),
-            total_records=_int(summary, "total-records"),
+            total_records=live_records(summary),
+            upsert=(metadata.get("properties") or {}).get(TABLE_MODE_PROPERTY) == "upsert",
             dlq=dlq_ref if not ref.name.endswith(DLQ_SUFFIX) else None,
             throughput=[
                 (s.timestamp_ms // 1000, s.added_records or 0)
@@ -551,7 +570,9 @@ class ConsoleReader:
             ],
         )
 
-    async def sample(self, ref: TableRef, limit: int = SAMPLE_ROWS) -> TableSample:
+    async def sample(
+        self, ref: TableRef, limit: int = SAMPLE_ROWS, offset: int = 0, newest_first: bool = False
+    ) -> TableSample:
         """The table's data file sizes and newest rows: read on request only (it reads files), with
         the key's read permission on the table, in the key's share of the storage pool, and only from
         the table's cluster folder."""
@@ -563,6 +584,15 @@ class ConsoleReader:
         owned = ctx.table_root(warehouse, ref.ident.namespace)
         storage = ctx.storage(warehouse, owned)
         sample: TableSample = await ctx.run_storage(
-            warehouse, self.principal, sample_table, storage, metadata, owned, limit
+            warehouse,
+            self.principal,
+            sample_table,
+            storage,
+            metadata,
+            owned,
+            limit,
+            300,
+            offset,
+            newest_first,
         )
         return sample
