@@ -5,21 +5,26 @@ waits a 429. The derivation itself is in tests/unit/test_watermarks.py."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner, Result
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import LongType, NestedField
 
 from devtools.catalog_server import CatalogProcess
+from floe.cli import main
+from tests.api.test_console import Key, signed_in, text_of
 from tests.unit.test_kafka_offsets import progress_props
 
 ROWS = pa.schema([pa.field("id", pa.int64(), nullable=True)])
@@ -33,6 +38,7 @@ class Tenant:
     reader: httpx.Client
     stranger: httpx.Client  # a reader key of another cluster
     table: Table
+    reader_key: Key
 
 
 def _client(server: CatalogProcess, key: dict[str, Any]) -> httpx.Client:
@@ -61,7 +67,8 @@ def tenant(catalog_server: CatalogProcess, http: httpx.Client) -> Iterator[Tenan
         for k in ((cluster, "writer"), (cluster, "reader"), (other, "reader"))
     ]
     try:
-        yield Tenant(cluster, clients[0], clients[1], clients[2], table)
+        reader_key = Key(keys[(cluster, "reader")]["client_id"], keys[(cluster, "reader")]["client_secret"])
+        yield Tenant(cluster, clients[0], clients[1], clients[2], table, reader_key)
     finally:
         for client in clients:
             client.close()
@@ -231,3 +238,77 @@ def test_too_many_waits_of_one_cluster_are_429(tenant: Tenant, catalog_server: C
     assert results == [200] * 8
     # Without a wait a reader is always answered.
     assert _get(tenant.reader, tenant.cluster, until=now).status_code == 200
+
+
+def test_console_table_page_shows_the_watermark(tenant: Tenant, catalog_server: CatalogProcess) -> None:
+    _commit(tenant.table, {}, {0: 4})
+    at_ms = 1_795_860_000_000  # 2026-11-28 10:00:00 UTC
+    assert _report(tenant.writer, tenant.cluster, at_ms, {0: 4, 1: 0}).status_code == 200
+    browser = signed_in(catalog_server, tenant.reader_key)
+    try:
+        text = text_of(browser.page(f"/console/tables/default/{tenant.cluster}/events"))
+    finally:
+        browser.close()
+    assert "Completeness" in text
+    assert "Watermark 2026-11-28 10:00:00 UTC" in text
+    assert "Offsets committed orders 100.00 % (4 of 4)" in text
+
+
+# -- floe wait ----------------------------------------------------------------------------------------
+
+
+def _floe_wait(server: CatalogProcess, key: Key, tmp_path: Path, *args: str) -> Result:
+    key_file = tmp_path / "reader.json"
+    key_file.write_text(json.dumps({"client_id": key.client_id, "client_secret": key.secret}))
+    env = {"FLOE_URL": server.url, "FLOE_HOME": str(tmp_path / "home")}
+    return CliRunner().invoke(main, ["wait", "--key-file", str(key_file), *args], env=env)
+
+
+def test_floe_wait_exits_0_when_complete_and_2_after_the_timeout(
+    tenant: Tenant, catalog_server: CatalogProcess, tmp_path: Path
+) -> None:
+    _commit(tenant.table, {}, {0: 2})
+    assert _report(tenant.writer, tenant.cluster, 1_795_860_000_000, {0: 2}).status_code == 200
+    table = f"{tenant.cluster}.events"
+    done = _floe_wait(
+        catalog_server, tenant.reader_key, tmp_path, "--table", table, "--until", "2026-11-28T10:00:00Z"
+    )
+    assert done.exit_code == 0, done.output
+    assert f"{table} is complete through 2026-11-28T10:00:00.000Z" in done.output
+    assert "offsets committed 100.00 %" in done.output
+
+    began = time.monotonic()
+    late = _floe_wait(
+        catalog_server,
+        tenant.reader_key,
+        tmp_path,
+        "--table",
+        table,
+        "--until",
+        "2026-11-28T10:00:01Z",
+        "--timeout",
+        "2s",
+    )
+    assert late.exit_code == 2, late.output
+    assert time.monotonic() - began >= 1.9
+    assert "timed out after 2s" in late.output
+    assert "watermark 2026-11-28T10:00:00.000Z" in late.output
+
+
+def test_floe_wait_refuses_another_clusters_table(
+    tenant: Tenant, catalog_server: CatalogProcess, tmp_path: Path, http: httpx.Client
+) -> None:
+    # A reader key of another cluster: the table does not exist for it.
+    stranger = Key(*_key_of(http, tenant))
+    result = _floe_wait(
+        catalog_server, stranger, tmp_path, "--table", f"{tenant.cluster}.events", "--until", "0"
+    )
+    assert result.exit_code == 1, result.output
+    assert "does not exist" in result.output
+
+
+def _key_of(http: httpx.Client, tenant: Tenant) -> tuple[str, str]:
+    cluster = f"wm_{uuid.uuid4().hex[:8]}"
+    assert http.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+    created = http.post("/management/v1/keys", json={"role": "reader", "cluster": cluster}).json()
+    return created["client_id"], created["client_secret"]
