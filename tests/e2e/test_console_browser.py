@@ -98,6 +98,9 @@ def test_admin_journey(
         expect(snapshots).to_contain_text("o 0:3 → 0:4")
         expect(snapshots).to_contain_text("o ∅ → 0:3")
         expect(page.locator(".uplot canvas")).to_have_count(1)  # the chart drew, from vendored uPlot
+        # Its legend describes the chart until a point is hovered: no uPlot "--" placeholder (issue 33).
+        expect(page.locator(".u-legend")).to_contain_text("2 shown, newest at")
+        expect(page.locator(".u-legend")).not_to_contain_text("--")
         page.get_by_role("link", name="Load files and rows").click()  # htmx loads the fragment in place
         expect(page.get_by_role("region", name="Files and newest rows")).to_contain_text("2 files")
         expect(page.get_by_role("region", name="Files and newest rows")).to_contain_text("Newest rows")

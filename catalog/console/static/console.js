@@ -33,12 +33,15 @@ function drawThroughput() {
   // commits come seconds apart), the legend shows each commit's time.
   const xs = points.map((_, i) => i + 1);
   const times = points.map((p) => new Date(p[0] * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
+  // Without a hovered point the legend describes the whole chart (uPlot's own placeholder is "--").
+  const total = points.reduce((sum, p) => sum + p[1], 0);
   new uPlot({
     width: width, height: 220,
     scales: { x: { time: false } },
     series: [
-      { label: "commit", value: (u, v) => (v == null ? "--" : `#${v} at ${times[v - 1]}`) },
-      { label: "records added", stroke: "#0b5cad", fill: "rgba(11,92,173,0.12)", points: { show: points.length < 60 } },
+      { label: "commit", value: (u, v) => (v == null ? `${points.length} shown, newest at ${times[times.length - 1]}` : `#${v} at ${times[v - 1]}`) },
+      { label: "records added", value: (u, v) => (v == null ? `${total.toLocaleString("en")} in all` : v.toLocaleString("en")),
+        stroke: "#0b5cad", fill: "rgba(11,92,173,0.12)", points: { show: points.length < 60 } },
     ],
     axes: [{ label: "commit (oldest to newest)", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, { size: 70 }],
   }, [xs, points.map((p) => p[1])], element);
@@ -50,15 +53,21 @@ function drawHistory() {
   if (!data || typeof uPlot === "undefined") return;
   const rows = JSON.parse(data.textContent);
   const times = rows.map((r) => r[0]);
+  // Without a hovered point the legend shows the latest sample (uPlot's own placeholder is "--").
+  const latest = (column) => (u, v) => {
+    const value = v == null ? (rows.length ? rows[rows.length - 1][column] : null) : v;
+    return value == null ? "none" : (v == null ? "latest " : "") + value.toLocaleString("en");
+  };
+  const when = { value: (u, v) => new Date((v == null ? times[times.length - 1] : v) * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" };
   const charts = {
     throughput: {
-      series: [{}, { label: "records/s", stroke: "#0b5cad", fill: "rgba(11,92,173,0.12)" }],
+      series: [when, { label: "records/s", value: latest(1), stroke: "#0b5cad", fill: "rgba(11,92,173,0.12)" }],
       axes: [{}, { size: 70 }],
       values: [rows.map((r) => r[1])],
     },
     lag: {
       scales: { records: {} },
-      series: [{}, { label: "time lag (s)", stroke: "#a4161a" }, { label: "offset lag", stroke: "#1a7f37", scale: "records" }],
+      series: [when, { label: "time lag (s)", value: latest(2), stroke: "#a4161a" }, { label: "offset lag", value: latest(3), stroke: "#1a7f37", scale: "records" }],
       axes: [{}, { size: 70 }, { scale: "records", side: 1, size: 70, grid: { show: false } }],
       values: [rows.map((r) => r[2]), rows.map((r) => r[3])],
     },
