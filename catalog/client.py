@@ -79,11 +79,15 @@ class AuthenticationFailed(ClientError):
 
 
 class RequestFailed(ClientError):
-    """A management call answered with an error status."""
+    """A management call answered with an error status; `errors`: a refused floe.yaml's problems, each
+    (YAML path, message), as the server lists them."""
 
-    def __init__(self, method: str, path: str, status: int, message: str) -> None:
+    def __init__(
+        self, method: str, path: str, status: int, message: str, errors: Sequence[tuple[str, str]] = ()
+    ) -> None:
         super().__init__(f"{method} {path} failed ({status}): {message}")
         self.method, self.path, self.status, self.message = method, path, status, message
+        self.errors = tuple(errors)
 
 
 class Forbidden(RequestFailed):
@@ -164,6 +168,18 @@ def error_message(response: HttpResponse) -> str:
     if isinstance(body.get("error"), dict):
         return str(body["error"].get("message"))
     return str(body.get("error_description") or body.get("error") or body)
+
+
+def config_errors(response: HttpResponse) -> list[tuple[str, str]]:
+    """(YAML path, message) of each problem a refused floe.yaml has (`error.errors`), else none."""
+    try:
+        body = response.json()
+        listed = body["error"]["errors"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    if not isinstance(listed, list):
+        return []
+    return [(str(e.get("path", "")), str(e.get("message", ""))) for e in listed[:1000] if isinstance(e, dict)]
 
 
 # -- the client -------------------------------------------------------------------------------------
@@ -265,7 +281,9 @@ class FloeClient:
         response = self.send(method, MANAGEMENT + path, params=query, body=body)
         if response.status_code >= 400:
             failure = {403: Forbidden, 404: NotFound}.get(response.status_code, RequestFailed)
-            raise failure(method, path, response.status_code, error_message(response))
+            raise failure(
+                method, path, response.status_code, error_message(response), config_errors(response)
+            )
         try:
             return msgspec.json.decode(response.content or b"null", type=result)
         except msgspec.DecodeError as exc:

@@ -113,6 +113,16 @@ class ActionOutcome:
         return MaintenanceAction(self.name, round(self.duration_seconds, 3), dict(self.result), self.error)
 
 
+# The actions as a pass's summary line says them.
+ACTION_WORDS = {
+    "rewrite_data_files": "compacted data files",
+    "rewrite_position_delete_files": "compacted delete files",
+    "rewrite_manifests": "rewrote manifests",
+    "expire_snapshots": "expired old snapshots",
+    "remove_orphan_files": "removed orphan files",
+}
+
+
 @dataclass
 class PassResult:
     """One table's pass, as recorded."""
@@ -144,15 +154,22 @@ class PassResult:
         )
 
     def summary(self) -> str:
-        ran = ", ".join(a.name + (" (failed)" if a.error else "") for a in self.actions) or "nothing to do"
+        """The pass in a line people read (`floe maintain`, `floe up`): what it did, in words, and the
+        table's data files and snapshots before and after."""
+        ran = (
+            ", ".join(
+                ACTION_WORDS.get(a.name, a.name) + (" (failed)" if a.error else "") for a in self.actions
+            )
+            or "nothing to do"
+        )
         change = ""
         if self.before is not None and self.after is not None:
             change = (
-                f"; files {self.before.data_files}→{self.after.data_files}, "
-                f"snapshots {self.before.snapshots}→{self.after.snapshots}"
+                f"; data files {self.before.data_files} before, {self.after.data_files} after; "
+                f"snapshots {self.before.snapshots} before, {self.after.snapshots} after"
             )
         error = f"; error: {self.error}" if self.error else ""
-        return f"{self.table}: {ran}{change} in {self.duration_seconds:.1f} s{error}"
+        return f"{self.table}: {ran} in {self.duration_seconds:.1f} s{change}{error}"
 
 
 def _counts(stats: TableStats | None) -> TableCounts | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
@@ -12,6 +14,10 @@ from rich.text import Text
 
 from floe.cli.output import OUTPUT, as_json, console, printable
 from floe.cli.remote import call
+
+if TYPE_CHECKING:
+    from catalog.client import ApplyOutcome, FloeClient
+    from catalog.pipelines import ConfigError
 
 _ACTION_STYLES = {
     "create": "green",
@@ -34,9 +40,11 @@ def apply(path: str, dry_run: bool, output: str) -> None:
     The file is validated here first: every error is printed with its YAML path and nothing is sent."""
     from pathlib import Path
 
+    from catalog.client import RequestFailed
     from catalog.pipelines import ConfigError, InvalidConfig
     from catalog.pipelines.bounds import LIMITS
     from catalog.pipelines.config import read_yaml, validate_read
+    from catalog.pipelines.yaml_values import with_line
 
     try:
         # Bounded like the server's (bytes here; nesting and aliases while parsing): a YAML bomb is
@@ -53,14 +61,18 @@ def apply(path: str, dry_run: bool, output: str) -> None:
         validate_read(read, base=Path(path).resolve().parent)  # the data's schema_files inlined too
         data = read[0]
     except InvalidConfig as exc:
-        console.print(
-            Text(printable(f"{path}: {len(exc.errors)} error(s), nothing applied"), style="red"),
-            highlight=False,
-        )
-        for error in exc.errors:
-            console.print(Text(printable(f"  {error}")), highlight=False)
-        sys.exit(1)
-    result = call(lambda floe: floe.apply_pipeline(data, dry_run=dry_run))
+        _refused(path, exc.errors)
+
+    def apply_it(floe: FloeClient) -> ApplyOutcome:
+        try:
+            return floe.apply_pipeline(data, dry_run=dry_run)
+        except RequestFailed as exc:
+            if exc.status != 400 or not exc.errors:
+                raise
+            # The server's checks (the applied tables: a type narrowed, a field dropped) at their lines.
+            _refused(path, [with_line(ConfigError(p, m), read[1]) for p, m in exc.errors])
+
+    result = call(apply_it)
     if output == "json":
         click.echo(json.dumps(as_json(result), indent=2))
         return
@@ -87,3 +99,16 @@ def apply(path: str, dry_run: bool, output: str) -> None:
         )
     else:
         click.echo(f"no changes: revision {result.revision} is current", err=True)
+
+
+def _refused(path: str, errors: Sequence[ConfigError]) -> NoReturn:
+    """The refusal of a floe.yaml: each error with its YAML path and line; exit status 1."""
+    # Whole lines (not folded at the terminal's width): a path or message is read and searched as one.
+    console.print(
+        Text(printable(f"{path}: {len(errors)} error(s), nothing applied"), style="red"),
+        highlight=False,
+        soft_wrap=True,
+    )
+    for error in errors:
+        console.print(Text(printable(f"  {error}")), highlight=False, soft_wrap=True)
+    sys.exit(1)

@@ -7,21 +7,50 @@ import sys
 from typing import TYPE_CHECKING
 
 import click
+from rich.console import Console
+from rich.text import Text
 
 from catalog.client import ClientError, FloeClient
 from floe.cli.errors import port_option_error
-from floe.cli.output import console
+from floe.cli.output import console, printable
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 
-def configure_logging(level: str, *, quiet: tuple[str, ...] = ("py4j", "httpx")) -> None:
-    """Service logs on stderr with time, level and logger; the `quiet` loggers (py4j's and httpx's
-    line per call) only from WARNING up."""
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+# `floe up`'s terminal: its own lines (`catalog on … (1.2 s)`) carry no time, nor do its log lines.
+TERMINAL_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+class TerminalLogHandler(logging.Handler):
+    """Log lines printed through the command's Rich console (stderr), as its own lines are: in the
+    same format, never torn by a spinner, control characters in a message shown as escapes."""
+
+    def __init__(self, output: Console | None = None) -> None:
+        super().__init__()
+        self.output = output or console
+        self.setFormatter(logging.Formatter(TERMINAL_FORMAT))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = printable(self.format(record))
+            self.output.print(Text(line), highlight=False, soft_wrap=True)
+        except Exception:
+            self.handleError(record)
+
+
+def configure_logging(
+    level: str, *, quiet: tuple[str, ...] = ("py4j", "httpx"), timestamps: bool = True
+) -> None:
+    """Service logs on stderr with time, level and logger (`timestamps=False`: as `floe up` prints its
+    own lines, level and logger only); the `quiet` loggers (py4j's and httpx's line per call) only from
+    WARNING up."""
+    if timestamps:
+        logging.basicConfig(
+            level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        )
+    else:
+        logging.basicConfig(level=level.upper(), handlers=[TerminalLogHandler()])
     for noisy in quiet:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -73,12 +74,28 @@ UP_COMMIT_INTERVAL = 1.0
 APPLIED_RECORD = "floe.yaml.applied.json"
 
 
-def example_config(kafka_port: int) -> str:
-    """The floe.yaml a fresh home starts with: complete (its cluster included), so that
-    `floe apply -f .floe/floe.yaml` accepts it as it is."""
+def shown_path(path: Path) -> str:
+    """`path` as floe's lines name it: relative to the working directory when inside it (as typed),
+    else absolute."""
+    absolute = path.absolute()
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
+
+
+def example_config(kafka_port: int, path: str = ".floe/floe.yaml") -> str:
+    """The floe.yaml a fresh home starts with, at `path`: complete (its cluster included), so that
+    `floe apply -f <path>` accepts it as it is."""
+    # A line break in the path would end the YAML comment: such a path is not written into it.
+    command = (
+        shlex.join(["floe", "apply", "-f", path])
+        if path.isprintable()
+        else 'floe apply -f "$FLOE_HOME/floe.yaml"'
+    )
     return f"""\
 # floe.yaml: Kafka topics to Iceberg tables (compatible with WarpStream Tableflow's format).
-# Edit it and run `floe apply -f {{this file}}` (or restart `floe up`, which applies it when it changed).
+# Edit it and run `{command}` (or restart `floe up`, which applies it when it changed).
 source_clusters:
   # floe up runs this broker itself (creating the topics below on it).
   - name: {LOCAL_CLUSTER}
@@ -333,13 +350,13 @@ def up_command(
 
     check_commit_interval(commit_interval)
     started = time.monotonic()
-    configure_logging("info", quiet=("py4j", "httpx", "httpx2", "pyiceberg"))
+    configure_logging("info", quiet=("py4j", "httpx", "httpx2", "pyiceberg"), timestamps=False)
     home = floe_home()
     home.mkdir(parents=True, exist_ok=True)
     if config_file is None:
         config_file = home / "floe.yaml"
         if not config_file.exists():
-            config_file.write_text(example_config(kafka_port))
+            config_file.write_text(example_config(kafka_port, shown_path(config_file)))
             console.print(f"wrote an example configuration to {config_file}", highlight=False, soft_wrap=True)
     try:
         text = config_file.read_text()
