@@ -423,7 +423,8 @@ def up_command(
             raise click.ClickException(str(exc)) from exc
         with _step("Spark session"):
             spark = spark_future.result()
-        logs = [catalog_log, spark_log, *([kafka.log_path] if kafka is not None else [])]
+        # As typed, each (the broker resolves its folder): not relative and absolute paths in one line.
+        logs = [Path(shown_path(p)) for p in (catalog_log, spark_log, *([kafka.log_path] if kafka else []))]
         broker = kafka.bootstrap_servers if kafka is not None else None
         own_brokers = frozenset(
             {f"127.0.0.1:{broker_port}", f"localhost:{broker_port}"} if broker_port else ()
