@@ -69,10 +69,11 @@ def report_watermarks(
                     "cannot report end offsets of %d tables to floe (next poll retries): %s", len(chunk), exc
                 )
                 continue
+            topics = {t.name: t.topic for t, _ in chunk}
             for found in accepted.tables:
                 name = ".".join([*found.namespace, found.table])
                 if found.watermark_ms is not None:
                     WATERMARK.labels(name).set(found.watermark_ms / 1000)
-                ratios = [t.offset_completeness for t in found.topics if t.offset_completeness is not None]
-                if ratios:
-                    OFFSET_COMPLETENESS.labels(name).set(min(ratios))
+                for topic in found.topics:  # the topic it reads now (not one floe.yaml used to name)
+                    if topic.topic == topics.get(name) and topic.offset_completeness is not None:
+                        OFFSET_COMPLETENESS.labels(name).set(topic.offset_completeness)

@@ -41,8 +41,17 @@ class TableWatermark:
     topics: tuple[Completeness, ...]
 
     @property
+    def current_topics(self) -> tuple[Completeness, ...]:
+        """The topics ingestion reads now: those of its latest report (a topic floe.yaml no longer names
+        keeps its rows, but is not reported any more and stops counting)."""
+        latest = {t.topic: max((p.observed_at_ms or 0 for p in t.partitions), default=0) for t in self.topics}
+        newest = max(latest.values(), default=0)
+        return tuple(t for t in self.topics if newest and latest[t.topic] == newest)
+
+    @property
     def watermark_ms(self) -> int | None:
-        times = [t.watermark_ms for t in self.topics]
+        """The earliest of its current topics' watermarks; None while any has none (or none is reported)."""
+        times = [t.watermark_ms for t in self.current_topics]
         return None if not times or None in times else min(t for t in times if t is not None)
 
     def complete_through(self, until_ms: int) -> bool:

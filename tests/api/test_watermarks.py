@@ -312,3 +312,24 @@ def _key_of(http: httpx.Client, tenant: Tenant) -> tuple[str, str]:
     assert http.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
     created = http.post("/management/v1/keys", json={"role": "reader", "cluster": cluster}).json()
     return created["client_id"], created["client_secret"]
+
+
+def test_a_topic_no_longer_reported_stops_counting(tenant: Tenant) -> None:
+    now = int(time.time() * 1000)
+    old = {
+        "warehouse": "default",
+        "observed-at-ms": now - 60_000,
+        "tables": [
+            {"namespace": [tenant.cluster], "table": "events", "topic": "orders.v0", "end-offsets": {"0": 9}}
+        ],
+    }
+    assert tenant.writer.post(f"{WATERMARK}/observations", json=old).status_code == 200
+    assert (
+        _get(tenant.reader, tenant.cluster).json()["watermark-ms"] is None
+    )  # nothing of orders.v0 committed
+    # floe.yaml now names topic orders: ingestion reports it alone from then on.
+    _commit(tenant.table, {}, {0: 2})
+    assert _report(tenant.writer, tenant.cluster, now, {0: 2}).status_code == 200
+    body = _get(tenant.reader, tenant.cluster).json()
+    assert body["watermark-ms"] == now
+    assert sorted(t["topic"] for t in body["topics"]) == ["orders", "orders.v0"]  # both still shown
