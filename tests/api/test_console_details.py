@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import quote, urlparse
 
 import httpx
 import pyarrow as pa
@@ -202,3 +204,38 @@ def test_the_table_pages_sample_shows_readable_values(shop: Shop) -> None:
     assert "b'k1'" not in text
     assert "<code>k1</code>" in text
     assert "+00:00" not in text
+
+
+def test_the_dead_letters_page_escapes_names_and_hides_paths(
+    catalog_server: CatalogProcess, shop: Shop
+) -> None:
+    """A hostile table name is text on the page; a dead-letter file that cannot be read is said so,
+    without its path; another cluster's key finds no such page."""
+    hostile = f"<img src=x onerror=alert(1)>{uuid.uuid4().hex[:4]}"
+    catalog = catalog_server.catalog(warehouse="default")
+    catalog.create_table((shop.cluster, hostile), Schema(NestedField(1, "id", LongType())))
+    dlq = catalog.create_table((shop.cluster, hostile + "_dlq"), dlq_schema())
+    dlq.append(dead_letters(0, 3))
+    path = f"/console/tables/default/{shop.cluster}/{quote(hostile, safe='')}/dead-letters"
+    page = shop.browser.get(path)
+    assert page.status_code == 200, page.text[:500]
+    assert "<img" not in page.text
+    assert html.escape(f"Dead letters of {shop.cluster}.{hostile}", quote=False) in page.text
+    (data_file,) = [task.file.file_path for task in dlq.scan().plan_files()]
+    local = Path(urlparse(data_file).path)
+    local.unlink()
+    broken = shop.browser.get(path)
+    assert broken.status_code == 200, broken.text[:500]
+    assert "could not be read" in broken.text
+    assert str(local.parent) not in html.unescape(broken.text)
+    with httpx.Client(
+        base_url=catalog_server.url, headers={"Authorization": f"Bearer {catalog_server.token()}"}
+    ) as http:
+        other = f"oth_{uuid.uuid4().hex[:6]}"
+        assert http.post("/management/v1/clusters", json={"name": other}).status_code == 201
+        made = http.post("/management/v1/keys", json={"cluster": other, "role": "reader"}).json()
+    outsider = signed_in(catalog_server, Key(made["client_id"], made["client_secret"]))
+    try:
+        assert outsider.get(f"/console/tables/default/{shop.cluster}/orders/dead-letters").status_code == 404
+    finally:
+        outsider.close()
