@@ -133,7 +133,8 @@ class WatermarkService:
         tables: Sequence[tuple[TableIdent, str, Mapping[str, int]]],
     ) -> list[TableWatermark]:
         """Record the broker end offsets ingestion read at `observed_at_ms` for each (table, topic,
-        {partition: end offset}); the tables' completeness after it. Writers of the tables may call it."""
+        {partition: end offset}); the tables' completeness after it (tables that do not exist are left
+        out). Writers of the tables may call it."""
         if len(tables) > MAX_REPORTED_TABLES:
             raise LimitExceeded(f"A report names at most {MAX_REPORTED_TABLES} tables")
         if sum(len(ends) for _, _, ends in tables) > MAX_REPORTED_PARTITIONS:
@@ -143,15 +144,22 @@ class WatermarkService:
             authorize(principal, Action.WRITE, prefix, ident.namespace.key)
         now_ms = int(time.time() * 1000)
         at_ms = min(observed_at_ms, now_ms)
-        transitions: dict[tuple[str, str], Transition] = {}
-        idents: dict[str, TableIdent] = {}
         for ident, topic, ends in tables:
             if not topic or len(topic) > MAX_TOPIC_CHARS:
                 raise BadRequest(f"Invalid topic for {ident}: 1 to {MAX_TOPIC_CHARS} characters")
-            observed = _partitions(ident, ends)
-            record = await self.ctx.tabular(warehouse, ident, "table")
-            idents[record.id] = ident
-            transitions[(record.id, topic)] = _transition(observed, at_ms)
+            _partitions(ident, ends)
+        # One query for every table's id: a report names up to a thousand. A table dropped meanwhile
+        # is left out (the others' watermarks must not wait for ingestion to notice).
+        ids = await self.ctx.store.table_ids(
+            warehouse.id, [(ident.namespace.key, ident.name) for ident, _, _ in tables]
+        )
+        transitions: dict[tuple[str, str], Transition] = {}
+        idents: dict[str, TableIdent] = {}
+        for ident, topic, ends in tables:
+            tabular_id = ids.get((ident.namespace.key, ident.name))
+            if tabular_id is not None:
+                idents[tabular_id] = ident
+                transitions[(tabular_id, topic)] = _transition(_partitions(ident, ends), at_ms)
         progress = await self.ctx.store.observe_end_offsets(transitions)
         by_table: dict[str, dict[str, TopicProgress]] = {}
         for (tabular_id, topic), found in progress.items():

@@ -111,6 +111,10 @@ class KafkaOffsetStore(Protocol):
 
     async def topic_progress(self, tabular_id: str) -> dict[str, TopicProgress]: ...
 
+    async def table_ids(
+        self, warehouse_id: str, names: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]: ...
+
     async def observe_end_offsets(
         self, transitions: Mapping[tuple[str, str], Transition]
     ) -> dict[tuple[str, str], TopicProgress]: ...

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from catalog.store.schema import kafka_end_offsets, kafka_offsets
+from catalog.store.schema import kafka_end_offsets, kafka_offsets, namespaces, tabulars
 from catalog.watermarks import Observation, PartitionState
 
 # (tabular id, topic) → partition → …
@@ -83,6 +83,25 @@ class WatermarkStoreMixin:
             keys = [(tabular_id, str(row[0])) for row in topics]
             found = await _progress(conn, keys)
         return {topic: progress for (_, topic), progress in found.items()}
+
+    async def table_ids(
+        self, warehouse_id: str, names: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The ids of the tables (namespace key, name) of a warehouse that exist, in one query."""
+        if not names:
+            return {}
+        query = (
+            select(namespaces.c.key, tabulars.c.name, tabulars.c.id)
+            .join(namespaces, namespaces.c.id == tabulars.c.namespace_id)
+            .where(
+                namespaces.c.warehouse_id == warehouse_id,
+                tabulars.c.kind == "table",
+                tuple_(namespaces.c.key, tabulars.c.name).in_(list(set(names))),
+            )
+        )
+        async with self._reading() as conn:
+            rows = (await conn.execute(query)).all()
+        return {(str(r[0]), str(r[1])): str(r[2]) for r in rows}
 
     async def observe_end_offsets(
         self, transitions: Mapping[TopicKey, Transition]

@@ -333,3 +333,19 @@ def test_a_topic_no_longer_reported_stops_counting(tenant: Tenant) -> None:
     body = _get(tenant.reader, tenant.cluster).json()
     assert body["watermark-ms"] == now
     assert sorted(t["topic"] for t in body["topics"]) == ["orders", "orders.v0"]  # both still shown
+
+
+def test_a_report_leaves_out_a_table_that_does_not_exist(tenant: Tenant) -> None:
+    now = int(time.time() * 1000)
+    body = {
+        "warehouse": "default",
+        "observed-at-ms": now,
+        "tables": [
+            {"namespace": [tenant.cluster], "table": "dropped", "topic": "gone", "end-offsets": {"0": 1}},
+            {"namespace": [tenant.cluster], "table": "events", "topic": "orders", "end-offsets": {"0": 0}},
+        ],
+    }
+    response = tenant.writer.post(f"{WATERMARK}/observations", json=body)
+    assert response.status_code == 200, response.text
+    assert [t["table"] for t in response.json()["tables"]] == ["events"]
+    assert _get(tenant.reader, tenant.cluster).json()["watermark-ms"] == now
