@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from catalog.auth import Action, Principal, authorize
-from catalog.errors import BadRequest, LimitExceeded, TooManyRequests
+from catalog.errors import BadRequest, LimitExceeded, NoSuchTable, TooManyRequests
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import MAX_OFFSET, MAX_PARTITION, MAX_TOPIC_CHARS
 from catalog.service.context import CatalogContext
@@ -90,10 +90,15 @@ class WatermarkService:
     def __init__(self, ctx: CatalogContext) -> None:
         self.ctx = ctx
 
-    async def _progress(self, prefix: str, ident: TableIdent) -> dict[str, TopicProgress]:
+    async def _table_id(self, prefix: str, ident: TableIdent) -> str:
+        """The table's id, without reading its metadata (a wait re-reads only its offsets)."""
         warehouse = await self.ctx.warehouse(prefix)
-        record = await self.ctx.tabular(warehouse, ident, "table")
-        return await self.ctx.store.topic_progress(record.id)
+        key = (ident.namespace.key, ident.name)
+        tabular_id = (await self.ctx.store.table_ids(warehouse.id, [key])).get(key)
+        if tabular_id is None:
+            await self.ctx.tabular(warehouse, ident, "table")  # the spec's 404 for what is missing
+            raise NoSuchTable(f"Table does not exist: {ident}")
+        return tabular_id
 
     async def watermark(
         self,
@@ -112,7 +117,8 @@ class WatermarkService:
             raise BadRequest(f"wait must be 0 to {settings.watermark_max_wait_seconds:g} seconds")
         if wait_seconds and until_ms is None:
             raise BadRequest("wait needs until (the time the table must be complete through)")
-        found = _of(ident, await self._progress(prefix, ident))
+        tabular_id = await self._table_id(prefix, ident)
+        found = _of(ident, await self.ctx.store.topic_progress(tabular_id))
         if until_ms is None or not wait_seconds or found.complete_through(until_ms):
             return found
         deadline = time.monotonic() + wait_seconds
@@ -122,7 +128,7 @@ class WatermarkService:
                 if left <= 0:
                     break
                 await asyncio.sleep(min(POLL_SECONDS, left))
-                found = _of(ident, await self._progress(prefix, ident))
+                found = _of(ident, await self.ctx.store.topic_progress(tabular_id))
         return found
 
     async def report(
