@@ -16,8 +16,6 @@
 # Bookworm: the Debian release that packages Java 17.
 FROM python:3.11-slim-bookworm
 
-ARG PREFETCH_JARS=true
-
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -54,6 +52,9 @@ RUN --mount=type=cache,target=/root/.cache/pip pip install . && rm -rf /opt/floe
 
 USER floe
 WORKDIR /var/lib/floe
+# Declared here, not at the top: a build argument is part of the cache key of every RUN after it, so
+# both values share all the layers above.
+ARG PREFETCH_JARS=true
 RUN if [ "$PREFETCH_JARS" = "true" ]; then \
         python -c "from runtime.spark import spark_jars; spark_jars()" \
         && python -c "from ingest.jvm_decoder import decoder_jar; decoder_jar()"; \

@@ -259,6 +259,10 @@ def kafka_jars() -> list[Path]:
         return list(pool.map(fetch, [*artifacts, KAFKA_TOOLS]))
 
 
+def built_images() -> list[str]:
+    return [FLOE_IMAGE, *sorted(set(STANDIN_IMAGES.values()))]
+
+
 def override_file(path: Path) -> Path:
     """The compose override: the stand-ins' `image:` for the services this machine cannot pull."""
     services = {name: {"image": image} for name, image in STANDIN_IMAGES.items()}
@@ -417,6 +421,10 @@ class Stack:
             self.wait_completed(dependency.service, timeout)
         else:
             self.wait_running(dependency.service)
+
+    def exec(self, service: str, *command: str) -> str:
+        """`compose exec SERVICE COMMAND...`: the command's output."""
+        return self.podman("exec", self.container(service), *command, timeout=300)
 
     def restart(self, service: str) -> None:
         self.podman("restart", self.container(service))

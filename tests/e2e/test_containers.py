@@ -124,6 +124,9 @@ def test_floe_image_and_compose_stack_end_to_end(tmp_path: Path) -> None:
         wait_for("30 rows", lambda: user_ids() == list(range(30)), 300, stack)
         timings["first 30 records readable"] = round(time.monotonic() - started, 1)
         assert duckdb_count(tmp_path / "duckdb") == 30
+        # compose/README.md's lag and throughput command, in the ingest container.
+        status = stack.exec("ingest", "floe", "status", "--metrics-url", "http://127.0.0.1:9464/metrics")
+        assert "events" in status, status
 
         # The catalog restarted: its tables, snapshots and ingestion's progress are in PostgreSQL.
         stack.restart("catalog")
@@ -147,5 +150,6 @@ def test_floe_image_and_compose_stack_end_to_end(tmp_path: Path) -> None:
         assert user_ids() == list(range(50)), "each record exactly once"
         assert duckdb_count(tmp_path / "duckdb") == 50
     finally:
-        print(json.dumps(timings, indent=1))
+        sizes = {image: images.podman.image_size(image) // 10**6 for image in containers.built_images()}
+        print(json.dumps({"seconds": timings, "image MB": sizes}, indent=1))
         stack.down(volumes=True)
