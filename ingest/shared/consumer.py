@@ -43,6 +43,7 @@ MAX_BUFFERED = 50_000
 MAX_BUFFERED_BYTES = 128 * 1024 * 1024
 POLL_SECONDS = 0.2
 PARTITIONS_REFRESH_SECONDS = 60.0
+RECONCILE_RETRY_SECONDS = 10.0
 
 
 class SharedIngest:
@@ -78,6 +79,7 @@ class SharedIngest:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failed: dict[str, str] = {}  # table → why it could not be opened (retried)
+        self._retry_at: dict[str, tuple[int, float]] = {}  # table → (failures in a row, next try)
         self.assigned = threading.Event()  # set once the first tables' partitions are assigned
         self.rounds = 0
         self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"floe-commit-{cluster}")
@@ -117,10 +119,16 @@ class SharedIngest:
         refreshed = 0.0
         try:
             while not self._stop.is_set():
-                if self._changed.is_set() or time.monotonic() - refreshed > PARTITIONS_REFRESH_SECONDS:
+                retry = min((at for _, at in self._retry_at.values()), default=float("inf"))
+                now = time.monotonic()
+                if self._changed.is_set() or now - refreshed > PARTITIONS_REFRESH_SECONDS or now >= retry:
                     self._changed.clear()
-                    self._reconcile(consumer)
                     refreshed = time.monotonic()
+                    try:
+                        self._reconcile(consumer)
+                    except Exception as exc:  # the cluster unreachable: its tables say so; tried again
+                        log.warning("shared consumer of cluster %s: %s (retried)", self.cluster, exc)
+                        refreshed = time.monotonic() - PARTITIONS_REFRESH_SECONDS + RECONCILE_RETRY_SECONDS
                 for message in consumer.consume(num_messages=10_000, timeout=POLL_SECONDS):
                     self._buffer(message)
                 buffered = sum(t.buffered_bytes for t in self.tables.values())
@@ -142,13 +150,20 @@ class SharedIngest:
         for name in [n for n in self.tables if n not in wanted]:
             log.info("%s left the pipeline: stopping its ingestion", name)
             self.tables.pop(name)
+        for name in [n for n in self._retry_at if n not in wanted]:
+            self._retry_at.pop(name)
+            self.failed.pop(name, None)
         for name, table in wanted.items():
             current = self.tables.get(name)
             if current is not None and current.table.fingerprint == table.fingerprint:
                 continue
+            failures, retry_at = self._retry_at.get(name, (0, 0.0))
+            if time.monotonic() < retry_at:
+                continue
             try:
                 self.tables[name] = self._open_table(table)
                 self.failed.pop(name, None)
+                self._retry_at.pop(name, None)
                 if current is not None:
                     log.info("%s changed (schema or settings): its ingestion took the change", name)
                 else:
@@ -161,13 +176,16 @@ class SharedIngest:
             except Exception as exc:  # one table's problem must not stop the others
                 self.tables.pop(name, None)
                 self.failed[name] = str(exc)
-                metrics.PROBLEMS.report(name, f"cannot start ingestion: {exc}")
-                log.warning("%s: cannot start ingestion (retried): %s", name, exc)
-                self._changed.set()
+                # Retried with backoff, as a Spark query's start is: 2, 4, 8 … 60 s.
+                self._retry_at[name] = (failures + 1, time.monotonic() + min(60.0, 2.0 ** (failures + 1)))
+                metrics.PROBLEMS.report(name, f"cannot start ingestion: {exc}")  # logs it
         self._by_topic = {}
         for shared in self.tables.values():
             self._by_topic.setdefault(shared.table.topic, []).append(shared)
         wanted_at: dict[tuple[str, int], int] = {}
+        if not self._by_topic and not self._assigned:
+            self.assigned.set()
+            return
         metadata = consumer.list_topics(timeout=10)
         for topic, tables in self._by_topic.items():
             found = metadata.topics.get(topic)
@@ -320,7 +338,9 @@ class SharedIngest:
         except Exception as exc:
             self.tables.pop(name, None)
             self.failed[name] = str(exc)
-            self._changed.set()
+            topic = shared.table.topic
+            self._by_topic[topic] = [s for s in self._by_topic.get(topic, []) if s is not shared]
+            self._retry_at[name] = (1, time.monotonic() + 2.0)  # opened again by the next reconcile
             return
         self.tables[name] = fresh
         self._by_topic[shared.table.topic] = [

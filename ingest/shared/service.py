@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ingest.ingest_table import BatchResult, IngestTable
+from ingest.kafka_connection import check_connection
 from ingest.shared.consumer import SharedIngest
 from ingest.shared.iceberg_append import TableAppender
 from ingest.shared.json_rows import readable
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog
 
     from ingest.service import CatalogAccess
+
+
+CONNECTION_CHECK_SECONDS = 60.0
 
 
 def shared_consumer_reads(table: IngestTable) -> bool:
@@ -61,6 +65,9 @@ class SharedTables:
         self._wanted: dict[str, list[IngestTable]] = {}
         self._catalogs: dict[tuple[str, str], RestCatalog] = {}
         self._catalogs_lock = threading.Lock()
+        # cluster → (when checked, the refusal or None): a cluster's login is checked once a minute,
+        # not once per table (a thousand tables of one refused cluster are one check, one error).
+        self._connections: dict[str, tuple[float, Exception | None]] = {}
 
     def set_tables(self, tables: Iterable[IngestTable]) -> None:
         by_cluster: dict[str, list[IngestTable]] = {}
@@ -72,8 +79,9 @@ class SharedTables:
             if consumer is None:
                 if not wanted:
                     continue
-                consumer = self._start(cluster, dict(wanted[0].consumer_config))
-            consumer.set_tables(wanted)
+                consumer = self._start(cluster, dict(wanted[0].consumer_config), wanted)
+            else:
+                consumer.set_tables(wanted)
         self._wanted = by_cluster
 
     def tables(self) -> list[IngestTable]:
@@ -89,7 +97,9 @@ class SharedTables:
         for consumer in self._consumers.values():
             consumer.stop()
 
-    def _start(self, cluster: str, consumer_config: dict[str, Any]) -> SharedIngest:
+    def _start(
+        self, cluster: str, consumer_config: dict[str, Any], tables: list[IngestTable]
+    ) -> SharedIngest:
         access = self._access_for(cluster)
         consumer = SharedIngest(
             cluster,
@@ -101,6 +111,7 @@ class SharedTables:
             lambda warehouse: self._prefix(cluster, warehouse),
         )
         self._consumers[cluster] = consumer
+        consumer.set_tables(tables)  # before its thread starts: its first look opens them
         consumer.start()
         return consumer
 
@@ -133,9 +144,26 @@ class SharedTables:
         prefix = self._catalog(cluster, warehouse).properties.get("prefix")
         return str(prefix) if prefix else quote(warehouse, safe="")
 
+    def _check_connection(self, table: IngestTable) -> None:
+        """Raise the cluster's refusal (a wrong password, an untrusted certificate) as one clear error,
+        as a Spark query's start does; checked at most once a minute per cluster."""
+        if table.source_cluster is None:
+            return
+        checked = self._connections.get(table.cluster)
+        if checked is None or time.monotonic() - checked[0] >= CONNECTION_CHECK_SECONDS:
+            try:
+                check_connection(table.source_cluster, table.consumer_config, table.topic)
+                checked = (time.monotonic(), None)
+            except Exception as exc:
+                checked = (time.monotonic(), exc)
+            self._connections[table.cluster] = checked
+        if checked[1] is not None:
+            raise checked[1]
+
     def _open(self, table: IngestTable) -> SharedTable:
         """The table's appenders (loaded from floe at their first append) and its committed offsets:
         where the shared consumer starts it."""
+        self._check_connection(table)
         catalog = self._catalog(table.cluster, table.warehouse)
         client = self._access_for(table.cluster).client
         main_id = (*table.namespace, table.table)

@@ -305,7 +305,15 @@ def catalog(server: CatalogProcess) -> RestCatalog:
 
 
 def _status(ingest: IngestProcess) -> dict[str, Any]:
-    result = CliRunner().invoke(status_command, ["--metrics-url", ingest.metrics_url, "--output", "json"])
+    # The ingestion's metrics server answers a moment after its process starts (no Spark to wait for
+    # when every table is on the shared consumer).
+    deadline = time.monotonic() + 60
+    while True:
+        result = CliRunner().invoke(status_command, ["--metrics-url", ingest.metrics_url, "--output", "json"])
+        if result.exit_code == 0 or "Cannot reach the ingestion service" not in result.output:
+            break
+        assert time.monotonic() < deadline, result.output
+        time.sleep(0.5)
     assert result.exit_code == 0, result.output
     status: dict[str, Any] = json.loads(result.output)
     return status
