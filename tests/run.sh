@@ -14,5 +14,12 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
-echo "== pytest"
-.venv/bin/pytest "$@"
+# Two runs: the quick tier spread over the cores (pytest-xdist), then the e2e tier in one process (its
+# Kafka, Spark, Trino and registry are started once per session); both run even if the first fails.
+echo "== pytest: quick tier"
+status=0
+# Exit status 5 is "no test selected" (arguments naming only tests of the other tier).
+.venv/bin/pytest -m "not e2e" "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
+echo "== pytest: e2e tier"
+.venv/bin/pytest -m e2e "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
+exit "$status"
