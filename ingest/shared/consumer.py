@@ -150,6 +150,7 @@ class SharedIngest:
         for name in [n for n in self.tables if n not in wanted]:
             log.info("%s left the pipeline: stopping its ingestion", name)
             self.tables.pop(name)
+        opened: set[str] = set()  # topics of tables opened now
         for name in [n for n in self._retry_at if n not in wanted]:
             self._retry_at.pop(name)
             self.failed.pop(name, None)
@@ -162,6 +163,7 @@ class SharedIngest:
                 continue
             try:
                 self.tables[name] = self._open_table(table)
+                opened.add(table.topic)
                 self.failed.pop(name, None)
                 self._retry_at.pop(name, None)
                 if current is not None:
@@ -200,7 +202,12 @@ class SharedIngest:
         new = [TopicPartition(t, p, o) for (t, p), o in wanted_at.items() if (t, p) not in self._assigned]
         if new:
             consumer.incremental_assign(new)
+        already = {topic for topic, partition in self._assigned if (topic, partition) in wanted_at}
         self._assigned = wanted_at
+        # A table opened while its topic's partitions were assigned (changed, or sharing its topic with a
+        # running table): the consumer is past floe's offsets for it; read the topic again from them.
+        for topic in opened & already:
+            self._rewind(topic, consumer)
         self.assigned.set()
 
     def _buffer(self, message: Any) -> None:
@@ -326,7 +333,6 @@ class SharedIngest:
 
     def _restart(self, shared: SharedTable, consumer: Any, why: str) -> None:
         """Drop the table's buffer, read it again from floe, re-read its partitions from its offsets."""
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         name = shared.table.name
         log.warning("%s: %s; re-reading from floe's offsets", name, why)
@@ -346,14 +352,22 @@ class SharedIngest:
         self._by_topic[shared.table.topic] = [
             fresh if s is shared else s for s in self._by_topic.get(shared.table.topic, [])
         ]
-        # Other tables of the topic lose their buffers too: the topic is read again from the lowest.
-        for other in self._by_topic[shared.table.topic]:
+        self._rewind(shared.table.topic, consumer)
+
+    def _rewind(self, topic: str, consumer: Any) -> None:
+        """Read `topic` again from the lowest offset its tables have committed to floe: a table opened
+        afresh (restarted, changed, added back) starts where floe says it ends, never where the consumer
+        happens to be. The topic's other tables drop their buffers (they are read again; each skips what
+        it holds already)."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        tables = self._by_topic.get(topic, [])
+        for other in tables:
             other.take()
-        for (topic, partition), _ in list(self._assigned.items()):
-            if topic != shared.table.topic:
+        for assigned_topic, partition in list(self._assigned):
+            if assigned_topic != topic or not tables:
                 continue
-            starts = [t.main_next.get(partition, OFFSET_BEGINNING) for t in self._by_topic[topic]]
-            offset = min(starts)
+            offset = min(t.main_next.get(partition, OFFSET_BEGINNING) for t in tables)
             try:
                 consumer.seek(TopicPartition(topic, partition, offset))
             except Exception as exc:  # not fetched yet: assigned again at the offset instead

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.e2e
 CLUSTER = "shared"
 CRASH_CLUSTER = "shared_crash"
 SHARD_CLUSTER = "shared_shards"
+EVOLVE_CLUSTER = "shared_evolve"
 ID_SCHEMA = {"fields": [{"name": "id", "id": 1, "type": "long"}]}
 
 
@@ -58,7 +59,8 @@ def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
-    return Pipeline(kafka.bootstrap_servers, admin, [CLUSTER, CRASH_CLUSTER, SHARD_CLUSTER], CLUSTER)
+    clusters = [CLUSTER, CRASH_CLUSTER, SHARD_CLUSTER, EVOLVE_CLUSTER]
+    return Pipeline(kafka.bootstrap_servers, admin, clusters, CLUSTER)
 
 
 @pytest.fixture(scope="module")
@@ -363,3 +365,66 @@ def test_two_shards_split_the_tables_and_an_instance_on_the_same_shard_is_fenced
             for topic in topics:
                 if shards[topic] != shard:
                     assert _table(topic) not in log, (topic, shard)
+
+
+def test_a_schema_change_applied_while_records_flow_loses_and_repeats_nothing(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    """Its own `floe ingest` commits every 5 s, so records are buffered for the table when the new
+    schema arrives: the table is opened again and must read on from floe's offsets, not from where the
+    consumer was (which skipped the buffered records)."""
+    topic = _topic(kafka, "shared-evolve", partitions=2)
+    table = _table(topic)
+    args = ["--commit-interval", "5", "--cluster", EVOLVE_CLUSTER]
+    ingest = IngestProcess(server, tmp_path / "evolve", args=args).start()
+    pipeline.add(
+        cluster=EVOLVE_CLUSTER,
+        source_topic=topic,
+        source_format="json",
+        schema_mode="inline",
+        schema=ID_SCHEMA,
+    )
+    produced = Produced()
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        i = 0
+        while not stop.is_set():
+            values = (json.dumps({"id": i + j, "note": f"n{i + j}"}).encode() for j in range(20))
+            produce(kafka.bootstrap_servers, topic, values, into=produced)
+            i += 20
+            time.sleep(0.1)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        wait_until_committed(admin, EVOLVE_CLUSTER, table, topic, {0: 1, 1: 1}, ingest=ingest)
+        time.sleep(2)  # into the next interval: records are buffered
+        note = {"name": "note", "id": 2, "type": "string", "optional": True}
+        widened = {"fields": [*ID_SCHEMA["fields"], note]}
+        pipeline.add(
+            cluster=EVOLVE_CLUSTER,
+            source_topic=topic,
+            source_format="json",
+            schema_mode="inline",
+            schema=widened,
+        )
+        time.sleep(8)
+    finally:
+        stop.set()
+        producer.join(60)
+    try:
+        wait_until_committed(admin, EVOLVE_CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+    finally:
+        ingest.stop()
+    assert "changed (schema or settings)" in ingest.log_text()
+    rows = catalog.load_table(f"{EVOLVE_CLUSTER}.{table}").scan().to_arrow().to_pylist()
+    positions = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows]
+    assert len(positions) == len(set(positions)), "a record was committed twice"
+    assert sorted(positions) == sorted(produced.records), "a record was lost"
+    assert any(r["note"] for r in rows), "the new field is written once the schema has it"
