@@ -352,7 +352,7 @@ def maintain(
 
 def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "many-tables.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
+    (RESULTS / f"{args.name}.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
@@ -419,7 +419,7 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         "s, freshness p99 ≤ 10 s, "
         "ingestion ≤ 1 core, driver memory ≤ 2 GiB.",
     ]
-    (RESULTS / "many-tables.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
@@ -433,6 +433,7 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=15.0, help="seconds after the window for late commits")
     parser.add_argument("--first-rows-limit", type=float, default=300.0)
     parser.add_argument("--maintain", action="store_true", help="then one floe maintain --once pass")
+    parser.add_argument("--name", default="many-tables", help="results: benchmarks/results/NAME.md")
     parser.add_argument("--maintain-limit", type=float, default=600.0, help="seconds the pass may take")
     args = parser.parse_args()
     started = time.time()
