@@ -292,6 +292,8 @@ class Stack:
     files: Sequence[Path]
     env: Mapping[str, str]
     project: str = "floe"
+    # Run-once services started a second time after a failed first run, with their last log lines.
+    retried: list[str] = field(default_factory=list)
 
     def compose(self, *args: str, timeout: float = 900) -> str:
         command = [sys.executable, "-m", "podman_compose", "-p", self.project]
@@ -359,6 +361,13 @@ class Stack:
             if time.monotonic() > deadline:
                 raise ContainerError(f"{service} still {state['Status']} after {timeout:.0f} s")
             time.sleep(1)
+        if state["ExitCode"] != 0 and not any(e.startswith(f"{service}: ") for e in self.retried):
+            # Once, and reported: seen once in 5 runs, right after `down` and `up`, apply timed out
+            # reaching the healthy catalog by name (podman 4.3's network; the cause was not found).
+            self.retried.append(f"{service}: {self.logs(service, tail=3).strip()}")
+            self.podman("start", self.container(service))
+            self.wait_completed(service, timeout)
+            return
         if state["ExitCode"] != 0:
             raise ContainerError(f"{service} exited {state['ExitCode']}:\n{self.logs(service)}")
 
@@ -431,6 +440,10 @@ class Stack:
 
     def down(self, volumes: bool = False) -> None:
         self.compose("down", *(["--volumes"] if volumes else []))
+        if volumes:
+            # Also the anonymous volumes of the images' VOLUME lines (the run-once services' containers
+            # get some), which podman-compose's `down --volumes` leaves; this image store is floe's own.
+            self.podman("volume", "prune", "--force")
 
     def volumes(self) -> list[str]:
         return self.podman(

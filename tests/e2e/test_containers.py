@@ -151,5 +151,5 @@ def test_floe_image_and_compose_stack_end_to_end(tmp_path: Path) -> None:
         assert duckdb_count(tmp_path / "duckdb") == 50
     finally:
         sizes = {image: images.podman.image_size(image) // 10**6 for image in containers.built_images()}
-        print(json.dumps({"seconds": timings, "image MB": sizes}, indent=1))
+        print(json.dumps({"seconds": timings, "image MB": sizes, "retried": stack.retried}, indent=1))
         stack.down(volumes=True)
