@@ -362,7 +362,7 @@ class Stack:
                 raise ContainerError(f"{service} still {state['Status']} after {timeout:.0f} s")
             time.sleep(1)
         if state["ExitCode"] != 0 and not any(e.startswith(f"{service}: ") for e in self.retried):
-            # Once, and reported: seen once in 5 runs, right after `down` and `up`, apply timed out
+            # Once, and reported: seen in 2 of 6 runs, right after `down` and `up`: apply timed out
             # reaching the healthy catalog by name (podman 4.3's network; the cause was not found).
             self.retried.append(f"{service}: {self.logs(service, tail=3).strip()}")
             self.podman("start", self.container(service))
