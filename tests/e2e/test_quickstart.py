@@ -1,18 +1,25 @@
-"""README's quick start, driven the way a user does it: `floe up` in a terminal (a pseudo-terminal here).
+"""The quick start (docs/quickstart.md, README's first query), driven the way a user does it: `floe up`
+in a terminal (a pseudo-terminal here).
 
-One fresh FLOE_HOME through the daily path (issue 12): start and wait for the ready line, produce, query
-(the first record must be visible within 10 s of "ready"), Ctrl-C, restart at once, `floe apply` a
-floe.yaml that adds a table, Ctrl-C and restart again — the added table is still ingested (a restart
-never undoes `floe apply`). The whole terminal output of a healthy run has no traceback and no ERROR.
+One fresh FLOE_HOME through the first hour (issues 12 and 33): start and wait for the ready line,
+produce, query (the first record must be visible within 10 s of "ready") with each snippet the ready
+summary prints, run as printed (DuckDB, pyiceberg), sign in to the console it names and see the table,
+create a reader key as the quick start says and query with it (a write with it is refused), Ctrl-C,
+restart at once, `floe apply` an own floe.yaml with deliberate mistakes (reported at their YAML lines
+with hints, nothing applied) and then fixed (a table added), Ctrl-C and restart again — the added table
+is still ingested (a restart never undoes `floe apply`). The whole terminal output of floe up and of
+every command has no traceback and no ERROR line.
 """
 
 from __future__ import annotations
 
 import fcntl
+import html
 import json
 import os
 import pty
 import re
+import shlex
 import signal
 import statistics
 import struct
@@ -24,12 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import httpx
 import pytest
-import yaml
 from confluent_kafka import Producer
 from pyiceberg.catalog.rest import RestCatalog
 
 from catalog.client import FloeClient, Forbidden
+from catalog.console.session import CSRF_FIELD
 from devtools.ports import free_port
 from floe.cli.up import port_answers
 from tests.e2e.duckdb_client import attach_catalog, connect
@@ -44,6 +53,20 @@ _ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 READY = "ready: "
 FIRST_RECORD_SECONDS = 10.0
 STEADY_P50_SECONDS = 5.0
+
+
+# A table a user adds to the example floe.yaml (the mistakes are filled in, then the fixes).
+CLICKS_TABLE = """\
+  - source_cluster_name: local
+    source_topic: clicks
+    source_format: json
+    schema_mode: inline
+    partitioning_scheme: {partitioning}
+    schema:
+      fields:
+        - {{ name: user_id, id: 1, type: long }}
+        - {{ name: action, id: 2, type: {action_type} }}
+"""
 
 
 class Terminal:
@@ -168,6 +191,53 @@ def _run_python(program: str, tmp_path: Path) -> str:
     return result.stdout
 
 
+def _quickstart_command(marker: str) -> list[str]:
+    """docs/quickstart.md's command after `<!-- quickstart: {marker} -->`, its `floe` run as this Python's
+    `-m floe.cli` (the test's floe is the work tree's)."""
+    text = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    match = re.search(rf"<!-- quickstart: {marker} -->\n```sh\n(.*?)\n```\n", text, re.DOTALL)
+    assert match is not None, f"docs/quickstart.md has no block marked <!-- quickstart: {marker} -->"
+    words = shlex.split(match.group(1), comments=True)
+    assert words[0] in ("floe", ".venv/bin/floe"), words
+    return [sys.executable, "-m", "floe.cli", *words[1:]]
+
+
+def _clean(output: str, what: str) -> None:
+    """A user's terminal: no traceback, no ERROR line."""
+    for marker in ("Traceback", " ERROR ", "\nERROR "):
+        at = output.find(marker)
+        assert at < 0, f"{marker!r} in {what}:\n{output[max(0, at - 2000) : at + 2000]}"
+
+
+def _floe(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A floe command as a user runs it next to floe up; its output checked for tracebacks and ERRORs."""
+    if argv[0] != sys.executable:
+        argv = [sys.executable, "-m", "floe.cli", *argv]
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    _clean(done.stdout + done.stderr, f"`floe {' '.join(argv[3:])}`")
+    return done
+
+
+def _console_overview(console_url: str, client_id: str, client_secret: str) -> str:
+    """Sign in at the console URL the ready summary prints, as a browser does (the sign-in form's CSRF
+    token, the session cookie), and read the overview's text."""
+    with httpx.Client(timeout=30, follow_redirects=True) as browser:
+        form = browser.get(console_url)  # not signed in: the sign-in page
+        assert form.status_code == 200, form.text[:2000]
+        assert "/sign-in" in str(form.url), form.url
+        token = re.search(rf'name="{CSRF_FIELD}" value="([^"]+)"', form.text)
+        assert token is not None, form.text[:2000]
+        signed_in = browser.post(
+            str(form.url),
+            data={"client_id": client_id, "client_secret": client_secret, CSRF_FIELD: token.group(1)},
+        )
+        assert signed_in.status_code == 200, signed_in.text[:2000]
+        overview = browser.get(console_url)
+        assert overview.status_code == 200, overview.text[:2000]
+        assert "/sign-in" not in str(overview.url), overview.text[:2000]
+        return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", overview.text)).split())
+
+
 def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     port, kafka_port, metrics_port = free_port(), free_port(), free_port()
@@ -179,6 +249,7 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     argv += ["--metrics-port", str(metrics_port)]
     transcript: list[str] = []
     timings: dict[str, float] = {}
+    apply_env = {**env, "FLOE_URL": url}  # the other commands, run beside floe up
 
     def run_until_ready(label: str) -> tuple[Terminal, float]:
         started = time.monotonic()
@@ -251,6 +322,55 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
         assert re.search(r"│\s*click\s*│\s*96\s*│", readme_run), readme_run
         assert "datetime.datetime(" in readme_run, readme_run
         assert re.search(r"│\s*partition\s*│\s*offset\s*│\s*error\s*│", readme_run), readme_run
+        # The summary's pyiceberg line, pasted into Python as printed (it is an expression: the import is
+        # the reader's, as for any one-liner).
+        new_user_steps = time.monotonic()
+        (pyiceberg_line,) = block(printed, "pyiceberg")
+        pyiceberg_program = f"print({pyiceberg_line}.num_rows)".replace(
+            "<client_secret>", admin["client_secret"]
+        )
+        pyiceberg_run = _run_python(
+            "from pyiceberg.catalog import load_catalog\n" + pyiceberg_program, tmp_path
+        )
+        assert pyiceberg_run.split() == ["100"], pyiceberg_run
+        # The console the summary names: signed in with the admin key, its overview lists the table and
+        # its 100 rows.
+        console = re.search(r"^  console +(\S+)", printed, re.MULTILINE)
+        assert console is not None, printed
+        assert console.group(1) == f"{url}/console", printed
+        overview = _console_overview(console.group(1), admin["client_id"], admin["client_secret"])
+        assert "Cluster local" in overview, overview
+        row = overview[overview.index("local.events") :][:300]
+        assert re.search(r"\b100\b", row), row
+        # A reader key for an engine, created as the quick start says; its own client id and secret in
+        # the first query: reads work, a write is refused.
+        created = _floe(_quickstart_command("reader-key"), apply_env, tmp_path)
+        assert created.returncode == 0, created.stderr
+        reader = json.loads(created.stdout)
+        assert (reader["role"], reader["cluster"]) == ("reader", "local"), reader
+        reader_query = _quickstart_block().replace("http://127.0.0.1:8181", url)
+        reader_query = reader_query.replace("<client_id>", reader["client_id"])
+        reader_run = _run_python(reader_query.replace("<client_secret>", reader["client_secret"]), tmp_path)
+        assert re.search(r"│\s*click\s*│\s*96\s*│", reader_run), reader_run
+        read_only = connect(tmp_path / "duckdb-reader")
+        attach_catalog(
+            read_only,
+            endpoint=url,
+            warehouse="default",
+            client_id=reader["client_id"],
+            client_secret=reader["client_secret"],
+        )
+        assert read_only.execute("SELECT count(*) FROM floe.local.events").fetchone() == (100,)
+        # (An INSERT into an ingested table fails in DuckDB 1.5.5 for any key, before asking floe: it
+        # cannot write a table partitioned on a field nested in _kafka.)
+        with pytest.raises(duckdb.Error) as refused:
+            read_only.execute("CREATE TABLE floe.local.notes (note VARCHAR)")
+        assert "Role reader of key" in str(refused.value), refused.value  # floe's 403, through DuckDB
+        assert "may not create" in str(refused.value), refused.value
+        read_only.close()
+        assert not catalog.table_exists("local.notes")
+        print(f"a reader's CREATE TABLE in DuckDB: {refused.value}")
+        timings["pyiceberg line, console, reader key"] = time.monotonic() - new_user_steps
         # Issue 29 items 12 and 13: ingestion and maintenance run under pipeline keys of the cluster,
         # whose secrets, like the admin's, are on no command line.
         keys = _pipeline_keys(home)
@@ -292,23 +412,35 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
             catalog, "local.events", 1000, ready
         )
         assert after_restart <= FIRST_RECORD_SECONDS, timings
-        config = yaml.safe_load((home / "floe.yaml").read_text())
-        clicks = json.loads(json.dumps(config["tables"][0]))
-        clicks["source_topic"] = "clicks"
-        config["tables"].append(clicks)
+        # Own floe.yaml: the example with a table added by hand, with two mistakes a newcomer makes (a
+        # partition transform split by YAML's flow list at its comma, a misspelt type). Each is reported
+        # at its YAML path and line with how to fix it; the command fails and nothing is applied.
+        own_file_steps = time.monotonic()
         add = tmp_path / "add.yaml"
-        add.write_text(yaml.safe_dump(config, sort_keys=False))
-        apply_env = {**env, "FLOE_URL": url}
-        applied = subprocess.run(
-            [sys.executable, "-m", "floe.cli", "apply", "-f", str(add)],
-            env=apply_env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        mistaken = (home / "floe.yaml").read_text() + CLICKS_TABLE.format(
+            partitioning="[bucket(16, user_id)]", action_type="strng"
         )
+        add.write_text(mistaken)
+        lines = mistaken.splitlines()
+        bucket_line = lines.index("    partitioning_scheme: [bucket(16, user_id)]") + 1
+        type_line = lines.index("        - { name: action, id: 2, type: strng }") + 1
+        wrong = _floe(["apply", "-f", str(add)], apply_env, tmp_path)
+        assert wrong.returncode != 0, wrong.stderr
+        assert "2 error(s), nothing applied" in wrong.stderr, wrong.stderr
+        assert f"tables[1].partitioning_scheme[0] (line {bucket_line}):" in wrong.stderr, wrong.stderr
+        assert 'quote it — ["bucket(16, user_id)"]' in wrong.stderr, wrong.stderr
+        assert f"tables[1].schema.fields[1].type (line {type_line}): unknown type 'strng'" in wrong.stderr
+        assert "did you mean 'string'?" in wrong.stderr, wrong.stderr
+        assert not catalog.table_exists("local.clicks")
+        # Fixed as the hints say, it applies, as revision 2.
+        add.write_text(
+            (home / "floe.yaml").read_text()
+            + CLICKS_TABLE.format(partitioning='["bucket(16, user_id)"]', action_type="string")
+        )
+        applied = _floe(["apply", "-f", str(add)], apply_env, tmp_path)
         assert applied.returncode == 0, applied.stderr
         assert "revision 2 applied" in applied.stderr
+        timings["own floe.yaml: mistaken, then fixed"] = time.monotonic() - own_file_steps
         # floe up creates the new topic on its broker and starts ingesting it (within a poll).
         mark = len(terminal.text)
         terminal.wait_for("local.clicks: ingesting topic clicks", timeout=60, after=mark)
@@ -327,14 +459,7 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
             catalog, "local.clicks", 2001, ready
         )
         assert again <= FIRST_RECORD_SECONDS, timings
-        dry = subprocess.run(
-            [sys.executable, "-m", "floe.cli", "apply", "-f", str(add), "--dry-run"],
-            env=apply_env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        dry = _floe(["apply", "-f", str(add), "--dry-run"], apply_env, tmp_path)
         assert dry.returncode == 0, dry.stderr
         assert "resumed" not in dry.stdout  # add.yaml is what runs
     finally:
@@ -346,6 +471,7 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
     for marker in ("Traceback", " ERROR ", "WARN"):
         at = output.find(marker)
         assert at < 0, f"{marker!r} in floe up's output:\n{output[max(0, at - 2000) : at + 2000]}"
+    _clean((home / "catalog.log").read_text(errors="replace"), "the catalog's log")
     # The ready summary says where the admin secret is; the secret itself never reaches the terminal.
     secret = json.loads((home / "admin.json").read_text())["client_secret"]
     assert secret not in output
