@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psutil  # type: ignore[import-untyped]
 
-from benchmarks.ingest.environment import apply_pipeline, environment
+from benchmarks.ingest.environment import Environment, apply_pipeline, environment
 from benchmarks.ingest.sampling import CpuSampler
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -106,6 +106,36 @@ class Offsets:
         self.loop.close()
 
 
+def git_commit() -> str:
+    """The commit measured: FLOE_BENCH_COMMIT (a run from an exported tree has no .git), else HEAD."""
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
+    return os.environ.get("FLOE_BENCH_COMMIT") or found.strip() or "unknown"
+
+
+def floe_environment(env: Environment) -> dict[str, str]:
+    """This process's environment with floe's URL and the admin key (never on a command line)."""
+    return {
+        **os.environ,
+        "FLOE_URL": env.server.url,
+        "FLOE_CLIENT_ID": env.server.admin_client_id,
+        "FLOE_CLIENT_SECRET": env.server.admin_client_secret,
+    }
+
+
+def start_ingest(
+    design: str, work: Path, env_vars: dict[str, str], log: IO[bytes], log_level: str = "info"
+) -> subprocess.Popen[bytes]:
+    """`floe ingest --design D` on Spark local[2] (its own session: `kill` takes the JVM too)."""
+    command = [
+        sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
+        "--metrics-port", "0", "--state-dir", str(work / "state"), "--driver-memory", "2g",
+        "--log-level", log_level,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
 def tree_rss(pid: int) -> int:
     try:
         root = psutil.Process(pid)
@@ -175,23 +205,11 @@ def run_one(
                 n += 1
                 stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
 
-        env_vars = {
-            **os.environ,
-            "FLOE_URL": env.server.url,
-            "FLOE_CLIENT_ID": env.server.admin_client_id,
-            "FLOE_CLIENT_SECRET": env.server.admin_client_secret,
-        }
-        command = [
-            sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
-            "--metrics-port", "0", "--state-dir", str(work / "state"), "--driver-memory", "2g",
-            "--log-level", log_level,
-        ]  # fmt: skip
+        env_vars = floe_environment(env)
         log = (work / f"ingest-{design}-{count}.log").open("wb")
         producing = threading.Thread(target=produce_loop, daemon=True)
         producing.start()
-        process = subprocess.Popen(
-            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        process = start_ingest(design, work, env_vars, log, log_level)
         ingest_started = time.monotonic()
         sampler = env.sampler(None)
         sampler.groups["ingester"] = lambda: [process.pid]
@@ -350,6 +368,10 @@ def maintain(
     outcome.maintenance_tables_visited = offsets.maintained_tables()
 
 
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value} s"
+
+
 def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
@@ -393,21 +415,22 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         )
         lines.append(
             f"| {o.design} | {o.tables:,} | {first} | {fresh} | {o.records_measured:,} "
-            f"({o.records_missing:,}) | {o.freshness_around_applies_p99_s} s | "
+            f"({o.records_missing:,}) | {_seconds(o.freshness_around_applies_p99_s)} | "
             f"{o.ingest_cores} | {o.ingest_peak_rss_gib} GiB | {o.catalog_cores} | {o.other_cores} |"
         )
     lines += ["", "Notes:", ""]
     for o in outcomes:
+        notes = list(o.notes)
         if o.apply_seconds:
-            o.notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
+            notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
         if o.maintenance_window is not None:
-            o.notes.append(
+            notes.append(
                 f"floe maintain --once while ingesting: pass {o.maintenance_pass_s} s, "
                 f"{o.maintenance_tables_visited} tables visited (data and dead-letter tables), "
                 f"{o.maintenance_cores} cores; the ingested tables' freshness p99 meanwhile "
                 f"{o.freshness_during_maintenance_p99_s} s"
             )
-        for note in o.notes:
+        for note in notes:
             lines.append(f"- {o.design}, {o.tables} tables: {note}")
     lines += [
         "",

@@ -14,14 +14,20 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks.ingest.environment import apply_pipeline, environment
-from benchmarks.many_tables.__main__ import CLUSTER, RESULTS, Offsets, tree_rss
+from benchmarks.many_tables.__main__ import (
+    CLUSTER,
+    RESULTS,
+    Offsets,
+    floe_environment,
+    start_ingest,
+    tree_rss,
+)
 
 SCHEMA = {
     "fields": [
@@ -96,20 +102,8 @@ def run(design: str, tables: int, partitions: int, per_table: int, work: Path, l
         }
         apply_pipeline(env.server, config)
         offsets = Offsets(env.server.database_url or "")
-        env_vars = {
-            **os.environ,
-            "FLOE_URL": env.server.url,
-            "FLOE_CLIENT_ID": env.server.admin_client_id,
-            "FLOE_CLIENT_SECRET": env.server.admin_client_secret,
-        }
-        command = [
-            sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
-            "--metrics-port", "0", "--state-dir", str(work / "state"), "--driver-memory", "2g",
-        ]  # fmt: skip
         log = (work / "ingest.log").open("wb")
-        process = subprocess.Popen(
-            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        process = start_ingest(design, work, floe_environment(env), log)
         started = time.monotonic()
         sampler = env.sampler(None)
         sampler.groups["ingester"] = lambda: [process.pid]

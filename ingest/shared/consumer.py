@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TABLES_PER_TRANSACTION = 100
+COMMITS_IN_FLIGHT = 3
 # At most this many records buffered for one table: it is committed sooner, whatever its interval.
 MAX_BUFFERED = 50_000
 # At most this many bytes of values buffered in all: every table with records is committed then (a
@@ -82,7 +83,9 @@ class SharedIngest:
         self._retry_at: dict[str, tuple[int, float]] = {}  # table → (failures in a row, next try)
         self.assigned = threading.Event()  # set once the first tables' partitions are assigned
         self.rounds = 0
-        self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"floe-commit-{cluster}")
+        self._sender = ThreadPoolExecutor(
+            max_workers=COMMITS_IN_FLIGHT, thread_name_prefix=f"floe-commit-{cluster}"
+        )
 
     # -- control (any thread) ---------------------------------------------------------------------
 
@@ -248,25 +251,26 @@ class SharedIngest:
         by_warehouse: dict[str, list[SharedTable]] = {}
         for shared in due:
             by_warehouse.setdefault(shared.table.warehouse, []).append(shared)
-        # Pipelined: a chunk's files are written while floe commits the chunk before (the catalog's
-        # work and this process's overlap; a round of a thousand tables takes about half as long).
-        in_flight: tuple[str, list[PreparedBatch], Future[str]] | None = None
-        preparing = waiting = 0.0
+        # Pipelined: a chunk's files are written while floe commits the chunks before (up to
+        # COMMITS_IN_FLIGHT at once: a transaction spends much of its time waiting on the database and
+        # storage, and floe commits transactions of different tables side by side).
+        in_flight: list[tuple[str, list[PreparedBatch], Future[str]]] = []
+        preparing = 0.0
         for warehouse, tables in by_warehouse.items():
             for start in range(0, len(tables), TABLES_PER_TRANSACTION):
                 began = time.monotonic()
                 batches = self._prepare_chunk(tables[start : start + TABLES_PER_TRANSACTION], consumer)
                 preparing += time.monotonic() - began
-                if in_flight is not None:
-                    began = time.monotonic()
-                    self._settle(*in_flight, consumer)
-                    waiting += time.monotonic() - began
-                    in_flight = None
+                while len(in_flight) >= COMMITS_IN_FLIGHT:
+                    self._settle(*in_flight.pop(0), consumer)
                 if batches:
                     changes = [c for b in batches for c in b.changes()]
-                    in_flight = (warehouse, batches, self._sender.submit(self._send, warehouse, changes))
-        if in_flight is not None:
-            self._settle(*in_flight, consumer)
+                    in_flight.append(
+                        (warehouse, batches, self._sender.submit(self._send, warehouse, changes))
+                    )
+        for pending in in_flight:
+            self._settle(*pending, consumer)
+        waiting = time.monotonic() - started - preparing
         took = time.monotonic() - started
         metrics.SHARED_ROUND_SECONDS.labels(self.cluster).observe(took)
         log.debug(
@@ -275,7 +279,7 @@ class SharedIngest:
             len(due),
             took,
             preparing,
-            waiting + (took - preparing - waiting),
+            waiting,
         )
 
     def _prepare_chunk(self, chunk: list[SharedTable], consumer: Any) -> list[PreparedBatch]:

@@ -11,8 +11,9 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,11 +28,12 @@ from tests.e2e.ingest_harness import (
     IngestProcess,
     Pipeline,
     Produced,
+    apply_pipeline,
     committed_offsets,
     produce,
     wait_until_committed,
 )
-from tests.e2e.test_ingest import EVENT_FIELDS, _event
+from tests.e2e.test_ingest import EVENT_FIELDS, _event, _table_name, _topic
 
 pytestmark = pytest.mark.e2e
 
@@ -77,14 +79,52 @@ def catalog(server: CatalogProcess) -> RestCatalog:
     return server.catalog()
 
 
-def _topic(kafka: LocalKafka, name: str, partitions: int = 3) -> str:
-    topic = f"{name}.{uuid.uuid4().hex[:6]}"
-    kafka.create_topic(topic, partitions)
-    return topic
+_table = _table_name
 
 
-def _table(topic: str) -> str:
-    return topic.replace(".", "_").replace("-", "_")
+def _id_tables(
+    kafka: LocalKafka, pipeline: Pipeline, cluster: str, name: str, count: int, partitions: int
+) -> list[str]:
+    """`count` new topics of `{"id": N}` records and their tables in `cluster`, applied at once."""
+    topics = [_topic(kafka, f"{name}{i}", partitions=partitions) for i in range(count)]
+    pipeline.config["tables"] += [
+        {
+            "source_cluster_name": cluster,
+            "source_topic": topic,
+            "source_format": "json",
+            "schema_mode": "inline",
+            "schema": ID_SCHEMA,
+        }
+        for topic in topics
+    ]
+    apply_pipeline(pipeline.admin, pipeline.config)
+    return topics
+
+
+class _Producing:
+    """JSON records to `topics`, 20 to each every 0.1 s, on a thread, until `stop()`."""
+
+    def __init__(
+        self, kafka: LocalKafka, topics: list[str], value: Callable[[int], Any] = lambda i: {"id": i}
+    ) -> None:
+        self.produced = {t: Produced() for t in topics}
+        self._stop = threading.Event()
+
+        def run() -> None:
+            i = 0
+            while not self._stop.is_set():
+                for topic in topics:
+                    values = (json.dumps(value(i + j)).encode() for j in range(20))
+                    produce(kafka.bootstrap_servers, topic, values, into=self.produced[topic])
+                i += 20
+                time.sleep(0.1)
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
 
 
 def _positions(catalog: RestCatalog, cluster: str, table: str) -> list[tuple[int, int]]:
@@ -208,18 +248,7 @@ def test_dead_letters_commit_with_the_rows_and_say_why(
 def test_many_tables_and_one_added_while_the_others_flow(
     kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
 ) -> None:
-    topics = [_topic(kafka, f"shared-many{i}", partitions=1) for i in range(30)]
-    for topic in topics:
-        pipeline.config["tables"].append(
-            {
-                "source_cluster_name": CLUSTER,
-                "source_topic": topic,
-                "source_format": "json",
-                "schema_mode": "inline",
-                "schema": ID_SCHEMA,
-            }
-        )
-    pipeline.add(source_topic=topics[0], source_format="json", schema_mode="inline", schema=ID_SCHEMA)
+    topics = _id_tables(kafka, pipeline, CLUSTER, "shared-many", 30, partitions=1)
     produced = {
         t: produce(kafka.bootstrap_servers, t, (json.dumps({"id": i}).encode() for i in range(20)))
         for t in topics
@@ -252,33 +281,9 @@ def test_kill_9_of_the_shared_consumer_loses_and_duplicates_nothing_across_table
     catalog: RestCatalog,
     tmp_path: Path,
 ) -> None:
-    topics = [_topic(kafka, f"shared-crash{i}", partitions=2) for i in range(8)]
-    for topic in topics:
-        pipeline.add(
-            cluster=CRASH_CLUSTER,
-            source_topic=topic,
-            source_format="json",
-            schema_mode="inline",
-            schema=ID_SCHEMA,
-        )
-    produced = {t: Produced() for t in topics}
-    stop = threading.Event()
-
-    def keep_producing() -> None:
-        i = 0
-        while not stop.is_set():
-            for topic in topics:
-                produce(
-                    kafka.bootstrap_servers,
-                    topic,
-                    (json.dumps({"id": i + j}).encode() for j in range(20)),
-                    into=produced[topic],
-                )
-            i += 20
-            time.sleep(0.05)
-
-    producer = threading.Thread(target=keep_producing, daemon=True)
-    producer.start()
+    topics = _id_tables(kafka, pipeline, CRASH_CLUSTER, "shared-crash", 8, partitions=2)
+    producing = _Producing(kafka, topics)
+    produced = producing.produced
     args = ["--commit-interval", "1", "--cluster", CRASH_CLUSTER]
     try:
         for _ in range(3):
@@ -296,8 +301,7 @@ def test_kill_9_of_the_shared_consumer_loses_and_duplicates_nothing_across_table
             time.sleep(0.7)  # into the next round: some tables' files written, their commit in flight
             process.kill()
     finally:
-        stop.set()
-        producer.join(60)
+        producing.stop()
     with IngestProcess(server, tmp_path / "crash", args=args) as process:
         for topic in topics:
             wait_until_committed(
@@ -323,15 +327,7 @@ def test_two_shards_split_the_tables_and_an_instance_on_the_same_shard_is_fenced
     catalog: RestCatalog,
     tmp_path: Path,
 ) -> None:
-    topics = [_topic(kafka, f"shared-shard{i}", partitions=1) for i in range(6)]
-    for topic in topics:
-        pipeline.add(
-            cluster=SHARD_CLUSTER,
-            source_topic=topic,
-            source_format="json",
-            schema_mode="inline",
-            schema=ID_SCHEMA,
-        )
+    topics = _id_tables(kafka, pipeline, SHARD_CLUSTER, "shared-shard", 6, partitions=1)
     shards = {t: shard_of(f"{SHARD_CLUSTER}.{_table(t)}", 2) for t in topics}
     assert set(shards.values()) == {0, 1}, "the names chosen all hash to one shard"
     base = ["--commit-interval", "1", "--cluster", SHARD_CLUSTER]
@@ -389,19 +385,8 @@ def test_a_schema_change_applied_while_records_flow_loses_and_repeats_nothing(
         schema_mode="inline",
         schema=ID_SCHEMA,
     )
-    produced = Produced()
-    stop = threading.Event()
-
-    def keep_producing() -> None:
-        i = 0
-        while not stop.is_set():
-            values = (json.dumps({"id": i + j, "note": f"n{i + j}"}).encode() for j in range(20))
-            produce(kafka.bootstrap_servers, topic, values, into=produced)
-            i += 20
-            time.sleep(0.1)
-
-    producer = threading.Thread(target=keep_producing, daemon=True)
-    producer.start()
+    producing = _Producing(kafka, [topic], lambda i: {"id": i, "note": f"n{i}"})
+    produced = producing.produced[topic]
     try:
         wait_until_committed(admin, EVOLVE_CLUSTER, table, topic, {0: 1, 1: 1}, ingest=ingest)
         time.sleep(2)  # into the next interval: records are buffered
@@ -416,8 +401,7 @@ def test_a_schema_change_applied_while_records_flow_loses_and_repeats_nothing(
         )
         time.sleep(8)
     finally:
-        stop.set()
-        producer.join(60)
+        producing.stop()
     try:
         wait_until_committed(admin, EVOLVE_CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
     finally:
