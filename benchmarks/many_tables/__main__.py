@@ -375,9 +375,7 @@ def _seconds(value: float | None) -> str:
 def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = git_commit()
     load = os.getloadavg()
     lines = [
         "# Many tables: `floe ingest` with the shared consumer vs one Spark query per table",
