@@ -382,7 +382,7 @@ class BatchWriter:
         except Exception as exc:  # Spark's failure, converted or not by PySpark
             if not stopped_at_dead_letter(exc):
                 raise
-            log.info("%s: dead letters in the batch: committing them to the dead-letter table first, then the good records", t.name)
+            log.info("%s: dead letters in the batch: they commit first, then the good records", t.name)
             return None
         newest = {int(r["partition"]): r["max_ts"].timestamp() for r in progress if r["max_ts"]}
         return one_pass_result(observation.get, end, newest, batch)
@@ -434,7 +434,7 @@ class BatchWriter:
             discard_staged_append(session, target, file_set)  # a failed write stages nothing; be sure
             if not stopped_at_dead_letter(exc):
                 raise
-            log.info("%s: dead letters in the batch: committing them to the dead-letter table first, then the good records", t.name)
+            log.info("%s: dead letters in the batch: they commit first, then the good records", t.name)
             return None
         counts = observation.get
         records = int(counts["records"] or 0)
