@@ -107,9 +107,9 @@ class Offsets:
 
 
 def git_commit() -> str:
-    """The commit measured: FLOE_BENCH_COMMIT (a run from an exported tree has no .git), else HEAD."""
+    """The commit measured: BENCHMARK_COMMIT (a run from an exported tree has no .git), else HEAD."""
     found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-    return os.environ.get("FLOE_BENCH_COMMIT") or found.strip() or "unknown"
+    return os.environ.get("BENCHMARK_COMMIT") or found.strip() or "unknown"
 
 
 def floe_environment(env: Environment) -> dict[str, str]:
