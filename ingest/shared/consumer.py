@@ -79,7 +79,6 @@ class SharedIngest:
         self._assigned: dict[tuple[str, int], int] = {}  # (topic, partition) → offset assigned at
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.failed: dict[str, str] = {}  # table → why it could not be opened (retried)
         self._retry_at: dict[str, tuple[int, float]] = {}  # table → (failures in a row, next try)
         self.assigned = threading.Event()  # set once the first tables' partitions are assigned
         self.rounds = 0
@@ -146,7 +145,7 @@ class SharedIngest:
 
     def _reconcile(self, consumer: Any) -> None:
         """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions."""
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        from confluent_kafka import TopicPartition
 
         with self._lock:
             wanted = dict(self._wanted)
@@ -156,7 +155,6 @@ class SharedIngest:
         opened: set[str] = set()  # topics of tables opened now
         for name in [n for n in self._retry_at if n not in wanted]:
             self._retry_at.pop(name)
-            self.failed.pop(name, None)
         for name, table in wanted.items():
             current = self.tables.get(name)
             if current is not None and current.table.fingerprint == table.fingerprint:
@@ -167,7 +165,6 @@ class SharedIngest:
             try:
                 self.tables[name] = self._open_table(table)
                 opened.add(table.topic)
-                self.failed.pop(name, None)
                 self._retry_at.pop(name, None)
                 if current is not None:
                     log.info("%s changed (schema or settings): its ingestion took the change", name)
@@ -180,25 +177,21 @@ class SharedIngest:
                     )
             except Exception as exc:  # one table's problem must not stop the others
                 self.tables.pop(name, None)
-                self.failed[name] = str(exc)
                 # Retried with backoff, as a Spark query's start is: 2, 4, 8 … 60 s.
                 self._retry_at[name] = (failures + 1, time.monotonic() + min(60.0, 2.0 ** (failures + 1)))
                 metrics.PROBLEMS.report(name, f"cannot start ingestion: {exc}")  # logs it
-        self._by_topic = {}
-        for shared in self.tables.values():
-            self._by_topic.setdefault(shared.table.topic, []).append(shared)
+        self._index_topics()
         wanted_at: dict[tuple[str, int], int] = {}
         if not self._by_topic and not self._assigned:
             self.assigned.set()
             return
         metadata = consumer.list_topics(timeout=10)
-        for topic, tables in self._by_topic.items():
+        for topic in self._by_topic:
             found = metadata.topics.get(topic)
             if found is None or found.error is not None:
                 continue
             for partition in found.partitions:
-                starts = [t.main_next.get(partition, OFFSET_BEGINNING) for t in tables]
-                wanted_at[(topic, partition)] = min(starts)
+                wanted_at[(topic, partition)] = self._start_offset(topic, partition)
         gone = [TopicPartition(t, p) for (t, p) in self._assigned if (t, p) not in wanted_at]
         if gone:
             consumer.incremental_unassign(gone)
@@ -344,26 +337,32 @@ class SharedIngest:
         metrics.QUERY_RESTARTS.labels(name).inc()
         shared.take()
         try:
-            fresh = self._open_table(shared.table)
-        except Exception as exc:
+            self.tables[name] = self._open_table(shared.table)
+        except Exception:
             self.tables.pop(name, None)
-            self.failed[name] = str(exc)
-            topic = shared.table.topic
-            self._by_topic[topic] = [s for s in self._by_topic.get(topic, []) if s is not shared]
             self._retry_at[name] = (1, time.monotonic() + 2.0)  # opened again by the next reconcile
-            return
-        self.tables[name] = fresh
-        self._by_topic[shared.table.topic] = [
-            fresh if s is shared else s for s in self._by_topic.get(shared.table.topic, [])
-        ]
-        self._rewind(shared.table.topic, consumer)
+        self._index_topics()
+        if name in self.tables:
+            self._rewind(shared.table.topic, consumer)
+
+    def _index_topics(self) -> None:
+        """`_by_topic`, the open tables by topic (where `_buffer` puts each record), from `tables`."""
+        self._by_topic = {}
+        for shared in self.tables.values():
+            self._by_topic.setdefault(shared.table.topic, []).append(shared)
+
+    def _start_offset(self, topic: str, partition: int) -> int:
+        """Where a partition is read from: the lowest next offset its topic's tables have in floe."""
+        from confluent_kafka import OFFSET_BEGINNING
+
+        return min(t.main_next.get(partition, OFFSET_BEGINNING) for t in self._by_topic[topic])
 
     def _rewind(self, topic: str, consumer: Any) -> None:
         """Read `topic` again from the lowest offset its tables have committed to floe: a table opened
         afresh (restarted, changed, added back) starts where floe says it ends, never where the consumer
         happens to be. The topic's other tables drop their buffers (they are read again; each skips what
         it holds already)."""
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        from confluent_kafka import TopicPartition
 
         tables = self._by_topic.get(topic, [])
         for other in tables:
@@ -371,7 +370,7 @@ class SharedIngest:
         for assigned_topic, partition in list(self._assigned):
             if assigned_topic != topic or not tables:
                 continue
-            offset = min(t.main_next.get(partition, OFFSET_BEGINNING) for t in tables)
+            offset = self._start_offset(topic, partition)
             try:
                 consumer.seek(TopicPartition(topic, partition, offset))
             except Exception as exc:  # not fetched yet: assigned again at the offset instead
