@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -195,6 +195,14 @@ def wait_until_committed(
         time.sleep(0.5)
     log = ingest.log_text()[-6000:] if ingest else ""
     raise AssertionError(f"{namespace}.{table} committed {committed}, expected {ends}\n{log}")
+
+
+@contextlib.contextmanager
+def admin_client(server: CatalogProcess) -> Iterator[httpx.Client]:
+    """An HTTP client of `server` carrying its bootstrap admin's token."""
+    headers = {"Authorization": f"Bearer {server.token()}"}
+    with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
+        yield client
 
 
 def apply_pipeline(http: httpx.Client, config: dict[str, Any]) -> dict[str, Any]:

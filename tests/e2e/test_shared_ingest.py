@@ -28,6 +28,7 @@ from tests.e2e.ingest_harness import (
     IngestProcess,
     Pipeline,
     Produced,
+    admin_client,
     apply_pipeline,
     committed_offsets,
     produce,
@@ -53,9 +54,7 @@ def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=server.url, headers={"Authorization": f"Bearer {server.token()}"}, timeout=60
-    ) as client:
+    with admin_client(server) as client:
         yield client
 
 

@@ -26,7 +26,7 @@ from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
 from tests.e2e.duckdb_client import attach_catalog, connect
-from tests.e2e.ingest_harness import IngestProcess, Pipeline
+from tests.e2e.ingest_harness import IngestProcess, Pipeline, admin_client
 
 pytestmark = pytest.mark.e2e
 
@@ -43,9 +43,7 @@ def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=server.url, headers={"Authorization": f"Bearer {server.token()}"}, timeout=60
-    ) as client:
+    with admin_client(server) as client:
         yield client
 
 
