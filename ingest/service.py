@@ -126,7 +126,9 @@ class IngestService:
         self._missing_warned: dict[str, float] = {}  # topic table → when its missing topic was last logged
         self._undeclared: dict[str, set[str]] = {}  # table → undeclared field names seen (and labelled)
         self._tables_cache: tuple[int, float, list[IngestTable]] | None = None
-        self._shared = SharedTables(self.access_for, self._committed, self._interval)
+        self._shared = SharedTables(
+            self.access_for, self._committed, self._interval, self.options.max_records_per_batch
+        )
 
     @property
     def spark(self) -> SparkSession:

@@ -63,8 +63,12 @@ class SharedIngest:
         on_commit: Callable[[IngestTable, BatchResult], None],
         interval_of: Callable[[IngestTable], float],
         prefix_of: Callable[[str], str],
+        max_records_per_batch: int = MAX_BUFFERED,
     ) -> None:
         self.cluster = cluster
+        # A table's batch holds at most this many records (`--max-records-per-batch`, as a Spark
+        # query's maxOffsetsPerTrigger): a backlog is committed in several batches, one per round.
+        self._max_records = max(1, min(max_records_per_batch, MAX_BUFFERED))
         self._consumer_config = consumer_config
         self._client = client
         self._open_table = open_table
@@ -230,7 +234,7 @@ class SharedIngest:
         if not shared.buffer or shared.first_buffered_at is None:
             return False
         waited = now - shared.first_buffered_at
-        return waited >= self._interval_of(shared.table) or len(shared.buffer) >= MAX_BUFFERED
+        return waited >= self._interval_of(shared.table) or len(shared.buffer) >= self._max_records
 
     def _flush(self, *, due_only: bool, consumer: Any) -> None:
         """Commit the tables whose records have waited their interval (every table with records
@@ -278,13 +282,15 @@ class SharedIngest:
     def _prepare_chunk(self, chunk: list[SharedTable], consumer: Any) -> list[PreparedBatch]:
         batches: list[PreparedBatch] = []
         for shared in chunk:
-            records = shared.take()
+            began = time.monotonic()
+            records = shared.take(self._max_records)
             try:
                 batch = shared.prepare(records)
             except Exception as exc:
                 self._restart(shared, consumer, f"cannot write its batch: {exc}")
                 continue
             if batch is not None:
+                batch.started = began
                 batches.append(batch)
         return batches
 
@@ -325,6 +331,8 @@ class SharedIngest:
 
     def _committed(self, batch: PreparedBatch) -> None:
         batch.table.committed(batch)
+        # As the Spark path's: from decoding the table's records to floe's answer.
+        metrics.BATCH_SECONDS.labels(batch.table.table.name).observe(time.monotonic() - batch.started)
         if batch.result.records or batch.result.dead_letters:
             self._on_commit(batch.table.table, batch.result)
 

@@ -57,8 +57,10 @@ class SharedTables:
         access_for: Callable[[str], CatalogAccess],
         on_commit: Callable[[IngestTable, BatchResult], None],
         interval_of: Callable[[IngestTable], float],
+        max_records_per_batch: int,
     ) -> None:
         self._access_for = access_for
+        self._max_records_per_batch = max_records_per_batch
         self._on_commit = on_commit
         self._interval_of = interval_of
         self._consumers: dict[str, SharedIngest] = {}
@@ -109,6 +111,7 @@ class SharedTables:
             self._on_commit,
             self._interval_of,
             lambda warehouse: self._prefix(cluster, warehouse),
+            self._max_records_per_batch,
         )
         self._consumers[cluster] = consumer
         consumer.set_tables(tables)  # before its thread starts: its first look opens them

@@ -48,6 +48,7 @@ class PreparedBatch:
     result: BatchResult
     main_end: dict[int, int]
     dlq_end: dict[int, int]
+    started: float = 0.0  # time.monotonic() when its records were taken: the batch's seconds start here
 
     def changes(self) -> list[dict[str, Any]]:
         return [prepared.change() for _, prepared in self.appends]
@@ -79,9 +80,14 @@ class SharedTable:
             self._dlq_next = self.read_dlq_next()
         return self._dlq_next
 
-    def take(self) -> list[Record]:
-        records, self.buffer, self.first_buffered_at = self.buffer, [], None
-        self.buffered_bytes = 0
+    def take(self, limit: int | None = None) -> list[Record]:
+        """The oldest `limit` buffered records (all when None); the rest stay buffered, due at once."""
+        if limit is None or len(self.buffer) <= limit:
+            records, self.buffer, self.first_buffered_at = self.buffer, [], None
+            self.buffered_bytes = 0
+            return records
+        records, self.buffer = self.buffer[:limit], self.buffer[limit:]
+        self.buffered_bytes = sum(len(r.value or b"") + len(r.key or b"") for r in self.buffer)
         return records
 
     def prepare(self, records: list[Record]) -> PreparedBatch | None:

@@ -85,4 +85,6 @@ def test_floe_apply_cli_reports_a_refused_evolution(
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     result = floe_cli(catalog_server, "apply", "-f", str(path))
     assert result.returncode == 1
-    assert "tables[0].schema.fields: dropping service (id 2) is not supported" in result.stderr
+    # The YAML path and the line of the offending value in the file.
+    line = path.read_text().splitlines().index("    fields:") + 1
+    assert f"tables[0].schema.fields (line {line}): dropping service (id 2) is not supported" in result.stderr

@@ -94,7 +94,8 @@ def test_ingest_and_maintain_on_a_standalone_cluster_survive_a_lost_worker(
     )
     produced = produce(kafka.bootstrap_servers, topic, (json.dumps({"id": i}).encode() for i in range(300)))
 
-    args = ["--commit-interval", "1", *EXECUTOR_CONF]
+    # One Spark query per table: this test is about Spark executors (the shared consumer runs none).
+    args = ["--commit-interval", "1", "--design", "queries", *EXECUTOR_CONF]
     env = {**SPARK_ENV, "FLOE_SPARK_MASTER": spark_cluster.master_url}
     stop = threading.Event()
 
