@@ -214,3 +214,22 @@ pipeline_revisions = Table(
     Column("applied_by", String(255), nullable=False),
     Column("applied_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
+
+# -- commit events ----------------------------------------------------------------------------------
+
+# The transactional outbox (0013; catalog/store/outbox.py): one row per change of a table or view,
+# inserted in the change's own transaction, deleted once the events broker acknowledged it. The names
+# are the table's as of the change; no foreign key, a drop's event outlives the table's row.
+commit_events = Table(
+    "commit_events",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("event_type", String(64), nullable=False),
+    Column("tabular_id", String(36), nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("warehouse", String(255), nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+)

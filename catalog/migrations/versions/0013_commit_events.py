@@ -23,7 +23,12 @@ def upgrade() -> None:
         "commit_events",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
         sa.Column("event_type", sa.String(64), nullable=False),
-        sa.Column("cluster", sa.String(255), nullable=True),
+        # No foreign key: a drop's event outlives its table's row.
+        sa.Column("tabular_id", sa.String(36), nullable=False),
+        sa.Column("kind", sa.String(8), nullable=False),
+        sa.Column("warehouse", sa.String(255), nullable=False),
+        sa.Column("namespace", sa.Text, nullable=False),
+        sa.Column("name", sa.Text, nullable=False),
         sa.Column("payload", sa.Text, nullable=False),
         sa.Column("created_at_ms", sa.BigInteger, nullable=False),
     )
