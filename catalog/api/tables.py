@@ -30,6 +30,7 @@ from catalog.api.schemas import (
 )
 from catalog.auth import Principal
 from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_name, parse_namespace
+from catalog.redrive_audit import redrive_counts
 from catalog.service.listing_cache import Listing
 from catalog.service.quotas import Limits
 from catalog.service.table_model import LoadedTable, TableCreation, TableRegistration, parse_change
@@ -305,5 +306,8 @@ class TableOperationsController(Controller):
         limits = Limits.of(tables.ctx.settings)
         changes = [parse_change(change, None, limits) for change in data.table_changes]
         # The audit entry names the tables (they are in the body, not the path).
-        request.state[AUDIT_TARGETS_STATE_KEY] = body_targets("tables", [str(c.ident) for c in changes])
+        targets = body_targets("tables", [str(c.ident) for c in changes])
+        # A dead-letter redrive's counts (catalog/redrive_audit.py) join its entry.
+        redrive = redrive_counts(u for c in changes for u in c.updates)
+        request.state[AUDIT_TARGETS_STATE_KEY] = f"{targets} {redrive}" if redrive else targets
         await tables.commit_all(principal, decode_segment(prefix), changes)

@@ -6,7 +6,7 @@ One module per command family, each a plain click command or group that `main` c
 - `clusters`: clusters, API keys and the audit log; `apply`: floe.yaml (against a running server);
 - `ingest`, `maintain`: the ingestion service and the maintenance worker;
 - `up`: the whole product on one machine; `status`: ingestion lag and maintenance passes; `wait`:
-  until a table is complete through a time (its watermark);
+  until a table is complete through a time (its watermark); `dlq`: dead-letter redrive;
 - `dev`: local development components (`devtools`); `openapi`: the generated OpenAPI document;
   `config-doc`: the table of every `FLOE_*` variable, generated from the settings classes.
 
@@ -25,6 +25,7 @@ from floe.cli.clusters import audit, clusters, keys
 from floe.cli.config_doc import config_doc
 from floe.cli.db import db
 from floe.cli.dev import dev
+from floe.cli.dlq import dlq
 from floe.cli.errors import FloeGroup
 from floe.cli.ingest import ingest_command
 from floe.cli.maintain import maintain_command
@@ -60,5 +61,6 @@ for _command in (
     maintain_command,
     snapshot_at_command,
     wait_command,
+    dlq,
 ):
     main.add_command(_command)
