@@ -395,6 +395,43 @@ class Settings(FloeSettings):
     glue_retry_max_seconds: float = Field(
         30.0, gt=0, description="longest wait between Glue publishing retries"
     )
+    # Commit events (catalog/service/commit_events.py, docs/commit-events.md): on when the bootstrap
+    # servers are set; every change of a table or view goes through the outbox to this Kafka cluster.
+    events_kafka_bootstrap_servers: str | None = Field(
+        None,
+        description="publish every table and view change as a CloudEvents message to this Kafka cluster "
+        "(`host:port,…`)",
+        json_schema_extra=shown_default("off"),
+    )
+    events_topic: str = Field(
+        "floe.commit-events",
+        min_length=1,
+        max_length=200,
+        description="the events' topic; `{cluster}` in it is replaced by the table's cluster (its "
+        "namespace's first level): one topic per source cluster",
+    )
+    events_kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="how floe connects to the events cluster"
+    )
+    events_kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="the SASL mechanism of `FLOE_EVENTS_KAFKA_SASL_USERNAME`"
+    )
+    events_kafka_sasl_username: str | None = Field(None, description="floe's SASL user on the events cluster")
+    events_kafka_sasl_password: str | None = Field(
+        None, description="its password (environment only)", repr=False
+    )
+    events_kafka_ssl_ca_location: str | None = Field(
+        None, description="a CA certificate file the events cluster's certificate is checked against"
+    )
+    events_source: str = Field(
+        "/floe",
+        min_length=1,
+        description="the events' CloudEvents `source`: a URI reference naming this catalog",
+    )
+    events_batch_size: int = Field(500, ge=1, le=100_000, description="most events sent at once")
+    events_poll_interval_seconds: float = Field(
+        1.0, gt=0, description="how often the outbox is checked for events other catalog processes wrote"
+    )
     # Storage calls (catalog/storage.py StorageRunner): worker threads in all, per tenant, and the
     # deadline of one call; the largest metadata file `register` reads.
     storage_threads: int = Field(32, ge=1, description="storage calls running at once, in all")

@@ -44,6 +44,7 @@ from catalog.api.tables import TableController, TableOperationsController
 from catalog.api.views import ViewController, ViewOperationsController
 from catalog.api.watermarks import WatermarkController
 from catalog.migrations import upgrade_database
+from catalog.service.commit_events import CommitEventPublisher
 from catalog.service.context import CatalogContext
 from catalog.service.glue import ConfiguredGlueTarget, GluePublisher
 from catalog.service.ingest_history import IngestHistory
@@ -92,6 +93,11 @@ def build_litestar(settings: Settings) -> Litestar:
             retry_max_seconds=settings.glue_retry_max_seconds,
         )
         glue.subscribe(ctx.events)
+        # Commit events (FLOE_EVENTS_*): the outbox sent to Kafka.
+        events = CommitEventPublisher(store, settings) if settings.events_kafka_bootstrap_servers else None
+        if events is not None:
+            events.subscribe(ctx.events)
+            await events.start()
         auth = AuthService(store, settings)
         await auth.bootstrap_admin()
         app.state.auth = auth
@@ -119,6 +125,8 @@ def build_litestar(settings: Settings) -> Litestar:
             if history is not None:
                 await history.stop()
             await glue.stop()
+            if events is not None:
+                await events.stop()
             await ctx.audit.close()
             await store.close()
 

@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import ServiceUnavailable
+from catalog.store import outbox
 from catalog.store.audit_context import AuditUnavailable
 from catalog.store.schema import audit_log, idempotency_keys, tabulars
 from catalog.store.security import AuditEntry
@@ -92,9 +93,10 @@ _AUDIT_COLUMNS = (
 )
 
 
-def _swap_statement(*, landing: bool) -> Any:
-    """SELECT (swapped, owned) over CTEs: lock the key while its owner holds it (`landing`), swap the
-    pointer (only then), and when it swapped, mark the key landed and insert the audit entry."""
+def _swap_statement(*, landing: bool, event: bool = False, audit: bool = True) -> Any:
+    """SELECT (swapped, audited, owned, marked, evented) counts over CTEs: lock the key while its owner
+    holds it (`landing`), swap the pointer (only then), and when it swapped, mark the key landed, insert
+    the audit entry (`audit`) and the commit's event into the outbox (`event`, catalog/store/outbox.py)."""
     owned = (
         select(idempotency_keys.c.key)
         .where(
@@ -121,19 +123,20 @@ def _swap_statement(*, landing: bool) -> Any:
         .cte("swapped")
     )
     landed = exists(select(swapped.c.id))
-    audited = (
-        insert(audit_log)
-        .from_select(
-            [name for name, _ in _AUDIT_COLUMNS],
-            select(*(cast(bindparam(f"a_{name}"), kind) for name, kind in _AUDIT_COLUMNS)).where(landed),
+    counts: list[Any] = [select(func.count()).select_from(swapped).scalar_subquery()]
+    if audit:
+        audited = (
+            insert(audit_log)
+            .from_select(
+                [name for name, _ in _AUDIT_COLUMNS],
+                select(*(cast(bindparam(f"a_{name}"), kind) for name, kind in _AUDIT_COLUMNS)).where(landed),
+            )
+            .returning(audit_log.c.id)
+            .cte("audited")
         )
-        .returning(audit_log.c.id)
-        .cte("audited")
-    )
-    counts = [
-        select(func.count()).select_from(swapped).scalar_subquery(),
-        select(func.count()).select_from(audited).scalar_subquery(),
-    ]
+        counts.append(select(func.count()).select_from(audited).scalar_subquery())
+    else:
+        counts.append(literal_column("0"))
     if landing:
         marked = (
             update(idempotency_keys)
@@ -146,19 +149,34 @@ def _swap_statement(*, landing: bool) -> Any:
             select(func.count()).select_from(owned).scalar_subquery(),
             select(func.count()).select_from(marked).scalar_subquery(),
         ]
+    else:
+        counts += [literal_column("0"), literal_column("0")]
+    if event:
+        counts.append(select(func.count()).select_from(outbox.event_cte(landed)).scalar_subquery())
     return select(*counts)
 
 
 SWAP_AUDITED = _swap_statement(landing=False)
 SWAP_AUDITED_LANDING = _swap_statement(landing=True)
+SWAP_AUDITED_EVENT = _swap_statement(landing=False, event=True)
+SWAP_AUDITED_LANDING_EVENT = _swap_statement(landing=True, event=True)
+SWAP_EVENT = _swap_statement(landing=False, event=True, audit=False)
 
 
-def swap_statement(records: CommitRecords) -> Any:
-    return SWAP_AUDITED_LANDING if records.landing is not None else SWAP_AUDITED
+def swap_statement(records: CommitRecords | None, *, event: bool = False) -> Any:
+    """The statement of one table's swap with `records` (None: the event alone, `event` must be set)."""
+    if records is None:
+        return SWAP_EVENT
+    if records.landing is not None:
+        return SWAP_AUDITED_LANDING_EVENT if event else SWAP_AUDITED_LANDING
+    return SWAP_AUDITED_EVENT if event else SWAP_AUDITED
 
 
-def parameters(records: CommitRecords, now: datetime) -> dict[str, Any]:
-    """The records' parameters of `swap_statement` (the swap's own come from `_swap_parameters`)."""
+def parameters(records: CommitRecords | None, now: datetime) -> dict[str, Any]:
+    """The records' parameters of `swap_statement` (the swap's own come from `_swap_parameters`, the
+    event's from `outbox.parameters`)."""
+    if records is None:
+        return {}
     assert records.audit is not None
     params = {f"a_{name}": value for name, value in _audit_row(records.audit, now).items()}
     if records.landing is not None:
@@ -170,9 +188,9 @@ def parameters(records: CommitRecords, now: datetime) -> dict[str, Any]:
     return params
 
 
-def statement_swapped(row: Any, records: CommitRecords) -> bool:
+def statement_swapped(row: Any, records: CommitRecords | None) -> bool:
     """Whether `swap_statement`'s swap landed; raises `RequestTakenOver` when a retry holds the key."""
-    if records.landing is not None and row[2] == 0:
+    if records is not None and records.landing is not None and row[2] == 0:
         raise RequestTakenOver("A retry with the same Idempotency-Key took this request over; not applied")
     return bool(row[0] == 1)
 

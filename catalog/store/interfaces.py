@@ -13,6 +13,7 @@ from catalog.store.commit_records import CommitRecords
 from catalog.store.idempotency import IdempotencyRecord, IdempotencyState
 from catalog.store.ingest_history import IngestSample
 from catalog.store.maintenance import MaintenancePassRecord
+from catalog.store.outbox import OutboxRow, PublisherLock
 from catalog.store.pipelines import PipelineRevisionRecord
 from catalog.store.records import (
     ClusterQuota,
@@ -69,6 +70,10 @@ class TabularStore(Protocol):
 
     async def get_tabular(self, warehouse_id: str, namespace_key: str, name: str) -> TabularRecord | None: ...
 
+    async def get_tabulars(
+        self, warehouse_id: str, names: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], TabularRecord]: ...
+
     async def get_tabular_location(
         self, warehouse_id: str, namespace_key: str, name: str
     ) -> tuple[str, str | None] | None: ...
@@ -106,6 +111,10 @@ class KafkaOffsetStore(Protocol):
     """Offsets are written by `TabularStore.swap` with the commit that covers them."""
 
     async def get_kafka_offsets(self, tabular_id: str, topic: str) -> dict[int, int]: ...
+
+    async def get_kafka_offsets_of(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[int, int]]: ...
 
     async def list_kafka_offsets(self, tabular_id: str) -> list[tuple[str, int, int, datetime]]: ...
 
@@ -269,6 +278,20 @@ class IngestHistoryStore(Protocol):
     async def prune_ingest_samples(self, before: datetime) -> int: ...
 
 
+class OutboxStore(Protocol):
+    """Commit events waiting in the transactional outbox (catalog/store/outbox.py)."""
+
+    commit_events_enabled: bool
+
+    def publisher_lock(self) -> PublisherLock: ...
+
+    async def pending_events(self, limit: int) -> list[OutboxRow]: ...
+
+    async def delete_events(self, ids: Sequence[int]) -> None: ...
+
+    async def outbox_depth(self) -> tuple[int, int | None]: ...
+
+
 class CatalogStore(
     WarehouseStore,
     NamespaceStore,
@@ -279,6 +302,7 @@ class CatalogStore(
     MaintenanceStore,
     IdempotencyStore,
     IngestHistoryStore,
+    OutboxStore,
     Protocol,
 ):
     """The whole store, as the catalog process opens it."""

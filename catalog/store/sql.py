@@ -2,7 +2,7 @@
 
 `SqlCatalogStore` owns the engines; its methods come from one mixin per aggregate (`store/tabulars.py`,
 `store/security.py`, `store/pipelines.py`, `store/maintenance.py`, `store/kafka_offsets.py`,
-`store/idempotency.py`), and together they implement the `CatalogStore` protocols of
+`store/idempotency.py`, `store/outbox.py`), and together they implement the `CatalogStore` protocols of
 `store/interfaces.py`. Every method is one short transaction.
 """
 
@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool
 
 from catalog.store.audit_context import record_change, settling
+from catalog.store.commit_reads import CommitReadsStoreMixin
 from catalog.store.database_faults import (
     DatabaseUnavailable,
     connection_lost,
@@ -34,6 +35,7 @@ from catalog.store.ingest_history import IngestHistoryStoreMixin
 from catalog.store.interfaces import CatalogStore
 from catalog.store.kafka_offsets import KafkaOffsetStoreMixin
 from catalog.store.maintenance import MaintenanceStoreMixin
+from catalog.store.outbox import OutboxStoreMixin
 from catalog.store.pipelines import PipelineStoreMixin
 from catalog.store.security import SecurityStoreMixin
 from catalog.store.tabulars import TabularStoreMixin
@@ -284,6 +286,7 @@ def _postgres_engine(url: str, pool_size: int, connect_options: dict[str, Any]) 
 
 class SqlCatalogStore(
     TabularStoreMixin,
+    CommitReadsStoreMixin,
     KafkaOffsetStoreMixin,
     SecurityStoreMixin,
     PipelineStoreMixin,
@@ -291,6 +294,7 @@ class SqlCatalogStore(
     IdempotencyStoreMixin,
     IngestHistoryStoreMixin,
     WatermarkStoreMixin,
+    OutboxStoreMixin,
 ):
     """The catalog store on any SQLAlchemy async database (PostgreSQL or SQLite)."""
 

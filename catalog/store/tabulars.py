@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchNamespace
-from catalog.store import commit_records
+from catalog.store import commit_records, outbox
 from catalog.store.audit_context import audit_written, pending_audit, record_change
 from catalog.store.commit_records import CommitRecords
 from catalog.store.kafka_offsets import save_kafka_offsets
@@ -74,6 +74,8 @@ class TabularStoreMixin:
     """Warehouses, namespaces, tables and views on the engines of `SqlCatalogStore`."""
 
     is_sqlite: bool
+    # Whether changes write commit events to the outbox (catalog/store/outbox.py).
+    commit_events_enabled: bool = False
 
     def _reading(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
@@ -388,12 +390,16 @@ class TabularStoreMixin:
     async def _swap(self, commits: Sequence[PendingCommit], records: CommitRecords | None) -> bool:
         now = datetime.now(UTC)
         single = len(commits) == 1 and commits[0].tabular_id is not None and not _advances_offsets(commits[0])
-        if single and records is not None and records.audit is not None and not self.is_sqlite:
-            # One statement still (PostgreSQL's data-modifying CTEs): the swap and its records.
+        events = self.commit_events_enabled
+        audited = records is not None and records.audit is not None
+        if single and (audited or (events and records is None)) and not self.is_sqlite:
+            # One statement still (PostgreSQL's data-modifying CTEs): the swap, its records and event.
             params = self._swap_parameters(commits[0], now) | commit_records.parameters(records, now)
-            rows = await self._fetch(commit_records.swap_statement(records), params)
+            if events:
+                params |= outbox.parameters(commits[0], outbox.COMMITTED, outbox.now_ms())
+            rows = await self._fetch(commit_records.swap_statement(records, event=events), params)
             return commit_records.statement_swapped(rows[0], records)
-        if single and records is None:
+        if single and records is None and not events:
             # One table's pointer alone (the common commit): a single statement is atomic by itself.
             swapped = await self._execute(self._SWAP_POINTER, self._swap_parameters(commits[0], now))
             return swapped == 1
@@ -407,6 +413,7 @@ class TabularStoreMixin:
         self, commits: Sequence[PendingCommit], now: datetime, records: CommitRecords | None = None
     ) -> None:
         created_in: set[str] = set()
+        events = self.commit_events_enabled
         async with self._writing() as conn:
             await commit_records.own_key(conn, records)
             await lock_clusters(conn, [c.quota for c in commits if c.tabular_id is None and c.quota])
@@ -434,12 +441,17 @@ class TabularStoreMixin:
                     except IntegrityError as exc:
                         raise self._name_taken(commit.kind, commit.name) from exc
                     await save_kafka_offsets(conn, new_id, commit, now)
+                    if events:
+                        await outbox.write_event(conn, new_id, commit, outbox.CREATED, outbox.now_ms())
                     created_in.add(commit.namespace_id)
                     continue
                 result = await conn.execute(self._SWAP_POINTER, self._swap_parameters(commit, now))
                 if result.rowcount != 1:
                     raise _LostRace
                 await save_kafka_offsets(conn, commit.tabular_id, commit, now)
+                if events:
+                    at_ms = outbox.now_ms()
+                    await outbox.write_event(conn, commit.tabular_id, commit, outbox.COMMITTED, at_ms)
             await commit_records.write(conn, records, now)
             await self._bump_listings(conn, created_in)
 
@@ -475,6 +487,9 @@ class TabularStoreMixin:
         """Delete the row; returns it as of the delete, so a commit that landed after the caller's read
         is not missed, or None when it was already gone."""
         async with self._writing() as conn:
+            if self.commit_events_enabled:
+                # Before the delete: the event's names are read from the row.
+                await outbox.write_named_event(conn, tabular_id, outbox.DROPPED, {}, outbox.now_ms())
             await conn.execute(delete(table_metrics).where(table_metrics.c.tabular_id == tabular_id))
             row = (
                 await conn.execute(
@@ -508,7 +523,9 @@ class TabularStoreMixin:
                 # (the namespace it leaves would keep a stale listing).
                 source = (
                     await conn.execute(
-                        select(tabulars.c.namespace_id).where(tabulars.c.id == tabular_id).with_for_update()
+                        select(tabulars.c.namespace_id, tabulars.c.name)
+                        .where(tabulars.c.id == tabular_id)
+                        .with_for_update()
                     )
                 ).first()
                 await conn.execute(
@@ -517,10 +534,19 @@ class TabularStoreMixin:
                     .values(namespace_id=namespace_id, name=name, updated_at=datetime.now(UTC))
                 )
                 moved = {namespace_id} if source is None else {namespace_id, source.namespace_id}
+                if self.commit_events_enabled and source is not None:
+                    await self._rename_event(conn, tabular_id, source.namespace_id, source.name)
                 await self._bump_listings(conn, moved)
                 await record_change(conn)
         except IntegrityError as exc:
             raise self._name_taken(kind, name) from exc
+
+    @staticmethod
+    async def _rename_event(conn: AsyncConnection, tabular_id: str, namespace_id: str, name: str) -> None:
+        old = select(namespaces.c.key).where(namespaces.c.id == namespace_id)
+        old_key = (await conn.execute(old)).scalar()
+        data = {"renamed-from": {"namespace": (old_key or "").split(SEPARATOR), "name": name}}
+        await outbox.write_named_event(conn, tabular_id, outbox.RENAMED, data, outbox.now_ms())
 
     async def add_metrics_report(self, tabular_id: str, report_type: str, report: dict[str, Any]) -> None:
         async with self._writing(change=True) as conn:

@@ -21,7 +21,9 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "commit_events",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+        sa.Column(
+            "id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
         sa.Column("event_type", sa.String(64), nullable=False),
         # No foreign key: a drop's event outlives its table's row.
         sa.Column("tabular_id", sa.String(36), nullable=False),
