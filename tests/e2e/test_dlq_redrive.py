@@ -1,0 +1,190 @@
+"""`floe dlq redrive` end to end: real Kafka, the real shared ingestion writing the same tables while
+the redrive runs, floe on PostgreSQL, and the redrive killed (SIGKILL) just before and just after its
+commit: every record ends in the data table or the dead-letter table exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from devtools.catalog_server import CatalogProcess
+from devtools.kafka_broker import LocalKafka
+from devtools.postgres import LocalPostgres
+from ingest.dlq_redrive import CRASH_AFTER_COMMIT, CRASH_BEFORE_COMMIT, FAULT_ENV
+from tests.e2e.ingest_harness import (
+    IngestProcess,
+    Pipeline,
+    Produced,
+    admin_client,
+    committed_offsets,
+    produce,
+    wait_until_committed,
+)
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "redrive"
+BIG = 3_000_000_000  # does not fit an int: a dead letter until `amount` is widened to long
+
+
+def _schema(amount: str) -> dict[str, Any]:
+    return {
+        "fields": [
+            {"name": "id", "id": 1, "type": "long"},
+            {"name": "amount", "id": 2, "type": amount, "optional": True},
+        ]
+    }
+
+
+@pytest.fixture(scope="module")
+def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogProcess]:
+    url = postgres.create_database(f"floe_redrive_{uuid.uuid4().hex[:8]}")
+    with CatalogProcess(url, home=tmp_path_factory.mktemp("redrive-floe")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
+    with admin_client(server) as client:
+        yield client
+
+
+def _redrive(
+    server: CatalogProcess, table: str, *args: str, fault: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`floe dlq redrive` as a user runs it: credentials in the environment, never on the command line."""
+    env = {
+        **os.environ,
+        "FLOE_URL": server.url,
+        "FLOE_CLIENT_ID": server.admin_client_id,
+        "FLOE_CLIENT_SECRET": server.admin_client_secret,
+    }
+    env.pop(FAULT_ENV, None)
+    if fault is not None:
+        env[FAULT_ENV] = fault
+    command = [sys.executable, "-m", "floe.cli", "dlq", "redrive", "--table", table, *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+class _Producing:
+    """Good records to `topic` on a thread (ingestion commits the data table meanwhile), until stopped."""
+
+    def __init__(self, kafka: LocalKafka, topic: str, produced: Produced) -> None:
+        self._stop = threading.Event()
+
+        def run() -> None:
+            i = 10_000
+            while not self._stop.is_set():
+                values = (json.dumps({"id": i + j, "amount": 1}).encode() for j in range(10))
+                produce(kafka.bootstrap_servers, topic, values, into=produced)
+                i += 10
+                time.sleep(0.2)
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_redrive_after_widening_lands_each_record_once_across_kill_9(
+    kafka: LocalKafka, server: CatalogProcess, admin: httpx.Client, tmp_path: Path
+) -> None:
+    topic = f"redrive-orders.{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, 2)
+    table = topic.replace(".", "_").replace("-", "_")
+    name, dlq_name = f"{CLUSTER}.{table}", f"{CLUSTER}.{table}_dlq"
+    pipeline = Pipeline(kafka.bootstrap_servers, admin, [CLUSTER], CLUSTER)
+    table_config = {"source_topic": topic, "source_format": "json", "schema_mode": "inline"}
+    pipeline.add(**table_config, schema=_schema("int"))
+    catalog: RestCatalog = server.catalog()
+    args = ["--commit-interval", "1", "--cluster", CLUSTER]
+    with IngestProcess(server, tmp_path / "ingest", args=args) as ingest:
+        values = []
+        for i in range(120):
+            values.append(json.dumps({"id": i, "amount": i}).encode())
+            if i % 6 == 0:  # 20 records whose amount does not fit an int
+                values.append(json.dumps({"id": 1000 + i, "amount": BIG}).encode())
+            if i % 24 == 0:  # 5 whose amount is no number at all
+                values.append(json.dumps({"id": 2000 + i, "amount": "abc"}).encode())
+        produced = produce(kafka.bootstrap_servers, topic, values)
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+        assert len(catalog.load_table(dlq_name).scan().to_arrow()) == 25
+        dlq_offsets = committed_offsets(admin, CLUSTER, f"{table}_dlq", topic)
+
+        pipeline.add(**table_config, schema=_schema("long"))  # the fix: amount widened to long
+        producing = _Producing(kafka, topic, produced)
+        try:
+            dry = _redrive(server, name, "--dry-run", "--json")
+            assert dry.returncode == 0, dry.stderr
+            counts = json.loads(dry.stdout)
+            assert (counts["redriven"], counts["still-failing"], counts["commits"]) == (20, 5, 0)
+
+            # Killed with its files written, before the commit: nothing of it lands.
+            killed = _redrive(server, name, fault=CRASH_BEFORE_COMMIT)
+            assert killed.returncode == -signal.SIGKILL, killed.stderr
+            assert _ids_with_big_amounts(catalog, name) == []
+            assert len(catalog.load_table(dlq_name).scan().to_arrow()) == 25
+
+            # Killed just after floe accepted the commit: it landed, once.
+            killed = _redrive(server, name, fault=CRASH_AFTER_COMMIT)
+            assert killed.returncode == -signal.SIGKILL, killed.stderr
+            assert sorted(_ids_with_big_amounts(catalog, name)) == [1000 + i for i in range(0, 120, 6)]
+
+            # Run again (and again): nothing left to redrive, nothing lands twice.
+            for _ in range(2):
+                again = _redrive(server, name, "--json")
+                assert again.returncode == 0, again.stderr
+                counts = json.loads(again.stdout)
+                assert (counts["redriven"], counts["still-failing"], counts["reasons-changed"]) == (0, 5, 0)
+        finally:
+            producing.stop()
+        wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), ingest=ingest)
+
+    rows = catalog.load_table(name).scan().to_arrow().to_pylist()
+    dead = catalog.load_table(dlq_name).scan().to_arrow().to_pylist()
+    landed = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows]
+    kept = [(d["partition"], d["offset"]) for d in dead]
+    # Every produced record exactly once, in the data table or the dead-letter table.
+    assert len(landed) == len(set(landed))
+    assert sorted(landed + kept) == sorted(produced.records)
+    # The redriven rows carry the record's own Kafka columns, as ingestion's rows do.
+    for row in rows:
+        partition, offset = row["_kafka"]["partition"], row["_kafka"]["offset"]
+        key, value = produced.records[(partition, offset)]
+        assert json.loads(value or b"")["id"] == row["id"]
+        assert row["_kafka"]["key"] == key
+    # What still fails stays, with the reason under the current schema.
+    assert {d["error"] for d in dead} == {"field 'amount': expected long, got string \"abc\""}
+    assert len(dead) == 5
+    # The offsets fence is untouched: ingestion went on from where it was, the dead-letter table's
+    # offsets are where ingestion left them.
+    assert committed_offsets(admin, CLUSTER, table, topic) == produced.end_offsets()
+    assert committed_offsets(admin, CLUSTER, f"{table}_dlq", topic) == dlq_offsets
+    # The audit log shows the redrive's commit with its counts.
+    audit = admin.get(
+        "/management/v1/audit", params={"action": "commitTransaction", "target": "redriven="}
+    ).json()["entries"]
+    targets = [entry["target"] for entry in audit]
+    assert any(name in t and f"{table}_dlq" in t and "redriven=20 still-failing=5" in t for t in targets), (
+        targets
+    )
+
+
+def _ids_with_big_amounts(catalog: RestCatalog, name: str) -> list[int]:
+    rows = catalog.load_table(name).scan(selected_fields=("id", "amount")).to_arrow().to_pylist()
+    return [r["id"] for r in rows if r["amount"] == BIG]
