@@ -110,9 +110,11 @@ def _parallel(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return list(pool.map(work, items))
 
 
-def referenced_files(table: Table) -> set[str]:
+def referenced_files(table: Table, *, live_only: bool = False) -> set[str]:
     """The `file_key` of every file `table`'s metadata references, in every snapshot. A manifest list or
-    manifest that cannot be read raises: nothing may be deleted on a partial picture."""
+    manifest that cannot be read raises: nothing may be deleted on a partial picture. `live_only`: of
+    the content files, only those live in some snapshot (a file a snapshot deleted is listed in its
+    manifest as deleted, and read by none of the table's snapshots when its parent is expired)."""
     metadata = table.metadata
     io = table.io
     found: set[str] = set()
@@ -134,7 +136,8 @@ def referenced_files(table: Table) -> set[str]:
     locations += list(manifests)
 
     def files_of(manifest: ManifestFile) -> list[str]:
-        return [e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=False)]
+        entries = manifest.fetch_manifest_entry(io, discard_deleted=live_only)
+        return [e.data_file.file_path for e in entries]
 
     for paths in _parallel(files_of, list(manifests.values())):
         locations += paths

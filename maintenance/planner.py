@@ -100,6 +100,8 @@ class ExpireRun:
     older_than_ms: int
     retain_last: int
     expirable: int
+    # The snapshots the run removes (as planned; the in-process expiry removes exactly these).
+    snapshot_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -233,7 +235,9 @@ def plan_expiry(state: TableState, policy: MaintenancePolicy, now_ms: int) -> Ex
     ]
     if not expirable:
         return None
-    return ExpireRun(cutoff, policy.min_snapshots_to_keep, len(expirable))
+    return ExpireRun(
+        cutoff, policy.min_snapshots_to_keep, len(expirable), tuple(s.snapshot_id for s in expirable)
+    )
 
 
 def needs_manifest_rewrite(manifests: Sequence[ManifestState], *, compacted: bool = False) -> bool:

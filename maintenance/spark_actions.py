@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,10 +46,15 @@ CONFLICT_EXCEPTIONS = (
 
 
 def is_commit_conflict(exc: BaseException) -> bool:
-    """Whether `exc` is a commit that lost a race with another writer (ingestion, say).
+    """Whether `exc` is a commit that lost a race with another writer (ingestion, say), in Spark or in
+    this process (pyiceberg, `maintenance.inprocess`, once its own retries are spent).
 
     `RewriteManifests` is the usual case: an append drops manifests that list only deleted files, and
     a manifest rewrite planned before that append then fails validation instead of retrying."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    if isinstance(exc, CommitFailedException | ValidationException):
+        return True
     return describe_error(exc).startswith(CONFLICT_EXCEPTIONS)
 
 
@@ -81,24 +87,50 @@ class TableRef:
 
 
 class SparkActions:
-    """Maintenance actions on one Spark session."""
+    """Maintenance actions on one Spark session: the session itself, or a function that starts it, called
+    when an action first needs Spark (a pass over small tables may never need it)."""
 
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
+    def __init__(self, spark: SparkSession | Callable[[], SparkSession]) -> None:
+        self._spark = spark
         self._catalogs: dict[tuple[str, str, str], str] = {}
+        # Catalogs named but not yet registered on the session (registered when first used).
+        self._pending: dict[str, CatalogConnection] = {}
 
-    def catalog(self, connection: CatalogConnection) -> str:
-        """The Spark catalog bound to `connection` (registered on first use)."""
+    @property
+    def started(self) -> bool:
+        return not callable(self._spark)
+
+    @property
+    def spark(self) -> SparkSession:
+        if callable(self._spark):
+            log.info("starting Spark for the maintenance actions that need it")
+            self._spark = self._spark()
+        return self._spark
+
+    def catalog_name(self, connection: CatalogConnection) -> str:
+        """The Spark catalog for `connection`, registered on the session before an action uses it."""
         key = (connection.uri.rstrip("/"), connection.warehouse, connection.client_id)
         name = self._catalogs.get(key)
         if name is None:
             name = "floe_" + hashlib.sha1("|".join(key).encode()).hexdigest()[:10]
+            self._catalogs[key] = name
+            self._pending[name] = connection
+        return name
+
+    def _register(self, name: str) -> None:
+        connection = self._pending.pop(name, None)
+        if connection is not None:
             for setting, value in connection.spark_properties(name).items():
                 self.spark.conf.set(setting, value)
-            self._catalogs[key] = name
+
+    def catalog(self, connection: CatalogConnection) -> str:
+        """The Spark catalog bound to `connection` (registered now)."""
+        name = self.catalog_name(connection)
+        self._register(name)
         return name
 
     def _call(self, procedure: str, table: TableRef, arguments: str = "") -> list[dict[str, Any]]:
+        self._register(table.catalog)
         extra = f", {arguments}" if arguments else ""
         target = quote_identifier(table.catalog)
         statement = f"CALL {target}.system.{procedure}(table => {sql_string(table.sql)}{extra})"
@@ -129,6 +161,7 @@ class SparkActions:
 
     def set_properties(self, table: TableRef, properties: dict[str, str]) -> dict[str, Any]:
         pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(properties.items()))
+        self._register(table.catalog)
         self.spark.sql(f"ALTER TABLE {table.sql} SET TBLPROPERTIES ({pairs})")
         return {"properties": ",".join(sorted(properties))}
 

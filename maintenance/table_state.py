@@ -92,6 +92,7 @@ class TableState:
     metadata_log: list[str]
     partitions: list[PartitionState] = field(default_factory=list)
     manifests: list[ManifestState] = field(default_factory=list)
+    default_spec_id: int = 0
 
     @property
     def stats(self) -> TableStats:
@@ -154,6 +155,7 @@ def read_table_state(table: Table, target_file_bytes: int, *, with_files: bool =
         referenced_snapshot_ids=refs,
         metadata_location=table.metadata_location,
         metadata_log=[entry.metadata_file for entry in metadata.metadata_log],
+        default_spec_id=metadata.default_spec_id,
     )
     if snapshot is None:
         return state

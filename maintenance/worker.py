@@ -44,9 +44,11 @@ from catalog.pipelines.maintenance import (
     defaults_for_mode,
     resolve_policy,
 )
-from maintenance import metrics, orphans
+from maintenance import inprocess, metrics, orphans
+from maintenance.inprocess import compacts_in_process
 from maintenance.planner import (
     ORPHAN_SCAN_INTERVAL_SECONDS,
+    CompactionRun,
     needs_manifest_rewrite,
     plan_expiry,
     plan_table,
@@ -77,6 +79,10 @@ class WorkerOptions:
     namespaces: tuple[str, ...] = ()
     default_warehouse: str = "default"
     defaults: MaintenancePolicy = DEFAULT_POLICY
+    # Small append-only tables' compaction, manifests, expiry and properties without Spark
+    # (`maintenance.inprocess`); False: every action through Spark (the previous design).
+    in_process: bool = True
+    in_process_max_bytes: int = inprocess.MAX_BYTES
 
 
 @dataclass(frozen=True)
@@ -177,10 +183,14 @@ def _counts(stats: TableStats | None) -> TableCounts | None:
 
 
 class MaintenanceWorker:
-    """Maintains every table it can see, on one Spark session."""
+    """Maintains every table it can see, on one Spark session (or a function starting one when an
+    action first needs Spark)."""
 
     def __init__(
-        self, spark: SparkSession, options: WorkerOptions, control: FloeClient | None = None
+        self,
+        spark: SparkSession | Callable[[], SparkSession],
+        options: WorkerOptions,
+        control: FloeClient | None = None,
     ) -> None:
         self.options = options
         self.actions = SparkActions(spark)
@@ -350,14 +360,88 @@ class MaintenanceWorker:
 
     def _maintain(self, table: MaintainedTable, result: PassResult, *, scan_orphans: bool) -> None:
         policy = table.policy
-        spark_catalog = self.actions.catalog(self._connection(table.warehouse))
+        # Named, not registered: Spark starts only when an action needs it.
+        spark_catalog = self.actions.catalog_name(self._connection(table.warehouse))
         ref = TableRef(spark_catalog, table.namespace, table.name)
         loaded, state = self._load_both(table)
         result.before = state.stats
         plan = plan_table(
             state, policy, int(time.time() * 1000), functions_catalog=spark_catalog, scan_orphans=scan_orphans
         )
-        for run in plan.compactions:
+        here = self.options.in_process
+        if here and compacts_in_process(state, plan.compactions, self.options.in_process_max_bytes):
+            runs = plan.compactions
+            self.run_action(
+                result,
+                "rewrite_data_files",
+                lambda: inprocess.compact(self._load_table(table), runs, policy.target_file_size_bytes),
+                kind="+".join(sorted({run.kind for run in runs})),
+                partitions=sum(len(run.partitions) for run in runs),
+                small_files=sum(run.small_files for run in runs),
+            )
+        else:
+            self._compact_with_spark(result, ref, plan.compactions)
+        if plan.rewrite_position_deletes:
+            self.run_action(
+                result,
+                "rewrite_position_delete_files",
+                lambda: self.actions.rewrite_position_delete_files(ref),
+            )
+        if plan.set_properties:
+            props = plan.set_properties
+            self.run_action(
+                result,
+                "set_properties",
+                (lambda: inprocess.set_properties(self._load_table(table), props))
+                if here
+                else (lambda: self.actions.set_properties(ref, props)),
+            )
+        # Compaction changed the manifests and snapshots: decide on the table as it is now.
+        current = state
+        if result.actions:
+            loaded, current = self._load_both(table, with_files=False)
+        if needs_manifest_rewrite(current.manifests, compacted=bool(plan.compactions)):
+            # Without Spark when the data manifests are all of the default spec and there is no delete.
+            simple = all(m.content == 0 and m.spec_id == current.default_spec_id for m in current.manifests)
+            self.run_action(
+                result,
+                "rewrite_manifests",
+                (lambda: inprocess.rewrite_manifests(self._load_table(table)))
+                if here and simple
+                else (lambda: self.actions.rewrite_manifests(ref)),
+            )
+            loaded, current = self._load_both(table, with_files=False)
+        expire = plan_expiry(current, policy, int(time.time() * 1000))
+        if expire is not None:
+            self.run_action(
+                result,
+                "expire_snapshots",
+                (
+                    lambda: inprocess.expire_snapshots(
+                        self._load_table(table), expire, partial(self._load_table, table)
+                    )
+                )
+                if here
+                else (lambda: self.actions.expire_snapshots(ref, expire)),
+                retain_last=expire.retain_last,
+                older_than=datetime.fromtimestamp(expire.older_than_ms / 1000, UTC).isoformat(),
+            )
+            loaded, current = self._load_both(table, with_files=False)
+        self.run_action(
+            result, "remove_old_metadata_files", lambda: self._remove_old_metadata(loaded, current)
+        )
+        if plan.remove_orphans_older_than_ms is not None:
+            older_than = plan.remove_orphans_older_than_ms
+            self.run_action(
+                result,
+                "remove_orphan_files",
+                lambda: self._remove_orphans(table, older_than, loaded),
+                older_than=datetime.fromtimestamp(older_than / 1000, UTC).isoformat(),
+            )
+        result.after = self._load(table).stats
+
+    def _compact_with_spark(self, result: PassResult, ref: TableRef, runs: list[CompactionRun]) -> None:
+        for run in runs:
             context: dict[str, Any] = {
                 "kind": run.kind,
                 "partitions": len(run.partitions),
@@ -376,45 +460,6 @@ class MaintenanceWorker:
                     "no file rewritten: every file group lost its commit to a concurrent writer, or none "
                     "needed rewriting; the next pass tries again"
                 )
-        if plan.rewrite_position_deletes:
-            self.run_action(
-                result,
-                "rewrite_position_delete_files",
-                lambda: self.actions.rewrite_position_delete_files(ref),
-            )
-        if plan.set_properties:
-            self.run_action(
-                result, "set_properties", lambda: self.actions.set_properties(ref, plan.set_properties)
-            )
-        # Compaction changed the manifests and snapshots: decide on the table as it is now.
-        current = state
-        if result.actions:
-            loaded, current = self._load_both(table, with_files=False)
-        if needs_manifest_rewrite(current.manifests, compacted=bool(plan.compactions)):
-            self.run_action(result, "rewrite_manifests", lambda: self.actions.rewrite_manifests(ref))
-            loaded, current = self._load_both(table, with_files=False)
-        expire = plan_expiry(current, policy, int(time.time() * 1000))
-        if expire is not None:
-            self.run_action(
-                result,
-                "expire_snapshots",
-                lambda: self.actions.expire_snapshots(ref, expire),
-                retain_last=expire.retain_last,
-                older_than=datetime.fromtimestamp(expire.older_than_ms / 1000, UTC).isoformat(),
-            )
-            loaded, current = self._load_both(table, with_files=False)
-        self.run_action(
-            result, "remove_old_metadata_files", lambda: self._remove_old_metadata(loaded, current)
-        )
-        if plan.remove_orphans_older_than_ms is not None:
-            older_than = plan.remove_orphans_older_than_ms
-            self.run_action(
-                result,
-                "remove_orphan_files",
-                lambda: self._remove_orphans(table, older_than, loaded),
-                older_than=datetime.fromtimestamp(older_than / 1000, UTC).isoformat(),
-            )
-        result.after = self._load(table).stats
 
     def _remove_old_metadata(self, loaded: Table, state: TableState) -> dict[str, Any]:
         io = loaded.io

@@ -90,6 +90,14 @@ def print_results(results: list[PassResult]) -> None:
 @click.option("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, show_default=True, help="0: off.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True)
 @click.option("--log-level", default="info", show_default=True)
+@click.option(
+    "--design",
+    type=click.Choice(["inprocess", "spark"]),
+    default="inprocess",
+    show_default=True,
+    help="inprocess: small append-only tables are compacted and expired without Spark (Spark starts only "
+    "for a table that needs it); spark: every action through Spark (the previous design).",
+)
 @key_file_option
 def maintain_command(
     url: str,
@@ -103,6 +111,7 @@ def maintain_command(
     metrics_port: int,
     metrics_host: str,
     log_level: str,
+    design: str,
     key_file: Path | None,
 ) -> None:
     """Keep every table fast and tidy: compact small files, rewrite manifests and delete files, expire
@@ -125,6 +134,7 @@ def maintain_command(
         namespaces=namespaces,
         default_warehouse=default_warehouse,
         defaults=with_interval(DEFAULT_POLICY, interval),
+        in_process=design == "inprocess",
     )
     check_java()
     check_catalog(url, client_id, client_secret, "the maintenance")
@@ -132,12 +142,17 @@ def maintain_command(
     # In-process callers (tests) may already run a session: use it and leave it running.
     existing = SparkSession.getActiveSession()
     conf = {"spark.driver.memory": driver_memory, "spark.ui.showConsoleProgress": "false"}
-    spark = existing or spark_session(
-        "floe-maintain",
-        CatalogConnection(url, default_warehouse, client_id, client_secret),
-        master=master,
-        conf={**conf, **parse_spark_conf(spark_conf)},
-    )
+
+    def start_spark() -> SparkSession:
+        return spark_session(
+            "floe-maintain",
+            CatalogConnection(url, default_warehouse, client_id, client_secret),
+            master=master,
+            conf={**conf, **parse_spark_conf(spark_conf)},
+        )
+
+    # The in-process design starts Spark only when a table needs it (a large or upsert table).
+    spark = existing or (start_spark if options.in_process else start_spark())
     worker = MaintenanceWorker(spark, options)
     try:
         if once:
@@ -154,9 +169,10 @@ def maintain_command(
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        console.print(f"[bold]floe maintain[/bold]: Spark {spark.version} on {master}, catalog {url}")
+        engine = f"Spark on {master}" + (" when a table needs it" if options.in_process else "")
+        console.print(f"[bold]floe maintain[/bold]: {engine}, catalog {url}")
         worker.run_forever(stop)
     finally:
         worker.close()
-        if existing is None:
-            spark.stop()
+        if existing is None and worker.actions.started:
+            worker.actions.spark.stop()

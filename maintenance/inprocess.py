@@ -1,0 +1,286 @@
+"""Maintenance actions without Spark, for the many small tables (pyarrow + pyiceberg, commits through floe).
+
+- Compaction of a small append-only table (`compact`): the small data files of the planned partitions
+  are read (pyiceberg's reader: field ids, schema evolution), written again as target-sized files, and
+  committed as one `replace` snapshot that removes the inputs and adds the outputs. The commit asserts
+  the branch head it was built on; when ingestion commits first, floe refuses it (409) and pyiceberg
+  rebuilds it on the new head, after checking that every input file is still live and that no delete
+  file was added for one (`_Replace._validate_concurrency`, Iceberg's `RewriteFiles` rules). The
+  appended files stay, the inputs are removed once: nothing is lost or doubled. Kafka offsets need no
+  carrying: floe keeps each table's committed offsets in its database (the exactly-once fence reads them
+  there), and a replace snapshot claims none, as Iceberg's own `rewrite_data_files` does.
+- Manifests (`rewrite_manifests`): the live entries of the default spec's data manifests merged into one
+  manifest, in a `replace` snapshot with no file change (rebuilt on the fresh head after a race).
+- Snapshot expiry (`expire_snapshots`): a `remove-snapshots` commit (no requirement but the table's
+  uuid: floe applies it to whatever the table is then), then the files only the expired snapshots
+  reached — manifest lists, manifests, data and delete files — that no remaining snapshot or metadata
+  file references are deleted (Iceberg's reachable-file cleanup).
+- Table properties (`set_properties`): a plain property update.
+
+Tables with delete files, older partition specs, format v3 or more than `MAX_BYTES` of small files to
+rewrite go to Spark (`maintenance.spark_actions`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    read_manifest_list,
+)
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.typedef import EMPTY_DICT
+
+from maintenance import orphans
+from maintenance.planner import CompactionRun, ExpireRun
+from maintenance.table_state import TableState, small_file_bytes
+
+# Small files a table's compaction may rewrite in this process (read into memory at once, per
+# partition); larger rewrites go to Spark.
+MAX_BYTES = 256 * 1024 * 1024
+
+
+def compacts_in_process(state: TableState, runs: Iterable[CompactionRun], max_bytes: int = MAX_BYTES) -> bool:
+    """Whether the planned compaction can run here: an append-only table (no delete file anywhere),
+    format v1/v2, every planned partition in the default spec, and at most `max_bytes` to rewrite."""
+    chosen = [p for run in runs for p in run.partitions]
+    if not chosen or state.format_version > 2:
+        return False
+    if any(p.delete_files for p in state.partitions):
+        return False
+    if any(p.spec_id != state.default_spec_id for p in chosen):
+        return False
+    return sum(p.small_bytes for p in chosen) <= max_bytes
+
+
+class _Replace(_OverwriteFiles):
+    """A `replace` snapshot: removes `delete_data_file`s, adds `append_data_file`s, and optionally
+    merges the default spec's data manifests into one. Validated as Iceberg validates `RewriteFiles`."""
+
+    merge_manifests: bool = False
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        # pyiceberg's totals are computed for overwrite; the operation is what readers act on.
+        operation, self._operation = self._operation, Operation.OVERWRITE
+        try:
+            summary = super()._summary(snapshot_properties)
+        finally:
+            self._operation = operation
+        return Summary(Operation.REPLACE, **summary.additional_properties)
+
+    def _validate_concurrency(self) -> None:
+        """Only what concurrent commits can break for a rewrite: an input removed by someone else, or a
+        delete file added for one. Appends (ingestion) never conflict."""
+        from pyiceberg.table.update.validate import (
+            _validate_data_files_exist,
+            _validate_no_new_deletes_for_data_files,
+        )
+
+        window = self._commit_window
+        if window is None or window.is_empty() or window.head is None or not self._deleted_data_files:
+            return
+        table = self._transaction._table
+        _validate_data_files_exist(table, window.head, self._deleted_data_files, window.base)
+        _validate_no_new_deletes_for_data_files(
+            table, window.head, None, self._deleted_data_files, window.base
+        )
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        kept = super()._existing_manifests()
+        if not self.merge_manifests:
+            return kept
+        metadata = self._transaction.table_metadata
+        default_spec = metadata.default_spec_id
+        mergeable = [
+            m for m in kept if m.content == ManifestContent.DATA and m.partition_spec_id == default_spec
+        ]
+        if len(mergeable) < 2:
+            return kept
+        entries = [e for m in mergeable for e in m.fetch_manifest_entry(self._io, discard_deleted=True)]
+        with self.new_manifest_writer(self.spec(default_spec)) as writer:
+            for entry in entries:
+                writer.add_entry(
+                    ManifestEntry.from_args(
+                        status=ManifestEntryStatus.EXISTING,
+                        snapshot_id=entry.snapshot_id,
+                        sequence_number=entry.sequence_number,
+                        file_sequence_number=entry.file_sequence_number,
+                        data_file=entry.data_file,
+                    )
+                )
+        merged = writer.to_manifest_file()
+        return [merged, *(m for m in kept if m not in mergeable)]
+
+
+def _replace(table: Table, removed: list[DataFile], added: list[DataFile], *, merge_manifests: bool) -> None:
+    transaction = table.transaction()
+    producer = _Replace(operation=Operation.REPLACE, transaction=transaction, io=table.io)
+    producer.merge_manifests = merge_manifests
+    for data_file in removed:
+        producer.delete_data_file(data_file)
+    for data_file in added:
+        producer.append_data_file(data_file)
+    producer.commit()
+    transaction.commit_transaction()
+
+
+def _live_data_files(table: Table) -> list[tuple[int, DataFile]]:
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    found = []
+    for manifest in snapshot.manifests(table.io):
+        if manifest.content != ManifestContent.DATA:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.data_file.content == DataFileContent.DATA:
+                found.append((manifest.partition_spec_id, entry.data_file))
+    return found
+
+
+def _values(data_file: DataFile) -> tuple[Any, ...]:
+    record = data_file.partition
+    return tuple(record[i] for i in range(len(record))) if record is not None else ()
+
+
+def compact(table: Table, runs: Iterable[CompactionRun], target_file_bytes: int) -> dict[str, Any]:
+    """Rewrite the small data files of the runs' partitions of `table` (as just loaded) into
+    target-sized files, in one `replace` commit. Returns Iceberg's `rewrite_data_files` counts."""
+    wanted = {(p.spec_id, p.values) for run in runs for p in run.partitions}
+    small = small_file_bytes(target_file_bytes)
+    groups: dict[tuple[int, tuple[Any, ...]], list[DataFile]] = {}
+    for spec_id, data_file in _live_data_files(table):
+        key = (spec_id, _values(data_file))
+        if key in wanted and data_file.file_size_in_bytes < small:
+            groups.setdefault(key, []).append(data_file)
+    groups = {key: files for key, files in groups.items() if len(files) >= 2}
+    if not groups:
+        return {"rewritten_data_files_count": 0, "added_data_files_count": 0, "rewritten_bytes_count": 0}
+    metadata = table.metadata
+    # The writer's target is the policy's (a table property may say otherwise).
+    write_metadata = metadata.model_copy(
+        update={"properties": {**metadata.properties, "write.target-file-size-bytes": str(target_file_bytes)}}
+    )
+    schema = metadata.schema()
+    scan = ArrowScan(metadata, table.io, schema, AlwaysTrue())
+    write_uuid, counter = uuid.uuid4(), itertools.count(0)
+    removed: list[DataFile] = []
+    added: list[DataFile] = []
+    for files in groups.values():
+        # Oldest first: the rows keep their commit order within the partition.
+        rows = scan.to_table([FileScanTask(f) for f in files])
+        if rows.num_rows != sum(f.record_count for f in files):
+            raise RuntimeError("compaction read a different number of rows than the files hold")
+        written = list(_dataframe_to_data_files(write_metadata, rows, table.io, write_uuid, counter))
+        if sum(f.record_count for f in written) != rows.num_rows:
+            raise RuntimeError("compaction wrote a different number of rows than it read")
+        removed += files
+        added += written
+    try:
+        _replace(table, removed, added, merge_manifests=True)
+    except Exception:
+        # The commit did not land (pyiceberg deleted its manifests): the data files written are ours.
+        orphans.delete_files(table.io, [f.file_path for f in added])
+        raise
+    return {
+        "rewritten_data_files_count": len(removed),
+        "added_data_files_count": len(added),
+        "rewritten_bytes_count": sum(f.file_size_in_bytes for f in removed),
+        "engine": "in-process",
+    }
+
+
+def rewrite_manifests(table: Table) -> dict[str, Any]:
+    """Merge the default spec's data manifests into one (a `replace` snapshot changing no file)."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return {"rewritten_manifests_count": 0, "added_manifests_count": 0}
+    spec = table.metadata.default_spec_id
+    before = [
+        m
+        for m in snapshot.manifests(table.io)
+        if m.content == ManifestContent.DATA and m.partition_spec_id == spec
+    ]
+    if len(before) < 2:
+        return {"rewritten_manifests_count": 0, "added_manifests_count": 0}
+    _replace(table, [], [], merge_manifests=True)
+    return {"rewritten_manifests_count": len(before), "added_manifests_count": 1, "engine": "in-process"}
+
+
+def set_properties(table: Table, properties: dict[str, str]) -> dict[str, Any]:
+    with table.transaction() as transaction:
+        transaction.set_properties(properties)
+    return {"properties": ",".join(sorted(properties)), "engine": "in-process"}
+
+
+def _reachable(io: FileIO, snapshots: Iterable[Snapshot]) -> tuple[set[str], set[str], set[str]]:
+    """Manifest lists, manifests and content files (deleted entries included) `snapshots` reach."""
+    lists = {s.manifest_list for s in snapshots if s.manifest_list}
+    manifests: dict[str, ManifestFile] = {}
+    for manifest_list in sorted(lists):
+        for manifest in read_manifest_list(io.new_input(manifest_list)):
+            manifests.setdefault(manifest.manifest_path, manifest)
+    files = {
+        entry.data_file.file_path
+        for manifest in manifests.values()
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
+    }
+    return lists, set(manifests), files
+
+
+def expire_snapshots(table: Table, run: ExpireRun, reload: Callable[[], Table]) -> dict[str, Any]:
+    """Remove the run's snapshots from `table` (as just loaded), then delete the files only they
+    reached; `reload` loads the table as committed."""
+    protected = {ref.snapshot_id for ref in table.metadata.refs.values()}
+    expired = [
+        s
+        for s in table.metadata.snapshots
+        if s.snapshot_id in set(run.snapshot_ids) and s.snapshot_id not in protected
+    ]
+    if not expired:
+        return {"expired_snapshots_count": 0}
+    lists, manifests, files = _reachable(table.io, expired)
+    table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in expired]).commit()
+    # Read after the commit: whatever the remaining snapshots read (a commit that landed meanwhile
+    # included) stays; a file only listed as deleted by a kept snapshot was read by expired ones only.
+    referenced = orphans.referenced_files(reload(), live_only=True)
+
+    def unreferenced(paths: set[str]) -> list[str]:
+        return sorted(p for p in paths if orphans.file_key(p) not in referenced)
+
+    gone_files, gone_manifests, gone_lists = unreferenced(files), unreferenced(manifests), unreferenced(lists)
+    # Data first, then what lists it: an interrupted cleanup leaves only unreferenced files (orphans).
+    orphans.delete_files(table.io, gone_files)
+    orphans.delete_files(table.io, gone_manifests)
+    orphans.delete_files(table.io, gone_lists)
+    return {
+        "expired_snapshots_count": len(expired),
+        "deleted_data_files_count": len(gone_files),
+        "deleted_manifest_files_count": len(gone_manifests),
+        "deleted_manifest_lists_count": len(gone_lists),
+        "engine": "in-process",
+    }
+
+
+__all__ = [
+    "MAX_BYTES",
+    "compact",
+    "compacts_in_process",
+    "expire_snapshots",
+    "rewrite_manifests",
+    "set_properties",
+]
