@@ -2,7 +2,8 @@
 point, so a fault-injecting test can cut a request in an exact window instead of timing a kill -9.
 
 Points: `crash-after-commit` (a table commit or create has committed its database transaction, its
-answer is not sent yet). Never set it in production: the process dies on its first commit.
+answer is not sent yet); `crash-after-events-sent` (the events broker acknowledged commit events that
+are still in the outbox). Never set it in production: the process dies on its first commit.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import signal
 
 FAULT_ENV = "FLOE_TEST_FAULT"
 CRASH_AFTER_COMMIT = "crash-after-commit"
+CRASH_AFTER_EVENTS_SENT = "crash-after-events-sent"
 
 # Read once: checking a point costs one string comparison.
 _ACTIVE = os.environ.get(FAULT_ENV, "")

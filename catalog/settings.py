@@ -501,7 +501,7 @@ class Settings(FloeSettings):
         description="largest properties of a namespace, table or view (keys and values, UTF-8 bytes)",
     )
     # Read by catalog.faults at import; declared here so it is validated and documented like every other.
-    test_fault: Literal["crash-after-commit"] | None = Field(
+    test_fault: Literal["crash-after-commit", "crash-after-events-sent"] | None = Field(
         None,
         description="test only: the process kills itself (SIGKILL) at this point, e.g. right after a "
         "commit's transaction and before its answer; never set it in production",

@@ -25,9 +25,11 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from catalog.events import EventBus, TableChanged
+from catalog.faults import CRASH_AFTER_EVENTS_SENT, crash_point
 from catalog.settings import Settings
 from catalog.store.interfaces import CatalogStore
 from catalog.store.outbox import OutboxRow
+from catalog.store.watermarks import TopicProgress
 from catalog.watermarks import completeness
 
 log = logging.getLogger(__name__)
@@ -214,10 +216,13 @@ class CommitEventPublisher:
         await self._measure(rows)
         if not rows:
             return 0
-        messages = [await self._message(row) for row in rows]
+        progress: dict[str, dict[str, TopicProgress]] = {}  # by table: one read per table and batch
+        messages = [await self._message(row, progress) for row in rows]
         if self._sender is None:
             self._sender = await asyncio.to_thread(self._sender_factory)
         acked = await asyncio.to_thread(self._sender.send, messages, 35.0)
+        if acked:
+            crash_point(CRASH_AFTER_EVENTS_SENT)
         done: list[int] = []
         for row in rows:  # the acknowledged prefix: later ones are sent again with the unacknowledged
             if row.id not in acked:
@@ -239,21 +244,25 @@ class CommitEventPublisher:
         DEPTH.set(depth)
         OLDEST.set(0 if oldest is None else max(0.0, time.time() - oldest / 1000))
 
-    async def _message(self, row: OutboxRow) -> Message:
-        watermark = await self._watermark(row)
+    async def _message(self, row: OutboxRow, progress: dict[str, dict[str, TopicProgress]]) -> Message:
+        watermark = await self._watermark(row, progress)
         event = cloud_event(row, self.settings.events_source, watermark)
         value = json.dumps(event, separators=(",", ":")).encode()
         return Message(row.id, topic_for(self.settings.events_topic, row), row.tabular_id.encode(), value)
 
-    async def _watermark(self, row: OutboxRow) -> dict[str, Any] | None:
+    async def _watermark(
+        self, row: OutboxRow, progress: dict[str, dict[str, TopicProgress]]
+    ) -> dict[str, Any] | None:
         """The table's completeness in the commit's topic as of the send (catalog/watermarks.py)."""
         kafka = row.payload.get("kafka")
         if not kafka or row.event_type == "dropped":
             return None
-        progress = (await self.store.topic_progress(row.tabular_id)).get(kafka["topic"])
-        if progress is None:
+        if row.tabular_id not in progress:
+            progress[row.tabular_id] = await self.store.topic_progress(row.tabular_id)
+        topic = progress[row.tabular_id].get(kafka["topic"])
+        if topic is None:
             return None
-        done = completeness(kafka["topic"], progress.committed, progress.states)
+        done = completeness(kafka["topic"], topic.committed, topic.states)
         return {
             "topic": done.topic,
             "watermark-ms": done.watermark_ms,

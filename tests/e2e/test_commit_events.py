@@ -7,11 +7,14 @@
   their id; a refused commit (409) has none; the outbox is empty afterwards.
 - kill -9 of the only catalog right after a commit's transaction, before anything was sent: the
   event waits in the outbox, not in Kafka, and is sent after the restart with the outbox row's id.
+- kill -9 of the only catalog after the broker acknowledged an event, before the outbox forgot it:
+  it is sent again after the restart, with the same id (at least once; consumers deduplicate by id).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -22,7 +25,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaException
 
-from catalog.faults import CRASH_AFTER_COMMIT, FAULT_ENV
+from catalog.faults import CRASH_AFTER_COMMIT, CRASH_AFTER_EVENTS_SENT, FAULT_ENV
 from catalog.migrations import upgrade_database
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
@@ -223,3 +226,45 @@ def test_an_event_survives_a_kill_9_between_commit_and_send(
     ):
         time.sleep(0.2)
     assert query(server.database_url or "", "SELECT count(*) FROM commit_events")[0][0] == 0
+
+
+def test_an_event_acknowledged_before_a_kill_9_is_sent_again_with_its_id(
+    server: CatalogProcess, kafka: LocalKafka
+) -> None:
+    namespace = f"ns_{uuid.uuid4().hex[:6]}"
+    table = f"{PREFIX}/namespaces/{CLUSTER}%1F{namespace}/tables/t"
+    with client(server) as http:
+        http.post(f"{PREFIX}/namespaces", json={"namespace": [CLUSTER]})
+        assert http.post(f"{PREFIX}/namespaces", json={"namespace": [CLUSTER, namespace]}).status_code == 200
+        assert http.post(table.rsplit("/", 1)[0], json={"name": "t", "schema": SCHEMA}).status_code == 200
+    assert len(of_table(read_events(kafka, until=lambda f: len(of_table(f, namespace)) >= 1), namespace)) == 1
+    server.stop()
+    try:
+        env = {**events_env(kafka), FAULT_ENV: CRASH_AFTER_EVENTS_SENT}
+        env |= {"FLOE_ADMIN_CLIENT_ID": server.admin_client_id}
+        env["FLOE_ADMIN_CLIENT_SECRET"] = server.admin_client_secret
+        doomed = CatalogProcess(server.database_url, home=server.home, env=env).start(timeout=START_TIMEOUT)
+        try:
+            with client(doomed) as http, contextlib.suppress(httpx.TransportError):
+                append(http, table, 401, parent=None)  # answered, or not: the publisher kills the process
+            assert doomed.process is not None
+            assert doomed.process.wait(timeout=60) == -9
+        finally:
+            doomed.stop()
+        waiting = query(server.database_url or "", "SELECT id FROM commit_events")
+        assert len(waiting) == 1
+        sent = read_events(kafka, until=lambda f: len(of_table(f, namespace)) >= 2)
+        assert [e["id"] for e in sent if e["data"]["name"] == "t"][-1] == str(waiting[0]["id"])
+    finally:
+        server.start(timeout=START_TIMEOUT)
+
+    def copies(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in found if e["id"] == str(waiting[0]["id"])]
+
+    events = read_events(kafka, until=lambda found: len(copies(found)) >= 2)
+    assert len(copies(events)) == 2
+    assert copies(events)[0] == copies(events)[1]
+    assert [e["type"] for e in of_table(events, namespace)] == [
+        "io.floe.table.created",
+        "io.floe.table.committed",
+    ]
