@@ -24,14 +24,14 @@ from catalog.errors import (
 from catalog.events import TableChanged
 from catalog.faults import CRASH_AFTER_COMMIT, crash_point
 from catalog.identifiers import TableIdent
-from catalog.kafka_offsets import check_kafka_progress, kafka_progress
+from catalog.kafka_offsets import KafkaProgress, check_kafka_progress, kafka_progress
 from catalog.locations import confine_table_metadata, normalize_location
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.context import CatalogContext
 from catalog.service.quotas import Limits, cluster_quota
 from catalog.service.request_records import request_records
 from catalog.service.table_model import LoadedTable, TableChange
-from catalog.store import NamespaceRecord, PendingCommit, WarehouseRecord
+from catalog.store import NamespaceRecord, PendingCommit, TabularRecord, WarehouseRecord
 from catalog.store.commit_records import RequestTakenOver
 from catalog.store.database_faults import write_outcome_unknown
 
@@ -130,8 +130,8 @@ class TableCommits:
                     ) from exc
                 if swapped:
                     crash_point(CRASH_AFTER_COMMIT)
-                    for location, model in models:
-                        self.ctx.metadata_models.put(location, model)
+                    for location, model, json_bytes in models:
+                        self.ctx.metadata_models.put(location, model, json_bytes)
                     for ident in idents:
                         await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
                     return results
@@ -164,16 +164,18 @@ class TableCommits:
 
     async def _prepare(
         self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
-    ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable], list[tuple[str, TableMetadata]]]:
+    ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable], list[tuple[str, TableMetadata, int]]]:
         """The new metadata of every change on its table's current state, each confined to `root`
         (the caller's folder), as compare-and-swap commits; and the new models by their locations."""
         pending: list[tuple[PendingCommit, bool]] = []
         results: list[LoadedTable] = []
-        models: list[tuple[str, TableMetadata]] = []
+        models: list[tuple[str, TableMetadata, int]] = []
         config = self.table_config(warehouse)
+        records = await self._read_tables(warehouse, changes)
+        fenced: list[tuple[str, KafkaProgress]] = []  # (table id, the progress its commit claims)
         for change in changes:
             ident = change.ident
-            record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+            record = records.get((ident.namespace.key, ident.name))
             creating = any(r.type == "assert-create" for r in change.requirements)
             if record is not None and record.kind != "table":
                 if creating:
@@ -238,18 +240,41 @@ class TableCommits:
                 )
                 results.append(LoadedTable(record.metadata_location, record.metadata_json, config))
                 continue
-            # Read after the table's row: offsets only change together with its version, so a commit
-            # that moved them after this read also fails this commit's compare-and-swap.
             progress = kafka_progress(change.updates)
             if progress is not None:
-                check_kafka_progress(
-                    progress, await self.ctx.store.get_kafka_offsets(record.id, progress.topic)
-                )
+                fenced.append((record.id, progress))
             metadata_json = metadata.model_dump_json()
             location = core.new_metadata_location(metadata, record.metadata_location)
             pending.append(
                 (PendingCommit(record.id, record.version, location, metadata_json, kafka=progress), True)
             )
             results.append(LoadedTable(location, metadata_json, config))
-            models.append((location, metadata))
+            models.append((location, metadata, len(metadata_json)))
+        # Read after the tables' rows: offsets only change together with a table's version, so a
+        # commit that moved them after this read also fails this commit's compare-and-swap.
+        for (_, progress), committed in zip(fenced, await self._read_offsets(fenced), strict=True):
+            check_kafka_progress(progress, committed)
         return pending, results, models
+
+    async def _read_tables(
+        self, warehouse: WarehouseRecord, changes: list[TableChange]
+    ) -> dict[tuple[str, str], TabularRecord]:
+        """The changed tables' rows by (namespace key, name): one query for all of a transaction's
+        tables (ingestion commits a hundred at once); a lone table by the prepared single-row read."""
+        store = self.ctx.store
+        if len(changes) == 1:
+            ident = changes[0].ident
+            record = await store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+            return {} if record is None else {(ident.namespace.key, ident.name): record}
+        return await store.get_tabulars(
+            warehouse.id, [(c.ident.namespace.key, c.ident.name) for c in changes]
+        )
+
+    async def _read_offsets(self, fenced: list[tuple[str, KafkaProgress]]) -> list[dict[int, int]]:
+        """The committed offsets of each (table id, progress)'s topic, in one query for all."""
+        store = self.ctx.store
+        if len(fenced) == 1:
+            tabular_id, progress = fenced[0]
+            return [await store.get_kafka_offsets(tabular_id, progress.topic)]
+        found = await store.get_kafka_offsets_of([(t, p.topic) for t, p in fenced]) if fenced else {}
+        return [found[(t, p.topic)] for t, p in fenced]
