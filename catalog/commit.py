@@ -13,7 +13,6 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -36,8 +35,11 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.utils.datetime import datetime_to_millis
 
-from catalog.errors import BadRequest, CommitFailed
+from catalog.errors import BadRequest
 from catalog.json_booleans import check_booleans
+from catalog.requirements import TableRequirement
+from catalog.requirements import check_table_requirements as check_requirements
+from catalog.requirements import parse_table_requirements as parse_requirements
 from catalog.table_metadata import (
     TableUpdate,
     as_writable,
@@ -80,28 +82,6 @@ _SPEC = TypeAdapter(PartitionSpec)
 _SORT_ORDER = TypeAdapter(SortOrder)
 
 
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    """One `TableRequirement` of the spec, kept as sent."""
-
-    type: str
-    body: dict[str, Any]
-
-
-REQUIREMENT_TYPES = frozenset(
-    {
-        "assert-create",
-        "assert-table-uuid",
-        "assert-ref-snapshot-id",
-        "assert-last-assigned-field-id",
-        "assert-current-schema-id",
-        "assert-last-assigned-partition-id",
-        "assert-default-spec-id",
-        "assert-default-sort-order-id",
-    }
-)
-
-
 def _describe_validation_error(exc: PydanticValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ()))
@@ -123,22 +103,6 @@ def _describe_without_input(exc: BaseException) -> str:
     if isinstance(exc, IcebergValidationError):
         return "not valid Iceberg table metadata"
     return type(exc).__name__
-
-
-def parse_requirements(raw: Any) -> tuple[Requirement, ...]:
-    """Parse the `requirements` array of a commit request; unknown types are a 400."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise BadRequest("Invalid commit request: requirements must be an array")
-    parsed: list[Requirement] = []
-    for item in raw:
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-            raise BadRequest("Invalid requirement: each requirement must be an object with a 'type'")
-        if item["type"] not in REQUIREMENT_TYPES:
-            raise BadRequest(f"Unknown requirement type: {item['type']}")
-        parsed.append(Requirement(type=item["type"], body=item))
-    return tuple(parsed)
 
 
 def _strings(value: Any, container: type[dict[Any, Any]] | type[list[Any]]) -> bool:
@@ -177,94 +141,6 @@ def parse_table_updates(raw: Any) -> tuple[TableUpdate, ...]:
     except (AttributeError, TypeError) as exc:
         # pyiceberg's own validators assume the right JSON shapes (e.g. `updates` being an object).
         raise BadRequest(f"Invalid update: {exc}") from exc
-
-
-def _int_field(req: Requirement, name: str, *, optional: bool = False) -> int | None:
-    value = req.body.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise BadRequest(f"Invalid requirement {req.type}: '{name}' must be an integer")
-    return value
-
-
-def _check_one(req: Requirement, base: TableMetadata | None) -> None:
-    """Check one requirement against the base (None: the table does not exist yet)."""
-    kind = req.type
-    if kind == "assert-create":
-        if base is not None:
-            raise CommitFailed("Requirement failed: table already exists")
-        return
-    if kind == "assert-last-assigned-field-id":
-        expected = _int_field(req, "last-assigned-field-id")
-        if base is not None and base.last_column_id != expected:
-            raise CommitFailed(
-                "Requirement failed: last assigned field id changed: "
-                f"expected id {expected} != {base.last_column_id}"
-            )
-        return
-    if kind == "assert-last-assigned-partition-id":
-        expected = _int_field(req, "last-assigned-partition-id")
-        if base is not None and base.last_partition_id != expected:
-            raise CommitFailed(
-                "Requirement failed: last assigned partition id changed: "
-                f"expected id {expected} != {base.last_partition_id}"
-            )
-        return
-    if base is None:
-        raise CommitFailed("Requirement failed: table does not exist")
-    if kind == "assert-table-uuid":
-        expected_uuid = str(req.body.get("uuid", ""))
-        if expected_uuid.lower() != str(base.table_uuid).lower():
-            raise CommitFailed(
-                f"Requirement failed: UUID does not match: expected {base.table_uuid} != {expected_uuid}"
-            )
-    elif kind == "assert-ref-snapshot-id":
-        ref_name = req.body.get("ref")
-        if not isinstance(ref_name, str):
-            raise BadRequest("Invalid requirement assert-ref-snapshot-id: 'ref' must be a string")
-        snapshot_id = _int_field(req, "snapshot-id", optional=True)
-        ref = base.refs.get(ref_name)
-        if ref is not None:
-            ref_type = str(ref.snapshot_ref_type)
-            if snapshot_id is None:
-                raise CommitFailed(f"Requirement failed: {ref_type} {ref_name} was created concurrently")
-            if snapshot_id != ref.snapshot_id:
-                raise CommitFailed(
-                    f"Requirement failed: {ref_type} {ref_name} has changed: "
-                    f"expected id {snapshot_id} != {ref.snapshot_id}"
-                )
-        elif snapshot_id is not None:
-            raise CommitFailed(
-                f"Requirement failed: branch or tag {ref_name} is missing, expected {snapshot_id}"
-            )
-    elif kind == "assert-current-schema-id":
-        expected = _int_field(req, "current-schema-id")
-        if expected != base.current_schema_id:
-            raise CommitFailed(
-                "Requirement failed: current schema changed: "
-                f"expected id {expected} != {base.current_schema_id}"
-            )
-    elif kind == "assert-default-spec-id":
-        expected = _int_field(req, "default-spec-id")
-        if expected != base.default_spec_id:
-            raise CommitFailed(
-                "Requirement failed: default partition spec changed: "
-                f"expected id {expected} != {base.default_spec_id}"
-            )
-    elif kind == "assert-default-sort-order-id":
-        expected = _int_field(req, "default-sort-order-id")
-        if expected != base.default_sort_order_id:
-            raise CommitFailed(
-                "Requirement failed: default sort order changed: "
-                f"expected id {expected} != {base.default_sort_order_id}"
-            )
-
-
-def check_requirements(requirements: Sequence[Requirement], base: TableMetadata | None) -> None:
-    """Raise `CommitFailed` for the first requirement that does not hold on `base`."""
-    for req in requirements:
-        _check_one(req, base)
 
 
 def empty_table_metadata(updates: Sequence[TableUpdate] = ()) -> TableMetadata:
@@ -434,7 +310,7 @@ def _check_added_specs_and_orders(base: TableMetadata | None, new: TableMetadata
 def commit_table(
     base: TableMetadata | None,
     base_location: str | None,
-    requirements: Sequence[Requirement],
+    requirements: Sequence[TableRequirement],
     updates: Sequence[TableUpdate],
     default_location: str = "",
 ) -> TableMetadata:
@@ -551,7 +427,7 @@ def referenced_snapshots_only(metadata_json: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "MAIN_BRANCH",
-    "Requirement",
+    "TableRequirement",
     "apply_table_updates",
     "check_requirements",
     "commit_table",

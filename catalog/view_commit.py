@@ -1,9 +1,10 @@
-"""The view commit core: pure functions over pyiceberg's `ViewMetadata` model.
+"""The view commit core: pure functions over pyiceberg's immutable `ViewMetadata` model.
 
-pyiceberg has view metadata models but no update logic, so this module applies the spec's `ViewUpdate`
-actions the way the Java `ViewMetadata.Builder` does: versions are de-duplicated, `schema-id: -1` and
-`view-version-id: -1` mean "the one added in this commit", and the version log records every change of
-the current version.
+pyiceberg has view metadata models but no view updates, so this module types the spec's `ViewUpdate`
+(pyiceberg's table update classes where a view update has the same shape) and applies each, in
+pyiceberg's `update_table_metadata` style, the way the Java `ViewMetadata.Builder` does: versions are
+de-duplicated, `schema-id: -1` and `view-version-id: -1` mean "the one added in this commit", and the
+version log records every change of the current version. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -11,16 +12,29 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from functools import singledispatch
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.schema import Schema
+from pyiceberg.table.update import (
+    AddSchemaUpdate,
+    AssignUUIDUpdate,
+    RemovePropertiesUpdate,
+    SetLocationUpdate,
+    SetPropertiesUpdate,
+    UpgradeFormatVersionUpdate,
+)
+from pyiceberg.typedef import IcebergBaseModel
 from pyiceberg.view.metadata import ViewHistoryEntry, ViewMetadata, ViewVersion
 
 from catalog.commit import metadata_version
-from catalog.errors import BadRequest, CommitFailed, InvalidArgument
+from catalog.errors import BadRequest, InvalidArgument
 from catalog.json_booleans import check_booleans
+from catalog.requirements import ViewRequirement, check_view_requirements, parse_view_requirements
 
 VIEW_UPDATE_ACTIONS = frozenset(
     {
@@ -34,20 +48,52 @@ VIEW_UPDATE_ACTIONS = frozenset(
         "set-current-view-version",
     }
 )
-VIEW_REQUIREMENT_TYPES = frozenset({"assert-view-uuid"})
 HISTORY_ENTRIES_PROPERTY = "version.history.num-entries"
 DEFAULT_HISTORY_ENTRIES = 10
 INITIAL_SCHEMA_ID = 0
 
 T = TypeVar("T")
 
+
+class AddViewVersionUpdate(IcebergBaseModel):
+    """Add a version; `schema-id: -1` names the schema added earlier in the same commit."""
+
+    action: Literal["add-view-version"] = Field(default="add-view-version")
+    view_version: ViewVersion = Field(alias="view-version")
+
+
+class SetCurrentViewVersionUpdate(IcebergBaseModel):
+    """Make a version current; `-1` names the version added earlier in the same commit."""
+
+    action: Literal["set-current-view-version"] = Field(default="set-current-view-version")
+    view_version_id: int = Field(alias="view-version-id", strict=True)
+
+
+# The spec's `ViewUpdate`: the table updates that apply to views as well, and the two of views only.
+ViewUpdate = Annotated[
+    AssignUUIDUpdate
+    | UpgradeFormatVersionUpdate
+    | AddSchemaUpdate
+    | SetLocationUpdate
+    | SetPropertiesUpdate
+    | RemovePropertiesUpdate
+    | AddViewVersionUpdate
+    | SetCurrentViewVersionUpdate,
+    Field(discriminator="action"),
+]
+
 _SCHEMA = TypeAdapter(Schema)
 _VERSION = TypeAdapter(ViewVersion)
 _METADATA = TypeAdapter(ViewMetadata)
+_UPDATES = TypeAdapter(list[ViewUpdate])
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _where(error: Any, skip: int = 0) -> str:
+    return ".".join(str(part) for part in error.get("loc", ())[skip:])
 
 
 def _parse(adapter: TypeAdapter[T], value: Any, what: str) -> T:
@@ -55,8 +101,7 @@ def _parse(adapter: TypeAdapter[T], value: Any, what: str) -> T:
         return adapter.validate_python(value)
     except PydanticValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise BadRequest(f"Invalid {what}: {first.get('msg')} at {where}") from exc
+        raise BadRequest(f"Invalid {what}: {first.get('msg')} at {_where(first)}") from exc
 
 
 def parse_view_metadata(text: str | bytes) -> ViewMetadata:
@@ -66,20 +111,53 @@ def parse_view_metadata(text: str | bytes) -> ViewMetadata:
         raise BadRequest(f"Invalid view metadata: {exc.errors()[0].get('msg')}") from exc
 
 
-def check_view_requirements(requirements: Any, base: ViewMetadata) -> None:
-    if requirements is None:
-        return
-    if not isinstance(requirements, list):
-        raise BadRequest("Invalid commit request: requirements must be an array")
-    for req in requirements:
-        if not isinstance(req, dict) or req.get("type") not in VIEW_REQUIREMENT_TYPES:
-            kind = req.get("type") if isinstance(req, dict) else req
-            raise BadRequest(f"Unknown view requirement type: {kind}")
-        expected = str(req.get("uuid", ""))
-        if expected.lower() != base.view_uuid.lower():
-            raise CommitFailed(
-                f"Requirement failed: view UUID does not match: expected {base.view_uuid} != {expected}"
-            )
+def _check_update_shape(update: Any) -> None:
+    """What the typed models would coerce or word vaguely, refused with the field's own words."""
+    if (
+        not isinstance(update, dict)
+        or not isinstance(update.get("action"), str)  # a list or object is not hashable
+        or update["action"] not in VIEW_UPDATE_ACTIONS
+    ):
+        action = update.get("action") if isinstance(update, dict) else update
+        raise BadRequest(f"Unknown view update action: {action}")
+    action = update["action"]
+    if action == "set-location" and (not isinstance(update.get("location"), str) or not update["location"]):
+        raise BadRequest("Invalid set-location: 'location' must be a non-empty string")
+    props = update.get("updates")
+    if action == "set-properties" and (
+        not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values())
+    ):
+        raise BadRequest("Invalid set-properties: 'updates' must map names to strings")
+    removals = update.get("removals")
+    if action == "remove-properties" and (
+        not isinstance(removals, list) or not all(isinstance(r, str) for r in removals)
+    ):
+        raise BadRequest("Invalid remove-properties: 'removals' must be an array of strings")
+    if action == "add-view-version" and not isinstance(update.get("view-version"), dict):
+        raise BadRequest("Invalid add-view-version: 'view-version' must be an object")
+    if action == "set-current-view-version" and not isinstance(update.get("view-version-id"), int):
+        raise BadRequest("Invalid set-current-view-version: 'view-version-id' must be an integer")
+
+
+def parse_view_updates(raw: Any) -> tuple[ViewUpdate, ...]:
+    """The `updates` of a `CommitViewRequest` as typed updates; anything malformed is a 400."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise BadRequest("Invalid commit request: updates must be an array")
+    check_booleans(raw, "view update")
+    for update in raw:
+        _check_update_shape(update)
+    try:
+        return tuple(_UPDATES.validate_python(raw))
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        loc = first.get("loc", ())
+        action = loc[1] if len(loc) > 1 else "view update"
+        raise BadRequest(f"Invalid {action}: {first.get('msg')} at {_where(first, 2)}") from None
+    except (IcebergValidationError, AttributeError, TypeError) as exc:
+        # pyiceberg's own validators (types, transforms) raise these for shapes they do not expect.
+        raise BadRequest(f"Invalid view update: {exc}") from None
 
 
 def _check_one_query_per_dialect(version: ViewVersion) -> None:
@@ -103,130 +181,135 @@ def _same_version(a: ViewVersion, b: ViewVersion) -> bool:
     )
 
 
-class _ViewBuilder:
-    """Mutable scratch state for one commit; the result is a new immutable `ViewMetadata`."""
+@dataclass
+class _ViewUpdateContext:
+    """What `-1` refers to in the rest of a commit (as pyiceberg's `_TableMetadataUpdateContext`)."""
 
-    def __init__(self, base: ViewMetadata) -> None:
-        self.meta = base
-        self.last_added_schema_id: int | None = None
-        self.last_added_version_id: int | None = None
-
-    def _copy(self, **changes: Any) -> None:
-        self.meta = self.meta.model_copy(update=changes)
-
-    def add_schema(self, raw: Any) -> None:
-        schema: Schema = _parse(_SCHEMA, raw, "schema")
-        for existing in self.meta.schemas:
-            if (
-                existing.fields == schema.fields
-                and existing.identifier_field_ids == schema.identifier_field_ids
-            ):
-                self.last_added_schema_id = existing.schema_id
-                return
-        new_id = max((s.schema_id for s in self.meta.schemas), default=-1) + 1
-        schema = schema.model_copy(update={"schema_id": new_id})
-        self._copy(schemas=[*self.meta.schemas, schema])
-        self.last_added_schema_id = new_id
-
-    def add_version(self, raw: Any) -> None:
-        if not isinstance(raw, dict):
-            raise BadRequest("Invalid add-view-version: 'view-version' must be an object")
-        version: ViewVersion = _parse(_VERSION, raw, "view version")
-        if version.schema_id == -1:
-            if self.last_added_schema_id is None:
-                raise BadRequest("Cannot set last added schema: no schema has been added")
-            version = version.model_copy(update={"schema_id": self.last_added_schema_id})
-        if not any(s.schema_id == version.schema_id for s in self.meta.schemas):
-            raise BadRequest(f"Cannot add version with unknown schema: {version.schema_id}")
-        _check_one_query_per_dialect(version)
-        for existing in self.meta.versions:
-            if _same_version(existing, version):
-                self.last_added_version_id = existing.version_id
-                return
-        new_id = max((v.version_id for v in self.meta.versions), default=0) + 1
-        version = version.model_copy(update={"version_id": new_id})
-        self._copy(versions=[*self.meta.versions, version])
-        self.last_added_version_id = new_id
-
-    def set_current_version(self, version_id: Any) -> None:
-        if not isinstance(version_id, int):
-            raise BadRequest("Invalid set-current-view-version: 'view-version-id' must be an integer")
-        if version_id == -1:
-            if self.last_added_version_id is None:
-                raise BadRequest("Cannot set last version: no views have been added")
-            version_id = self.last_added_version_id
-        version = next((v for v in self.meta.versions if v.version_id == version_id), None)
-        if version is None:
-            raise BadRequest(f"Cannot set current version to unknown version: {version_id}")
-        if version_id == self.meta.current_version_id:
-            return
-        entry = ViewHistoryEntry(**{"timestamp-ms": version.timestamp_ms, "version-id": version_id})
-        self._copy(current_version_id=version_id, version_log=[*self.meta.version_log, entry])
-
-    def finish(self) -> ViewMetadata:
-        """Retain the newest versions (`version.history.num-entries`), never the current one."""
-        keep = int(self.meta.properties.get(HISTORY_ENTRIES_PROPERTY, DEFAULT_HISTORY_ENTRIES))
-        if keep < 1:
-            raise BadRequest(f"{HISTORY_ENTRIES_PROPERTY} must be positive but was {keep}")
-        versions = sorted(self.meta.versions, key=lambda v: v.version_id)
-        if len(versions) > keep:
-            retained = versions[-keep:]
-            if not any(v.version_id == self.meta.current_version_id for v in retained):
-                current = next(v for v in versions if v.version_id == self.meta.current_version_id)
-                retained = [current, *retained[1:]]
-            ids = {v.version_id for v in retained}
-            log = [e for e in self.meta.version_log if e.version_id in ids]
-            self._copy(versions=retained, version_log=log[-keep:])
-        return _parse(_METADATA, self.meta.model_dump(by_alias=True), "view metadata")
+    last_added_schema_id: int | None = None
+    last_added_version_id: int | None = None
 
 
-def apply_view_updates(base: ViewMetadata, updates: Any) -> ViewMetadata:
-    """Apply the spec's `ViewUpdate` list to `base`."""
-    if updates is None:
-        updates = []
-    if not isinstance(updates, list):
-        raise BadRequest("Invalid commit request: updates must be an array")
-    check_booleans(updates, "view update")
-    builder = _ViewBuilder(base)
+@singledispatch
+def _apply_view_update(update: Any, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    """`base` with `update` applied (a new model; `base` is never changed)."""
+    raise TypeError(f"Unsupported view update: {update}")
+
+
+@_apply_view_update.register(AssignUUIDUpdate)
+def _(update: AssignUUIDUpdate, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    if str(update.uuid) != base.view_uuid.lower():
+        raise BadRequest("Cannot reassign the UUID of an existing view")
+    return base
+
+
+@_apply_view_update.register(UpgradeFormatVersionUpdate)
+def _(update: UpgradeFormatVersionUpdate, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    if update.format_version != 1:
+        raise BadRequest(f"Unsupported view format version: {update.format_version}")
+    return base
+
+
+@_apply_view_update.register(AddSchemaUpdate)
+def _(update: AddSchemaUpdate, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    schema = update.schema_
+    for existing in base.schemas:
+        if existing.fields == schema.fields and existing.identifier_field_ids == schema.identifier_field_ids:
+            context.last_added_schema_id = existing.schema_id
+            return base
+    new_id = max((s.schema_id for s in base.schemas), default=-1) + 1
+    context.last_added_schema_id = new_id
+    return base.model_copy(
+        update={"schemas": [*base.schemas, schema.model_copy(update={"schema_id": new_id})]}
+    )
+
+
+@_apply_view_update.register(SetLocationUpdate)
+def _(update: SetLocationUpdate, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    return base.model_copy(update={"location": update.location})
+
+
+@_apply_view_update.register(SetPropertiesUpdate)
+def _(update: SetPropertiesUpdate, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    return base.model_copy(update={"properties": {**base.properties, **update.updates}})
+
+
+@_apply_view_update.register(RemovePropertiesUpdate)
+def _(update: RemovePropertiesUpdate, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    removals = set(update.removals)
+    return base.model_copy(
+        update={"properties": {k: v for k, v in base.properties.items() if k not in removals}}
+    )
+
+
+@_apply_view_update.register(AddViewVersionUpdate)
+def _(update: AddViewVersionUpdate, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    version = update.view_version
+    if version.schema_id == -1:
+        if context.last_added_schema_id is None:
+            raise BadRequest("Cannot set last added schema: no schema has been added")
+        version = version.model_copy(update={"schema_id": context.last_added_schema_id})
+    if not any(s.schema_id == version.schema_id for s in base.schemas):
+        raise BadRequest(f"Cannot add version with unknown schema: {version.schema_id}")
+    _check_one_query_per_dialect(version)
+    for existing in base.versions:
+        if _same_version(existing, version):
+            context.last_added_version_id = existing.version_id
+            return base
+    new_id = max((v.version_id for v in base.versions), default=0) + 1
+    context.last_added_version_id = new_id
+    version = version.model_copy(update={"version_id": new_id})
+    return base.model_copy(update={"versions": [*base.versions, version]})
+
+
+@_apply_view_update.register(SetCurrentViewVersionUpdate)
+def _(update: SetCurrentViewVersionUpdate, base: ViewMetadata, context: _ViewUpdateContext) -> ViewMetadata:
+    version_id = update.view_version_id
+    if version_id == -1:
+        if context.last_added_version_id is None:
+            raise BadRequest("Cannot set last version: no views have been added")
+        version_id = context.last_added_version_id
+    version = next((v for v in base.versions if v.version_id == version_id), None)
+    if version is None:
+        raise BadRequest(f"Cannot set current version to unknown version: {version_id}")
+    if version_id == base.current_version_id:
+        return base
+    entry = ViewHistoryEntry(**{"timestamp-ms": version.timestamp_ms, "version-id": version_id})
+    return base.model_copy(
+        update={"current_version_id": version_id, "version_log": [*base.version_log, entry]}
+    )
+
+
+def _retain_history(meta: ViewMetadata) -> ViewMetadata:
+    """Retain the newest versions (`version.history.num-entries`), never the current one."""
+    keep = int(meta.properties.get(HISTORY_ENTRIES_PROPERTY, DEFAULT_HISTORY_ENTRIES))
+    if keep < 1:
+        raise BadRequest(f"{HISTORY_ENTRIES_PROPERTY} must be positive but was {keep}")
+    versions = sorted(meta.versions, key=lambda v: v.version_id)
+    if len(versions) <= keep:
+        return meta
+    retained = versions[-keep:]
+    if not any(v.version_id == meta.current_version_id for v in retained):
+        current = next(v for v in versions if v.version_id == meta.current_version_id)
+        retained = [current, *retained[1:]]
+    ids = {v.version_id for v in retained}
+    log = [e for e in meta.version_log if e.version_id in ids]
+    return meta.model_copy(update={"versions": retained, "version_log": log[-keep:]})
+
+
+def apply_view_updates(base: ViewMetadata, updates: Sequence[ViewUpdate]) -> ViewMetadata:
+    """Apply typed `ViewUpdate`s to `base`, as Java's `ViewMetadata.Builder` does."""
+    context = _ViewUpdateContext()
+    new = base
     for update in updates:
-        if (
-            not isinstance(update, dict)
-            or not isinstance(update.get("action"), str)  # a list or object is not hashable
-            or update["action"] not in VIEW_UPDATE_ACTIONS
-        ):
-            action = update.get("action") if isinstance(update, dict) else update
-            raise BadRequest(f"Unknown view update action: {action}")
-        action = update["action"]
-        if action == "assign-uuid":
-            if str(update.get("uuid", "")).lower() != base.view_uuid.lower():
-                raise BadRequest("Cannot reassign the UUID of an existing view")
-        elif action == "upgrade-format-version":
-            if update.get("format-version") != 1:
-                raise BadRequest(f"Unsupported view format version: {update.get('format-version')}")
-        elif action == "add-schema":
-            builder.add_schema(update.get("schema"))
-        elif action == "set-location":
-            if not isinstance(update.get("location"), str) or not update["location"]:
-                raise BadRequest("Invalid set-location: 'location' must be a non-empty string")
-            builder._copy(location=update["location"])
-        elif action == "set-properties":
-            props = update.get("updates")
-            if not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values()):
-                raise BadRequest("Invalid set-properties: 'updates' must map names to strings")
-            builder._copy(properties={**builder.meta.properties, **props})
-        elif action == "remove-properties":
-            removals = update.get("removals")
-            if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
-                raise BadRequest("Invalid remove-properties: 'removals' must be an array of strings")
-            builder._copy(properties={k: v for k, v in builder.meta.properties.items() if k not in removals})
-        elif action == "add-view-version":
-            builder.add_version(update.get("view-version"))
-        elif action == "set-current-view-version":
-            builder.set_current_version(update.get("view-version-id"))
-    return builder.finish()
+        new = _apply_view_update(update, new, context)
+    new = _retain_history(new)
+    return _parse(_METADATA, new.model_dump(by_alias=True), "view metadata")
 
 
-def commit_view(base: ViewMetadata, requirements: Any, updates: Any) -> ViewMetadata:
+def commit_view(
+    base: ViewMetadata, requirements: Sequence[ViewRequirement], updates: Sequence[ViewUpdate]
+) -> ViewMetadata:
+    """Validate `requirements` on `base`, then apply `updates`: the whole pure commit step."""
     check_view_requirements(requirements, base)
     return apply_view_updates(base, updates)
 
@@ -270,10 +353,14 @@ def new_view_metadata_location(metadata: ViewMetadata, previous_location: str | 
 
 
 __all__: Sequence[str] = [
+    "ViewRequirement",
+    "ViewUpdate",
     "apply_view_updates",
     "check_view_requirements",
     "commit_view",
     "create_view_metadata",
     "new_view_metadata_location",
     "parse_view_metadata",
+    "parse_view_requirements",
+    "parse_view_updates",
 ]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 import time
 import uuid
-import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +26,7 @@ from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
 from catalog.security.vending import CredentialVendor
 from catalog.service.audit import AuditWriter
+from catalog.service.commit_loop import CommitLocks, CommitLoop
 from catalog.service.listing_cache import Listing, ListingCache
 from catalog.service.load_cache import LoadCache
 from catalog.service.metadata_models import MetadataModels
@@ -74,11 +73,11 @@ class CatalogContext:
     metadata_models: MetadataModels = field(default_factory=MetadataModels)
     # The HTTP layer's audit entries, written in groups under load.
     audit: AuditWriter = field(init=False)
+    # One commit at a time per table or view in this process, and the commit loop that holds them.
+    locks: CommitLocks = field(default_factory=CommitLocks)
+    commits: CommitLoop = field(init=False)
     _warehouse_reads: SharedReads[str, WarehouseRecord | None] = field(init=False)
     _warehouses: dict[str, tuple[float, WarehouseRecord]] = field(default_factory=dict)
-    _commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], asyncio.Lock] = field(
-        default_factory=weakref.WeakValueDictionary
-    )
 
     def __post_init__(self) -> None:
         self.table_locations = SharedReads(lambda key: self.store.get_tabular_location(*key))
@@ -90,17 +89,17 @@ class CatalogContext:
             self.settings.storage_threads_per_tenant,
             self.settings.storage_timeout_seconds,
         )
+        self.commits = CommitLoop(
+            self.store,
+            self.locks,
+            self.storage_runner,
+            self.settings.commit_retries,
+            self.settings.max_metadata_file_bytes,
+        )
 
-    @contextlib.asynccontextmanager
-    async def commit_locks(self, warehouse_id: str, idents: list[TableIdent]) -> AsyncIterator[None]:
-        """Hold this process's commit lock of every table in `idents` (taken in a fixed order, so two
-        multi-table transactions cannot deadlock); a lock lives while someone holds or awaits it."""
-        keys = sorted({(warehouse_id, ident.namespace.key, ident.name) for ident in idents})
-        locks = [self._commit_locks.setdefault(key, asyncio.Lock()) for key in keys]
-        async with contextlib.AsyncExitStack() as stack:
-            for lock in locks:
-                await stack.enter_async_context(lock)
-            yield
+    def commit_locks(self, warehouse_id: str, idents: list[TableIdent]) -> AbstractAsyncContextManager[None]:
+        """Hold this process's commit lock of every table in `idents` (`CommitLocks.hold`)."""
+        return self.locks.hold(warehouse_id, idents)
 
     async def check_database(self) -> None:
         """Raise unless the database answers (readiness probes)."""

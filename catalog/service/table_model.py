@@ -94,7 +94,7 @@ class TableChange:
     """One entry of a commit: the table, its requirements and updates, as parsed from the request."""
 
     ident: TableIdent
-    requirements: tuple[core.Requirement, ...]
+    requirements: tuple[core.TableRequirement, ...]
     updates: tuple[Any, ...]
 
 

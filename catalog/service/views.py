@@ -8,11 +8,12 @@ from typing import Any
 
 from catalog import view_commit as core
 from catalog.auth import Action, Principal, authorize
-from catalog.errors import AlreadyExists, BadRequest, CommitFailed, NoSuchNamespace, NoSuchView
+from catalog.errors import AlreadyExists, BadRequest, NoSuchNamespace, NoSuchView
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import confine, confine_metadata, confine_properties, confine_stored
-from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
-from catalog.service.context import CatalogContext
+from catalog.requirements import parse_view_requirements
+from catalog.service.commit_loop import CommitAttempt, CommitTarget
+from catalog.service.context import CatalogContext, tenant_of
 from catalog.service.listing_cache import Listing
 from catalog.service.quotas import Limits, check_move, cluster_quota
 from catalog.service.table_model import LoadedTable
@@ -129,29 +130,35 @@ class ViewService:
     async def replace(
         self, principal: Principal, prefix: str, ident: TableIdent, change: ViewChange
     ) -> LoadedTable:
-        """Commit `updates` to a view after checking its `requirements`, retrying lost races."""
-        requirements = list(change.requirements) if change.requirements is not None else None
+        """Commit `updates` to a view after checking its `requirements` (the shared commit loop)."""
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.WRITE, prefix, ident.namespace.key)
         limits = Limits.of(self.ctx.settings)
         limits.check_updates_json(change.updates)
+        requirements = parse_view_requirements(change.requirements)
+        updates = core.parse_view_updates(list(change.updates))
         root = self.ctx.storage_root(warehouse, principal)
-        storage = self.ctx.storage(warehouse, root)
-        for _ in range(self.ctx.settings.commit_retries + 1):
+        config = client_properties(warehouse.properties, self.storage_endpoint)
+        target = CommitTarget(
+            warehouse.id,
+            [ident],
+            "view",
+            tenant_of(warehouse, principal),
+            self.ctx.storage(warehouse, root),
+            config,
+        )
+
+        async def prepare() -> CommitAttempt:
             record = await self.ctx.tabular(warehouse, ident, "view")
             base = core.parse_view_metadata(record.metadata_json)
-            metadata = core.commit_view(base, requirements, list(change.updates))
-            metadata = confine_metadata(metadata, root)
+            metadata = confine_metadata(core.commit_view(base, requirements, updates), root)
             limits.check_properties(metadata.properties, "view properties")
             metadata_json = metadata.model_dump_json()
             location = core.new_view_metadata_location(metadata, record.metadata_location)
-            await self.ctx.run_storage(warehouse, principal, storage.write, location, metadata_json.encode())
-            if await self.ctx.store.swap([PendingCommit(record.id, record.version, location, metadata_json)]):
-                return self._loaded(warehouse, location, metadata_json)
-            await self.ctx.run_storage(warehouse, principal, storage.delete, location)
-            COMMIT_RETRIES.inc()
-        COMMIT_CONFLICTS.inc()
-        raise CommitFailed(f"Commit failed: view {ident} kept changing")
+            swap = PendingCommit(record.id, record.version, location, metadata_json)
+            return CommitAttempt([swap], [LoadedTable(location, metadata_json, config)])
+
+        return (await self.ctx.commits.run(target, prepare))[0]
 
     async def drop(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)

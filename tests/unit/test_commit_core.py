@@ -13,7 +13,12 @@ from typing import Any, cast
 
 import pytest
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV1
-from pyiceberg.table.update import AddSnapshotUpdate, SetPropertiesUpdate, update_table_metadata
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    SetPropertiesUpdate,
+    ValidatableTableRequirement,
+    update_table_metadata,
+)
 from pyiceberg.view.metadata import ViewMetadata
 
 from catalog import commit as core
@@ -77,11 +82,11 @@ def append(base: TableMetadata, snapshot_id: int, location: str | None = None) -
     return core.apply_table_updates(base, updates, location)
 
 
-def requirements(*items: dict[str, Any]) -> tuple[core.Requirement, ...]:
+def requirements(*items: dict[str, Any]) -> tuple[core.TableRequirement, ...]:
     return core.parse_requirements(list(items))
 
 
-def failure_of(reqs: tuple[core.Requirement, ...], base: TableMetadata | None) -> str:
+def failure_of(reqs: tuple[core.TableRequirement, ...], base: TableMetadata | None) -> str:
     with pytest.raises(CommitFailed) as info:
         core.check_requirements(reqs, base)
     return info.value.message
@@ -103,7 +108,8 @@ def test_parse_requirements_accepts_every_spec_type() -> None:
     ]
     parsed = core.parse_requirements(raw)
     assert [r.type for r in parsed] == [r["type"] for r in raw]
-    assert parsed[1].body == raw[1]
+    assert all(isinstance(r, ValidatableTableRequirement) for r in parsed), "pyiceberg's typed requirements"
+    assert [r.model_dump(by_alias=True, mode="json") for r in parsed] == raw
     assert core.parse_requirements(None) == ()
 
 
@@ -114,6 +120,23 @@ def test_parse_requirements_accepts_every_spec_type() -> None:
         ([{"uuid": "x"}], "Invalid requirement"),
         (["assert-create"], "Invalid requirement"),
         ({"type": "assert-create"}, "requirements must be an array"),
+        (
+            [{"type": "assert-current-schema-id", "current-schema-id": "0"}],
+            "^Invalid requirement: assert-current-schema-id: "
+            "Input should be a valid integer at 'current-schema-id'$",
+        ),
+        (
+            [{"type": "assert-default-spec-id", "default-spec-id": True}],
+            "^Invalid requirement: assert-default-spec-id: "
+            "Input should be a valid integer at 'default-spec-id'$",
+        ),
+        (
+            [{"type": "assert-create"}, {"type": "assert-ref-snapshot-id", "snapshot-id": 1}],
+            "^Invalid requirement: assert-ref-snapshot-id: Field required at 'ref'$",
+        ),
+        ([{"type": "assert-table-uuid", "uuid": "not-a-uuid"}], "assert-table-uuid: .* at 'uuid'"),
+        ([{"type": "assert-table-uuid"}], "assert-table-uuid: Field required at 'uuid'"),
+        ([{"type": "assert-current-schema-id", "current-schema-id": float("nan")}], "Invalid requirement"),
     ],
 )
 def test_parse_requirements_rejects_bad_input(raw: Any, message: str) -> None:
@@ -253,15 +276,6 @@ def test_first_failing_requirement_is_reported() -> None:
         {"type": "assert-current-schema-id", "current-schema-id": 9},
     )
     assert "default partition spec changed" in failure_of(reqs, make_table())
-
-
-def test_requirement_with_a_wrongly_typed_field_is_a_bad_request() -> None:
-    reqs = requirements({"type": "assert-current-schema-id", "current-schema-id": "0"})
-    with pytest.raises(BadRequest, match="current-schema-id"):
-        core.check_requirements(reqs, make_table())
-    reqs = requirements({"type": "assert-ref-snapshot-id", "snapshot-id": 1})
-    with pytest.raises(BadRequest, match="ref"):
-        core.check_requirements(reqs, make_table())
 
 
 def test_requirements_other_than_create_fail_without_a_table() -> None:
@@ -597,6 +611,13 @@ def view_version(sql: str, schema_id: int = 0) -> dict[str, Any]:
     }
 
 
+def commit_view_json(base: ViewMetadata, requirements: Any, updates: Any) -> ViewMetadata:
+    """A view commit from the request's JSON, parsed as the service parses it."""
+    return views.commit_view(
+        base, views.parse_view_requirements(requirements), views.parse_view_updates(updates)
+    )
+
+
 def make_view(properties: dict[str, str] | None = None) -> ViewMetadata:
     return views.create_view_metadata(
         location="file:///tmp/floe-core-test/v",
@@ -607,7 +628,7 @@ def make_view(properties: dict[str, str] | None = None) -> ViewMetadata:
 
 
 def replace_sql(base: ViewMetadata, sql: str, schema: dict[str, Any] | None = None) -> ViewMetadata:
-    return views.commit_view(
+    return commit_view_json(
         base,
         [{"type": "assert-view-uuid", "uuid": base.view_uuid}],
         [
@@ -656,7 +677,7 @@ def test_two_queries_for_one_dialect_are_an_illegal_argument() -> None:
     assert raised.value.error_type == "IllegalArgumentException"
     assert raised.value.status_code == 400
     with pytest.raises(InvalidArgument, match=message):
-        views.commit_view(make_view(), [], [{"action": "add-view-version", "view-version": version}])
+        commit_view_json(make_view(), [], [{"action": "add-view-version", "view-version": version}])
 
 
 def test_replace_view_with_last_added_ids() -> None:
@@ -693,12 +714,12 @@ def test_assert_view_uuid_failure() -> None:
     view = make_view()
     other = str(uuid.uuid4())
     with pytest.raises(CommitFailed) as info:
-        views.commit_view(view, [{"type": "assert-view-uuid", "uuid": other}], [])
+        commit_view_json(view, [{"type": "assert-view-uuid", "uuid": other}], [])
     assert info.value.message == (
         f"Requirement failed: view UUID does not match: expected {view.view_uuid} != {other}"
     )
     with pytest.raises(BadRequest, match="Unknown view requirement type"):
-        views.commit_view(view, [{"type": "assert-create"}], [])
+        commit_view_json(view, [{"type": "assert-create"}], [])
 
 
 def test_view_history_retention() -> None:
@@ -714,7 +735,7 @@ def test_view_history_keeps_the_current_version() -> None:
     view = make_view({views.HISTORY_ENTRIES_PROPERTY: "2"})
     # Add versions without making them current: the current one (1) must survive retention.
     for n in range(2, 5):
-        view = views.commit_view(
+        view = commit_view_json(
             view, [], [{"action": "add-view-version", "view-version": view_version(f"select {n}")}]
         )
     assert view.current_version_id == 1
@@ -743,12 +764,12 @@ def test_view_history_keeps_the_current_version() -> None:
 )
 def test_invalid_view_updates_are_bad_requests(updates: list[dict[str, Any]], message: str) -> None:
     with pytest.raises(BadRequest, match=message):
-        views.commit_view(make_view(), [], updates)
+        commit_view_json(make_view(), [], updates)
 
 
 def test_view_properties_and_location() -> None:
     view = make_view({"a": "1", "b": "2"})
-    new = views.commit_view(
+    new = commit_view_json(
         view,
         None,
         [
@@ -761,3 +782,75 @@ def test_view_properties_and_location() -> None:
     assert new.location == "file:///tmp/floe-core-test/moved"
     location = views.new_view_metadata_location(new, None)
     assert location.startswith("file:///tmp/floe-core-test/moved/metadata/00000-")
+
+
+def test_view_updates_and_requirements_parse_into_typed_models() -> None:
+    view = make_view()
+    updates = views.parse_view_updates(
+        [
+            {"action": "add-schema", "schema": VIEW_SCHEMA},
+            {"action": "add-view-version", "view-version": view_version("select 2", schema_id=-1)},
+            {"action": "set-current-view-version", "view-version-id": -1},
+            {"action": "set-properties", "updates": {"a": "1"}},
+        ]
+    )
+    assert [type(u).__name__ for u in updates] == [
+        "AddSchemaUpdate",
+        "AddViewVersionUpdate",
+        "SetCurrentViewVersionUpdate",
+        "SetPropertiesUpdate",
+    ]
+    requirements = views.parse_view_requirements(
+        [{"type": "assert-view-uuid", "uuid": view.view_uuid.upper()}]
+    )
+    new = views.commit_view(view, requirements, updates)
+    assert new.current_version_id == 2
+    assert view.current_version_id == 1, "the base model is never changed"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            [{"type": "assert-view-uuid", "uuid": "nope"}],
+            "^Invalid requirement: assert-view-uuid: .* at 'uuid'$",
+        ),
+        ([{"type": "assert-view-uuid"}], "^Invalid requirement: assert-view-uuid: Field required at 'uuid'$"),
+        ([{"type": "assert-view-uuid", "uuid": 7}], "at 'uuid'"),
+        ("assert-view-uuid", "requirements must be an array"),
+    ],
+)
+def test_malformed_view_requirements_are_bad_requests(raw: Any, message: str) -> None:
+    with pytest.raises(BadRequest, match=message):
+        views.parse_view_requirements(raw)
+
+
+@pytest.mark.parametrize(
+    ("updates", "message"),
+    [
+        (
+            [{"action": "add-schema", "schema": {"type": "struct", "fields": [{"id": 1}]}}],
+            "^Invalid add-schema: .* at schema.fields.0",
+        ),
+        ([{"action": "add-view-version", "view-version": []}], "'view-version' must be an object"),
+        (
+            [{"action": "add-view-version", "view-version": {}}],
+            "^Invalid add-view-version: .* at view-version",
+        ),
+        ([{"action": "set-current-view-version", "view-version-id": "2"}], "must be an integer"),
+        ([{"action": "set-location", "location": ""}], "must be a non-empty string"),
+        ([{"action": "remove-properties", "removals": "a"}], "Invalid remove-properties"),
+        ([{"action": "assign-uuid", "uuid": "not-a-uuid"}], "^Invalid assign-uuid: .* at uuid"),
+        ({"action": "set-location"}, "updates must be an array"),
+    ],
+)
+def test_malformed_view_updates_are_bad_requests(updates: Any, message: str) -> None:
+    with pytest.raises(BadRequest, match=message):
+        views.parse_view_updates(updates)
+
+
+def test_table_uuid_requirement_matches_any_spelling_of_the_uuid() -> None:
+    base = make_table()
+    core.check_requirements(
+        requirements({"type": "assert-table-uuid", "uuid": str(base.table_uuid).upper()}), base
+    )
