@@ -17,6 +17,7 @@ from catalog.console.paging import Pages, page_number
 from catalog.console.readings import DLQ_SUFFIX, ConsoleReader, TableRef, current_snapshot, live_records
 from catalog.console.session import CONSOLE_PATH
 from catalog.errors import CatalogError, ServiceUnavailable
+from catalog.redrive_audit import redrive_history
 
 log = logging.getLogger(__name__)
 
@@ -53,4 +54,14 @@ class DeadLettersController(Controller):
         except Exception as exc:  # a file that cannot be read: said so, without its contents or path
             log.warning("dead letters of %s failed: %s", dlq.dotted, type(exc).__name__)
             sample = None
-        return page(request, principal, "dead_letters.html", ref=base, dlq=dlq, sample=sample, pages=pages)
+        redrives = redrive_history(metadata)  # `floe dlq redrive` commits (docs/dlq-redrive.md)
+        return page(
+            request,
+            principal,
+            "dead_letters.html",
+            ref=base,
+            dlq=dlq,
+            sample=sample,
+            pages=pages,
+            redrives=redrives,
+        )

@@ -249,3 +249,16 @@ def test_tables_it_cannot_decode_for_are_refused(catalog: SqlCatalog) -> None:
     for name, why in (("avro", "decodes JSON values only"), ("up", "upsert"), ("plain", "no _kafka")):
         with pytest.raises(RedriveRefused, match=why):
             check_redrivable(catalog.load_table(("ns", name)), f"ns.{name}")
+
+
+def test_the_redrive_history_reads_only_what_a_redrive_wrote() -> None:
+    snapshots = [
+        {"snapshot-id": 1, "timestamp-ms": 1000, "summary": {"operation": "append"}},
+        {"snapshot-id": 2, "timestamp-ms": 2000, "summary": {REDRIVEN: "20", STILL_FAILING: "5"}},
+        {"snapshot-id": 3, "timestamp-ms": 3000, "summary": {REDRIVEN: "<b>", STILL_FAILING: "5"}},
+        {"snapshot-id": 4, "timestamp-ms": 4000, "summary": {REDRIVEN: "9" * 40}},
+        {"snapshot-id": 5, "timestamp-ms": 5000, "summary": {REDRIVEN: "0", STILL_FAILING: "x"}},
+        "not a snapshot",
+    ]
+    history = redrive_audit.redrive_history({"snapshots": snapshots})
+    assert [(r.snapshot_id, r.redriven, r.still_failing) for r in history] == [(5, 0, None), (2, 20, 5)]
