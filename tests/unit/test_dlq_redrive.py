@@ -262,3 +262,22 @@ def test_the_redrive_history_reads_only_what_a_redrive_wrote() -> None:
     ]
     history = redrive_audit.redrive_history({"snapshots": snapshots})
     assert [(r.snapshot_id, r.redriven, r.still_failing) for r in history] == [(5, 0, None), (2, 20, 5)]
+
+
+def test_a_table_partitioned_by_record_hour_gets_its_rows_in_their_partitions(catalog: SqlCatalog) -> None:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import HourTransform
+
+    timestamp_id = NARROW.find_field("_kafka.timestamp").field_id
+    spec = PartitionSpec(PartitionField(timestamp_id, 1000, HourTransform(), "hour"))
+    wide = Schema(*[NestedField(2, "amount", LongType()) if f.name == "amount" else f for f in NARROW.fields])
+    hourly = ("ns", "hourly")
+    catalog.create_table(hourly, wide, partition_spec=spec, properties={"floe.source.format": "json"})
+    _seed(catalog)  # two records 30 minutes apart that decode: 10:00 and 10:30, one hour
+    letters = catalog.load_table(DLQ)
+    _add_dead_letters(letters, [_letter(2, 1, {"id": 9, "amount": 1}, "old", minutes=90)])  # 11:30
+    result = redrive(catalog.load_table, Committer(catalog), hourly, DLQ)
+    assert result.redriven == 3
+    files = catalog.load_table(hourly).inspect.files().to_pylist()
+    assert sorted(f["record_count"] for f in files) == [1, 2]
+    assert sorted(r["id"] for r in _rows(catalog, hourly)) == [3, 7, 9]
