@@ -193,6 +193,7 @@ class Round:
     changed: int  # dead letters kept with a new reason
     duplicates: int  # extra copies of redriven records removed
     more: bool  # the commit cap was reached: another round follows
+    reasons_changing: int = 0  # selected dead letters whose reason changes, in every file (dry run)
 
 
 def _key(letter: Mapping[str, Any]) -> tuple[int, int]:
@@ -223,6 +224,9 @@ def plan_round(
         found = decision(letter)
         return found is not None and (found.row is not None or found.reason != letter["error"])
 
+    reasons_changing = sum(
+        1 for _, rows in files for x in rows if changes(x) and decided[_key(x)].row is None
+    )
     holding: dict[tuple[int, int], list[int]] = {}
     for index, (_, letters) in enumerate(files):
         for letter in letters:
@@ -249,7 +253,7 @@ def plan_round(
                 if found is not None and found.row is not None:
                     moving += 1
                     pending += [i for i in holding[_key(letter)] if i not in seen]
-    plan = Round([], [], [], 0, 0, more)
+    plan = Round([], [], [], 0, 0, more, reasons_changing)
     moved: set[tuple[int, int]] = set()
     for index in sorted(taken):
         data_file, letters = files[index]
@@ -332,8 +336,9 @@ def redrive(
         main, dlq = load(main_id), load(dlq_id)
         check_redrivable(main, name)
         round_ = plan_round(dead_letter_files(dlq), main.schema(), since, result, cap)
-        if dry_run:  # what a redrive would move now: every selected dead letter that decodes
+        if dry_run:  # what a redrive would do now, over every selected dead letter
             result.redriven = result.examined - result.still_failing
+            result.reasons_changed = round_.reasons_changing
             return result
         if not round_.removed:
             return result

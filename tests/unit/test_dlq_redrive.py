@@ -154,7 +154,7 @@ def test_what_now_decodes_moves_once_and_what_still_fails_stays_with_its_new_rea
     assert _rows(catalog, MAIN) == []
     _widen(catalog.load_table(MAIN))
     dry = redrive(catalog.load_table, Committer(catalog), MAIN, DLQ, dry_run=True)
-    assert (dry.redriven, dry.still_failing, dry.commits) == (2, 2, 0)
+    assert (dry.redriven, dry.still_failing, dry.reasons_changed, dry.commits) == (2, 2, 1, 0)
     assert len(_rows(catalog, DLQ)) == 4  # a dry run changes nothing
     committer = Committer(catalog)
     result = redrive(catalog.load_table, committer, MAIN, DLQ)
@@ -179,6 +179,10 @@ def test_what_now_decodes_moves_once_and_what_still_fails_stays_with_its_new_rea
         summary = snapshot.summary
         assert (summary[REDRIVEN], summary[STILL_FAILING]) == ("2", "2")
     assert (REDRIVEN, STILL_FAILING) == (redrive_audit.REDRIVEN, redrive_audit.STILL_FAILING)
+    # Each table's change is pinned to the table and the snapshot its rows were read from.
+    for change in committer.bodies[0]:
+        kinds = sorted(r["type"] for r in change["requirements"])
+        assert kinds == ["assert-ref-snapshot-id", "assert-table-uuid"]
     request = CommitTableRequest.model_validate(committer.bodies[0][0])
     assert redrive_counts(request.updates) == "redriven=2 still-failing=2"
     # Neither snapshot carries Kafka offsets: the offsets fence and stored offsets are untouched.
