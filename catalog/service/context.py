@@ -6,7 +6,6 @@ import re
 import time
 import uuid
 from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,10 +95,6 @@ class CatalogContext:
             self.settings.commit_retries,
             self.settings.max_metadata_file_bytes,
         )
-
-    def commit_locks(self, warehouse_id: str, idents: list[TableIdent]) -> AbstractAsyncContextManager[None]:
-        """Hold this process's commit lock of every table in `idents` (`CommitLocks.hold`)."""
-        return self.locks.hold(warehouse_id, idents)
 
     async def check_database(self) -> None:
         """Raise unless the database answers (readiness probes)."""

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 from collections.abc import Callable
-from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
@@ -16,24 +13,18 @@ from catalog.auth import Action, Principal, authorize
 from catalog.errors import (
     AlreadyExists,
     BadRequest,
-    CommitFailed,
-    CommitStateUnknown,
     NoSuchNamespace,
     NoSuchTable,
 )
 from catalog.events import TableChanged
-from catalog.faults import CRASH_AFTER_COMMIT, crash_point
 from catalog.identifiers import TableIdent
 from catalog.kafka_offsets import KafkaProgress, check_kafka_progress, kafka_progress
 from catalog.locations import confine_table_metadata, normalize_location
-from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
-from catalog.service.context import CatalogContext
+from catalog.service.commit_loop import CommitAttempt, CommitTarget
+from catalog.service.context import CatalogContext, tenant_of
 from catalog.service.quotas import Limits, cluster_quota
-from catalog.service.request_records import request_records
 from catalog.service.table_model import LoadedTable, TableChange
 from catalog.store import NamespaceRecord, PendingCommit, TabularRecord, WarehouseRecord
-from catalog.store.commit_records import RequestTakenOver
-from catalog.store.database_faults import write_outcome_unknown
 
 log = logging.getLogger(__name__)
 
@@ -85,82 +76,23 @@ class TableCommits:
             self.limits.check_table_change(change)
         root = self.ctx.storage_root(warehouse, principal)
         storage = self.ctx.storage(warehouse, root)
-        request = request_records()
-        landed = request.landed_locations(len(changes)) if request is not None else None
-        if landed is not None:
-            # An earlier attempt of this request committed (then its process died): answer it again.
-            return await self._landed(principal, warehouse, storage, landed)
-        attempts = self.ctx.settings.commit_retries + 1
-        # One commit per table at a time in this process: concurrent commits to a table can only land
-        # one by one (compare-and-swap), so racing them here just burned retries (and failed commits
-        # after the last one). Other workers and servers still race; the swap decides between them.
-        async with self.ctx.commit_locks(warehouse.id, idents):
-            for attempt in range(attempts):
-                pending, results, models = await self._prepare(warehouse, changes, root)
-                written = [p.metadata_location for p, changed in pending if changed]
-                try:
-                    for p, changed in pending:
-                        if changed:
-                            await self.ctx.run_storage(
-                                warehouse,
-                                principal,
-                                storage.write,
-                                p.metadata_location,
-                                p.metadata_json.encode(),
-                            )
-                    to_swap = [p for p, changed in pending if changed]
-                    # The request's audit entry and idempotency outcome commit with the swap.
-                    records = request.for_commit([r.metadata_location for r in results]) if request else None
-                    swapped = not to_swap or await self.ctx.store.swap(to_swap, records)
-                    if to_swap and swapped and request is not None and records is not None:
-                        request.committed(records)
-                except AlreadyExists:
-                    await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
-                    raise CommitFailed("Requirement failed: table already exists") from None
-                except RequestTakenOver:
-                    await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
-                    raise
-                except Exception as exc:
-                    if not write_outcome_unknown(exc):
-                        raise  # e.g. DatabaseUnavailable: nothing reached the database
-                    # The database may or may not have applied the swap: never delete the new files.
-                    log.error("commit state unknown for %s: %s", idents, exc)
-                    raise CommitStateUnknown(
-                        f"Commit state unknown: the database failed during the commit ({type(exc).__name__})"
-                    ) from exc
-                if swapped:
-                    crash_point(CRASH_AFTER_COMMIT)
-                    for location, model, json_bytes in models:
-                        self.ctx.metadata_models.put(location, model, json_bytes)
-                    for ident in idents:
-                        await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
-                    return results
-                await self.ctx.run_storage(warehouse, principal, storage.delete_many, written)
-                COMMIT_RETRIES.inc()
-                log.info(
-                    "commit to %s lost a race (attempt %d), retrying on the new base", idents, attempt + 1
-                )
-                # Jittered exponential backoff: writers in other processes that lost the same race
-                # would otherwise retry in lockstep and collide again.
-                await asyncio.sleep(random.uniform(0, min(0.25, 0.005 * 2**attempt)))
-        COMMIT_CONFLICTS.inc()
-        raise CommitFailed(
-            f"Commit failed: {', '.join(map(str, idents))} kept changing; gave up after {attempts} attempts"
-        )
-
-    async def _landed(
-        self, principal: Principal, warehouse: WarehouseRecord, storage: Any, locations: list[str]
-    ) -> list[LoadedTable]:
-        """The answer of a commit that landed: its tables as it wrote them (metadata files are never
-        overwritten, so they are what the first attempt answered)."""
-        limit = self.ctx.settings.max_metadata_file_bytes
         config = self.table_config(warehouse)
-        results = []
-        for location in locations:
-            read = storage.read_metadata_file
-            raw = await self.ctx.run_storage(warehouse, principal, read, location, limit)
-            results.append(LoadedTable(location, raw.decode(), config))
-        return results
+        target = CommitTarget(warehouse.id, idents, "table", tenant_of(warehouse, principal), storage, config)
+        models: list[tuple[str, TableMetadata, int]] = []
+
+        async def prepare() -> CommitAttempt:
+            pending, results, prepared_models = await self._prepare(warehouse, changes, root)
+            models[:] = prepared_models
+            return CommitAttempt([p for p, changed in pending if changed], results)
+
+        async def landed(_: CommitAttempt) -> None:
+            for location, model, json_bytes in models:
+                self.ctx.metadata_models.put(location, model, json_bytes)
+            for ident in idents:
+                await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
+
+        # The loop shared with views: locks, retries on a lost race, in-transaction records, unknown state.
+        return await self.ctx.commits.run(target, prepare, landed)
 
     async def _prepare(
         self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
