@@ -19,7 +19,7 @@ from catalog.pipelines import dlq_schema
 from catalog.pipelines.columns import KAFKA_FIELD
 from devtools.catalog_server import CatalogProcess
 from ingest.dlq_redrive import redrive
-from tests.api.test_console import Key, signed_in
+from tests.api.test_console import Key, create_key, signed_in
 
 AT = dt.datetime(2026, 11, 28, 9, tzinfo=dt.UTC)
 
@@ -56,16 +56,24 @@ def test_a_redrive_commits_once_is_audited_and_shown(catalog_server: CatalogProc
         catalog.create_table(f"{cluster}.orders", schema, properties={"floe.source.format": "json"})
         dlq = catalog.create_table(f"{cluster}.orders_dlq", dlq_schema())
         dlq.append(_letters([b'{"id": 1, "amount": 3000000000}', b'{"id": 2, "amount": 4000000000}', b"{x"]))
-        prefix = str(catalog.properties.get("prefix") or "default")
+        # The cluster's writer key is enough to redrive (it reads and commits the cluster's tables).
+        writer = create_key(http, "writer", cluster)
+        as_writer = catalog_server.catalog(f"{writer.client_id}:{writer.secret}", warehouse="default")
+        prefix = str(as_writer.properties.get("prefix") or "default")
+        token = catalog_server.token(writer.client_id, writer.secret)
         sent: list[list[dict[str, Any]]] = []
 
         def send(changes: list[dict[str, Any]]) -> str:
             sent.append(changes)
-            response = http.post(f"/v1/{prefix}/transactions/commit", json={"table-changes": changes})
+            response = http.post(
+                f"/v1/{prefix}/transactions/commit",
+                json={"table-changes": changes},
+                headers={"Authorization": f"Bearer {token}"},
+            )
             return {204: "committed", 409: "refused"}.get(response.status_code, response.text)
 
         main_id, dlq_id = (cluster, "orders"), (cluster, "orders_dlq")
-        result = redrive(catalog.load_table, send, main_id, dlq_id)
+        result = redrive(as_writer.load_table, send, main_id, dlq_id)
         assert (result.redriven, result.still_failing, result.reasons_changed, result.commits) == (2, 1, 1, 1)
         rows = catalog.load_table(main_id).scan().to_arrow().to_pylist()
         assert sorted((r["id"], r["amount"], r["_kafka"]["offset"]) for r in rows) == [
@@ -77,7 +85,7 @@ def test_a_redrive_commits_once_is_audited_and_shown(catalog_server: CatalogProc
         # The same commit again (a zombie redrive): floe refuses it, nothing lands twice.
         response = http.post(f"/v1/{prefix}/transactions/commit", json={"table-changes": sent[0]})
         assert response.status_code == 409, response.text
-        assert redrive(catalog.load_table, send, main_id, dlq_id).redriven == 0
+        assert redrive(as_writer.load_table, send, main_id, dlq_id).redriven == 0
         assert len(catalog.load_table(main_id).scan().to_arrow()) == 2
         # No Kafka offsets were stored by it: the tables' offsets fence is as ingestion left it (none).
         offsets = http.get(
