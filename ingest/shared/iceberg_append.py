@@ -31,8 +31,6 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
-    write_manifest,
-    write_manifest_list,
 )
 from pyiceberg.table import CommitTableRequest, Table, TableIdentifier
 from pyiceberg.table.locations import load_location_provider
@@ -52,7 +50,7 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.typedef import Identifier
 
-from ingest.shared.pyiceberg_write import DataFileWriter
+from ingest.shared.pyiceberg_write import AvroPlans, DataFileWriter
 
 MAIN = "main"
 MIN_COUNT_TO_MERGE = "commit.manifest.min-count-to-merge"
@@ -116,6 +114,7 @@ class TableAppender:
         self.metadata, self.io = table.metadata, table.io
         self._arrow_schema = schema_to_pyarrow(self.metadata.schema(), include_field_ids=True)
         self._files = DataFileWriter(self.metadata, self.io)
+        self._avro = AvroPlans()
         self._locations = load_location_provider(self.metadata.location, self.metadata.properties)
         snapshot = self.metadata.snapshot_by_name(MAIN)
         manifests = list(snapshot.manifests(self.io)) if snapshot is not None else []
@@ -180,7 +179,7 @@ class TableAppender:
         if added or merged:
             path = locations.new_metadata_location(f"{commit_uuid}-m0.avro")
             written.append(path)
-            with write_manifest(
+            with self._avro.manifest(
                 metadata.format_version, spec, schema, self.io.new_output(path), snapshot_id, AVRO_CODEC
             ) as writer:
                 for entry in merged:
@@ -191,7 +190,7 @@ class TableAppender:
         list_path = locations.new_metadata_location(f"snap-{snapshot_id}-0-{commit_uuid}.avro")
         written.append(list_path)
         manifests = new_manifests + carried
-        with write_manifest_list(
+        with self._avro.manifest_list(
             metadata.format_version,
             self.io.new_output(list_path),
             snapshot_id,
