@@ -21,13 +21,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.view.metadata import ViewMetadata
 
-from catalog.errors import BadRequest, Forbidden
+from catalog.errors import BadRequest, CatalogError, Forbidden
 
 M = TypeVar("M", TableMetadata, ViewMetadata)
 
@@ -175,6 +176,38 @@ def tenant_root(warehouse_location: str, cluster: str | None) -> str:
     if cluster is None:
         return normalize_location(warehouse_location, "warehouse location")
     return namespace_root(warehouse_location, cluster)
+
+
+# The namespace property engines read as the folder of the namespace's tables (Hive's convention).
+NAMESPACE_LOCATION = "location"
+# Hex digits of the id that ends a default table location (`<name>-<id>`).
+_DEFAULT_SUFFIX_LENGTH = 12
+
+
+def namespace_location(warehouse_location: str, levels: Sequence[str], properties: Mapping[str, str]) -> str:
+    """Where a namespace's tables go by default: its `location` property when one was set (confined
+    when it was), else its folder in the warehouse, `<warehouse>/<ns>/<…>`."""
+    explicit = properties.get(NAMESPACE_LOCATION)
+    if explicit:
+        return explicit.rstrip("/")
+    folders = "/".join(path_segment(level) for level in levels)
+    return f"{normalize_location(warehouse_location, 'warehouse location')}/{folders}"
+
+
+def default_table_location(namespace_folder: str, name: str) -> str:
+    """`<namespace location>/<name>-<id>`: the id keeps a re-created table's files apart."""
+    return f"{namespace_folder}/{path_segment(name)}-{uuid.uuid4().hex[:_DEFAULT_SUFFIX_LENGTH]}"
+
+
+def is_default_table_location(namespace_folder: str, name: str, location: str) -> bool:
+    """Whether `location` has the shape `default_table_location` gives `name` (a client that staged a
+    create sends back the location floe assigned it)."""
+    default = default_table_location(namespace_folder, name)
+    shape = re.escape(default[:-_DEFAULT_SUFFIX_LENGTH]) + f"[0-9a-f]{{{_DEFAULT_SUFFIX_LENGTH}}}"
+    try:
+        return re.fullmatch(shape, normalize_location(location)) is not None
+    except CatalogError:
+        return False
 
 
 def path_properties(properties: Mapping[str, str]) -> Iterator[tuple[str, str]]:

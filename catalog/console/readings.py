@@ -20,6 +20,7 @@ from catalog.console.paging import CLUSTERS_PER_PAGE, TABLES_PER_PAGE, Pages
 from catalog.errors import CatalogError, NotFound
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC, InvalidOffsets, parse_offsets
+from catalog.locations import namespace_root
 from catalog.pipelines import InvalidConfig
 from catalog.pipelines.iceberg import TABLE_MODE_PROPERTY
 from catalog.service.clusters import ClusterService
@@ -581,7 +582,7 @@ class ConsoleReader:
         ctx = self.tables.ctx
         warehouse = await ctx.warehouse(ref.warehouse)
         metadata = TableMetadataUtil.parse_raw(loaded.metadata_json)
-        owned = ctx.table_root(warehouse, ref.ident.namespace)
+        owned = namespace_root(warehouse.location, ref.ident.namespace.levels[0])
         storage = ctx.storage(warehouse, owned)
         sample: TableSample = await ctx.run_storage(
             warehouse,

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import re
 import time
-import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +11,6 @@ import anyio.to_thread
 from catalog.auth import Principal
 from catalog.errors import (
     AlreadyExists,
-    CatalogError,
     NoSuchNamespace,
     NoSuchTable,
     NoSuchView,
@@ -22,7 +18,6 @@ from catalog.errors import (
 )
 from catalog.events import EventBus
 from catalog.identifiers import Namespace, TableIdent
-from catalog.locations import namespace_root, normalize_location, path_segment, tenant_root
 from catalog.security.vending import CredentialVendor
 from catalog.service.audit import AuditWriter
 from catalog.service.commit_loop import CommitLocks, CommitLoop
@@ -35,10 +30,6 @@ from catalog.storage import Storage, StorageRunner
 from catalog.store import CatalogStore, NamespaceRecord, TabularKind, TabularRecord, WarehouseRecord
 
 WAREHOUSE_CACHE_SECONDS = 2.0
-# The namespace property engines read as the folder of the namespace's tables (Hive's convention).
-NAMESPACE_LOCATION = "location"
-# Hex digits of the id that ends a default table location (`<name>-<id>`).
-_DEFAULT_SUFFIX_LENGTH = 12
 
 
 async def run_blocking(func: Any, *args: Any) -> Any:
@@ -178,17 +169,6 @@ class CatalogContext:
             raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
         return record
 
-    @staticmethod
-    def storage_root(warehouse: WarehouseRecord, principal: Principal) -> str:
-        """The folder `principal` may place, read and delete files in (canonical)."""
-        return tenant_root(warehouse.location, principal.cluster)
-
-    @staticmethod
-    def table_root(warehouse: WarehouseRecord, namespace: Namespace) -> str:
-        """The folder of the cluster (top-level namespace) that `namespace` belongs to: the most a
-        table of it may own, whoever created it."""
-        return namespace_root(warehouse.location, namespace.levels[0])
-
     def storage(self, warehouse: WarehouseRecord, root: str) -> Storage:
         """File access to `warehouse`, confined to canonical `root`."""
         return Storage(warehouse.location, warehouse.properties, root)
@@ -198,36 +178,3 @@ class CatalogContext:
     ) -> Any:
         """Run a blocking storage call in the caller's share of the bounded storage pool."""
         return await self.storage_runner.run(tenant_of(warehouse, principal), func, *args)
-
-    @staticmethod
-    def namespace_location(
-        warehouse: WarehouseRecord, namespace: Namespace, properties: Mapping[str, str]
-    ) -> str:
-        """Where `namespace`'s tables go by default: its `location` property when one was set (confined
-        when it was), else its folder in the warehouse, `<warehouse>/<ns>/<…>`."""
-        explicit = properties.get(NAMESPACE_LOCATION)
-        if explicit:
-            return explicit.rstrip("/")
-        folders = "/".join(path_segment(level) for level in namespace.levels)
-        return f"{normalize_location(warehouse.location, 'warehouse location')}/{folders}"
-
-    @classmethod
-    def default_location(
-        cls, warehouse: WarehouseRecord, namespace: NamespaceRecord, ident: TableIdent
-    ) -> str:
-        """`<namespace location>/<name>-<id>`: the id keeps a re-created table's files apart."""
-        base = cls.namespace_location(warehouse, ident.namespace, namespace.properties)
-        return f"{base}/{path_segment(ident.name)}-{uuid.uuid4().hex[:_DEFAULT_SUFFIX_LENGTH]}"
-
-    @classmethod
-    def is_default_location(
-        cls, warehouse: WarehouseRecord, namespace: NamespaceRecord, ident: TableIdent, location: str
-    ) -> bool:
-        """Whether `location` has the shape `default_location` gives `ident` (a client that staged a
-        create sends back the location floe assigned it)."""
-        default = cls.default_location(warehouse, namespace, ident)
-        shape = re.escape(default[:-_DEFAULT_SUFFIX_LENGTH]) + f"[0-9a-f]{{{_DEFAULT_SUFFIX_LENGTH}}}"
-        try:
-            return re.fullmatch(shape, normalize_location(location)) is not None
-        except CatalogError:
-            return False

@@ -13,8 +13,8 @@ from typing import Any
 from catalog.auth import Action, Principal, authorize, authorize_namespace_creation, visible_namespaces
 from catalog.errors import BadRequest, NoSuchNamespace
 from catalog.identifiers import Namespace, TableIdent
-from catalog.locations import confine_stored
-from catalog.service.context import NAMESPACE_LOCATION, CatalogContext
+from catalog.locations import NAMESPACE_LOCATION, confine_stored, namespace_location, tenant_root
+from catalog.service.context import CatalogContext
 from catalog.service.quotas import Limits, cluster_quota
 
 
@@ -79,7 +79,7 @@ class NamespaceService:
         limits.check_namespace(namespace)
         props = _string_map(properties, "namespace properties")
         limits.check_properties(props, "namespace properties")
-        props = _confine_location(props, self.ctx.storage_root(warehouse, principal))
+        props = _confine_location(props, tenant_root(warehouse.location, principal.cluster))
         quota = cluster_quota(self.ctx.settings, warehouse, namespace, "namespace")
         await self.ctx.store.create_namespace(warehouse.id, namespace.key, props, quota)
         return props
@@ -88,7 +88,7 @@ class NamespaceService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
         properties = (await self.ctx.namespace(warehouse, namespace)).properties
-        location = self.ctx.namespace_location(warehouse, namespace, properties)
+        location = namespace_location(warehouse.location, namespace.levels, properties)
         return {**properties, NAMESPACE_LOCATION: location}
 
     async def drop(self, principal: Principal, prefix: str, namespace: Namespace) -> None:
@@ -102,7 +102,9 @@ class NamespaceService:
     ) -> tuple[list[str], list[str], list[str]]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.WRITE, prefix, namespace.key)
-        upd = _confine_location(_string_map(updates, "updates"), self.ctx.storage_root(warehouse, principal))
+        upd = _confine_location(
+            _string_map(updates, "updates"), tenant_root(warehouse.location, principal.cluster)
+        )
         if removals is None:
             removals = []
         if not isinstance(removals, list) or not all(isinstance(k, str) for k in removals):

@@ -19,7 +19,14 @@ from catalog.errors import (
 from catalog.events import TableChanged
 from catalog.identifiers import TableIdent
 from catalog.kafka_offsets import KafkaProgress, check_kafka_progress, kafka_progress
-from catalog.locations import confine_table_metadata, normalize_location
+from catalog.locations import (
+    confine_table_metadata,
+    default_table_location,
+    is_default_table_location,
+    namespace_location,
+    normalize_location,
+    tenant_root,
+)
 from catalog.service.commit_loop import CommitAttempt, CommitTarget
 from catalog.service.context import CatalogContext, tenant_of
 from catalog.service.quotas import Limits, cluster_quota
@@ -30,7 +37,6 @@ log = logging.getLogger(__name__)
 
 
 def managed_location(
-    ctx: CatalogContext,
     warehouse: WarehouseRecord,
     namespace: NamespaceRecord,
     ident: TableIdent,
@@ -38,7 +44,8 @@ def managed_location(
 ) -> str | None:
     """A new table's location in canonical form when floe assigned it (directly, or through a
     stage-create whose location the client sends back), else None: purge deletes all of it."""
-    if ctx.is_default_location(warehouse, namespace, ident, location):
+    folder = namespace_location(warehouse.location, ident.namespace.levels, namespace.properties)
+    if is_default_table_location(folder, ident.name, location):
         return normalize_location(location)
     return None
 
@@ -74,7 +81,7 @@ class TableCommits:
         for change in changes:
             authorize(principal, Action.WRITE, prefix, change.ident.namespace.key)
             self.limits.check_table_change(change)
-        root = self.ctx.storage_root(warehouse, principal)
+        root = tenant_root(warehouse.location, principal.cluster)
         storage = self.ctx.storage(warehouse, root)
         config = self.table_config(warehouse)
         target = CommitTarget(warehouse.id, idents, "table", tenant_of(warehouse, principal), storage, config)
@@ -125,7 +132,10 @@ class TableCommits:
                     None,
                     change.requirements,
                     change.updates,
-                    self.ctx.default_location(warehouse, ns, ident),
+                    default_table_location(
+                        namespace_location(warehouse.location, ident.namespace.levels, ns.properties),
+                        ident.name,
+                    ),
                 )
                 metadata = confine_table_metadata(metadata, None, root)
                 metadata_json = metadata.model_dump_json()
@@ -133,7 +143,7 @@ class TableCommits:
                 progress = kafka_progress(change.updates)
                 if progress is not None:
                     check_kafka_progress(progress, {})
-                managed = managed_location(self.ctx, warehouse, ns, ident, metadata.location)
+                managed = managed_location(warehouse, ns, ident, metadata.location)
                 quota = cluster_quota(self.ctx.settings, warehouse, ident.namespace, "table")
                 pending.append(
                     (

@@ -33,10 +33,14 @@ from catalog.locations import (
     confine_properties,
     confine_table_location,
     confine_table_metadata,
+    default_table_location,
     is_within,
+    namespace_location,
+    namespace_root,
     normalize_location,
     path_of,
     path_properties,
+    tenant_root,
 )
 from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
 from catalog.service.context import CatalogContext, run_blocking
@@ -98,7 +102,7 @@ class TableService:
         if not can_vend(warehouse.properties, warehouse.location):
             return None
         try:
-            location = check_scope(location, self.ctx.storage_root(warehouse, principal))
+            location = check_scope(location, tenant_root(warehouse.location, principal.cluster))
         except CatalogError as exc:
             if strict:
                 raise
@@ -271,10 +275,10 @@ class TableService:
         self._limits.check_properties(properties, "table properties")
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
-        location = request.location or self.ctx.default_location(warehouse, ns, ident)
+        folder = namespace_location(warehouse.location, namespace.levels, ns.properties)
+        location = request.location or default_table_location(folder, name)
         # Every place the table's files go stays inside the caller's folder (checked before any I/O).
-        root = self.ctx.storage_root(warehouse, principal)
-        folder = self.ctx.namespace_location(warehouse, namespace, ns.properties)
+        root = tenant_root(warehouse.location, principal.cluster)
         location = confine_table_location(location, root, folder)
         self._note_placement(principal, warehouse, namespace, location)
         properties = confine_properties(properties, root)
@@ -301,7 +305,7 @@ class TableService:
         await self.ctx.run_storage(
             warehouse, principal, storage.write, metadata_location, metadata_json.encode()
         )
-        managed = managed_location(self.ctx, warehouse, ns, ident, metadata.location)
+        managed = managed_location(warehouse, ns, ident, metadata.location)
         try:
             await self.ctx.store.swap(
                 [
@@ -336,7 +340,7 @@ class TableService:
         self._limits.check_name(name, "table name")
         # Only metadata inside the caller's own folder, describing a table inside it: registering is
         # otherwise a way to read (and hand out) any file the server can reach.
-        root = self.ctx.storage_root(warehouse, principal)
+        root = tenant_root(warehouse.location, principal.cluster)
         location = confine(location, root, "metadata-location")
         ns = await self.ctx.namespace(warehouse, namespace)
         storage = self.ctx.storage(warehouse, root)
@@ -369,7 +373,7 @@ class TableService:
     ) -> None:
         """Log a global administrator's use of its exception: a table outside its cluster's folder
         (the request itself is in the audit log)."""
-        home = self.ctx.table_root(warehouse, namespace)
+        home = namespace_root(warehouse.location, namespace.levels[0])
         if not is_within(normalize_location(location), home):
             log.warning("%s placed table %s at %s, outside %s", principal.subject, namespace, location, home)
 
@@ -423,7 +427,7 @@ class TableService:
         copy of the metadata), which keeps the folder to the listed files."""
         metadata = core.parse_table_metadata(dropped.metadata_json)
         metadata_location = dropped.metadata_location
-        root = self.ctx.table_root(warehouse, ident.namespace)
+        root = namespace_root(warehouse.location, ident.namespace.levels[0])
         owned = []
         for what, path in [("location", metadata.location), *path_properties(metadata.properties)]:
             try:

@@ -10,7 +10,15 @@ from catalog import view_commit as core
 from catalog.auth import Action, Principal, authorize
 from catalog.errors import AlreadyExists, BadRequest, NoSuchNamespace, NoSuchView
 from catalog.identifiers import Namespace, TableIdent
-from catalog.locations import confine, confine_metadata, confine_properties, confine_stored
+from catalog.locations import (
+    confine,
+    confine_metadata,
+    confine_properties,
+    confine_stored,
+    default_table_location,
+    namespace_location,
+    tenant_root,
+)
 from catalog.requirements import parse_view_requirements
 from catalog.service.commit_loop import CommitAttempt, CommitTarget
 from catalog.service.context import CatalogContext, tenant_of
@@ -103,8 +111,10 @@ class ViewService:
         ns = await self.ctx.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
         await self.ctx.ensure_name_free(ns.id, ident, "view")
-        root = self.ctx.storage_root(warehouse, principal)
-        location = request.location or self.ctx.default_location(warehouse, ns, ident)
+        root = tenant_root(warehouse.location, principal.cluster)
+        location = request.location or default_table_location(
+            namespace_location(warehouse.location, namespace.levels, ns.properties), name
+        )
         metadata = core.create_view_metadata(
             location=confine_stored(location, root, "location"),
             schema=dict(request.schema),
@@ -137,7 +147,7 @@ class ViewService:
         limits.check_updates_json(change.updates)
         requirements = parse_view_requirements(change.requirements)
         updates = core.parse_view_updates(list(change.updates))
-        root = self.ctx.storage_root(warehouse, principal)
+        root = tenant_root(warehouse.location, principal.cluster)
         config = client_properties(warehouse.properties, self.storage_endpoint)
         target = CommitTarget(
             warehouse.id,
@@ -187,7 +197,7 @@ class ViewService:
             raise BadRequest("Invalid register view request: 'name' and 'metadata-location' are required")
         limits = Limits.of(self.ctx.settings)
         limits.check_name(name, "view name")
-        root = self.ctx.storage_root(warehouse, principal)
+        root = tenant_root(warehouse.location, principal.cluster)
         location = confine(location, root, "metadata-location")
         ns = await self.ctx.namespace(warehouse, namespace)
         await self.ctx.ensure_name_free(ns.id, TableIdent(namespace, name), "view")
