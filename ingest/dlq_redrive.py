@@ -394,7 +394,14 @@ def _commit_round(
             # The answer was lost: the commit landed when the data table holds its snapshot. (It may
             # yet land, still in flight: its files are then never removed here.)
             unknown = True
-            main = load(main_id)
+            try:
+                main = load(main_id)
+            except Exception as exc:
+                raise RedriveFailed(
+                    f"{'.'.join(main_id)}: floe's answer to the redrive commit was lost ({outcome}) and "
+                    f"floe cannot be asked whether it landed ({type(exc).__name__}: {exc}); run the "
+                    "redrive again once floe answers: it finds what landed and redrives nothing twice"
+                ) from exc
             outcome = "committed" if main.metadata.snapshot_by_id(data_snapshot) is not None else "refused"
         if outcome == "committed":
             crash_point(CRASH_AFTER_COMMIT)

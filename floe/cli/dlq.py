@@ -15,6 +15,14 @@ from typing import Any
 from urllib.parse import quote
 
 import click
+from pyiceberg.exceptions import (
+    ForbiddenError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    RESTError,
+    UnauthorizedError,
+)
+from requests import RequestException
 
 from catalog.client import ClientError, FloeClient
 from floe.cli.output import printable
@@ -22,6 +30,17 @@ from floe.cli.remote import cli_credentials, key_file_option
 from floe.cli.settings import client_settings
 from floe.cli.wait import parse_time
 from ingest.dlq_redrive import RedriveFailed, RedriveRefused, RedriveResult, redrive
+
+# What reading the tables through floe's Iceberg REST catalog (pyiceberg) raises: said in one line.
+CATALOG_ERRORS = (
+    RESTError,
+    NoSuchTableError,
+    NoSuchNamespaceError,
+    ForbiddenError,
+    UnauthorizedError,
+    OSError,
+    RequestException,
+)
 
 
 @click.group("dlq")
@@ -102,6 +121,8 @@ def redrive_command(
             )
     except (RedriveRefused, RedriveFailed) as exc:
         raise click.ClickException(printable(str(exc))) from exc
+    except CATALOG_ERRORS as exc:  # floe's catalog refused or did not answer
+        raise click.ClickException(printable(f"{table}: {type(exc).__name__}: {exc}")) from exc
     except ClientError as exc:
         raise click.ClickException(printable(str(exc))) from exc
     if as_json_output:

@@ -4,6 +4,7 @@ commit: every record ends in the data table or the dead-letter table exactly onc
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -17,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from pyiceberg.catalog.rest import RestCatalog
 
+from catalog import faults
+from catalog.pipelines import dlq_schema
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
@@ -62,6 +66,11 @@ def server(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory) ->
 def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
     with admin_client(server) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
+    return Pipeline(kafka.bootstrap_servers, admin, [CLUSTER], CLUSTER)
 
 
 def _environment(server: CatalogProcess) -> dict[str, str]:
@@ -118,13 +127,12 @@ class _Producing:
 
 
 def test_redrive_after_widening_lands_each_record_once_across_kill_9(
-    kafka: LocalKafka, server: CatalogProcess, admin: httpx.Client, tmp_path: Path
+    kafka: LocalKafka, server: CatalogProcess, admin: httpx.Client, pipeline: Pipeline, tmp_path: Path
 ) -> None:
     topic = f"redrive-orders.{uuid.uuid4().hex[:6]}"
     kafka.create_topic(topic, 2)
     table = topic.replace(".", "_").replace("-", "_")
     name, dlq_name = f"{CLUSTER}.{table}", f"{CLUSTER}.{table}_dlq"
-    pipeline = Pipeline(kafka.bootstrap_servers, admin, [CLUSTER], CLUSTER)
     table_config = {"source_topic": topic, "source_format": "json", "schema_mode": "inline"}
     pipeline.add(**table_config, schema=_schema("int"))
     catalog: RestCatalog = server.catalog()
@@ -209,3 +217,54 @@ def test_redrive_after_widening_lands_each_record_once_across_kill_9(
 def _ids_with_big_amounts(catalog: RestCatalog, name: str) -> list[int]:
     rows = catalog.load_table(name).scan(selected_fields=("id", "amount")).to_arrow().to_pylist()
     return [r["id"] for r in rows if r["amount"] == BIG]
+
+
+def test_a_catalog_killed_after_committing_the_redrive_leaves_it_landed_once(
+    kafka: LocalKafka, server: CatalogProcess, pipeline: Pipeline
+) -> None:
+    """floe killed (SIGKILL) right after the redrive's transaction committed, before answering: the
+    redrive cannot learn the outcome and says so; run again against floe, it finds the commit landed."""
+    topic = f"redrive-lost.{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, 1)
+    table = topic.replace(".", "_").replace("-", "_")
+    name, dlq_name = f"{CLUSTER}.{table}", f"{CLUSTER}.{table}_dlq"
+    pipeline.add(source_topic=topic, source_format="json", schema_mode="inline", schema=_schema("long"))
+    catalog: RestCatalog = server.catalog()
+    at = dt.datetime(2026, 11, 28, 9, tzinfo=dt.UTC)
+    values = [b'{"id": 1, "amount": 3000000000}', b'{"id": 2, "amount": 4000000000}', b'{"id": "x"}']
+    letters = [
+        {
+            "topic": topic,
+            "partition": 0,
+            "offset": n,
+            "timestamp": at,
+            "key": None,
+            "value": value,
+            "headers": None,
+            "error": "field 'amount': expected int (does not fit int)",
+            "failed_at": at,
+        }
+        for n, value in enumerate(values)
+    ]
+    catalog.load_table(dlq_name).append(pa.Table.from_pylist(letters, schema=dlq_schema().as_arrow()))
+    env = {
+        "FLOE_ADMIN_CLIENT_ID": server.admin_client_id,
+        "FLOE_ADMIN_CLIENT_SECRET": server.admin_client_secret,
+        faults.FAULT_ENV: faults.CRASH_AFTER_COMMIT,
+    }
+    doomed = CatalogProcess(server.database_url, home=server.home, env=env).start(timeout=300)
+    try:
+        lost = CliRunner().invoke(
+            main, ["dlq", "redrive", "--table", name], env={**_environment(server), "FLOE_URL": doomed.url}
+        )
+        assert lost.exit_code == 1, lost.output
+        assert "answer to the redrive commit was lost" in lost.output
+        assert doomed.process is not None
+        assert doomed.process.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        doomed.stop()
+    counts = _redrive(server, name)
+    assert (counts["redriven"], counts["still-failing"], counts["commits"]) == (0, 1, 0)
+    rows = catalog.load_table(name).scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["_kafka"]["offset"]) for r in rows) == [(1, 0), (2, 1)]
+    assert [d["offset"] for d in catalog.load_table(dlq_name).scan().to_arrow().to_pylist()] == [2]
