@@ -40,8 +40,10 @@ from pyiceberg.manifest import (
     ManifestFile,
     read_manifest_list,
 )
-from pyiceberg.table import FileScanTask, Table
-from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table import FileScanTask, Table, Transaction
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.update import AssertTableUUID, RemoveSnapshotsUpdate
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT
 
@@ -126,8 +128,19 @@ class _Replace(_OverwriteFiles):
         return [merged, *(m for m in kept if m not in mergeable)]
 
 
+class _Transaction(Transaction):
+    """pyiceberg's transaction, without a deep copy of the table's metadata on every look at it while
+    nothing is staged (a snapshot producer looks dozens of times; each copy holds every snapshot)."""
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        if not self._updates:
+            return self._table.metadata
+        return super().table_metadata
+
+
 def _replace(table: Table, removed: list[DataFile], added: list[DataFile], *, merge_manifests: bool) -> None:
-    transaction = table.transaction()
+    transaction = _Transaction(table)
     producer = _Replace(operation=Operation.REPLACE, transaction=transaction, io=table.io)
     producer.merge_manifests = merge_manifests
     for data_file in removed:
@@ -227,46 +240,57 @@ def set_properties(table: Table, properties: dict[str, str]) -> dict[str, Any]:
     return {"properties": ",".join(sorted(properties)), "engine": "in-process"}
 
 
-def _reachable(io: FileIO, snapshots: Iterable[Snapshot]) -> tuple[set[str], set[str], set[str]]:
-    """Manifest lists, manifests and content files (deleted entries included) `snapshots` reach."""
-    lists = {s.manifest_list for s in snapshots if s.manifest_list}
-    manifests: dict[str, ManifestFile] = {}
-    for manifest_list in sorted(lists):
+def _manifests_of(io: FileIO, manifest_lists: Iterable[str]) -> dict[str, ManifestFile]:
+    found: dict[str, ManifestFile] = {}
+    for manifest_list in sorted(set(manifest_lists)):
         for manifest in read_manifest_list(io.new_input(manifest_list)):
-            manifests.setdefault(manifest.manifest_path, manifest)
-    files = {
+            found.setdefault(manifest.manifest_path, manifest)
+    return found
+
+
+def _paths(io: FileIO, manifests: Iterable[ManifestFile], *, live_only: bool) -> set[str]:
+    return {
         entry.data_file.file_path
-        for manifest in manifests.values()
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
+        for manifest in manifests
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=live_only)
     }
-    return lists, set(manifests), files
 
 
 def expire_snapshots(table: Table, run: ExpireRun, reload: Callable[[], Table]) -> dict[str, Any]:
     """Remove the run's snapshots from `table` (as just loaded), then delete the files only they
-    reached; `reload` loads the table as committed."""
+    reached (Iceberg's reachable-file cleanup); `reload` loads the table as committed."""
     protected = {ref.snapshot_id for ref in table.metadata.refs.values()}
+    wanted = set(run.snapshot_ids)
     expired = [
-        s
-        for s in table.metadata.snapshots
-        if s.snapshot_id in set(run.snapshot_ids) and s.snapshot_id not in protected
+        s for s in table.metadata.snapshots if s.snapshot_id in wanted and s.snapshot_id not in protected
     ]
     if not expired:
         return {"expired_snapshots_count": 0}
-    lists, manifests, files = _reachable(table.io, expired)
-    table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in expired]).commit()
+    # One `remove-snapshots` update asserting only the table's identity (pyiceberg's builder copies the
+    # whole metadata per snapshot id).
+    table._do_commit(
+        updates=(RemoveSnapshotsUpdate(snapshot_ids=[s.snapshot_id for s in expired]),),
+        requirements=(AssertTableUUID(uuid=table.metadata.table_uuid),),
+    )
     # Read after the commit: whatever the remaining snapshots read (a commit that landed meanwhile
     # included) stays; a file only listed as deleted by a kept snapshot was read by expired ones only.
-    referenced = orphans.referenced_files(reload(), live_only=True)
-
-    def unreferenced(paths: set[str]) -> list[str]:
-        return sorted(p for p in paths if orphans.file_key(p) not in referenced)
-
-    gone_files, gone_manifests, gone_lists = unreferenced(files), unreferenced(manifests), unreferenced(lists)
+    io = table.io
+    kept = reload().metadata.snapshots
+    kept_lists = {s.manifest_list for s in kept if s.manifest_list}
+    kept_manifests = _manifests_of(io, kept_lists)
+    gone_lists = {s.manifest_list for s in expired if s.manifest_list} - kept_lists
+    gone_manifests = {
+        path: m for path, m in _manifests_of(io, gone_lists).items() if path not in kept_manifests
+    }
+    gone_files: set[str] = set()
+    if gone_manifests:
+        candidates = _paths(io, gone_manifests.values(), live_only=False)
+        live = {orphans.file_key(p) for p in _paths(io, kept_manifests.values(), live_only=True)}
+        gone_files = {p for p in candidates if orphans.file_key(p) not in live}
     # Data first, then what lists it: an interrupted cleanup leaves only unreferenced files (orphans).
-    orphans.delete_files(table.io, gone_files)
-    orphans.delete_files(table.io, gone_manifests)
-    orphans.delete_files(table.io, gone_lists)
+    orphans.delete_files(io, sorted(gone_files))
+    orphans.delete_files(io, sorted(gone_manifests))
+    orphans.delete_files(io, sorted(gone_lists))
     return {
         "expired_snapshots_count": len(expired),
         "deleted_data_files_count": len(gone_files),

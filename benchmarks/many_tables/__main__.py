@@ -33,6 +33,8 @@ import psutil  # type: ignore[import-untyped]
 
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment
 from benchmarks.ingest.sampling import CpuSampler
+from benchmarks.many_tables import maintenance
+from benchmarks.many_tables.maintenance import MaintenancePass
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 CLUSTER = "many"
@@ -51,12 +53,9 @@ class Outcome:
     # (a third into the window) and one removing it again (two thirds in).
     freshness_around_applies_p99_s: float | None = None
     apply_seconds: list[float] = field(default_factory=list)
-    # `floe maintain --once` over every table while ingestion goes on (`--maintain`).
-    maintenance_pass_s: float | None = None
-    maintenance_tables_visited: int | None = None
-    maintenance_cores: float | None = None
-    freshness_during_maintenance_p99_s: float | None = None
-    maintenance_window: tuple[float, float] | None = None
+    # `floe maintain --once` passes over every table while ingestion goes on (`--maintain`), both
+    # designs (benchmarks/many_tables/maintenance.py).
+    maintenance_passes: list[MaintenancePass] = field(default_factory=list)
     records_measured: int = 0
     records_missing: int = 0
     ingest_cores: float | None = None
@@ -96,10 +95,8 @@ class Offsets:
         rows = self.loop.run_until_complete(self.conn.fetch(query))
         return {(r["name"], int(r["partition"])): int(r["next_offset"]) for r in rows}
 
-    def maintained_tables(self) -> int:
-        """How many tables have a maintenance pass recorded."""
-        query = "SELECT count(DISTINCT (namespace, table_name)) FROM maintenance_passes"
-        return int(self.loop.run_until_complete(self.conn.fetchval(query)) or 0)
+    def fetch(self, query: str, *args: Any) -> list[Any]:
+        return list(self.loop.run_until_complete(self.conn.fetch(query, *args)))
 
     def close(self) -> None:
         self.loop.run_until_complete(self.conn.close())
@@ -179,6 +176,8 @@ def run_one(
                 for t in topics
             ],
         }
+        if args.maintain:
+            config["maintenance"] = maintenance.POLICY
         started_apply = time.monotonic()
         apply_pipeline(env.server, config)
         outcome.notes.append(f"floe apply of {count} tables: {time.monotonic() - started_apply:.1f} s")
@@ -269,7 +268,7 @@ def run_one(
                     break
                 time.sleep(0.5)
             if args.maintain and outcome.first_rows_s is not None:
-                maintain(outcome, work, env_vars, offsets, poll, sampler, args.maintain_limit)
+                maintain(outcome, args, work, env_vars, offsets, poll, sampler)
         finally:
             stop.set()
             producing.join(30)
@@ -280,15 +279,9 @@ def run_one(
                 process.kill()
             offsets.close()
             log.close()
-        if outcome.maintenance_window is not None:
-            low, high = outcome.maintenance_window
-            during = sorted(
-                seen[key] - sent for key, sent in produced.items() if key in seen and low <= sent <= high - 10
-            )
-            if during:
-                outcome.freshness_during_maintenance_p99_s = round(
-                    during[min(len(during) - 1, int(len(during) * 0.99))], 2
-                )
+        for one_pass in outcome.maintenance_passes:
+            if one_pass.window is not None:
+                one_pass.freshness_p99_s = maintenance.freshness_p99(seen, produced, *one_pass.window)
         if measure_from is not None and measure_to is not None:
             cores = sampler.cores(measure_from, min(measure_to, time.time()))
             outcome.ingest_cores = cores.get("ingester")
@@ -327,45 +320,29 @@ def run_one(
 
 def maintain(
     outcome: Outcome,
+    args: argparse.Namespace,
     work: Path,
     env_vars: dict[str, str],
     offsets: Offsets,
     poll: Callable[[], None],
     sampler: CpuSampler,
-    limit: float,
 ) -> None:
-    """One `floe maintain --once` over every table while the producer and ingestion go on: how long
-    it takes, how many tables it visited, its CPU, and (by the caller) the freshness meanwhile."""
-    command = [
-        sys.executable,
-        "-m",
-        "floe.cli",
-        "maintain",
-        "--once",
-        "--master",
-        "local[2]",
-        "--metrics-port",
-        "0",
-    ]
-    with (work / "maintain.log").open("wb") as log:
-        started = time.time()
-        process = subprocess.Popen(
-            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    """A warm-up pass, then for each design of `--maintain-designs` ingestion for `--maintain-gap`
+    seconds and one full pass (benchmarks/many_tables/maintenance.py)."""
+    log = work / "maintain.log"
+    passes = [("inprocess", "warm-up")] + [(d, "measured") for d in args.maintain_designs.split(",") if d]
+    for index, (design, label) in enumerate(passes):
+        if index:
+            until = time.time() + args.maintain_gap
+            while time.time() < until:
+                poll()
+                time.sleep(0.5)
+        print(f"   maintenance pass {index}: {design} ({label})", flush=True)
+        one_pass = maintenance.run_pass(
+            design, label, env_vars, log, offsets.fetch, poll, sampler, args.maintain_limit
         )
-        sampler.groups["maintenance"] = lambda: [process.pid]
-        while process.poll() is None and time.time() - started < limit:
-            poll()
-            time.sleep(0.5)
-        ended = time.time()
-        if process.poll() is None:
-            outcome.notes.append(f"floe maintain --once was stopped after {limit:.0f} s")
-            process.terminate()
-            process.wait(60)
-        else:
-            outcome.maintenance_pass_s = round(ended - started, 1)
-    outcome.maintenance_window = (started, ended)
-    outcome.maintenance_cores = sampler.cores(started, ended).get("maintenance")
-    outcome.maintenance_tables_visited = offsets.maintained_tables()
+        print(f"   {one_pass}", flush=True)
+        outcome.maintenance_passes.append(one_pass)
 
 
 def _seconds(value: float | None) -> str:
@@ -421,13 +398,6 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         notes = list(o.notes)
         if o.apply_seconds:
             notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
-        if o.maintenance_window is not None:
-            notes.append(
-                f"floe maintain --once while ingesting: pass {o.maintenance_pass_s} s, "
-                f"{o.maintenance_tables_visited} tables visited (data and dead-letter tables), "
-                f"{o.maintenance_cores} cores; the ingested tables' freshness p99 meanwhile "
-                f"{o.freshness_during_maintenance_p99_s} s"
-            )
         for note in notes:
             lines.append(f"- {o.design}, {o.tables} tables: {note}")
     lines += [
@@ -440,6 +410,18 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         "s, freshness p99 ≤ 10 s, "
         "ingestion ≤ 1 core, driver memory ≤ 2 GiB.",
     ]
+    passes = [(o.tables, p) for o in outcomes for p in o.maintenance_passes]
+    if passes:
+        lines += [
+            "",
+            "## Maintenance: full passes of `floe maintain --once` while ingesting, both designs",
+            "",
+            (maintenance.__doc__ or "").split("\n\n", 1)[1].replace("\n", " ").strip(),
+            "",
+            *maintenance.MARKDOWN_HEADER,
+        ]
+        for tables, one_pass in passes:
+            lines += maintenance.markdown_rows(tables, [one_pass])
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
 
 
@@ -455,7 +437,13 @@ def main() -> None:
     parser.add_argument("--first-rows-limit", type=float, default=300.0)
     parser.add_argument("--maintain", action="store_true", help="then one floe maintain --once pass")
     parser.add_argument("--name", default="many-tables", help="results: benchmarks/results/NAME.md")
-    parser.add_argument("--maintain-limit", type=float, default=600.0, help="seconds the pass may take")
+    parser.add_argument("--maintain-limit", type=float, default=600.0, help="seconds a pass may take")
+    parser.add_argument(
+        "--maintain-designs", default="spark,inprocess", help="floe maintain --design of each measured pass"
+    )
+    parser.add_argument(
+        "--maintain-gap", type=float, default=60.0, help="seconds of ingestion before each measured pass"
+    )
     args = parser.parse_args()
     started = time.time()
     plan = [("queries", int(n)) for n in args.queries.split(",") if n] + [

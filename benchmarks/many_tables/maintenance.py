@@ -1,0 +1,162 @@
+"""`python -m benchmarks.many_tables --maintain`: full maintenance passes over every table while ingesting,
+the previous design (`floe maintain --design spark`: every action a Spark job) and the in-process one
+(`--design inprocess`: small append-only tables compacted and expired with pyarrow + pyiceberg, Spark
+only for a table that needs it) side by side in one run.
+
+Every table gets the benchmark's maintenance policy (`POLICY`, floe.yaml's top-level `maintenance:`
+block), so a pass has real work on each quiet table: its hot partition's small files compacted
+(`hot_partition_max_files`), snapshots older than a minute expired. A warm-up pass (in-process) first
+does what only a first pass does (the metadata properties, the backlog since `floe apply`); then, before
+each measured pass, ingestion runs `gap` seconds, so every measured pass faces the same amount of new
+work. Measured per pass: wall time of `floe maintain --once` (start to exit, Spark's start included), the
+tables it visited and what it did to them (from floe's recorded passes), its CPU and peak RSS, and the
+freshness p99 of the records produced meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil  # type: ignore[import-untyped]
+
+from benchmarks.ingest.sampling import CpuSampler
+
+POLICY = {"hot_partition_max_files": 10, "snapshot_retention": "1m", "min_snapshots_to_keep": 5}
+
+
+@dataclass
+class MaintenancePass:
+    design: str
+    label: str  # "warm-up" or "measured"
+    pass_s: float | None = None  # None: stopped at the limit
+    stopped_after_s: float | None = None
+    tables_visited: int = 0
+    tables_failed: int = 0
+    tables_compacted: int = 0
+    tables_expired: int = 0
+    data_files_rewritten: int = 0
+    in_process_actions: int = 0
+    spark_actions: int = 0
+    cores: float | None = None
+    peak_rss_gib: float | None = None
+    freshness_p99_s: float | None = None
+    window: tuple[float, float] | None = None
+
+    @property
+    def seconds_per_table(self) -> float | None:
+        elapsed = self.pass_s if self.pass_s is not None else self.stopped_after_s
+        return round(elapsed / self.tables_visited, 3) if elapsed and self.tables_visited else None
+
+
+def tree_rss(pid: int) -> int:
+    try:
+        root = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+    except psutil.Error:
+        return 0
+
+
+def recorded_passes(fetch: Callable[[str, float], list[Any]], since: float) -> list[Any]:
+    query = "SELECT table_name, actions, error FROM maintenance_passes WHERE started_at >= to_timestamp($1)"
+    return fetch(query, since)
+
+
+def run_pass(
+    design: str,
+    label: str,
+    env_vars: dict[str, str],
+    log_path: Path,
+    fetch: Callable[[str, float], list[Any]],
+    poll: Callable[[], None],
+    sampler: CpuSampler,
+    limit: float,
+) -> MaintenancePass:
+    """One `floe maintain --once --design D` over every table, while the caller's producer and
+    ingestion go on (`poll` keeps the freshness record)."""
+    command = [
+        sys.executable, "-m", "floe.cli", "maintain", "--once", "--design", design,
+        "--master", "local[2]", "--metrics-port", "0",
+    ]  # fmt: skip
+    outcome = MaintenancePass(design, label)
+    peak = 0
+    with log_path.open("ab") as log:
+        started = time.time()
+        process = subprocess.Popen(
+            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        sampler.groups["maintenance"] = lambda: [process.pid]
+        while process.poll() is None and time.time() - started < limit:
+            poll()
+            peak = max(peak, tree_rss(process.pid))
+            time.sleep(0.5)
+        ended = time.time()
+        if process.poll() is None:
+            outcome.stopped_after_s = round(ended - started, 1)
+            process.terminate()
+            process.wait(60)
+        else:
+            outcome.pass_s = round(ended - started, 1)
+    poll()
+    outcome.window = (started, ended)
+    outcome.cores = sampler.cores(started, ended).get("maintenance")
+    outcome.peak_rss_gib = round(peak / 2**30, 2)
+    for row in recorded_passes(fetch, started):
+        actions = json.loads(row["actions"] or "[]")
+        outcome.tables_visited += 1
+        failed = row["error"] is not None or any(a.get("error") for a in actions)
+        outcome.tables_failed += int(failed)
+        names = {a["name"] for a in actions if not a.get("error")}
+        compactions = [a for a in actions if a["name"] == "rewrite_data_files" and not a.get("error")]
+        rewritten = sum(int(a.get("result", {}).get("rewritten_data_files_count") or 0) for a in compactions)
+        outcome.tables_compacted += int(rewritten > 0)
+        outcome.data_files_rewritten += rewritten
+        outcome.tables_expired += int("expire_snapshots" in names)
+        for action in actions:
+            if action["name"] in ("remove_old_metadata_files", "remove_orphan_files"):
+                continue  # never Spark, in either design
+            engine = action.get("result", {}).get("engine")
+            if engine == "in-process":
+                outcome.in_process_actions += 1
+            else:
+                outcome.spark_actions += 1
+    return outcome
+
+
+def freshness_p99(
+    seen: dict[tuple[str, int], float], produced: dict[tuple[str, int], float], low: float, high: float
+) -> float | None:
+    """p99 of produce → committed for the records produced during [low, high - 10 s]."""
+    ages = sorted(
+        seen[key] - sent for key, sent in produced.items() if key in seen and low <= sent <= high - 10
+    )
+    return round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2) if ages else None
+
+
+def markdown_rows(tables: int, passes: list[MaintenancePass]) -> list[str]:
+    rows = []
+    for p in passes:
+        elapsed = f"{p.pass_s} s" if p.pass_s is not None else f"stopped at {p.stopped_after_s} s"
+        rows.append(
+            f"| {p.design} | {p.label} | {tables:,} | {elapsed} | {p.tables_visited:,} | "
+            f"{p.seconds_per_table} s | {p.tables_compacted:,} ({p.data_files_rewritten:,} files) | "
+            f"{p.tables_expired:,} | {p.in_process_actions:,} / {p.spark_actions:,} | {p.tables_failed} | "
+            f"{p.cores} | {p.peak_rss_gib} GiB | {p.freshness_p99_s} s |"
+        )
+    return rows
+
+
+MARKDOWN_HEADER = [
+    "| design | pass | tables (data) | full pass | tables visited (data + dead-letter) | per table | "
+    "tables compacted (files rewritten) | tables expired | actions in-process / Spark | tables failed | "
+    "maintenance CPU (cores) | maintenance peak RSS | ingestion freshness p99 meanwhile |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+]
+
+__all__ = ["MARKDOWN_HEADER", "POLICY", "MaintenancePass", "freshness_p99", "markdown_rows", "run_pass"]
