@@ -268,7 +268,7 @@ def run_one(
                     break
                 time.sleep(0.5)
             if args.maintain and outcome.first_rows_s is not None:
-                maintain(outcome, args, work, env_vars, offsets, poll, sampler)
+                maintain(outcome, args, work, env_vars, offsets, poll)
         finally:
             stop.set()
             producing.join(30)
@@ -325,7 +325,6 @@ def maintain(
     env_vars: dict[str, str],
     offsets: Offsets,
     poll: Callable[[], None],
-    sampler: CpuSampler,
 ) -> None:
     """A warm-up pass, then for each design of `--maintain-designs` ingestion for `--maintain-gap`
     seconds and one full pass (benchmarks/many_tables/maintenance.py)."""
@@ -339,7 +338,7 @@ def maintain(
                 time.sleep(0.5)
         print(f"   maintenance pass {index}: {design} ({label})", flush=True)
         one_pass = maintenance.run_pass(
-            design, label, env_vars, log, offsets.fetch, poll, sampler, args.maintain_limit
+            design, label, env_vars, log, offsets.fetch, poll, args.maintain_limit
         )
         print(f"   {one_pass}", flush=True)
         outcome.maintenance_passes.append(one_pass)

@@ -26,8 +26,6 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
-from benchmarks.ingest.sampling import CpuSampler
-
 POLICY = {"hot_partition_max_files": 10, "snapshot_retention": "1m", "min_snapshots_to_keep": 5}
 
 
@@ -63,6 +61,19 @@ def tree_rss(pid: int) -> int:
         return 0
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of the process and its children, living and ended (the Spark JVM included)."""
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for process in [root, *root.children(recursive=True)]:
+            times = process.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+        return total
+    except psutil.Error:
+        return 0.0
+
+
 def recorded_passes(fetch: Callable[[str, float], list[Any]], since: float) -> list[Any]:
     query = "SELECT table_name, actions, error FROM maintenance_passes WHERE started_at >= to_timestamp($1)"
     return fetch(query, since)
@@ -75,7 +86,6 @@ def run_pass(
     log_path: Path,
     fetch: Callable[[str, float], list[Any]],
     poll: Callable[[], None],
-    sampler: CpuSampler,
     limit: float,
 ) -> MaintenancePass:
     """One `floe maintain --once --design D` over every table, while the caller's producer and
@@ -86,15 +96,17 @@ def run_pass(
     ]  # fmt: skip
     outcome = MaintenancePass(design, label)
     peak = 0
+    cpu = 0.0
     with log_path.open("ab") as log:
         started = time.time()
         process = subprocess.Popen(
             command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        sampler.groups["maintenance"] = lambda: [process.pid]
         while process.poll() is None and time.time() - started < limit:
             poll()
             peak = max(peak, tree_rss(process.pid))
+            # Sampled while it runs (an ended process has no CPU to read): up to 0.5 s may be missed.
+            cpu = max(cpu, tree_cpu_seconds(process.pid))
             time.sleep(0.5)
         ended = time.time()
         if process.poll() is None:
@@ -105,7 +117,7 @@ def run_pass(
             outcome.pass_s = round(ended - started, 1)
     poll()
     outcome.window = (started, ended)
-    outcome.cores = sampler.cores(started, ended).get("maintenance")
+    outcome.cores = round(cpu / (ended - started), 2)
     outcome.peak_rss_gib = round(peak / 2**30, 2)
     for row in recorded_passes(fetch, started):
         actions = json.loads(row["actions"] or "[]")
