@@ -32,7 +32,6 @@ from typing import IO, Any
 import psutil  # type: ignore[import-untyped]
 
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment
-from benchmarks.ingest.sampling import CpuSampler
 from benchmarks.many_tables import maintenance
 from benchmarks.many_tables.maintenance import MaintenancePass
 
