@@ -285,3 +285,13 @@ def test_a_table_partitioned_by_record_hour_gets_its_rows_in_their_partitions(ca
     files = catalog.load_table(hourly).inspect.files().to_pylist()
     assert sorted(f["record_count"] for f in files) == [1, 2]
     assert sorted(r["id"] for r in _rows(catalog, hourly)) == [3, 7, 9]
+
+
+def test_a_redriven_record_fills_a_field_added_since_it_failed(catalog: SqlCatalog) -> None:
+    _widen(catalog.load_table(MAIN))
+    with catalog.load_table(MAIN).update_schema() as update:
+        update.add_column("note", StringType())
+    value = {"id": 1, "amount": BIG, "note": "kept"}
+    _add_dead_letters(catalog.load_table(DLQ), [_letter(0, 1, value, _reason(value))])
+    assert redrive(catalog.load_table, Committer(catalog), MAIN, DLQ).redriven == 1
+    assert [(r["id"], r["note"]) for r in _rows(catalog, MAIN)] == [(1, "kept")]
