@@ -10,14 +10,11 @@ import anyio.to_thread
 
 from catalog.auth import Principal
 from catalog.errors import (
-    AlreadyExists,
     NoSuchNamespace,
-    NoSuchTable,
-    NoSuchView,
     NoSuchWarehouse,
 )
 from catalog.events import EventBus
-from catalog.identifiers import Namespace, TableIdent
+from catalog.identifiers import Namespace
 from catalog.security.vending import CredentialVendor
 from catalog.service.audit import AuditWriter
 from catalog.service.commit_loop import CommitLocks, CommitLoop
@@ -25,9 +22,10 @@ from catalog.service.listing_cache import Listing, ListingCache
 from catalog.service.load_cache import LoadCache
 from catalog.service.metadata_models import MetadataModels
 from catalog.service.shared_reads import SharedReads
+from catalog.service.tabulars import Tabulars
 from catalog.settings import Settings
 from catalog.storage import Storage, StorageRunner
-from catalog.store import CatalogStore, NamespaceRecord, TabularKind, TabularRecord, WarehouseRecord
+from catalog.store import CatalogStore, TabularKind, WarehouseRecord
 
 WAREHOUSE_CACHE_SECONDS = 2.0
 
@@ -63,6 +61,8 @@ class CatalogContext:
     metadata_models: MetadataModels = field(default_factory=MetadataModels)
     # The HTTP layer's audit entries, written in groups under load.
     audit: AuditWriter = field(init=False)
+    # Namespaces, tables and views looked up and named by the spec's rules.
+    tabulars: Tabulars = field(init=False)
     # One commit at a time per table or view in this process, and the commit loop that holds them.
     locks: CommitLocks = field(default_factory=CommitLocks)
     commits: CommitLoop = field(init=False)
@@ -73,6 +73,7 @@ class CatalogContext:
         self.table_locations = SharedReads(lambda key: self.store.get_tabular_location(*key))
         self.listing_versions = SharedReads(lambda key: self.store.get_listing_version(*key))
         self._warehouse_reads = SharedReads(self.store.get_warehouse)
+        self.tabulars = Tabulars(self.store)
         self.audit = AuditWriter(self.store, self.settings.audit_repeat_window_seconds)
         self.storage_runner = StorageRunner(
             self.settings.storage_threads,
@@ -104,19 +105,6 @@ class CatalogContext:
         self._warehouses[name] = (now, record)
         return record
 
-    async def tabular(
-        self, warehouse: WarehouseRecord, ident: TableIdent, kind: TabularKind
-    ) -> TabularRecord:
-        """The table or view `ident`; answers as the spec asks when it (or its namespace) is missing."""
-        record = await self.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
-        if record is None or record.kind != kind:
-            if await self.store.get_namespace(warehouse.id, ident.namespace.key) is None:
-                raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
-            if kind == "table":
-                raise NoSuchTable(f"Table does not exist: {ident}")
-            raise NoSuchView(f"View does not exist: {ident}")
-        return record
-
     async def listing(
         self,
         warehouse: WarehouseRecord,
@@ -141,33 +129,6 @@ class CatalogContext:
         listing = Listing.render(namespace, names, next_token)
         self.listing_cache.put(key, namespace_id, listing_version, listing)
         return listing
-
-    async def ensure_name_free(self, namespace_id: str, ident: TableIdent, kind: TabularKind) -> None:
-        """Tables and views share names: either one taking `ident` makes it unavailable."""
-        taken = await self.store.name_exists(namespace_id, ident.name)
-        if taken is not None:
-            label = kind.capitalize() if taken == kind else f"{taken.capitalize()} with same name"
-            raise AlreadyExists(f"{label} already exists: {ident}")
-
-    async def rename(
-        self, warehouse: WarehouseRecord, source: TableIdent, destination: TableIdent, kind: TabularKind
-    ) -> None:
-        record = await self.tabular(warehouse, source, kind)
-        target = await self.namespace(warehouse, destination.namespace)
-        if source == destination:
-            return
-        taken = await self.store.name_exists(target.id, destination.name)
-        if taken is not None:
-            # The Java reference's wording, which its clients and the compatibility kit match.
-            label = taken.capitalize()
-            raise AlreadyExists(f"Cannot rename {source} to {destination}. {label} already exists")
-        await self.store.rename_tabular(record.id, target.id, destination.name, kind)
-
-    async def namespace(self, warehouse: WarehouseRecord, namespace: Namespace) -> NamespaceRecord:
-        record = await self.store.get_namespace(warehouse.id, namespace.key)
-        if record is None:
-            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
-        return record
 
     def storage(self, warehouse: WarehouseRecord, root: str) -> Storage:
         """File access to `warehouse`, confined to canonical `root`."""

@@ -51,7 +51,7 @@ class NamespaceService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, parent.key if parent else None)
         if parent is not None:
-            await self.ctx.namespace(warehouse, parent)
+            await self.ctx.tabulars.namespace(warehouse, parent)
         keys, next_token = await self.ctx.store.list_namespaces(
             warehouse.id, parent.key if parent else "", page_token, page_size
         )
@@ -87,7 +87,7 @@ class NamespaceService:
     async def load(self, principal: Principal, prefix: str, namespace: Namespace) -> dict[str, str]:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        properties = (await self.ctx.namespace(warehouse, namespace)).properties
+        properties = (await self.ctx.tabulars.namespace(warehouse, namespace)).properties
         location = namespace_location(warehouse.location, namespace.levels, properties)
         return {**properties, NAMESPACE_LOCATION: location}
 
@@ -113,7 +113,7 @@ class NamespaceService:
         if overlap:
             raise BadRequest(f"Cannot remove and update the same properties: {overlap}")
         if upd:  # what the namespace would hold (a concurrent update may add to it)
-            current = (await self.ctx.namespace(warehouse, namespace)).properties
+            current = (await self.ctx.tabulars.namespace(warehouse, namespace)).properties
             removed = set(removals)
             kept = {k: v for k, v in current.items() if k not in removed}
             Limits.of(self.ctx.settings).check_properties(kept | upd, "namespace properties")

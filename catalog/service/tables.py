@@ -155,7 +155,7 @@ class TableService:
                 if cached is not None:
                     return await self._with_vended(principal, warehouse, cached, access_delegation)
         try:
-            record = await self.ctx.tabular(warehouse, ident, "table")
+            record = await self.ctx.tabulars.get(warehouse, ident, "table")
         except NoSuchNamespace:
             # As the Java reference answers: Java clients load metadata tables (`db.t.snapshots`) by
             # retrying a NoSuchTableException for `db.t.snapshots` as table `db.t`.
@@ -193,7 +193,7 @@ class TableService:
         """The next Kafka offset (and when it was committed) per topic and partition of a table."""
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabular(warehouse, ident, "table")
+        record = await self.ctx.tabulars.get(warehouse, ident, "table")
         topics: dict[str, dict[int, tuple[int, datetime]]] = {}
         for topic, partition, offset, updated_at in await self.ctx.store.list_kafka_offsets(record.id):
             topics.setdefault(topic, {})[partition] = (offset, updated_at)
@@ -213,7 +213,7 @@ class TableService:
 
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabular(warehouse, ident, "table")
+        record = await self.ctx.tabulars.get(warehouse, ident, "table")
         raw = json.loads(record.metadata_json).get("snapshots") or []
         return snapshot_at([Snapshot.model_validate(s) for s in raw], partition, offset, topic)
 
@@ -230,14 +230,14 @@ class TableService:
 
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabular(warehouse, ident, "table")
+        record = await self.ctx.tabulars.get(warehouse, ident, "table")
         raw = json.loads(record.metadata_json).get("snapshots") or []
         return snapshot_at_time([Snapshot.model_validate(s) for s in raw], timestamp_ms, topic)
 
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        await self.ctx.tabular(warehouse, ident, "table")
+        await self.ctx.tabulars.get(warehouse, ident, "table")
 
     async def credentials(
         self, principal: Principal, prefix: str, ident: TableIdent
@@ -245,7 +245,7 @@ class TableService:
         """Fresh storage credentials for the table (none for a warehouse that does not vend)."""
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabular(warehouse, ident, "table")
+        record = await self.ctx.tabulars.get(warehouse, ident, "table")
         location = table_location(record.metadata_json)
         credential = await self.vend(principal, warehouse, location, strict=True)
         return [credential] if credential is not None else []
@@ -273,7 +273,7 @@ class TableService:
         self._limits.check_name(name, "table name")
         self._limits.check_schema_json(request.schema)
         self._limits.check_properties(properties, "table properties")
-        ns = await self.ctx.namespace(warehouse, namespace)
+        ns = await self.ctx.tabulars.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
         folder = namespace_location(warehouse.location, namespace.levels, ns.properties)
         location = request.location or default_table_location(folder, name)
@@ -282,7 +282,7 @@ class TableService:
         location = confine_table_location(location, root, folder)
         self._note_placement(principal, warehouse, namespace, location)
         properties = confine_properties(properties, root)
-        await self.ctx.ensure_name_free(ns.id, ident, "table")
+        await self.ctx.tabulars.ensure_name_free(ns.id, ident, "table")
         metadata = core.create_table_metadata(
             schema=dict(request.schema),
             location=location,
@@ -342,7 +342,7 @@ class TableService:
         # otherwise a way to read (and hand out) any file the server can reach.
         root = tenant_root(warehouse.location, principal.cluster)
         location = confine(location, root, "metadata-location")
-        ns = await self.ctx.namespace(warehouse, namespace)
+        ns = await self.ctx.tabulars.namespace(warehouse, namespace)
         storage = self.ctx.storage(warehouse, root)
         limit = self.ctx.settings.max_metadata_file_bytes
         raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
@@ -397,7 +397,7 @@ class TableService:
         Returns the table as it was when removed (the `unregisterTable` result)."""
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, ident.namespace.key)
-        record = await self.ctx.tabular(warehouse, ident, "table")
+        record = await self.ctx.tabulars.get(warehouse, ident, "table")
         dropped = await self.ctx.store.drop_tabular(record.id)
         if dropped is None:
             raise NoSuchTable(f"Table does not exist: {ident}")
@@ -464,7 +464,7 @@ class TableService:
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
         self._limits.check_name(destination.name, "table name")
         await check_move(self.ctx.store, self.ctx.settings, warehouse, source, destination, "table")
-        await self.ctx.rename(warehouse, source, destination, "table")
+        await self.ctx.tabulars.rename(warehouse, source, destination, "table")
         for ident in (source, destination):
             await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
 
@@ -483,7 +483,7 @@ class TableService:
             raise BadRequest("Invalid metrics report: 'report-type' must be 'scan-report' or 'commit-report'")
         record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
         if record is None or record.kind != "table":
-            await self.ctx.namespace(warehouse, ident.namespace)
+            await self.ctx.tabulars.namespace(warehouse, ident.namespace)
             log.debug("metrics report for %s, which has no committed table, not kept", ident)
             return
         await self.ctx.store.add_metrics_report(record.id, body["report-type"], body)

@@ -84,7 +84,7 @@ class ViewService:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
         try:
-            record = await self.ctx.tabular(warehouse, ident, "view")
+            record = await self.ctx.tabulars.get(warehouse, ident, "view")
         except NoSuchNamespace:
             # loadView's only 404 in the spec is NoSuchViewException, as the Java reference answers.
             raise NoSuchView(f"View does not exist: {ident}") from None
@@ -108,9 +108,9 @@ class ViewService:
         limits.check_name(name, "view name")
         limits.check_schema_json(request.schema)
         limits.check_properties(properties, "view properties")
-        ns = await self.ctx.namespace(warehouse, namespace)
+        ns = await self.ctx.tabulars.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
-        await self.ctx.ensure_name_free(ns.id, ident, "view")
+        await self.ctx.tabulars.ensure_name_free(ns.id, ident, "view")
         root = tenant_root(warehouse.location, principal.cluster)
         location = request.location or default_table_location(
             namespace_location(warehouse.location, namespace.levels, ns.properties), name
@@ -159,7 +159,7 @@ class ViewService:
         )
 
         async def prepare() -> CommitAttempt:
-            record = await self.ctx.tabular(warehouse, ident, "view")
+            record = await self.ctx.tabulars.get(warehouse, ident, "view")
             base = core.parse_view_metadata(record.metadata_json)
             metadata = confine_metadata(core.commit_view(base, requirements, updates), root)
             limits.check_properties(metadata.properties, "view properties")
@@ -173,7 +173,7 @@ class ViewService:
     async def drop(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
         warehouse = await self.ctx.warehouse(prefix)
         authorize(principal, Action.DROP, prefix, ident.namespace.key)
-        record = await self.ctx.tabular(warehouse, ident, "view")
+        record = await self.ctx.tabulars.get(warehouse, ident, "view")
         if not await self.ctx.store.drop_tabular(record.id):
             raise NoSuchView(f"View does not exist: {ident}")
 
@@ -185,7 +185,7 @@ class ViewService:
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
         Limits.of(self.ctx.settings).check_name(destination.name, "view name")
         await check_move(self.ctx.store, self.ctx.settings, warehouse, source, destination, "view")
-        await self.ctx.rename(warehouse, source, destination, "view")
+        await self.ctx.tabulars.rename(warehouse, source, destination, "view")
 
     async def register(
         self, principal: Principal, prefix: str, namespace: Namespace, request: ViewRegistration
@@ -199,8 +199,8 @@ class ViewService:
         limits.check_name(name, "view name")
         root = tenant_root(warehouse.location, principal.cluster)
         location = confine(location, root, "metadata-location")
-        ns = await self.ctx.namespace(warehouse, namespace)
-        await self.ctx.ensure_name_free(ns.id, TableIdent(namespace, name), "view")
+        ns = await self.ctx.tabulars.namespace(warehouse, namespace)
+        await self.ctx.tabulars.ensure_name_free(ns.id, TableIdent(namespace, name), "view")
         storage = self.ctx.storage(warehouse, root)
         limit = self.ctx.settings.max_metadata_file_bytes
         raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)

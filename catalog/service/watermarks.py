@@ -96,7 +96,7 @@ class WatermarkService:
         key = (ident.namespace.key, ident.name)
         tabular_id = (await self.ctx.store.table_ids(warehouse.id, [key])).get(key)
         if tabular_id is None:
-            await self.ctx.tabular(warehouse, ident, "table")  # the spec's 404 for what is missing
+            await self.ctx.tabulars.get(warehouse, ident, "table")  # the spec's 404 for what is missing
             raise NoSuchTable(f"Table does not exist: {ident}")
         return tabular_id
 
