@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from catalog.api.errors import error_body
+from catalog.error_json import HTTP_ERROR_TYPES, error_body
 from catalog.settings import Settings
 
 _REASONS = {
@@ -25,13 +25,6 @@ _REASONS = {
     429: b"Too Many Requests",
     431: b"Request Header Fields Too Large",
     503: b"Service Unavailable",
-}
-_ERROR_TYPES = {
-    400: "BadRequestException",
-    408: "BadRequestException",
-    429: "TooManyRequestsException",
-    431: "BadRequestException",
-    503: "ServiceUnavailableException",
 }
 # Refusals of a connection for a cap: the client may come back in a second.
 _RETRY_AFTER_STATUSES = (429, 503)
@@ -162,7 +155,7 @@ class CoalescingTransport:
 def refusal(status: int, message: str) -> bytes:
     """A complete HTTP/1.1 response refusing the request (or connection) with `status`, in the spec's
     error JSON, that closes the connection."""
-    body = error_body(status, _ERROR_TYPES[status], message)
+    body = error_body(status, HTTP_ERROR_TYPES[status], message)
     retry_after = b"retry-after: 1\r\n" if status in _RETRY_AFTER_STATUSES else b""
     return (
         b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"

@@ -31,13 +31,13 @@ from catalog.api.dependencies import (
     provide_views,
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
-from catalog.api.hot_routes import HotRoutes
 from catalog.api.kafka_offsets import KafkaOffsetsController, SnapshotAtController
 from catalog.api.maintenance import MaintenanceController
 from catalog.api.management import ManagementController
-from catalog.api.middleware import RawPathApp, idempotency_middleware, request_context_middleware
+from catalog.api.middleware import idempotency_middleware
 from catalog.api.namespaces import NamespaceController
 from catalog.api.oauth import get_token
+from catalog.api.pipeline import RequestPipeline
 from catalog.api.pipelines import PipelineController
 from catalog.api.requests import FloeRequest
 from catalog.api.tables import TableController, TableOperationsController
@@ -171,8 +171,9 @@ def build_litestar(settings: Settings) -> Litestar:
             "pipelines": Provide(provide_pipelines, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
+        # The request pipeline's steps that need Litestar's routing (the request id, metrics and access
+        # line come before it, in `RequestPipeline`).
         middleware=[
-            request_context_middleware,
             audit_middleware,
             authentication_middleware,
             idempotency_middleware,
@@ -187,8 +188,7 @@ def build_litestar(settings: Settings) -> Litestar:
     )
 
 
-def create_app(settings: Settings | None = None) -> HotRoutes:
-    """The served ASGI app: the hot routes (which route on the raw path themselves), then Litestar
-    behind raw-path routing."""
-    litestar = build_litestar(settings or Settings.from_env())
-    return HotRoutes(RawPathApp(litestar), litestar)
+def create_app(settings: Settings | None = None) -> RequestPipeline:
+    """The served ASGI app: the request pipeline, with Litestar as the handler of every route that is
+    not a hot one."""
+    return RequestPipeline(build_litestar(settings or Settings.from_env()))

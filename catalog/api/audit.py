@@ -16,7 +16,7 @@ from typing import Any
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from catalog.api.errors import error_body
+from catalog.api.errors import UNAUDITED_ANSWER, answer_messages
 from catalog.identifiers import SEPARATOR, decode_segment
 from catalog.observability import REQUEST_ID
 from catalog.service.audit import AuditWriter
@@ -77,13 +77,6 @@ def body_targets(kind: str, names: list[str]) -> str:
     return f"{kind}=" + ",".join(shown)
 
 
-# The answer to a successful mutation whose audit entry could not be written (the change may be applied).
-UNAUDITED_MESSAGE = (
-    "The request's audit entry could not be written (database unavailable), so its answer is withheld: "
-    "the change may have been applied; retry with the same Idempotency-Key to learn its outcome"
-)
-
-
 def audit_middleware(app: ASGIApp) -> ASGIApp:
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP or scope.get("method", "") not in AUDITED_METHODS:
@@ -118,7 +111,7 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
                 # mutation in the audit log (not a moment later).
                 recorded = True
                 if not audited(status) and not await _record(scope, status) and status < 400:
-                    start, message = _unaudited_answer()
+                    start, message = answer_messages(UNAUDITED_ANSWER)
             if start is not None:
                 await send(start)
                 start = None
@@ -133,13 +126,6 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
                 await _record(scope, status)
 
     return middleware
-
-
-def _unaudited_answer() -> tuple[Message, Message]:
-    payload = error_body(503, "ServiceUnavailableException", UNAUDITED_MESSAGE)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    start: Message = {"type": "http.response.start", "status": 503, "headers": headers}
-    return start, {"type": "http.response.body", "body": payload, "more_body": False}
 
 
 def _action(scope: Scope) -> str:

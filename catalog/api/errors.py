@@ -1,4 +1,9 @@
-"""Every failure becomes the spec's `IcebergErrorResponse`, mapped here and nowhere else."""
+"""Every failure's answer, mapped here and nowhere else: the spec's `IcebergErrorResponse` for the REST
+and management APIs (domain errors, refused authentication, idempotency conflicts, unexpected
+failures), OAuth2 error JSON (RFC 6749 §5.2) for the token endpoint, and the status and message of the
+console's error page. The error document itself is written by `catalog.error_json`, which the
+connection limits below the app use as well.
+"""
 
 from __future__ import annotations
 
@@ -8,88 +13,77 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
-from litestar.types import ExceptionHandlersMap
+from litestar.types import ExceptionHandlersMap, Message, Scope, Send
 
+from catalog.error_json import HTTP_ERROR_TYPES, bounded_message, error_body
 from catalog.errors import CatalogError
+from catalog.service.idempotency import ClaimOutcome, Replay, SecretWithheld, UsedForOtherRequest
+from catalog.service.security import OAuthFailure
 from catalog.store.database_faults import RETRY_AFTER_SECONDS, UNAVAILABLE_MESSAGE, database_fault
 
 log = logging.getLogger(__name__)
 
-_HTTP_TYPES = {
-    400: "BadRequestException",
-    401: "NotAuthorizedException",
-    403: "ForbiddenException",
-    404: "NotFoundException",
-    405: "MethodNotAllowedException",
-    406: "UnsupportedOperationException",
-    409: "ConflictException",
-    413: "BadRequestException",
-    415: "BadRequestException",
-    429: "TooManyRequestsException",
-    503: "ServiceUnavailableException",
-}
+__all__ = [
+    "EXCEPTION_HANDLERS",
+    "Answer",
+    "OAuthError",
+    "TokenAnswer",
+    "bounded_message",
+    "error_body",
+    "failure",
+    "failure_answer",
+    "oauth_error",
+    "refusal",
+    "send_answer",
+]
+
+# An answer built before it is sent: status, body, headers beside the body's length and type (lower-case
+# names), whether the body is JSON.
+Answer = tuple[int, bytes, list[tuple[bytes, bytes]], bool]
+# (status, JSON body, headers) of a token endpoint answer.
+TokenAnswer = tuple[int, bytes, dict[str, str]]
+
+_RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+_BEARER_CHALLENGE = 'Bearer realm="floe"'
 
 
-# Messages echo names the client sent; a name can be tens of kilobytes (a path segment within the
-# server's limits), and an error that repeats it whole only amplifies the request into logs and
-# responses. Cut long messages, saying how much was left out.
-MAX_MESSAGE_CHARS = 1_000
+def encode_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
 
 
-def bounded_message(message: str) -> str:
-    """`message`, or its first `MAX_MESSAGE_CHARS` characters and how many more were left out."""
-    if len(message) <= MAX_MESSAGE_CHARS:
-        return message
-    return f"{message[:MAX_MESSAGE_CHARS]}… ({len(message) - MAX_MESSAGE_CHARS} more characters)"
-
-
-def error_body(status: int, error_type: str, message: str) -> bytes:
-    message = bounded_message(message)
-    return msgspec.json.encode({"error": {"message": message, "type": error_type, "code": status}})
-
-
-def error_response(
-    status: int, error_type: str, message: str, headers: dict[str, str] | None = None
-) -> Response[bytes]:
-    return Response(
-        content=error_body(status, error_type, message),
-        status_code=status,
-        media_type="application/json",
-        headers=headers,
+def answer_messages(answer: Answer, *extra: tuple[bytes, bytes]) -> tuple[Message, Message]:
+    """The ASGI start and body messages of `answer` (a 304 without a length), `extra` headers last."""
+    status, body, headers, json = answer
+    start = [(b"content-length", str(len(body)).encode())] if status != 304 else []
+    if json:
+        start.append((b"content-type", b"application/json"))
+    return (
+        {"type": "http.response.start", "status": status, "headers": [*start, *headers, *extra]},
+        {"type": "http.response.body", "body": body, "more_body": False},
     )
 
 
-_RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+async def send_answer(send: Send, answer: Answer, *extra: tuple[bytes, bytes]) -> None:
+    """Send `answer`, with `extra` headers after its own."""
+    start, body = answer_messages(answer, *extra)
+    await send(start)
+    await send(body)
+
+
+def error_answer(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> Answer:
+    return status, error_body(status, error_type, message), encode_headers(headers or {}), True
+
+
+# -- domain and unexpected failures ----------------------------------------------------------------
 
 
 def catalog_error_headers(exc: CatalogError) -> dict[str, str]:
     """The headers of a `CatalogError`'s answer."""
     if exc.status_code == 401:  # RFC 6750: name the scheme the client should authenticate with
-        return {"WWW-Authenticate": 'Bearer realm="floe"'}
+        return {"WWW-Authenticate": _BEARER_CHALLENGE}
     if exc.status_code == 503:  # RFC 9110: when to try again
         return _RETRY_AFTER
     return {}
-
-
-def _catalog_error(_: Request[Any, Any, Any], exc: CatalogError) -> Response[bytes]:
-    return error_response(exc.status_code, exc.error_type, exc.message, catalog_error_headers(exc) or None)
-
-
-def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
-    detail = exc.detail
-    if isinstance(exc.extra, list) and exc.extra:
-        first = exc.extra[0]
-        if isinstance(first, dict):
-            detail = f"{detail}: {first.get('message', '')} ({first.get('key', first.get('source', ''))})"
-    return error_response(400, "BadRequestException", f"Malformed request: {detail}")
-
-
-def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
-    status = exc.status_code
-    message = exc.detail
-    if status == 413:
-        message = "Request body too large"
-    return error_response(status, _HTTP_TYPES.get(status, "RESTException"), message, exc.headers)
 
 
 # PostgreSQL data exceptions caused by a value the client sent (the API validates what it knows of;
@@ -128,8 +122,7 @@ def unexpected_failure(exc: Exception, method: str, path: str) -> tuple[int, str
 
 
 def failure_answer(exc: Exception, method: str, path: str) -> tuple[int, bytes, dict[str, str]]:
-    """(status, spec error JSON, headers) every route answers `exc` with: Litestar's exception handlers
-    and the hot routes alike."""
+    """(status, spec error JSON, headers) every route answers `exc` with."""
     if isinstance(exc, CatalogError):
         status, error_type, message = exc.status_code, exc.error_type, exc.message
         return status, error_body(status, error_type, message), catalog_error_headers(exc)
@@ -137,9 +130,132 @@ def failure_answer(exc: Exception, method: str, path: str) -> tuple[int, bytes, 
     return status, error_body(status, error_type, message), _RETRY_AFTER if status == 503 else {}
 
 
+def failure(scope: Scope, exc: Exception) -> Answer:
+    """The `Answer` to a request whose handling raised `exc`."""
+    status, body, headers = failure_answer(exc, str(scope.get("method", "")), str(scope.get("path", "")))
+    return status, body, encode_headers(headers), True
+
+
+def refusal(scope: Scope, exc: CatalogError) -> Answer:
+    """The answer to a refused authentication, naming the scheme to use (RFC 6750)."""
+    body = b"" if scope.get("method") == "HEAD" else error_body(exc.status_code, exc.error_type, exc.message)
+    if exc.status_code == 503:  # the caller could not be checked (the database is unavailable)
+        return exc.status_code, body, encode_headers(catalog_error_headers(exc)), True
+    return exc.status_code, body, [(b"www-authenticate", _BEARER_CHALLENGE.encode())], True
+
+
+# -- the token endpoint: OAuth2 errors --------------------------------------------------------------
+
+
+class OAuthError(msgspec.Struct, omit_defaults=True):
+    """RFC 6749 §5.2 error response."""
+
+    error: str
+    error_description: str | None = None
+    error_uri: str | None = None
+
+
+def oauth_error(exc: OAuthFailure, *, basic: bool) -> TokenAnswer:
+    """The token endpoint's answer to `exc` (`basic`: the client authenticated with HTTP Basic)."""
+    headers = {"Cache-Control": "no-store"}
+    if exc.status == 401 and basic:
+        headers["WWW-Authenticate"] = 'Basic realm="floe"'
+    if exc.retry_after is not None:
+        headers["Retry-After"] = str(exc.retry_after)
+    return exc.status, msgspec.json.encode(OAuthError(exc.error, exc.description)), headers
+
+
+def token_failure(exc: Exception, method: str, path: str) -> TokenAnswer:
+    """The token endpoint's answer to any failure."""
+    if isinstance(exc, OAuthFailure):
+        return oauth_error(exc, basic=False)
+    return failure_answer(exc, method, path)
+
+
+# -- idempotency and audit ------------------------------------------------------------------------
+
+INVALID_IDEMPOTENCY_KEY = error_answer(400, "BadRequestException", "Invalid Idempotency-Key: expected a UUID")
+
+
+def earlier_request_answer(outcome: ClaimOutcome) -> Answer:
+    """The answer to a retry whose `Idempotency-Key` an earlier request holds or held."""
+    if isinstance(outcome, UsedForOtherRequest):
+        message = "Idempotency-Key was already used for a different request"
+        return error_answer(422, "BadRequestException", message)
+    if isinstance(outcome, Replay):
+        payload = outcome.body.encode()
+        content_type = (outcome.content_type or "application/json").encode()
+        return outcome.status_code, payload, [(b"content-type", content_type)] if payload else [], False
+    if isinstance(outcome, SecretWithheld):
+        return error_answer(
+            409,
+            "SecretNotReplayedException",
+            f"The request with this Idempotency-Key already succeeded (HTTP {outcome.status_code}); "
+            "its response carried a secret, which is shown only once and never stored",
+        )
+    message = "A request with this Idempotency-Key is still running"
+    return error_answer(503, "ServiceUnavailableException", message)
+
+
+# The answer to a successful mutation whose audit entry could not be written (the change may be applied).
+UNAUDITED_ANSWER = error_answer(
+    503,
+    "ServiceUnavailableException",
+    "The request's audit entry could not be written (database unavailable), so its answer is withheld: "
+    "the change may have been applied; retry with the same Idempotency-Key to learn its outcome",
+)
+
+
+# -- the console's error page ------------------------------------------------------------------------
+
+
+def page_failure(exc: CatalogError | HTTPException) -> tuple[int, str]:
+    """(status, message) of the console's error page: a domain failure's status and message as the REST
+    API answers them; Litestar's own client errors (a malformed query parameter, an unknown method) with
+    theirs; anything else an internal error."""
+    if isinstance(exc, CatalogError):
+        return exc.status_code, bounded_message(exc.message)
+    if 400 <= exc.status_code < 500:
+        return exc.status_code, bounded_message(exc.detail)
+    return 500, "Internal error"
+
+
+# -- Litestar's exception handlers ------------------------------------------------------------------
+
+
+def _response(answer: Answer) -> Response[bytes]:
+    status, body, headers, _ = answer
+    return Response(
+        content=body,
+        status_code=status,
+        media_type="application/json",
+        headers={name.decode("latin-1"): value.decode("latin-1") for name, value in headers} or None,
+    )
+
+
+def _catalog_error(request: Request[Any, Any, Any], exc: CatalogError) -> Response[bytes]:
+    return _response(failure(request.scope, exc))
+
+
+def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
+    detail = exc.detail
+    if isinstance(exc.extra, list) and exc.extra:
+        first = exc.extra[0]
+        if isinstance(first, dict):
+            detail = f"{detail}: {first.get('message', '')} ({first.get('key', first.get('source', ''))})"
+    return _response(error_answer(400, "BadRequestException", f"Malformed request: {detail}"))
+
+
+def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+    status = exc.status_code
+    message = "Request body too large" if status == 413 else exc.detail
+    error_type = HTTP_ERROR_TYPES.get(status, "RESTException")
+    return _response(error_answer(status, error_type, message, exc.headers))
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     status, error_type, message = unexpected_failure(exc, request.method, request.url.path)
-    return error_response(status, error_type, message, _RETRY_AFTER if status == 503 else None)
+    return _response(error_answer(status, error_type, message, _RETRY_AFTER if status == 503 else None))
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {

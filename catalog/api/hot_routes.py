@@ -1,47 +1,43 @@
-"""loadTable, listTables, listViews and token requests on the leanest path: the catalog's hottest routes,
-answered before Litestar routes them.
+"""loadTable, listTables, listViews and token requests as plain handlers of the request pipeline
+(`catalog.api.pipeline`), without Litestar's routing, parameter parsing, dependency injection and
+response building.
 
 Engines load a table before nearly every query, so a loadTable (or its 304) should cost little more than
 the version check in the database; a listing of a namespace served from the cache costs the same one
-indexed read. Litestar's routing, parameter parsing, dependency injection and response building cost a
-multiple of that (profiled: benchmarks/results/catalog-hot-path.md). This ASGI layer recognises
-`GET /v1/{prefix}/namespaces/{namespace}/tables/{table}` (with at most a `snapshots` parameter) and
+indexed read. Litestar's machinery costs a multiple of that (profiled:
+benchmarks/results/catalog-hot-path.md). `match` recognises
+`GET /v1/{prefix}/namespaces/{namespace}/tables/{table}` (with at most a `snapshots` parameter),
 `GET /v1/{prefix}/namespaces/{namespace}/tables` and `…/views` (with at most `pageToken` and a decimal
-`pageSize`) and calls the same services behind the same authentication, request id, access log and
-metrics, mapping errors as `catalog.api.errors` does. Engines ask for a token before most queries
-(Trino 476: two per SELECT), so `POST /v1/oauth/tokens` with a form body is answered here too, by the
-same `answer_token_request` and audited like every POST. Anything else goes to Litestar, which also
-keeps serving these routes for the OpenAPI document and for requests this layer does not take.
+`pageSize`) and `POST /v1/oauth/tokens` with a form body (engines ask for a token before most queries:
+Trino 476 two per SELECT). The handlers call the same services as the Litestar routes; the pipeline
+gives them the same request id, metrics, access line, authentication, audit and error mapping. Any
+other request goes to Litestar, which also keeps serving these routes for the OpenAPI document and for
+the requests `match` does not take.
 """
 
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from litestar import Litestar
+from litestar.datastructures import State
 from litestar.enums import ScopeType
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import Receive, Scope
 
-from catalog.api.audit import PRINCIPAL_STATE_KEY, TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION, record_request
-from catalog.api.authentication import Answer, authenticate_scope, refusal, send_answer
+from catalog.api.audit import TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION
 from catalog.api.dependencies import page_size_value
-from catalog.api.errors import failure_answer
-from catalog.api.middleware import record_access, request_id_of
+from catalog.api.errors import Answer, encode_headers, token_failure
 from catalog.api.oauth import (
     TOKEN_PATH,
     answer_token_request,
     granted_answer,
-    oauth_error,
     parse_token_form,
 )
 from catalog.api.tables import ident_of
 from catalog.auth import Principal
-from catalog.errors import CatalogError
 from catalog.identifiers import decode_segment, parse_namespace
-from catalog.observability import REQUEST_ID
 from catalog.service.security import OAuthFailure
 from catalog.service.tables import TableService
 from catalog.service.views import ViewService
@@ -134,179 +130,137 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-Serve = Callable[[Scope, Receive], Awaitable[Answer | None]]
+# A hot route's handler: the state of the app, the request's scope and receive, and its authenticated
+# caller (None on the token endpoint); the answer, or None when the client left before asking.
+Handler = Callable[[State, Scope, Receive, Principal | None], Awaitable[Answer | None]]
 
 
-class HotRoutes:
-    """Serve loadTable, listings and token requests directly; pass everything else to `app` (Litestar
-    behind its wrappers)."""
+@dataclass(frozen=True, slots=True)
+class HotRoute:
+    handler: Handler
+    template: str  # what Litestar puts in `scope["path_template"]` for the route (metrics, access log)
+    operation: str  # the audit log's action
+    authenticated: bool  # whether the caller must authenticate first
 
-    def __init__(self, app: ASGIApp, litestar: Litestar) -> None:
-        self.app = app
-        self.litestar = litestar
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if _is_token_form_post(scope):
-            scope["path_template"] = TOKEN_PATH
-            scope["path_params"] = {}
-            await self._answer(self._serve_token, scope, receive, send)
-            return
-        path = _tables_path(scope)
-        if path is not None:
-            collection, segments = path
-            query = scope.get("query_string", b"")
-            if len(segments) == 3 and _snapshots_mode(query) is not None:
-                scope["path_template"] = LOAD_TABLE_TEMPLATE
-                scope["path_params"] = dict(zip(("prefix", "namespace", "table"), segments, strict=True))
-                await self._answer(self._serve_load_table, scope, receive, send)
-                return
-            if len(segments) == 2 and _page_parameters(query) is not None:
-                scope["path_template"] = LIST_TEMPLATES[collection]
-                scope["path_params"] = dict(zip(("prefix", "namespace"), segments, strict=True))
-                await self._answer(self._serve_list, scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+def match(scope: Scope) -> HotRoute | None:
+    """The hot route that answers the request (with `path_template` and `path_params` set), or None
+    when it is Litestar's."""
+    if _is_token_form_post(scope):
+        scope["path_template"] = TOKEN_PATH
+        scope["path_params"] = {}
+        return TOKEN_ROUTE
+    path = _tables_path(scope)
+    if path is None:
+        return None
+    collection, segments = path
+    query = scope.get("query_string", b"")
+    if len(segments) == 3 and _snapshots_mode(query) is not None:
+        scope["path_template"] = LOAD_TABLE_TEMPLATE
+        scope["path_params"] = dict(zip(("prefix", "namespace", "table"), segments, strict=True))
+        return LOAD_TABLE_ROUTE
+    if len(segments) == 2 and _page_parameters(query) is not None:
+        route = LIST_ROUTES[collection]
+        scope["path_template"] = route.template
+        scope["path_params"] = dict(zip(("prefix", "namespace"), segments, strict=True))
+        return route
+    return None
 
-    @staticmethod
-    async def _answer(serve: Serve, scope: Scope, receive: Receive, send: Send) -> None:
-        """What `request_context_middleware` does for Litestar's routes (request id, metrics, access
-        line), with the answer `serve` returns sent here: no per-request wrapper around `send`."""
-        request_id = request_id_of(scope)
-        token = REQUEST_ID.set(request_id)
-        started = time.perf_counter()
-        status = 500
-        try:
-            try:
-                answer = await serve(scope, receive)
-            except Exception as exc:  # e.g. the audit log's write: answered as every failure is
-                answer = _failure(scope, exc)
-            if answer is not None:  # None: the client left before asking
-                status = answer[0]
-                await send_answer(send, answer, (b"x-request-id", request_id.encode()))
-        finally:
-            record_access(scope, status, time.perf_counter() - started)
-            REQUEST_ID.reset(token)
 
-    async def _authenticated(self, scope: Scope) -> Principal | Answer:
-        """The caller, or the refusal to answer."""
-        try:
-            principal = await authenticate_scope(self.litestar.state, scope)
-        except CatalogError as exc:
-            return refusal(scope, exc)
-        except Exception as exc:  # the key could not be read (the database is down)
-            return _failure(scope, exc)
-        scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = principal
-        return principal
+async def _list(state: State, scope: Scope, receive: Receive, principal: Principal | None) -> Answer:
+    """listTables and listViews."""
+    assert principal is not None  # an authenticated route
+    params = scope["path_params"]
+    page = _page_parameters(scope.get("query_string", b""))
+    assert page is not None  # checked before routing here
+    ctx = state.ctx
+    # In the order the Litestar routes evaluate them, so both answer a bad request alike (a failure is
+    # raised to the pipeline, which answers it as every failure is answered).
+    prefix, namespace = decode_segment(params["prefix"]), parse_namespace(params["namespace"])
+    page_token, page_size = page[0], page_size_value(page[1])
+    if scope["path_template"] == LIST_TEMPLATES[b"views"]:
+        listing = await ViewService(ctx).list_views(principal, prefix, namespace, page_token, page_size)
+    else:
+        listing = await TableService(ctx).list_tables(principal, prefix, namespace, page_token, page_size)
+    return 200, listing.body, [], True
 
-    async def _serve_list(self, scope: Scope, receive: Receive) -> Answer:
-        principal = await self._authenticated(scope)
-        if not isinstance(principal, Principal):
-            return principal
-        params = scope["path_params"]
-        page = _page_parameters(scope.get("query_string", b""))
-        assert page is not None  # checked before routing here
-        ctx = self.litestar.state.ctx
-        try:
-            # In the order the Litestar routes evaluate them, so both answer a bad request alike.
-            prefix, namespace = decode_segment(params["prefix"]), parse_namespace(params["namespace"])
-            page_token, page_size = page[0], page_size_value(page[1])
-            if scope["path_template"] == LIST_TEMPLATES[b"views"]:
-                listing = await ViewService(ctx).list_views(
-                    principal, prefix, namespace, page_token, page_size
-                )
-            else:
-                listing = await TableService(ctx).list_tables(
-                    principal, prefix, namespace, page_token, page_size
-                )
-        except Exception as exc:
-            return _failure(scope, exc)
-        return 200, listing.body, [], True
 
-    async def _serve_token(self, scope: Scope, receive: Receive) -> Answer | None:
-        state = self.litestar.state
-        authorization = b""
-        declared = b""
-        for key, value in scope["headers"]:
-            name = key.lower()
-            if name == b"authorization":
-                authorization = value
-            elif name == b"content-length":
-                declared = value
-        client = scope.get("client")
-        source = client[0] if client else "unknown"
-        request_state = scope.setdefault("state", {})
-        try:
-            # A Content-Length over the limit is refused before waiting for a body it may never send.
-            if len(declared) > 18 or (declared.isdigit() and int(declared) > MAX_TOKEN_REQUEST_BYTES):
-                raise OAuthFailure(413, "invalid_request", "The token request is too large")
-            body = await _read_body(receive, MAX_TOKEN_REQUEST_BYTES)
-            if body is None:
-                return None  # the client left: nobody to answer, nothing was asked
-            # Engines repeat the same request before most queries: one granted a moment ago is
-            # answered from the key state it was checked against.
-            digest = hashlib.sha256(authorization + b"\n" + body).digest()
-            repeated = await state.auth.repeated_grant(digest, source)
-            if repeated is not None:
-                token, token_scope, request_state[TOKEN_CLIENT_STATE_KEY] = repeated
-                status, answer, headers = granted_answer(token, token_scope)
-            else:
-                status, answer, headers = await answer_token_request(
-                    state.auth,
-                    parse_token_form(body),
-                    authorization.decode("latin-1") or None,
-                    source,
-                    request_state,
-                    remember_as=digest,
-                )
-        except OAuthFailure as exc:
-            status, answer, headers = oauth_error(exc, basic=False)
-        except Exception as exc:  # answered as Litestar's exception handlers would, and audited alike
-            status, answer, headers = failure_answer(exc, "POST", TOKEN_PATH)
-        # Recorded before the answer goes out, as `audit_middleware` does for Litestar's routes.
-        await record_request(state.ctx.audit, scope, status, TOKEN_OPERATION)
-        encoded = [
-            (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
-        ]
-        return status, answer, encoded, True
-
-    async def _serve_load_table(self, scope: Scope, receive: Receive) -> Answer:
-        principal = await self._authenticated(scope)
-        if not isinstance(principal, Principal):
-            return principal
-        state = self.litestar.state
-        params = scope["path_params"]
-        if_none_match = access_delegation = storage_endpoint = None
-        for key, value in scope["headers"]:
-            name = key.lower()
-            if name == b"if-none-match":
-                if_none_match = value.decode("latin-1")
-            elif name == b"x-iceberg-access-delegation":
-                access_delegation = value.decode("latin-1")
-            elif name == STORAGE_ENDPOINT_HEADER_BYTES:
-                storage_endpoint = value.decode("latin-1")
-        try:
-            service = TableService(state.ctx, parse_storage_endpoint(storage_endpoint))
-            loaded = await service.load(
-                principal,
-                decode_segment(params["prefix"]),
-                ident_of(params["namespace"], params["table"]),
-                _snapshots_mode(scope.get("query_string", b"")) or "all",
-                if_none_match,
-                access_delegation,
+async def _token(state: State, scope: Scope, receive: Receive, principal: Principal | None) -> Answer | None:
+    """A client-credentials (or token exchange) request with a form body; audited by the pipeline."""
+    authorization = b""
+    declared = b""
+    for key, value in scope["headers"]:
+        name = key.lower()
+        if name == b"authorization":
+            authorization = value
+        elif name == b"content-length":
+            declared = value
+    client = scope.get("client")
+    source = client[0] if client else "unknown"
+    request_state = scope.setdefault("state", {})
+    try:
+        # A Content-Length over the limit is refused before waiting for a body it may never send.
+        if len(declared) > 18 or (declared.isdigit() and int(declared) > MAX_TOKEN_REQUEST_BYTES):
+            raise OAuthFailure(413, "invalid_request", "The token request is too large")
+        body = await _read_body(receive, MAX_TOKEN_REQUEST_BYTES)
+        if body is None:
+            return None  # the client left: nobody to answer, nothing was asked
+        # Engines repeat the same request before most queries: one granted a moment ago is
+        # answered from the key state it was checked against.
+        digest = hashlib.sha256(authorization + b"\n" + body).digest()
+        repeated = await state.auth.repeated_grant(digest, source)
+        if repeated is not None:
+            token, token_scope, request_state[TOKEN_CLIENT_STATE_KEY] = repeated
+            status, answer, headers = granted_answer(token, token_scope)
+        else:
+            status, answer, headers = await answer_token_request(
+                state.auth,
+                parse_token_form(body),
+                authorization.decode("latin-1") or None,
+                source,
+                request_state,
+                remember_as=digest,
             )
-        except Exception as exc:
-            return _failure(scope, exc)
-        if loaded is None:
-            return 304, b"", [(b"etag", (if_none_match or "").encode("latin-1"))], False
-        headers = [(b"etag", loaded.etag.encode("latin-1"))] if loaded.etag else []
-        if loaded.storage_credentials:
-            # Secrets inside: no shared cache may keep this response.
-            headers.append((b"cache-control", b"no-store"))
-        return 200, loaded.to_json(), headers, True
+    except Exception as exc:  # answered as the Litestar route would, and audited alike
+        status, answer, headers = token_failure(exc, "POST", TOKEN_PATH)
+    return status, answer, encode_headers(headers), True
 
 
-def _failure(scope: Scope, exc: Exception) -> Answer:
-    """The error answer `catalog.api.errors` maps `exc` to."""
-    status, body, headers = failure_answer(exc, str(scope.get("method", "")), scope["path"])
-    encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
-    return status, body, encoded, True
+async def _load_table(state: State, scope: Scope, receive: Receive, principal: Principal | None) -> Answer:
+    """loadTable (a 304 when `If-None-Match` names the current version)."""
+    assert principal is not None  # an authenticated route
+    params = scope["path_params"]
+    if_none_match = access_delegation = storage_endpoint = None
+    for key, value in scope["headers"]:
+        name = key.lower()
+        if name == b"if-none-match":
+            if_none_match = value.decode("latin-1")
+        elif name == b"x-iceberg-access-delegation":
+            access_delegation = value.decode("latin-1")
+        elif name == STORAGE_ENDPOINT_HEADER_BYTES:
+            storage_endpoint = value.decode("latin-1")
+    # A failure is raised to the pipeline, which answers it as every failure is answered.
+    service = TableService(state.ctx, parse_storage_endpoint(storage_endpoint))
+    loaded = await service.load(
+        principal,
+        decode_segment(params["prefix"]),
+        ident_of(params["namespace"], params["table"]),
+        _snapshots_mode(scope.get("query_string", b"")) or "all",
+        if_none_match,
+        access_delegation,
+    )
+    if loaded is None:
+        return 304, b"", [(b"etag", (if_none_match or "").encode("latin-1"))], False
+    headers = [(b"etag", loaded.etag.encode("latin-1"))] if loaded.etag else []
+    if loaded.storage_credentials:
+        # Secrets inside: no shared cache may keep this response.
+        headers.append((b"cache-control", b"no-store"))
+    return 200, loaded.to_json(), headers, True
+
+
+TOKEN_ROUTE = HotRoute(_token, TOKEN_PATH, TOKEN_OPERATION, authenticated=False)
+LOAD_TABLE_ROUTE = HotRoute(_load_table, LOAD_TABLE_TEMPLATE, "loadTable", authenticated=True)
+LIST_ROUTES = {
+    b"tables": HotRoute(_list, LIST_TEMPLATES[b"tables"], "listTables", authenticated=True),
+    b"views": HotRoute(_list, LIST_TEMPLATES[b"views"], "listViews", authenticated=True),
+}

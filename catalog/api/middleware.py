@@ -1,4 +1,5 @@
-"""ASGI middleware: raw paths, request ids with access logs and metrics, and `Idempotency-Key`."""
+"""Steps of the request pipeline (`catalog.api.pipeline`): request ids, metrics and access lines, and
+`Idempotency-Key` (Litestar route middleware)."""
 
 from __future__ import annotations
 
@@ -6,25 +7,18 @@ import asyncio
 import itertools
 import json
 import os
-import time
-from typing import cast
 
 from litestar.enums import ScopeType
-from litestar.exceptions import HTTPException
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
-from catalog.api.errors import error_body, failure_answer
+from catalog.api.errors import INVALID_IDEMPOTENCY_KEY, earlier_request_answer, send_answer
 from catalog.api.oauth import TOKEN_PATH
-from catalog.observability import REQUEST_ID, AccessLog, RequestMetrics
+from catalog.observability import AccessLog, RequestMetrics
 from catalog.service.idempotency import (
     IDEMPOTENCY_LEASE_SECONDS,
     Claimed,
-    ClaimOutcome,
     IdempotencyService,
-    Replay,
-    SecretWithheld,
-    UsedForOtherRequest,
     idempotency_identity,
 )
 from catalog.service.request_records import REQUEST_RECORDS, RequestRecords
@@ -32,10 +26,10 @@ from catalog.service.request_records import REQUEST_RECORDS, RequestRecords
 # The lease and the key identity are the idempotency service's; tests and tools import them from here.
 __all__ = [
     "IDEMPOTENCY_LEASE_SECONDS",
-    "RawPathApp",
     "idempotency_identity",
     "idempotency_middleware",
-    "request_context_middleware",
+    "record_access",
+    "request_id_of",
 ]
 
 MUTATING_METHODS = frozenset({"POST", "DELETE", "PUT"})
@@ -46,23 +40,6 @@ SECRET_FIELDS = frozenset(
 )
 SECRET_CONFIG_MARKERS = ("secret", "token", "password", "credential")
 SECRET_MARKERS = (b"secret", b"token", b"password", b"credential")
-
-
-class RawPathApp:
-    """Route on the raw, still percent-encoded path.
-
-    ASGI servers decode `%2F` in `path` to `/`, which would split a namespace level such as `a/b` into
-    two path segments. Routing on `raw_path` keeps each segment intact; handlers decode them.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == ScopeType.HTTP and scope.get("raw_path"):
-            raw = scope["raw_path"].split(b"?", 1)[0]
-            scope = cast(Scope, {**scope, "path": raw.decode("latin-1")})
-        await self.app(scope, receive, send)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -110,43 +87,6 @@ def record_access(scope: Scope, status: int, elapsed: float) -> None:
         _access_log.write(method, route, status, round(elapsed * 1000, 2))
 
 
-def request_context_middleware(app: ASGIApp) -> ASGIApp:
-    """Tag each request with an id (`X-Request-Id`, honoured when sent), log it, and time it."""
-
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP:
-            await app(scope, receive, send)
-            return
-        request_id = request_id_of(scope)
-        token = REQUEST_ID.set(request_id)
-        started = time.perf_counter()
-        status = 0
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                headers = list(message.get("headers", []))
-                headers.append((b"x-request-id", request_id.encode()))
-                message = cast(Message, {**message, "headers": headers})
-            await send(message)
-
-        try:
-            await app(scope, receive, send_wrapper)
-        except Exception as exc:
-            # Raised by a middleware after this one (a route's own errors are answered by Litestar's
-            # handlers): answered here, with the request id, as the handlers answer it.
-            if status or isinstance(exc, HTTPException):
-                raise
-            await _send_failure(send_wrapper, *failure_answer(exc, str(scope["method"]), scope["path"]))
-        finally:
-            status = status or 500
-            record_access(scope, status, time.perf_counter() - started)
-            REQUEST_ID.reset(token)
-
-    return middleware
-
-
 def idempotency_middleware(app: ASGIApp) -> ASGIApp:
     """`Idempotency-Key` on authenticated mutations (rules: `catalog.service.idempotency`): the first
     final response is replayed to every retry; a retry that arrives while the first request runs waits
@@ -168,7 +108,7 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
             return
         ctx = scope["litestar_app"].state.ctx
         if not 1 <= len(key) <= 64:
-            await _send_error(send, 400, "BadRequestException", "Invalid Idempotency-Key: expected a UUID")
+            await send_answer(send, INVALID_IDEMPOTENCY_KEY)
             return
         keys = IdempotencyService(ctx.store, ctx.settings.idempotency_lifetime_seconds)
         stored_key, fingerprint = idempotency_identity(
@@ -180,7 +120,7 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
         )
         claim = await keys.claim(stored_key, fingerprint)
         if not isinstance(claim, Claimed):
-            await _send_earlier(send, claim)
+            await send_answer(send, earlier_request_answer(claim))
             return
         # A commit marks the key landed in its own transaction; a landed claim is answered from it.
         records = REQUEST_RECORDS.get()
@@ -219,26 +159,6 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
-async def _send_earlier(send: Send, outcome: ClaimOutcome) -> None:
-    """The answer to a retry whose key an earlier request holds or held."""
-    if isinstance(outcome, UsedForOtherRequest):
-        message = "Idempotency-Key was already used for a different request"
-        await _send_error(send, 422, "BadRequestException", message)
-    elif isinstance(outcome, Replay):
-        await _send_stored(send, outcome.status_code, outcome.body, outcome.content_type)
-    elif isinstance(outcome, SecretWithheld):
-        await _send_error(
-            send,
-            409,
-            "SecretNotReplayedException",
-            f"The request with this Idempotency-Key already succeeded (HTTP {outcome.status_code}); "
-            "its response carried a secret, which is shown only once and never stored",
-        )
-    else:
-        message = "A request with this Idempotency-Key is still running"
-        await _send_error(send, 503, "ServiceUnavailableException", message)
-
-
 async def _stop_renewal(stop: asyncio.Event, renewal: asyncio.Task[None]) -> None:
     stop.set()
     await renewal
@@ -260,34 +180,3 @@ def _carries_secret(body: bytes) -> bool:
     return isinstance(config, dict) and any(
         marker in str(name).lower() for name in config for marker in SECRET_CONFIG_MARKERS
     )
-
-
-async def _send_stored(send: Send, status: int, body: str, content_type: str | None) -> None:
-    payload = body.encode()
-    headers: list[tuple[bytes, bytes]] = [(b"content-length", str(len(payload)).encode())]
-    if payload:
-        headers.append((b"content-type", (content_type or "application/json").encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload, "more_body": False})
-
-
-async def _send_failure(send: Send, status: int, body: bytes, headers: dict[str, str]) -> None:
-    encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": [*start, *encoded]})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _send_error(send: Send, status: int, error_type: str, message: str) -> None:
-    payload = error_body(status, error_type, message)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload, "more_body": False})

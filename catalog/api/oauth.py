@@ -1,6 +1,7 @@
 """`POST /v1/oauth/tokens`: API keys as OAuth2 client credentials, answered with signed access tokens.
 
-Errors are OAuth2 error JSON (RFC 6749 §5.2), not the Iceberg error model: clients parse them as such.
+Errors are OAuth2 error JSON (RFC 6749 §5.2, mapped in `catalog.api.errors`), not the Iceberg error
+model: clients parse them as such.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
 
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION
+from catalog.api.errors import OAuthError, TokenAnswer, oauth_error
 from catalog.security.tokens import AccessToken
 from catalog.service.security import ACCESS_TOKEN_TYPE, AuthService, OAuthFailure, parse_token_request
 
@@ -28,14 +30,6 @@ class OAuthTokenResponse(msgspec.Struct):
     expires_in: int
     issued_token_type: str
     scope: str | None = None
-
-
-class OAuthError(msgspec.Struct, omit_defaults=True):
-    """RFC 6749 §5.2 error response."""
-
-    error: str
-    error_description: str | None = None
-    error_uri: str | None = None
 
 
 class OAuthTokenRequest(msgspec.Struct):
@@ -52,17 +46,6 @@ class OAuthTokenRequest(msgspec.Struct):
 
 # A token request's fields (others are ignored, as RFC 6749 §3.2 asks).
 TOKEN_REQUEST_FIELDS = frozenset(OAuthTokenRequest.__struct_fields__)
-# (status, JSON body, headers) of a token endpoint answer.
-TokenAnswer = tuple[int, bytes, dict[str, str]]
-
-
-def oauth_error(exc: OAuthFailure, *, basic: bool) -> TokenAnswer:
-    headers = {"Cache-Control": "no-store"}
-    if exc.status == 401 and basic:
-        headers["WWW-Authenticate"] = 'Basic realm="floe"'
-    if exc.retry_after is not None:
-        headers["Retry-After"] = str(exc.retry_after)
-    return exc.status, msgspec.json.encode(OAuthError(exc.error, exc.description)), headers
 
 
 def parse_token_form(body: bytes) -> dict[str, str]:

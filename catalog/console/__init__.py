@@ -20,6 +20,7 @@ from litestar.response import Redirect, Template
 from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
 
+from catalog.api.errors import page_failure
 from catalog.console import formatting
 from catalog.console.controllers import (
     KeysController,
@@ -73,16 +74,14 @@ def _signed_out(request: Request[Any, Any, Any], exc: NotSignedIn) -> Response[A
 def _catalog_error(request: Request[Any, Any, Any], exc: CatalogError) -> Template:
     """A domain failure as a page with the same status and message the REST API would answer."""
     principal = request.scope.get("state", {}).get("principal")
-    return page(
-        request, principal, "error.html", exc.status_code, status=exc.status_code, message=exc.message
-    )
+    status, message = page_failure(exc)
+    return page(request, principal, "error.html", status, status=status, message=message)
 
 
 def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Template:
     """Litestar's own client errors (a malformed query parameter, an unknown method) as pages."""
     principal = request.scope.get("state", {}).get("principal")
-    status = exc.status_code if 400 <= exc.status_code < 500 else 500
-    message = exc.detail if status < 500 else "Internal error"
+    status, message = page_failure(exc)
     return page(request, principal, "error.html", status, status=status, message=message)
 
 

@@ -30,6 +30,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
+from catalog.api.authentication import authenticate
 from catalog.auth import ANONYMOUS_ADMIN
 from catalog.errors import CatalogError, Forbidden, NotAuthorized
 from catalog.service.security import (
@@ -194,7 +195,7 @@ def console_session_middleware(app: ASGIApp) -> ASGIApp:
                     return
                 auth: AuthService = ctx_app.state.auth
                 try:
-                    state[PRINCIPAL_STATE_KEY] = await auth.authenticate_token(token)
+                    state[PRINCIPAL_STATE_KEY] = await authenticate(ctx_app.state, scope, session_token=token)
                 except CatalogError:
                     await send_to_sign_in(scope, send)
                     return
