@@ -14,7 +14,7 @@ from catalog.auth import Action, Principal, authorize, authorize_namespace_creat
 from catalog.errors import BadRequest, NoSuchNamespace
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import NAMESPACE_LOCATION, confine_stored, namespace_location, tenant_root
-from catalog.service.context import CatalogContext
+from catalog.service.collaborators import CatalogCollaborators
 from catalog.service.quotas import Limits, cluster_quota
 
 
@@ -37,7 +37,7 @@ def _confine_location(properties: dict[str, str], root: str) -> dict[str, str]:
 
 
 class NamespaceService:
-    def __init__(self, ctx: CatalogContext) -> None:
+    def __init__(self, ctx: CatalogCollaborators) -> None:
         self.ctx = ctx
 
     async def list_namespaces(

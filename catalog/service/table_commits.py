@@ -27,8 +27,9 @@ from catalog.locations import (
     normalize_location,
     tenant_root,
 )
+from catalog.service.collaborators import TableCommitCollaborators
 from catalog.service.commit_loop import CommitAttempt, CommitTarget
-from catalog.service.context import CatalogContext, tenant_of
+from catalog.service.context import tenant_of
 from catalog.service.quotas import Limits, cluster_quota
 from catalog.service.table_model import LoadedTable, TableChange
 from catalog.store import NamespaceRecord, PendingCommit, TabularRecord, WarehouseRecord
@@ -55,7 +56,7 @@ class TableCommits:
 
     def __init__(
         self,
-        ctx: CatalogContext,
+        ctx: TableCommitCollaborators,
         limits: Limits,
         table_config: Callable[[WarehouseRecord], dict[str, str]],
     ) -> None:

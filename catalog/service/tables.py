@@ -43,7 +43,8 @@ from catalog.locations import (
     tenant_root,
 )
 from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
-from catalog.service.context import CatalogContext, run_blocking
+from catalog.service.collaborators import TableCollaborators
+from catalog.service.context import run_blocking
 from catalog.service.listing_cache import Listing
 from catalog.service.quotas import Limits, check_move, cluster_quota
 from catalog.service.table_commits import TableCommits, managed_location
@@ -66,7 +67,7 @@ class TableService:
     """Tables of the Iceberg REST API; `storage_endpoint` is the S3 endpoint this request's engine is
     told (`client`, or the catalog's own for engines on its network: `X-Floe-Storage-Endpoint`)."""
 
-    def __init__(self, ctx: CatalogContext, storage_endpoint: StorageEndpoint = "client") -> None:
+    def __init__(self, ctx: TableCollaborators, storage_endpoint: StorageEndpoint = "client") -> None:
         self.ctx = ctx
         self.storage_endpoint = storage_endpoint
 

@@ -20,8 +20,9 @@ from catalog.locations import (
     tenant_root,
 )
 from catalog.requirements import parse_view_requirements
+from catalog.service.collaborators import ViewCollaborators
 from catalog.service.commit_loop import CommitAttempt, CommitTarget
-from catalog.service.context import CatalogContext, tenant_of
+from catalog.service.context import tenant_of
 from catalog.service.listing_cache import Listing
 from catalog.service.quotas import Limits, check_move, cluster_quota
 from catalog.service.table_model import LoadedTable
@@ -59,7 +60,7 @@ class ViewRegistration:
 class ViewService:
     """Views of the Iceberg REST API; `storage_endpoint` as `TableService`'s."""
 
-    def __init__(self, ctx: CatalogContext, storage_endpoint: StorageEndpoint = "client") -> None:
+    def __init__(self, ctx: ViewCollaborators, storage_endpoint: StorageEndpoint = "client") -> None:
         self.ctx = ctx
         self.storage_endpoint = storage_endpoint
 

@@ -20,7 +20,7 @@ from catalog.auth import Action, Principal, authorize
 from catalog.errors import BadRequest, LimitExceeded, NoSuchTable, TooManyRequests
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import MAX_OFFSET, MAX_PARTITION, MAX_TOPIC_CHARS
-from catalog.service.context import CatalogContext
+from catalog.service.collaborators import CatalogCollaborators
 from catalog.store.watermarks import TopicProgress, Transition
 from catalog.watermarks import Completeness, PartitionState, completeness, observe_all
 
@@ -87,7 +87,7 @@ def _waiter_slot(principal: Principal, limit: int) -> Iterator[None]:
 
 
 class WatermarkService:
-    def __init__(self, ctx: CatalogContext) -> None:
+    def __init__(self, ctx: CatalogCollaborators) -> None:
         self.ctx = ctx
 
     async def _table_id(self, prefix: str, ident: TableIdent) -> str:
