@@ -214,8 +214,3 @@ def check_view_requirements(requirements: Sequence[ViewRequirement], base: ViewM
     """Raise `CommitFailed` for the first requirement that does not hold on `base`."""
     for requirement in requirements:
         requirement.validate(base)
-
-
-def is_create(requirements: Sequence[TableRequirement]) -> bool:
-    """Whether the commit creates its table (a create transaction's `assert-create`)."""
-    return any(isinstance(requirement, iceberg.AssertCreate) for requirement in requirements)
