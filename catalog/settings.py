@@ -495,6 +495,11 @@ class Settings(FloeSettings):
     max_properties: int = Field(
         1_000, ge=0, description="most properties of a namespace, table or view; more get 400"
     )
+    max_transaction_tables: int = Field(
+        1_000,
+        ge=1,
+        description="most tables one multi-table commit (/transactions/commit) may change; more get 400",
+    )
     max_properties_bytes: int = Field(
         1024 * 1024,
         ge=1024,

@@ -304,6 +304,7 @@ class TableOperationsController(Controller):
         data: CommitTransactionRequest,
     ) -> None:
         limits = Limits.of(tables.ctx.settings)
+        limits.check_transaction(len(data.table_changes))
         changes = [parse_change(change, None, limits) for change in data.table_changes]
         # The audit entry names the tables (they are in the body, not the path).
         targets = body_targets("tables", [str(c.ident) for c in changes])

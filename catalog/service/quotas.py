@@ -43,6 +43,7 @@ class Limits:
     schema_fields: int
     properties: int
     properties_bytes: int
+    transaction_tables: int = 1_000
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
@@ -52,7 +53,17 @@ class Limits:
             settings.max_schema_fields,
             settings.max_properties,
             settings.max_properties_bytes,
+            settings.max_transaction_tables,
         )
+
+    def check_transaction(self, tables: int) -> None:
+        """A multi-table commit of at most `FLOE_MAX_TRANSACTION_TABLES` tables: checked before any
+        change is parsed, and each table's commit holds its lock and a share of the database's time."""
+        if tables > self.transaction_tables:
+            raise LimitExceeded(
+                f"Invalid transaction: {tables} table changes, more than the limit of "
+                f"{self.transaction_tables} (FLOE_MAX_TRANSACTION_TABLES)"
+            )
 
     def check_name(self, name: str, what: str) -> None:
         """A namespace level, table or view name no longer than `FLOE_MAX_NAME_BYTES`."""

@@ -24,7 +24,7 @@ from catalog.errors import AlreadyExists, BadRequest, NamespaceNotEmpty, NoSuchN
 from catalog.store import commit_records, outbox
 from catalog.store.audit_context import audit_written, pending_audit, record_change
 from catalog.store.commit_records import CommitRecords
-from catalog.store.kafka_offsets import save_kafka_offsets
+from catalog.store.kafka_offsets import save_all_kafka_offsets
 from catalog.store.quotas import check_quota, count_statement, in_cluster, lock_clusters
 from catalog.store.records import (
     ClusterQuota,
@@ -66,7 +66,7 @@ def _page(rows: list[str], page_size: int | None) -> tuple[list[str], str | None
 
 
 def _advances_offsets(commit: PendingCommit) -> bool:
-    """Whether the commit records Kafka offsets too (`save_kafka_offsets` writes them)."""
+    """Whether the commit records Kafka offsets too (`save_all_kafka_offsets` writes them)."""
     return commit.kafka is not None and bool(commit.kafka.end)
 
 
@@ -413,6 +413,7 @@ class TabularStoreMixin:
         self, commits: Sequence[PendingCommit], now: datetime, records: CommitRecords | None = None
     ) -> None:
         created_in: set[str] = set()
+        advanced: list[tuple[str, PendingCommit]] = []  # (table id, its commit): offsets saved at the end
         events = self.commit_events_enabled
         async with self._writing() as conn:
             await commit_records.own_key(conn, records)
@@ -440,7 +441,7 @@ class TabularStoreMixin:
                             )
                     except IntegrityError as exc:
                         raise self._name_taken(commit.kind, commit.name) from exc
-                    await save_kafka_offsets(conn, new_id, commit, now)
+                    advanced.append((new_id, commit))
                     if events:
                         await outbox.write_event(conn, new_id, commit, outbox.CREATED, outbox.now_ms())
                     created_in.add(commit.namespace_id)
@@ -448,10 +449,11 @@ class TabularStoreMixin:
                 result = await conn.execute(self._SWAP_POINTER, self._swap_parameters(commit, now))
                 if result.rowcount != 1:
                     raise _LostRace
-                await save_kafka_offsets(conn, commit.tabular_id, commit, now)
+                advanced.append((commit.tabular_id, commit))
                 if events:
                     at_ms = outbox.now_ms()
                     await outbox.write_event(conn, commit.tabular_id, commit, outbox.COMMITTED, at_ms)
+            await save_all_kafka_offsets(conn, advanced, now)
             await commit_records.write(conn, records, now)
             await self._bump_listings(conn, created_in)
 

@@ -32,6 +32,7 @@ QUOTAS = {
     "FLOE_QUOTA_TABLES": "3",
     "FLOE_QUOTA_VIEWS": "2",
     "FLOE_QUOTA_KEYS": "3",
+    "FLOE_MAX_TRANSACTION_TABLES": "5",
 }
 SCHEMA = {
     "type": "struct",
@@ -425,3 +426,31 @@ def test_properties_are_bounded(quotas: Quotas) -> None:
     assert created.status_code == 200
     commit = {"requirements": [], "updates": [{"action": "set-properties", "updates": many}]}
     _refused(cluster.writer.post(f"{_tables(cluster.name)}/t", json=commit), 400, "BadRequestException")
+
+
+def test_a_transaction_of_too_many_tables_is_refused_before_its_changes_are_read(quotas: Quotas) -> None:
+    """A multi-table commit names at most FLOE_MAX_TRANSACTION_TABLES tables: a writer cannot hold a
+    thousand tables' locks and the database in one request. The count is checked before any change is
+    parsed (these changes are not even valid), and nothing is committed."""
+    cluster = quotas.new_cluster()
+    assert _create_table(cluster.writer, cluster.name, "t").status_code == 200
+    garbage = [
+        {"identifier": {"namespace": [cluster.name], "name": f"t{i}"}, "updates": "x"} for i in range(6)
+    ]
+    response = cluster.writer.post("/v1/default/transactions/commit", json={"table-changes": garbage})
+    _refused(
+        response, 400, "BadRequestException", "6 table changes", "limit of 5", "FLOE_MAX_TRANSACTION_TABLES"
+    )
+    # At the limit, the changes are read (and these are refused for what they are).
+    response = cluster.writer.post("/v1/default/transactions/commit", json={"table-changes": garbage[:5]})
+    message = _refused(response, 400, "BadRequestException")
+    assert "FLOE_MAX_TRANSACTION_TABLES" not in message
+    change = {
+        "identifier": {"namespace": [cluster.name], "name": "t"},
+        "requirements": [],
+        "updates": [{"action": "set-properties", "updates": {"k": "v"}}],
+    }
+    assert (
+        cluster.writer.post("/v1/default/transactions/commit", json={"table-changes": [change]}).status_code
+        == 204
+    )
