@@ -15,6 +15,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +40,8 @@ CONTENT_TYPE = "application/cloudevents+json; charset=UTF-8"
 # Kafka topic names: these characters, 249 at most; a cluster's name is made to fit.
 _TOPIC_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _RETRY_SECONDS = 5.0
+# How long a woken publisher waits for more commits before reading the outbox.
+GATHER_SECONDS = 0.02
 
 PUBLISHED = Counter("floe_commit_events_published_total", "Commit events the events broker acknowledged")
 FAILED = Counter("floe_commit_events_failed_total", "Commit event sends the broker refused or timed out")
@@ -190,20 +193,28 @@ class CommitEventPublisher:
             await asyncio.to_thread(self._sender.close)
 
     async def _run(self) -> None:
+        """Publish while holding the lock. The lock is checked (a query) once per poll interval, not
+        per send; a wake-up waits `GATHER_SECONDS` first, so the commits of a busy moment go out in one
+        batch (a send costs a read, a broker round trip and a delete, whatever its size)."""
         lock = self.store.publisher_lock()
+        held, checked = False, -math.inf
         try:
             while True:
                 try:
-                    sent = await self.publish_once(lock.acquire)
+                    if time.monotonic() - checked >= self.settings.events_poll_interval_seconds:
+                        held, checked = await lock.acquire(), time.monotonic()
+                    sent = await self.publish_once() if held else 0
                 except Exception as exc:
                     log.warning("commit events: sending failed, retried in %.0f s: %s", _RETRY_SECONDS, exc)
+                    held, checked = False, -math.inf
                     await asyncio.sleep(_RETRY_SECONDS)
                     continue
-                if sent:
-                    continue  # more may be waiting
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.settings.events_poll_interval_seconds)
+                if not sent:
+                    # Another process's lock: its commits are its to send, only the poll matters here.
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self.settings.events_poll_interval_seconds)
+                await asyncio.sleep(GATHER_SECONDS)
         finally:
             await lock.release()
 
