@@ -25,27 +25,34 @@ stored offsets are untouched: ingestion goes on from where it was. Both carry th
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import signal
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import pyarrow as pa
-from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema
-from pyiceberg.table import CommitTableRequest, FileScanTask, Table, TableIdentifier
-from pyiceberg.table.update import AssertTableUUID
+from pyiceberg.table import Table
 from pyiceberg.typedef import Identifier
 
 from catalog.pipelines.columns import CDC_COLUMN, KAFKA_COLUMN, KEY_COLUMN
 from catalog.pipelines.iceberg import TABLE_MODE_PROPERTY
 from ingest.shared.json_rows import JsonRows, readable
-from ingest.shared.pyiceberg_write import DataFileWriter
+from ingest.table_rewrite import FAULT_ENV as FAULT_ENV  # the crash points' variable, re-exported
+from ingest.table_rewrite import (
+    Send,
+    append_files,
+    crash_point,
+    file_rows,
+    live_files,
+    live_paths,
+    remove_files,
+    replace_files,
+    snapshot_ids,
+    table_change,
+    write_rows,
+)
 
 # The snapshot-summary properties of a redrive commit (both tables' snapshots carry them; the catalog's
 # audit entry repeats them: catalog/redrive_audit.py, which ingest does not import).
@@ -55,16 +62,10 @@ STILL_FAILING = "floe.redrive.still-failing"
 MAX_RECORDS_PER_COMMIT = 100_000
 # A commit refused this many times in a row (the tables moved each time) gives up.
 MAX_ATTEMPTS = 20
-# Test-only crash points, as the catalog's (`FLOE_TEST_FAULT`, catalog/faults.py): the redrive kills
-# itself (SIGKILL) with its files written, before sending the commit / after floe accepted it.
-FAULT_ENV = "FLOE_TEST_FAULT"
+# Test-only crash points (FAULT_ENV): the redrive kills itself (SIGKILL) with its files written, before
+# sending the commit / after floe accepted it.
 CRASH_BEFORE_COMMIT = "redrive-before-commit"
 CRASH_AFTER_COMMIT = "redrive-after-commit"
-
-
-def crash_point(point: str) -> None:
-    if os.environ.get(FAULT_ENV) == point:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class RedriveRefused(Exception):
@@ -73,10 +74,6 @@ class RedriveRefused(Exception):
 
 class RedriveFailed(Exception):
     """The redrive could not commit (refused too often, or floe's answer lost and not found after)."""
-
-
-# 'committed', 'refused' (409: a requirement failed, nothing landed) or why the outcome is unknown.
-Send = Callable[[list[dict[str, Any]]], str]
 
 
 @dataclass
@@ -281,41 +278,7 @@ def plan_round(
 
 def dead_letter_files(dlq: Table) -> list[tuple[DataFile, list[dict[str, Any]]]]:
     """The dead-letter table's live data files with their rows (deletes applied)."""
-    snapshot = dlq.current_snapshot()
-    if snapshot is None:
-        return []
-    scan = dlq.scan()
-    tasks: list[FileScanTask] = list(scan.plan_files())
-    reader = ArrowScan(dlq.metadata, dlq.io, dlq.schema(), scan.row_filter)
-    return [(task.file, reader.to_table([task]).to_pylist()) for task in tasks]
-
-
-def _live_paths(dlq: Table) -> dict[str, DataFile]:
-    return {task.file.file_path: task.file for task in dlq.scan().plan_files()}
-
-
-def _request(table: Table, identifier: Identifier, build: Callable[[Any], None]) -> dict[str, Any]:
-    """A `table-changes` entry: the snapshot `build` stages on a transaction of `table`, with the
-    requirements pyiceberg gives it (the table's uuid, its main branch where it was read)."""
-    transaction = table.transaction()
-    build(transaction)
-    requirements = (*transaction._requirements, AssertTableUUID(uuid=table.metadata.table_uuid))
-    request = CommitTableRequest(
-        identifier=TableIdentifier(namespace=list(identifier[:-1]), name=identifier[-1]),
-        requirements=requirements,
-        updates=transaction._updates,
-    )
-    changed: dict[str, Any] = json.loads(request.model_dump_json())
-    return changed
-
-
-def _snapshot_ids(changes: list[dict[str, Any]]) -> list[int]:
-    return [
-        int(update["snapshot"]["snapshot-id"])
-        for change in changes
-        for update in change["updates"]
-        if update.get("action") == "add-snapshot"
-    ]
+    return file_rows(dlq, live_files(dlq))
 
 
 def redrive(
@@ -376,7 +339,7 @@ def _commit_round(
         REDRIVEN: str(len(round_.rows)),
         STILL_FAILING: str(still_failing),
     }
-    main_files, kept_files = _written(main, round_.rows), _written(dlq, round_.kept)
+    main_files, kept_files = write_rows(main, round_.rows), write_rows(dlq, round_.kept)
     written = [f.file_path for f in (*main_files, *kept_files)]
     schema_id = main.metadata.current_schema_id
     refusals = 0
@@ -384,10 +347,10 @@ def _commit_round(
     removed = list(round_.removed)
     while refusals < MAX_ATTEMPTS:
         changes = [
-            _request(main, main_id, partial(_append, counts=counts, files=main_files)),
-            _request(dlq, dlq_id, partial(_replace, counts=counts, gone=removed, added=kept_files)),
+            table_change(main, main_id, partial(append_files, counts=counts, files=main_files)),
+            table_change(dlq, dlq_id, partial(replace_files, counts=counts, gone=removed, added=kept_files)),
         ]
-        data_snapshot, dlq_snapshot = _snapshot_ids(changes)
+        data_snapshot, dlq_snapshot = snapshot_ids(changes)
         crash_point(CRASH_BEFORE_COMMIT)
         outcome = send(changes)
         if outcome != "committed" and outcome != "refused":
@@ -408,42 +371,10 @@ def _commit_round(
             return (data_snapshot, dlq_snapshot), refusals
         refusals += 1
         main, dlq = load(main_id), load(dlq_id)
-        live = _live_paths(dlq)
+        live = live_paths(dlq)
         if main.metadata.current_schema_id != schema_id or any(f.file_path not in live for f in removed):
             break  # the schema changed, or a replaced file is gone (compacted, redriven): plan again
         removed = [live[f.file_path] for f in removed]
     if not unknown:
-        _remove(main, written)
+        remove_files(main, written)
     return None, refusals
-
-
-def _append(transaction: Any, counts: dict[str, str], files: list[DataFile]) -> None:
-    with transaction.update_snapshot(snapshot_properties=counts).fast_append() as snapshot:
-        for data_file in files:
-            snapshot.append_data_file(data_file)
-
-
-def _replace(transaction: Any, counts: dict[str, str], gone: list[DataFile], added: list[DataFile]) -> None:
-    with transaction.update_snapshot(snapshot_properties=counts).overwrite() as snapshot:
-        for data_file in gone:
-            snapshot.delete_data_file(data_file)
-        for data_file in added:
-            snapshot.append_data_file(data_file)
-
-
-def _written(table: Table, rows: list[dict[str, Any]]) -> list[DataFile]:
-    """`rows` written as data files of `table` (none for no rows)."""
-    return DataFileWriter(table.metadata, table.io).write(_arrow(table.schema(), rows)) if rows else []
-
-
-def _arrow(schema: Schema, rows: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=schema_to_pyarrow(schema, include_field_ids=True))
-
-
-def _remove(table: Table, paths: Iterable[str]) -> None:
-    """Remove files of a commit that did not land (best effort: orphan removal gets any left)."""
-    for path in paths:
-        try:
-            table.io.delete(path)
-        except Exception:  # a file left behind is maintenance's orphan removal's
-            continue
