@@ -43,6 +43,13 @@ MAX_BUFFERED = 50_000
 # backlog across many topics would otherwise hold up to MAX_BUFFERED records of each in memory).
 MAX_BUFFERED_BYTES = 128 * 1024 * 1024
 POLL_SECONDS = 0.2
+# Outcomes of a refused transaction (HTTP 409): a table moved by another writer (a requirement failed),
+# or the Kafka offsets fence (catalog.kafka_offsets.check_kafka_progress words it so).
+MOVED, FENCED = "refused", "refused by the offsets fence"
+OFFSETS_CONFLICT = "Kafka offsets conflict"
+# A batch refused because another writer moved its table is prepared again this many times at most.
+REBASES = 3
+REBASE_FAILED = "refused again after rebasing"
 PARTITIONS_REFRESH_SECONDS = 60.0
 RECONCILE_RETRY_SECONDS = 10.0
 
@@ -290,7 +297,7 @@ class SharedIngest:
                 self._restart(shared, consumer, f"cannot write its batch: {exc}")
                 continue
             if batch is not None:
-                batch.started = began
+                batch.started, batch.records = began, records
                 batches.append(batch)
         return batches
 
@@ -309,13 +316,49 @@ class SharedIngest:
             if alone == "committed":
                 self._committed(batch)
                 continue
-            if alone == "refused" and outcome == "refused":
+            refused = outcome in (MOVED, FENCED)  # nothing of the chunk landed
+            if alone == MOVED and refused:
+                # Only another writer's commit in the way: the same records on the table's new state.
+                alone = self._rebase(warehouse, batch)
+                if alone == "committed":
+                    continue
+            elif alone in (MOVED, FENCED) and refused:
                 batch.table.refused(batch)
-            why = "floe refused its commit" if alone == "refused" else f"its outcome is unknown: {alone}"
+            refusals = (MOVED, FENCED, REBASE_FAILED)
+            why = "floe refused its commit" if alone in refusals else f"its outcome is unknown: {alone}"
             self._restart(batch.table, consumer, why)
 
+    def _rebase(self, warehouse: str, batch: PreparedBatch) -> str:
+        """Prepare a batch refused because another writer moved its table again on the table's new
+        state, and send it alone (up to REBASES times): the outcome of the last try."""
+        outcome = MOVED
+        for attempt in range(REBASES):
+            try:
+                rebased = batch.table.rebase(batch)
+            except Exception as exc:  # cannot load or write: the restart reads everything again
+                log.warning("%s: cannot rebase its batch: %s", batch.table.table.name, exc)
+                return REBASE_FAILED
+            if rebased is None:
+                return "committed"  # nothing left to write: every record was already committed
+            batch = rebased
+            outcome = self._send(warehouse, batch.changes())
+            if outcome == "committed":
+                log.info(
+                    "%s: moved by another writer; its batch went in on the new state", batch.table.table.name
+                )
+                self._committed(batch)
+                return outcome
+            if outcome != MOVED:
+                break
+            log.info("%s: moved by another writer again (try %d)", batch.table.table.name, attempt + 1)
+        if outcome in (MOVED, FENCED):
+            batch.table.refused(batch)
+            return REBASE_FAILED
+        return outcome
+
     def _send(self, warehouse: str, changes: list[dict[str, Any]]) -> str:
-        """'committed', 'refused' (409: a requirement or the offsets fence failed), or why unknown."""
+        """'committed'; MOVED (409: another writer moved a table); FENCED (409: the Kafka offsets
+        fence refused it, another ingestion wrote these records); or why the outcome is unknown."""
         try:
             prefix = self._prefix_of(warehouse)
             response = self._client.send(
@@ -326,7 +369,7 @@ class SharedIngest:
         if response.status_code in (200, 204):
             return "committed"
         if response.status_code == 409:
-            return "refused"
+            return FENCED if OFFSETS_CONFLICT in response.text else MOVED
         return f"HTTP {response.status_code}: {response.text[:200]}"
 
     def _committed(self, batch: PreparedBatch) -> None:

@@ -49,6 +49,7 @@ class PreparedBatch:
     main_end: dict[int, int]
     dlq_end: dict[int, int]
     started: float = 0.0  # time.monotonic() when its records were taken: the batch's seconds start here
+    records: list[Record] = field(default_factory=list)  # what it was prepared from (a rebase reuses them)
 
     def changes(self) -> list[dict[str, Any]]:
         return [prepared.change() for _, prepared in self.appends]
@@ -173,6 +174,18 @@ class SharedTable:
     def refused(self, batch: PreparedBatch) -> None:
         for appender, prepared in batch.appends:
             appender.discard(prepared)
+
+    def rebase(self, batch: PreparedBatch) -> PreparedBatch | None:
+        """`batch` (refused because another writer moved a table: maintenance, a redrive, an engine)
+        prepared again on both tables as floe has them now. The committed offsets are the batch's
+        own (another writer's commits carry none), so the same records are the next ones."""
+        self.refused(batch)
+        self.main.reload()
+        self.dlq.reload()
+        rebased = self.prepare(batch.records)
+        if rebased is not None:
+            rebased.started, rebased.records = batch.started, batch.records
+        return rebased
 
 
 def _summary(

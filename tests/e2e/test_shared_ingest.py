@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
@@ -411,3 +412,37 @@ def test_a_schema_change_applied_while_records_flow_loses_and_repeats_nothing(
     assert len(positions) == len(set(positions)), "a record was committed twice"
     assert sorted(positions) == sorted(produced.records), "a record was lost"
     assert any(r["note"] for r in rows), "the new field is written once the schema has it"
+
+
+def test_another_writers_commits_between_batches_cost_no_restart_and_no_record(
+    kafka: LocalKafka, pipeline: Pipeline, ingest: IngestProcess, admin: httpx.Client, catalog: RestCatalog
+) -> None:
+    """Maintenance, a dead-letter redrive or an engine commits to a table the shared consumer is
+    writing: the consumer's next commit is refused (its snapshot requirement fails) and its batch goes
+    in again on the table's new state — no restart, no problem reported, every record once."""
+    [topic] = _id_tables(kafka, pipeline, CLUSTER, "shared-other-writer", 1, partitions=2)
+    table_name = _table(topic)
+    producing = _Producing(kafka, [topic])
+    try:
+        wait_until_committed(
+            admin, CLUSTER, table_name, topic, producing.produced[topic].end_offsets(), ingest=ingest
+        )
+        table = catalog.load_table(f"{CLUSTER}.{table_name}")
+        schema = table.schema().as_arrow()
+        for i in range(6):  # an engine's appends (no _kafka column), between and during batches
+            table = catalog.load_table(f"{CLUSTER}.{table_name}")
+            table.append(pa.Table.from_pylist([{"id": -1 - i, "_kafka": None}], schema=schema))
+            time.sleep(0.7)
+    finally:
+        producing.stop()
+    produced = producing.produced[topic]
+    wait_until_committed(admin, CLUSTER, table_name, topic, produced.end_offsets(), ingest=ingest)
+    rows = catalog.load_table(f"{CLUSTER}.{table_name}").scan().to_arrow().to_pylist()
+    engine = sorted(r["id"] for r in rows if r["_kafka"] is None)
+    assert engine == [-6, -5, -4, -3, -2, -1]
+    positions = [(r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows if r["_kafka"] is not None]
+    assert len(positions) == len(set(positions)), "a record was committed twice"
+    assert sorted(positions) == sorted(produced.records), "a record was lost"
+    lines = [line for line in ingest.log_text().splitlines() if table_name in line]
+    assert any("moved by another writer" in line for line in lines), lines[-20:]
+    assert not [line for line in lines if "re-reading from floe" in line or "restarted" in line]
