@@ -41,7 +41,7 @@ class FakeTopic:
 
     def __init__(self, values: Mapping[tuple[int, int], Any], low: Mapping[int, int] | None = None) -> None:
         self.name = TOPIC
-        self.records = {
+        self.records: dict[tuple[int, int], dict[str, Any]] = {
             key: {
                 "topic": TOPIC,
                 "partition": key[0],
