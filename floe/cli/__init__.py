@@ -7,6 +7,7 @@ One module per command family, each a plain click command or group that `main` c
 - `ingest`, `maintain`: the ingestion service and the maintenance worker;
 - `up`: the whole product on one machine; `status`: ingestion lag and maintenance passes; `wait`:
   until a table is complete through a time (its watermark); `dlq`: dead-letter redrive;
+  `replay`: a range of a topic rebuilt;
 - `dev`: local development components (`devtools`); `openapi`: the generated OpenAPI document;
   `config-doc`: the table of every `FLOE_*` variable, generated from the settings classes.
 
@@ -30,6 +31,7 @@ from floe.cli.errors import FloeGroup
 from floe.cli.ingest import ingest_command
 from floe.cli.maintain import maintain_command
 from floe.cli.openapi import openapi
+from floe.cli.replay import replay_command
 from floe.cli.serve import serve
 from floe.cli.snapshot_at import snapshot_at_command
 from floe.cli.status import status_command
@@ -62,5 +64,6 @@ for _command in (
     snapshot_at_command,
     wait_command,
     dlq,
+    replay_command,
 ):
     main.add_command(_command)
