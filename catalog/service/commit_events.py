@@ -41,7 +41,7 @@ CONTENT_TYPE = "application/cloudevents+json; charset=UTF-8"
 _TOPIC_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _RETRY_SECONDS = 5.0
 # How long a woken publisher waits for more commits before reading the outbox.
-GATHER_SECONDS = 0.02
+GATHER_SECONDS = 0.05
 
 PUBLISHED = Counter("floe_commit_events_published_total", "Commit events the events broker acknowledged")
 FAILED = Counter("floe_commit_events_failed_total", "Commit event sends the broker refused or timed out")
