@@ -47,11 +47,6 @@ class RequestPipeline:
         if scope["type"] != ScopeType.HTTP:  # lifespan (and websockets, which no route serves)
             await self.litestar(scope, receive, send)
             return
-        raw = scope.get("raw_path")
-        if raw:
-            # Route on the raw, still percent-encoded path: ASGI servers decode `%2F` in `path` to `/`,
-            # which would split a namespace level such as `a/b` in two. Handlers decode the segments.
-            scope["path"] = raw.split(b"?", 1)[0].decode("latin-1")
         request_id = request_id_of(scope)
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()
@@ -89,6 +84,12 @@ class RequestPipeline:
 
     async def _litestar(self, scope: Scope, receive: Receive, send: Send, request_id: bytes) -> int:
         """Litestar's answer, with the request id; its status."""
+        raw = scope.get("raw_path")
+        if raw:
+            # Route on the raw, still percent-encoded path (as `hot_routes.match` does): ASGI servers
+            # decode `%2F` in `path` to `/`, which would split a namespace level such as `a/b` in two.
+            # Handlers decode the segments.
+            scope["path"] = raw.split(b"?", 1)[0].decode("latin-1")
         status = 0
 
         async def send_with_id(message: Message) -> None:
