@@ -17,6 +17,8 @@ from pyiceberg.table.update import AddSnapshotUpdate, TableUpdate
 
 REDRIVEN = "floe.redrive.redriven"
 STILL_FAILING = "floe.redrive.still-failing"
+# A replay's counts (ingest/replay.py): its audit entry carries them the same way.
+REPLAYED, REPLAYED_ROWS, REPLAYED_DEAD = "floe.replay.records", "floe.replay.rows", "floe.replay.dead-letters"
 # The dead-letters page shows at most this many redrives (newest first).
 MAX_HISTORY = 10
 _MAX_DIGITS = 12
@@ -52,11 +54,16 @@ def redrive_history(metadata: Mapping[str, Any]) -> list[Redrive]:
 
 
 def redrive_counts(updates: Iterable[TableUpdate]) -> str | None:
-    """`redriven=N still-failing=M` from the first snapshot carrying redrive counts, else None."""
+    """`redriven=N still-failing=M` from the first snapshot carrying redrive counts (a replay's:
+    `replayed=N rows=R dead-letters=D`), else None."""
     for update in updates:
         if not isinstance(update, AddSnapshotUpdate) or update.snapshot.summary is None:
             continue
         summary = update.snapshot.summary
+        replayed = [_count(summary[key]) for key in (REPLAYED, REPLAYED_ROWS, REPLAYED_DEAD)]
+        if replayed[0] is not None:
+            rows, dead = (str(n) if n is not None else "?" for n in replayed[1:])
+            return f"replayed={replayed[0]} rows={rows} dead-letters={dead}"
         redriven, failing = summary[REDRIVEN], summary[STILL_FAILING]
         if isinstance(redriven, str) and redriven.isdigit() and len(redriven) <= 12:
             failing_text = (

@@ -129,6 +129,9 @@ class Range:
 
     spans: dict[int, Span]
     clipped: list[int] = field(default_factory=list)
+    # Partitions whose --from time resolved to the earliest retained offset: (that offset, the time).
+    # Records before it may have been of that time; the tables tell (`check_time_retained`).
+    retained_from: dict[int, tuple[int, dt.datetime]] = field(default_factory=dict)
 
     def records(self) -> int:
         return sum(len(s) for s in self.spans.values())
@@ -162,6 +165,8 @@ def resolve_range(topic: Topic, start: Position, end: Position | None, committed
                 f"(its earliest retained offset is {low}): the range cannot be replayed; replay from "
                 f"{partition}:{low} on, or from a later time"
             )
+        if start.time is not None and first == low > 0:
+            found.retained_from[partition] = (low, start.time)
         found.spans[partition] = Span(first, last)
     if found.records() > MAX_RECORDS:
         raise ReplayRefused(
@@ -206,7 +211,29 @@ def range_filter(spans: Mapping[int, Span], partition: str, offset: str) -> Bool
     return expression
 
 
-def _predicate(kind: Any, term: str, literal: int) -> BooleanExpression:
+def check_time_retained(main: Table, dlq: Table, range_: Range, topic: str) -> None:
+    """Refuse when a --from time resolved to the earliest retained offset of a partition while the
+    tables hold records of that partition before it from that time on: retention removed part of the
+    time range."""
+    for partition, (low, time) in sorted(range_.retained_from.items()):
+        since = time.isoformat()
+        for table, names in (
+            (main, (f"{KAFKA_COLUMN}.partition", f"{KAFKA_COLUMN}.offset", f"{KAFKA_COLUMN}.timestamp")),
+            (dlq, ("partition", "offset", "timestamp")),
+        ):
+            lost = And(
+                _predicate(EqualTo, names[0], partition),
+                And(_predicate(LessThan, names[1], low), _predicate(GreaterThanOrEqual, names[2], since)),
+            )
+            if table.current_snapshot() is not None and len(table.scan(row_filter=lost, limit=1).to_arrow()):
+                raise ReplayRefused(
+                    f"{topic} no longer holds partition {partition}'s records before offset {low}, and "
+                    f"some of them are from {since} on: the range cannot be replayed; replay from "
+                    f"{partition}:{low} on, or from a later time"
+                )
+
+
+def _predicate(kind: Any, term: str, literal: int | str) -> BooleanExpression:
     # pyiceberg's predicates take (term, literal); its pydantic models' signatures confuse mypy.
     made: BooleanExpression = kind(term, literal)
     return made
@@ -347,6 +374,7 @@ def replay(
     check_replayable(load(main_id), name)
     if not range_.spans:
         return result
+    check_time_retained(load(main_id), load(dlq_id), range_, topic.name)
     records = topic.read(range_.spans)
     data_filter = range_filter(range_.spans, f"{KAFKA_COLUMN}.partition", f"{KAFKA_COLUMN}.offset")
     dlq_filter = range_filter(range_.spans, "partition", "offset")

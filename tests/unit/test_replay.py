@@ -15,8 +15,10 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.table import CommitTableRequest
 
 from catalog.pipelines.columns import dlq_schema
+from catalog.redrive_audit import redrive_counts
 from ingest.dlq_redrive import decide
 from ingest.replay import (
     DEAD_LETTERS,
@@ -65,7 +67,10 @@ class FakeTopic:
 
     def offset_at(self, partition: int, time_ms: int) -> int:
         at = dt.datetime.fromtimestamp(time_ms / 1000, dt.UTC)
-        found = [o for (p, o), r in self.records.items() if p == partition and r["timestamp"] >= at]
+        low = self.low.get(partition, 0)
+        found = [
+            o for (p, o), r in self.records.items() if p == partition and o >= low and r["timestamp"] >= at
+        ]
         return min(found) if found else self.watermarks(partition)[1]
 
     def read(self, spans: Mapping[int, Span]) -> dict[tuple[int, int], dict[str, Any]]:
@@ -170,6 +175,9 @@ def test_a_range_is_rebuilt_in_one_commit_and_nothing_outside_it_changes(catalog
     assert snapshot.summary is not None
     assert (snapshot.summary[ROWS], snapshot.summary[DEAD_LETTERS]) == ("11", "0")
     assert json.loads(snapshot.summary[RANGE] or "") == {"0": [3, 7], "1": [3, 10]}
+    # The catalog's audit entry of the transaction carries the counts.
+    request = CommitTableRequest.model_validate(committer.bodies[0][0])
+    assert redrive_counts(request.updates) == "replayed=11 rows=11 dead-letters=0"
 
     # Run again: the same rows replace themselves, nothing is doubled.
     again = replay(catalog.load_table, Committer(catalog), MAIN, DLQ, topic, range_)
@@ -223,6 +231,21 @@ def test_the_range_ends_at_the_committed_offsets_and_retention_is_refused(catalo
     with pytest.raises(ReplayRefused, match="no longer holds partition 0's offsets 2 to 4"):
         resolve_range(retained, Position(offset=2), None, {0: 10})
     assert resolve_range(retained, Position(offset=5), None, {0: 10}).spans == {0: Span(5, 10)}
+
+
+def test_a_time_range_retention_cut_into_is_refused(catalog: SqlCatalog) -> None:
+    topic = FakeTopic({(0, o): {"id": o, "amount": o} for o in range(10)})
+    _ingest(catalog, topic, [(0, o) for o in range(10)])
+    topic.low = {0: 5}  # retention removed offsets 0-4 (record times T0 .. T0+4min)
+    for minutes, refused in ((2, True), (5, False), (6, False)):
+        start = Position(time=T0 + dt.timedelta(minutes=minutes))
+        range_ = resolve_range(topic, start, None, {0: 10})
+        assert range_.spans == {0: Span(max(5, minutes), 10)}
+        if refused:  # resolved to offset 5, and the table holds records of that time before it
+            with pytest.raises(ReplayRefused, match="before offset 5, and some of them are from"):
+                replay(catalog.load_table, Committer(catalog), MAIN, DLQ, topic, range_, dry_run=True)
+        else:
+            replay(catalog.load_table, Committer(catalog), MAIN, DLQ, topic, range_, dry_run=True)
 
 
 def test_rows_whose_records_the_topic_lost_are_refused(catalog: SqlCatalog) -> None:
