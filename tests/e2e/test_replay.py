@@ -182,6 +182,15 @@ def test_replay_after_widening_replaces_the_range_once_across_kill_9(
     assert {k for k in before_dead if not _inside(k)} <= set(dead)
     # The offsets fence is untouched: the table's offsets are where ingestion took them.
     assert committed_offsets(admin, CLUSTER, table, topic) == produced.end_offsets()
+    # The audit log shows both replays that landed, with their counts (and any refused attempts: 409s
+    # while ingestion moved the table, outcome "failed").
+    audit = admin.get(
+        "/management/v1/audit",
+        params={"action": "commitTransaction", "target": "replayed=", "outcome": "ok"},
+    ).json()["entries"]
+    replays = [e["target"] for e in audit if name in e["target"] and e["outcome"] == "ok"]
+    assert len(replays) == 2, replays
+    assert all(f"replayed={len(inside)} rows={len(inside)} dead-letters=0" in t for t in replays)
 
 
 def test_a_range_the_topic_no_longer_retains_is_refused(
