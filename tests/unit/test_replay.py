@@ -271,3 +271,24 @@ def test_tables_it_cannot_rebuild_are_refused(catalog: SqlCatalog) -> None:
     for name, why in (("up", "upsert table: its rows are each key's latest"), ("avro", "JSON values only")):
         with pytest.raises(ReplayRefused, match=why):
             check_replayable(catalog.load_table(("ns", name)), f"ns.{name}")
+
+
+def test_the_command_says_what_it_did_and_refuses_a_bad_position() -> None:
+    from click.testing import CliRunner
+
+    from floe.cli import main
+    from floe.cli.replay import describe
+    from ingest.replay import ReplayResult
+
+    result = ReplayResult("ns.orders", {0: Span(3, 7)}, [1], records=4, rows=3, dead_letters=1)
+    result.rows_replaced, result.dead_letters_replaced, result.files_rewritten = 2, 2, 3
+    result.commits, result.snapshots = 1, [11, 12]
+    assert describe(result).splitlines() == [
+        "ns.orders: replayed 4 records (partition:[from,to) 0:[3,7)): 3 rows, 1 dead letters; "
+        "replacing 2 rows and 2 dead letters (3 files rewritten)",
+        "  --to clipped to the table's committed offsets in partition(s) 1",
+        "  committed in 1 commit: snapshots 11, 12",
+    ]
+    bad = CliRunner().invoke(main, ["replay", "--table", "ns.orders", "--from", "yesterday"])
+    assert bad.exit_code == 2
+    assert "not an offset (123), partition offsets (0:120,1:98) or an ISO-8601 time" in bad.output
