@@ -1,8 +1,8 @@
 """Every failure's answer, mapped here and nowhere else: the spec's `IcebergErrorResponse` for the REST
-and management APIs (domain errors, refused authentication, idempotency conflicts, unexpected
-failures), OAuth2 error JSON (RFC 6749 §5.2) for the token endpoint, and the status and message of the
-console's error page. The error document itself is written by `catalog.error_json`, which the
-connection limits below the app use as well.
+and management APIs (domain errors, refused authentication, idempotency conflicts, a refused floe.yaml
+with every error's YAML path, unexpected failures), OAuth2 error JSON (RFC 6749 §5.2) for the token
+endpoint, and the status and message of the console's error page. The error document itself is written
+by `catalog.error_json`, which the connection limits below the app use as well.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from litestar.types import ExceptionHandlersMap, Message, Scope, Send
 
 from catalog.error_json import HTTP_ERROR_TYPES, bounded_message, error_body
 from catalog.errors import CatalogError
+from catalog.pipelines import InvalidConfig
 from catalog.service.idempotency import ClaimOutcome, Replay, SecretWithheld, UsedForOtherRequest
 from catalog.service.security import OAuthFailure
 from catalog.store.database_faults import RETRY_AFTER_SECONDS, UNAVAILABLE_MESSAGE, database_fault
@@ -253,6 +254,20 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes
     return _response(error_answer(status, error_type, message, exc.headers))
 
 
+def _invalid_config(_: Request[Any, Any, Any], exc: InvalidConfig) -> Response[bytes]:
+    """A refused floe.yaml: 400 in the spec's error shape, every error and its YAML path in
+    `error.errors`."""
+    body = {
+        "error": {
+            "message": exc.summary(),
+            "type": "BadRequestException",
+            "code": 400,
+            "errors": [e.to_json() for e in exc.errors],
+        }
+    }
+    return _response((400, msgspec.json.encode(body), [], True))
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     status, error_type, message = unexpected_failure(exc, request.method, request.url.path)
     return _response(error_answer(status, error_type, message, _RETRY_AFTER if status == 503 else None))
@@ -260,6 +275,7 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[byt
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     CatalogError: _catalog_error,
+    InvalidConfig: _invalid_config,
     ValidationException: _validation_error,
     HTTPException: _http_error,
     Exception: _unexpected,

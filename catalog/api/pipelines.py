@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import Controller, Request, Response, get, put
+from litestar import Controller, get, put
 
 from catalog.api.guards import admin_only
 from catalog.auth import Principal
-from catalog.pipelines import InvalidConfig
 from catalog.service.pipelines import ApplyResult, PipelineService, PipelineState
 from catalog.wire import ApplyPipelineResponse, PipelineResponse, PipelineTable, PlannedTable
 
@@ -19,19 +18,6 @@ class ApplyPipelineRequest(msgspec.Struct):
 
     config: dict[str, Any]
     dry_run: bool = False
-
-
-def _invalid_config(_: Request[Any, Any, Any], exc: InvalidConfig) -> Response[bytes]:
-    """400 in the spec's error shape, with every error and its YAML path in `error.errors`."""
-    body = {
-        "error": {
-            "message": exc.summary(),
-            "type": "BadRequestException",
-            "code": 400,
-            "errors": [e.to_json() for e in exc.errors],
-        }
-    }
-    return Response(content=msgspec.json.encode(body), status_code=400, media_type="application/json")
 
 
 def _applied(result: ApplyResult) -> ApplyPipelineResponse:
@@ -74,7 +60,6 @@ def _state(state: PipelineState) -> PipelineResponse:
 class PipelineController(Controller):
     path = "/management/v1/pipeline"
     tags = ["Management API"]
-    exception_handlers = {InvalidConfig: _invalid_config}
 
     @put("/", operation_id="applyPipeline", status_code=200, guards=[admin_only])
     async def apply(
