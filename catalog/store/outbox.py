@@ -10,14 +10,17 @@ object: the table's current snapshot and summary, schema, metadata location and 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import time
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from sqlalchemy import BigInteger, String, Text, bindparam, cast, delete, func, insert, select, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from catalog.store.records import PendingCommit
@@ -170,17 +173,19 @@ PUBLISHER_LOCK_KEY = 0x666C6F65_6576  # "floe" "ev"
 
 class PublisherLock:
     """Which of the catalog processes in front of one database publishes: on PostgreSQL the one
-    holding a session advisory lock on a connection of its own (released when the process dies and
-    its connection closes); SQLite is one process, which always holds it."""
+    holding a session advisory lock on a connection of its own, on SQLite the one holding an exclusive
+    `flock` of a file beside the database (`--workers N`); either is released when its process dies."""
 
-    def __init__(self, engine: AsyncEngine | None) -> None:
+    def __init__(self, engine: AsyncEngine | None, lock_file: Path | None = None) -> None:
         self._engine = engine
         self._conn: AsyncConnection | None = None
+        self._lock_file = lock_file
+        self._file: IO[bytes] | None = None
 
     async def acquire(self) -> bool:
         """Whether this process holds the lock now (tried again on every call until it does)."""
         if self._engine is None:
-            return True
+            return self._acquire_file()
         if self._conn is not None:
             try:
                 await self._conn.execute(select(1))
@@ -199,7 +204,22 @@ class PublisherLock:
         self._conn = conn
         return True
 
+    def _acquire_file(self) -> bool:
+        if self._lock_file is None or self._file is not None:
+            return True  # an in-memory database: one process
+        file = self._lock_file.open("ab")
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            file.close()
+            return False
+        self._file = file
+        return True
+
     async def release(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()  # closing the file releases its flock
         conn, self._conn = self._conn, None
         if conn is not None:
             # Closing a lost connection may fail: the lock went with it.
@@ -207,10 +227,19 @@ class PublisherLock:
                 await conn.close()
 
 
+def _sqlite_lock_file(url: str) -> Path | None:
+    """The publisher's lock file beside a SQLite database file (None for an in-memory one)."""
+    database = make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database).with_name(Path(database).name + ".events-lock")
+
+
 class OutboxStoreMixin:
     """The publisher's reads and deletes of the outbox, on the engines of `SqlCatalogStore`."""
 
     is_sqlite: bool
+    url: str
     _read: AsyncEngine
     # Whether changes write their events (set at startup when an events broker is configured).
     commit_events_enabled: bool = False
@@ -222,7 +251,9 @@ class OutboxStoreMixin:
         raise NotImplementedError
 
     def publisher_lock(self) -> PublisherLock:
-        return PublisherLock(None if self.is_sqlite else self._read)
+        if self.is_sqlite:
+            return PublisherLock(None, _sqlite_lock_file(self.url))
+        return PublisherLock(self._read)
 
     async def pending_events(self, limit: int) -> list[OutboxRow]:
         """The oldest `limit` events not yet acknowledged, in id order."""

@@ -233,3 +233,25 @@ def test_only_the_acknowledged_prefix_is_forgotten(tmp_path: Path) -> None:
         "ev.prod",
     )
     assert sender.sent[0].key == rows[0].tabular_id.encode()
+
+
+def test_one_publisher_per_sqlite_database(tmp_path: Path) -> None:
+    """`--workers N` on SQLite: one worker's publisher holds the lock, the others send nothing until
+    it is released (a process's death releases its flock too)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'catalog.db'}"
+    upgrade_database(url)
+
+    async def run() -> list[bool]:
+        first, second = create_store(url), create_store(url)
+        try:
+            a, b = first.publisher_lock(), second.publisher_lock()
+            held = [await a.acquire(), await b.acquire(), await a.acquire()]
+            await a.release()
+            held += [await b.acquire(), await a.acquire()]
+            await b.release()
+            return held
+        finally:
+            await first.close()
+            await second.close()
+
+    assert asyncio.run(run()) == [True, False, True, True, False]
