@@ -47,7 +47,9 @@ def test_both_routes_refuse_alike(catalog_server: CatalogProcess, namespace: str
     assert all(refusal == refusals[0] for refusal in refusals)
 
 
-def test_every_request_gets_an_id_and_is_counted(catalog_server: CatalogProcess, http: httpx.Client) -> None:
+def test_every_request_gets_an_id_and_is_counted(
+    catalog_server: CatalogProcess, http: httpx.Client, namespace: str
+) -> None:
     # A path no route serves (Litestar's 404) passes through the pipeline too.
     unknown = http.get("/no/such/route", headers={"X-Request-Id": "unrouted-1"})
     assert unknown.status_code == 404
@@ -57,6 +59,8 @@ def test_every_request_gets_an_id_and_is_counted(catalog_server: CatalogProcess,
     assert token.status_code in (400, 401)
     assert token.headers["x-request-id"]
     assert "error" in token.json()  # OAuth2 error JSON, not the Iceberg error model
+    # A hot route's request (its 404) is counted under its route template, as Litestar's are.
+    assert http.get(f"/v1/default/namespaces/{namespace}/tables/missing").status_code == 404
     metrics = http.get("/metrics").text
     assert 'route="unmatched"' in metrics
     assert 'route="/v1/{prefix:str}/namespaces/{namespace:str}/tables/{table:str}"' in metrics
