@@ -181,8 +181,8 @@ class CommitEventPublisher:
         self._task = asyncio.create_task(self._run(), name="commit-events")
 
     async def stop(self) -> None:
-        """Send what is waiting once more, then stop (a graceful shutdown leaves nothing behind that
-        was acknowledged; what was not is sent by the next holder of the lock)."""
+        """Stop publishing and release the lock; events still waiting are sent by the next holder
+        (after a restart, or by another process), those sent but not yet forgotten again (same ids)."""
         if self._task is None:
             return
         self._task.cancel()
