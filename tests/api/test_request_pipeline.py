@@ -3,6 +3,8 @@ get the same request id, refusals and error answers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 from devtools.catalog_server import CatalogProcess
@@ -23,7 +25,7 @@ def _requests(url: str, namespace: str) -> dict[str, tuple[str, str, dict[str, s
 def test_both_routes_answer_a_failure_alike(
     catalog_server: CatalogProcess, http: httpx.Client, namespace: str
 ) -> None:
-    answers = {}
+    answers: dict[str, tuple[int, Any]] = {}
     for label, (method, path, params) in _requests(catalog_server.url, namespace).items():
         response = http.request(method, path, params=params, headers={"X-Request-Id": f"id-{len(answers)}"})
         assert response.headers["x-request-id"] == f"id-{len(answers)}", label

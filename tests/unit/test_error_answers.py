@@ -6,8 +6,10 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
+from litestar.types import HTTPScope
 
 from catalog.api.errors import (
     INVALID_IDEMPOTENCY_KEY,
@@ -45,6 +47,11 @@ def test_the_layers_below_the_app_import_nothing_of_the_api(module: str) -> None
     assert not {name for name in _imports(ROOT / module) if name.startswith("catalog.api")}
 
 
+def _scope(method: str) -> HTTPScope:
+    """The scope fields the answers read (an ASGI server gives many more)."""
+    return cast(HTTPScope, {"type": "http", "method": method, "path": "/v1/x"})
+
+
 def _document(body: bytes) -> dict[str, object]:
     error = json.loads(body)["error"]
     assert isinstance(error, dict)
@@ -52,7 +59,7 @@ def _document(body: bytes) -> dict[str, object]:
 
 
 def test_domain_failures_and_unexpected_ones() -> None:
-    scope = {"type": "http", "method": "GET", "path": "/v1/x"}
+    scope = _scope("GET")
     status, body, headers, is_json = failure(scope, NoSuchTable("Table does not exist: a.b"))
     assert (status, is_json, headers) == (404, True, [])
     assert _document(body) == {
@@ -69,12 +76,12 @@ def test_domain_failures_and_unexpected_ones() -> None:
 
 
 def test_refused_authentication_names_the_scheme() -> None:
-    get = {"type": "http", "method": "GET", "path": "/v1/x"}
+    get = _scope("GET")
     status, body, headers, _ = refusal(get, NotAuthorized("Authentication required"))
     assert status == 401
     assert headers == [(b"www-authenticate", b'Bearer realm="floe"')]
     assert _document(body)["type"] == "NotAuthorizedException"
-    assert refusal({**get, "method": "HEAD"}, NotAuthorized("no"))[1] == b""
+    assert refusal(_scope("HEAD"), NotAuthorized("no"))[1] == b""
 
 
 def test_token_endpoint_failures_are_oauth2_errors() -> None:
