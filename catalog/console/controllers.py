@@ -20,6 +20,7 @@ from litestar.response import Redirect, Template
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
 from catalog.api.management import MAX_AUDIT_ID
 from catalog.auth import Principal, Role, require_admin
+from catalog.console.commit_events import outbox_status
 from catalog.console.paging import KEYS_PER_PAGE, Pages, page_number
 from catalog.console.readings import ConsoleReader, TableRef, size_histogram
 from catalog.console.session import (
@@ -110,7 +111,9 @@ async def _overview_page(
     cluster = request.query_params.get("cluster") or None
     number = page_number(request.query_params.get("page"))
     overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url, cluster, number)
-    return page(request, principal, template, overview=overview)
+    # The whole page only (not the rows htmx polls): commit events, for global administrators.
+    events = await outbox_status(principal, tables.ctx) if template == "overview.html" else None
+    return page(request, principal, template, overview=overview, events=events)
 
 
 def _ref(warehouse: str, namespace: str, table: str) -> TableRef:

@@ -17,6 +17,7 @@ from pyiceberg.table.metadata import TableMetadataUtil
 
 from catalog.auth import Principal
 from catalog.console.paging import CLUSTERS_PER_PAGE, TABLES_PER_PAGE, Pages
+from catalog.console.replays import Replay, replay_history
 from catalog.errors import CatalogError, NotFound
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import END_OFFSETS, START_OFFSETS, TOPIC, InvalidOffsets, parse_offsets
@@ -175,6 +176,7 @@ class TableDetails:
     dlq: TableRef | None = None
     throughput: list[tuple[int, int]] = field(default_factory=list)
     watermark: TableWatermark | None = None  # completeness (docs/watermarks.md)
+    replays: list[Replay] = field(default_factory=list)  # `floe replay` commits (docs/replay.md)
 
     @property
     def mean_file_bytes(self) -> int | None:
@@ -535,12 +537,7 @@ class ConsoleReader:
             limit=20,
         )
         dlq = TableRef(ref.warehouse, ref.namespace, ref.name + DLQ_SUFFIX)
-        try:
-            await self.tables.exists(self.principal, ref.warehouse, dlq.ident)
-        except CatalogError:
-            dlq_ref = None
-        else:
-            dlq_ref = dlq
+        dlq_ref = dlq if await self._has_table(dlq) else None
         snapshots = snapshot_rows(metadata)
         return TableDetails(
             ref=ref,
@@ -558,6 +555,7 @@ class ConsoleReader:
             },
             passes=passes,
             watermark=watermark if watermark.topics else None,
+            replays=replay_history(metadata),
             data_files=_int(summary, "total-data-files"),
             data_bytes=_int(summary, "total-files-size"),
             delete_files=_int(summary, "total-delete-files"),
