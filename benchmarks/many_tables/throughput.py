@@ -6,20 +6,27 @@ tables applied, then `floe ingest --design D --master local[2]` started; records
 over the time from 10 % to 90 % of them committed (polled every 0.5 s from floe's database).
 Issue 31's target: 100 tables x 1,000 records/s reach ≥ 80 % of what one table reaches.
 Results: benchmarks/results/many-tables-throughput.{md,json}.
+
+`--events`: the same drain (shared design, `--tables` tables) with the catalog's commit events off, then
+on (FLOE_EVENTS_* to the benchmark's own broker, topic `floe.events.{cluster}`), side by side; each row
+also counts the events the topic received and the outbox left. Results: `--name` (default
+ingest-commit-events).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.ingest.environment import apply_pipeline, environment
+from benchmarks.ingest.environment import Environment, apply_pipeline, environment
 from benchmarks.many_tables.__main__ import (
     CLUSTER,
     RESULTS,
@@ -28,6 +35,10 @@ from benchmarks.many_tables.__main__ import (
     start_ingest,
     tree_rss,
 )
+from catalog.client import FloeClient
+from devtools.catalog_server import CatalogProcess
+from devtools.kafka_broker import LocalKafka
+from devtools.postgres import LocalPostgres
 
 SCHEMA = {
     "fields": [
@@ -54,7 +65,74 @@ class Drain:
     ingest_peak_rss_gib: float | None = None
     catalog_cores: float | None = None
     other_cores: float | None = None
+    events: bool | None = None  # --events: the catalog's commit events on or off
+    events_published: int | None = None  # messages on the events topic after the drain
+    outbox_left: int | None = None  # events still waiting in the outbox then
+    # --events: from the catalog's access log over the whole run (ingestion's requests by kind).
+    commit_requests: int | None = None
+    commit_ms_mean: float | None = None
+    watermark_reports: int | None = None
+    watermark_report_ms_mean: float | None = None
     notes: list[str] = field(default_factory=list)
+
+
+EVENTS_TOPIC = f"floe.events.{CLUSTER}"
+
+
+@contextlib.contextmanager
+def events_environment(work: Path, events: bool) -> Iterator[Environment]:
+    """The benchmark's components with the broker started before the catalog, so the catalog can send
+    its commit events to it (`events`) — started in the same order either way."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with LocalPostgres() as postgres, LocalKafka(data_dir=work / "kafka", heap="1g") as kafka:
+        database = postgres.create_database(f"floe_events_bench_{uuid.uuid4().hex[:6]}")
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+        admin.create_topics([NewTopic(EVENTS_TOPIC, 1, 1)])[EVENTS_TOPIC].result(60)
+        env = (
+            {
+                "FLOE_EVENTS_KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+                "FLOE_EVENTS_TOPIC": EVENTS_TOPIC,
+            }
+            if events
+            else {}
+        )
+        with CatalogProcess(database, home=work / "floe", env=env) as server:
+            control = FloeClient(server.url, server.admin_client_id, server.admin_client_secret)
+            try:
+                yield Environment(work, postgres, server, kafka, server.catalog(), control)
+            finally:
+                control.close()
+
+
+def requests(log_path: Path, needle: str) -> tuple[int, float | None]:
+    """How many requests of a path containing `needle` the catalog's access log holds, and their mean
+    server time (ms)."""
+    durations = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        if needle not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if needle in str(entry.get("path", "")) and isinstance(entry.get("duration_ms"), int | float):
+            durations.append(float(entry["duration_ms"]))
+    return len(durations), round(sum(durations) / len(durations), 2) if durations else None
+
+
+def events_on_topic(bootstrap: str) -> int:
+    """Messages the events topic holds (its one partition's end offset)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "floe-bench-events"})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(EVENTS_TOPIC, 0), timeout=30)
+        return int(high)
+    finally:
+        consumer.close()
 
 
 def value(i: int) -> bytes:
@@ -63,9 +141,18 @@ def value(i: int) -> bytes:
     ).encode()
 
 
-def run(design: str, tables: int, partitions: int, per_table: int, work: Path, limit: float) -> Drain:
-    drain = Drain(design, tables, partitions, tables * per_table)
-    with environment(work, kafka_heap="1g") as env:
+def run(
+    design: str,
+    tables: int,
+    partitions: int,
+    per_table: int,
+    work: Path,
+    limit: float,
+    events: bool | None = None,
+) -> Drain:
+    drain = Drain(design, tables, partitions, tables * per_table, events=events)
+    setup = environment(work, kafka_heap="1g") if events is None else events_environment(work, events)
+    with setup as env:
         from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -146,14 +233,25 @@ def run(design: str, tables: int, partitions: int, per_table: int, work: Path, l
                 process.wait(60)
             except subprocess.TimeoutExpired:
                 process.kill()
+            if events is not None:
+                time.sleep(3)  # the publisher sends within its poll interval (1 s) of the last commit
+                drain.events_published = events_on_topic(env.kafka.bootstrap_servers)
+                drain.outbox_left = int(offsets.fetch("SELECT count(*) AS n FROM commit_events")[0]["n"])
+                log_path = env.server.log_path
+                drain.commit_requests, drain.commit_ms_mean = requests(log_path, "/transactions/commit")
+                reports = requests(log_path, "/watermark/observations")
+                drain.watermark_reports, drain.watermark_report_ms_mean = reports
             offsets.close()
             log.close()
         drain.ingest_peak_rss_gib = round(peak / 2**30, 2)
     return drain
 
 
-def report(drains: list[Drain], started: float) -> None:
+def report(drains: list[Drain], started: float, name: str = "many-tables-throughput") -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if any(d.events is not None for d in drains):
+        events_report(drains, started, name)
+        return
     (RESULTS / "many-tables-throughput.json").write_text(
         json.dumps([asdict(d) for d in drains], indent=2) + "\n"
     )
@@ -183,14 +281,64 @@ def report(drains: list[Drain], started: float) -> None:
     (RESULTS / "many-tables-throughput.md").write_text("\n".join(lines) + "\n")
 
 
+def events_report(drains: list[Drain], started: float, name: str) -> None:
+    (RESULTS / f"{name}.json").write_text(json.dumps([asdict(d) for d in drains], indent=2) + "\n")
+    commit = (
+        os.environ.get("FLOE_BENCH_COMMIT")
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+    )
+    lines = [
+        "# Ingestion with the catalog's commit events off and on",
+        "",
+        f"Generated by `python -m benchmarks.many_tables.throughput --events` on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at git commit `{commit}` "
+        f"({time.time() - started:.0f} s in all). {__doc__.split(chr(10) + chr(10))[1]}",
+        "",
+        "| commit events | tables x partitions | records | all committed after start "
+        "| records/s (10 % → 90 %) | ingestion CPU | catalog + PostgreSQL CPU | other load "
+        "| events on the topic | left in the outbox | commit requests (mean ms) "
+        "| watermark reports (mean ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d in drains:
+        lines.append(
+            f"| {'on' if d.events else 'off'} | {d.tables} x {d.partitions_per_topic} | {d.records:,} "
+            f"| {d.drained_s} s | {d.records_per_s or 'n/a'} | {d.ingest_cores} | {d.catalog_cores} "
+            f"| {d.other_cores} | {d.events_published} | {d.outbox_left} "
+            f"| {d.commit_requests} ({d.commit_ms_mean}) "
+            f"| {d.watermark_reports} ({d.watermark_report_ms_mean}) |"
+        )
+    notes = [f"- events {'on' if d.events else 'off'}: {n}" for d in drains for n in d.notes]
+    lines += ["", *notes, "", f"Machine: {os.cpu_count()} CPUs; load average at the end {os.getloadavg()}."]
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records in all, per row")
     parser.add_argument("--designs", default="shared,queries")
     parser.add_argument("--limit", type=float, default=600.0, help="seconds before a row gives up")
+    parser.add_argument("--events", action="store_true", help="commit events off vs on (shared design)")
+    parser.add_argument("--tables", type=int, default=10, help="--events: tables (one partition each)")
+    parser.add_argument("--name", default="ingest-commit-events", help="--events: the results file's name")
+    parser.add_argument("--rounds", type=int, default=1, help="--events: off/on pairs, alternating")
     args = parser.parse_args()
     started = time.time()
     drains = []
+    if args.events:
+        for events in (False, True) * args.rounds:
+            with tempfile.TemporaryDirectory(prefix=f"floe-drain-events-{events}-") as work:
+                print(
+                    f"== shared, {args.tables} tables, commit events {'on' if events else 'off'}", flush=True
+                )
+                per_table = args.records // args.tables
+                drain = run("shared", args.tables, 1, per_table, Path(work), args.limit, events)
+                print(json.dumps(asdict(drain)), flush=True)
+                drains.append(drain)
+                report(drains, started, args.name)
+        return
     for design in args.designs.split(","):
         for tables, partitions in ((1, 4), (100, 1)):
             with tempfile.TemporaryDirectory(prefix=f"floe-drain-{design}-{tables}-") as work:
