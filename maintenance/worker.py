@@ -1,8 +1,10 @@
 """The maintenance worker: every table floe serves, kept fast and tidy while ingestion writes.
 
 A pass over one table reads its state (pyiceberg, metadata only), plans (`maintenance.planner`), runs
-the actions through Spark (`maintenance.spark_actions`; every commit goes through floe; old metadata and
-orphan files are found and deleted without Spark, `maintenance.orphans`), then records
+the actions — in this process for small append-only tables (`maintenance.inprocess`, pyarrow +
+pyiceberg), through Spark otherwise (`maintenance.spark_actions`, the session started when first
+needed); every commit goes through floe; old metadata and orphan files are found and deleted without
+Spark (`maintenance.orphans`) — then records
 what it did in floe (`POST /management/v1/maintenance/passes`) and in its Prometheus metrics. A failed
 action is recorded and the pass goes on with the next one; a failed table does not stop the others.
 
@@ -44,7 +46,7 @@ from catalog.pipelines.maintenance import (
     defaults_for_mode,
     resolve_policy,
 )
-from maintenance import inprocess, metrics, orphans
+from maintenance import inprocess, manifest_cache, metrics, orphans
 from maintenance.inprocess import compacts_in_process
 from maintenance.planner import (
     ORPHAN_SCAN_INTERVAL_SECONDS,
@@ -349,7 +351,8 @@ class MaintenanceWorker:
         result = PassResult(table, datetime.now(UTC))
         started = time.monotonic()
         try:
-            self._maintain(table, result, scan_orphans=scan_orphans)
+            with manifest_cache.scope():
+                self._maintain(table, result, scan_orphans=scan_orphans)
         except NoSuchTableError as exc:
             result.error = f"the table is gone: {exc}"
         except Exception as exc:
