@@ -5,7 +5,7 @@
   committed as one `replace` snapshot that removes the inputs and adds the outputs. The commit asserts
   the branch head it was built on; when ingestion commits first, floe refuses it (409) and pyiceberg
   rebuilds it on the new head, after checking that every input file is still live and that no delete
-  file was added for one (`_Replace._validate_concurrency`, Iceberg's `RewriteFiles` rules). The
+  file was added for one (`maintenance.pyiceberg_rewrite`, Iceberg's `RewriteFiles` rules). The
   appended files stay, the inputs are removed once: nothing is lost or doubled. Kafka offsets need no
   carrying: floe keeps each table's committed offsets in its database (the exactly-once fence reads them
   there), and a replace snapshot claims none, as Iceberg's own `rewrite_data_files` does.
@@ -30,25 +30,20 @@ from typing import Any
 
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import FileIO
-from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     ManifestContent,
-    ManifestEntry,
-    ManifestEntryStatus,
     ManifestFile,
     read_manifest_list,
 )
-from pyiceberg.table import FileScanTask, Table, Transaction
-from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.update import AssertTableUUID, RemoveSnapshotsUpdate
-from pyiceberg.table.update.snapshot import _OverwriteFiles
-from pyiceberg.typedef import EMPTY_DICT
 
 from maintenance import orphans
 from maintenance.planner import CompactionRun, ExpireRun
+from maintenance.pyiceberg_rewrite import commit_updates, replace_files, write_data_files
 from maintenance.table_state import TableState, small_file_bytes
 
 # Small files a table's compaction may rewrite in this process (read into memory at once, per
@@ -67,88 +62,6 @@ def compacts_in_process(state: TableState, runs: Iterable[CompactionRun], max_by
     if any(p.spec_id != state.default_spec_id for p in chosen):
         return False
     return sum(p.small_bytes for p in chosen) <= max_bytes
-
-
-class _Replace(_OverwriteFiles):
-    """A `replace` snapshot: removes `delete_data_file`s, adds `append_data_file`s, and optionally
-    merges the default spec's data manifests into one. Validated as Iceberg validates `RewriteFiles`."""
-
-    merge_manifests: bool = False
-
-    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
-        # pyiceberg's totals are computed for overwrite; the operation is what readers act on.
-        operation, self._operation = self._operation, Operation.OVERWRITE
-        try:
-            summary = super()._summary(snapshot_properties)
-        finally:
-            self._operation = operation
-        return Summary(Operation.REPLACE, **summary.additional_properties)
-
-    def _validate_concurrency(self) -> None:
-        """Only what concurrent commits can break for a rewrite: an input removed by someone else, or a
-        delete file added for one. Appends (ingestion) never conflict."""
-        from pyiceberg.table.update.validate import (
-            _validate_data_files_exist,
-            _validate_no_new_deletes_for_data_files,
-        )
-
-        window = self._commit_window
-        if window is None or window.is_empty() or window.head is None or not self._deleted_data_files:
-            return
-        table = self._transaction._table
-        _validate_data_files_exist(table, window.head, self._deleted_data_files, window.base)
-        _validate_no_new_deletes_for_data_files(
-            table, window.head, None, self._deleted_data_files, window.base
-        )
-
-    def _existing_manifests(self) -> list[ManifestFile]:
-        kept = super()._existing_manifests()
-        if not self.merge_manifests:
-            return kept
-        metadata = self._transaction.table_metadata
-        default_spec = metadata.default_spec_id
-        mergeable = [
-            m for m in kept if m.content == ManifestContent.DATA and m.partition_spec_id == default_spec
-        ]
-        if len(mergeable) < 2:
-            return kept
-        entries = [e for m in mergeable for e in m.fetch_manifest_entry(self._io, discard_deleted=True)]
-        with self.new_manifest_writer(self.spec(default_spec)) as writer:
-            for entry in entries:
-                writer.add_entry(
-                    ManifestEntry.from_args(
-                        status=ManifestEntryStatus.EXISTING,
-                        snapshot_id=entry.snapshot_id,
-                        sequence_number=entry.sequence_number,
-                        file_sequence_number=entry.file_sequence_number,
-                        data_file=entry.data_file,
-                    )
-                )
-        merged = writer.to_manifest_file()
-        return [merged, *(m for m in kept if m not in mergeable)]
-
-
-class _Transaction(Transaction):
-    """pyiceberg's transaction, without a deep copy of the table's metadata on every look at it while
-    nothing is staged (a snapshot producer looks dozens of times; each copy holds every snapshot)."""
-
-    @property
-    def table_metadata(self) -> TableMetadata:
-        if not self._updates:
-            return self._table.metadata
-        return super().table_metadata
-
-
-def _replace(table: Table, removed: list[DataFile], added: list[DataFile], *, merge_manifests: bool) -> None:
-    transaction = _Transaction(table)
-    producer = _Replace(operation=Operation.REPLACE, transaction=transaction, io=table.io)
-    producer.merge_manifests = merge_manifests
-    for data_file in removed:
-        producer.delete_data_file(data_file)
-    for data_file in added:
-        producer.append_data_file(data_file)
-    producer.commit()
-    transaction.commit_transaction()
 
 
 def _live_data_files(table: Table) -> list[tuple[int, DataFile]]:
@@ -198,13 +111,13 @@ def compact(table: Table, runs: Iterable[CompactionRun], target_file_bytes: int)
         rows = scan.to_table([FileScanTask(f) for f in files])
         if rows.num_rows != sum(f.record_count for f in files):
             raise RuntimeError("compaction read a different number of rows than the files hold")
-        written = list(_dataframe_to_data_files(write_metadata, rows, table.io, write_uuid, counter))
+        written = write_data_files(write_metadata, rows, table.io, write_uuid, counter)
         if sum(f.record_count for f in written) != rows.num_rows:
             raise RuntimeError("compaction wrote a different number of rows than it read")
         removed += files
         added += written
     try:
-        _replace(table, removed, added, merge_manifests=True)
+        replace_files(table, removed, added, merge_manifests=True)
     except Exception:
         # The commit did not land (pyiceberg deleted its manifests): the data files written are ours.
         orphans.delete_files(table.io, [f.file_path for f in added])
@@ -230,7 +143,7 @@ def rewrite_manifests(table: Table) -> dict[str, Any]:
     ]
     if len(before) < 2:
         return {"rewritten_manifests_count": 0, "added_manifests_count": 0}
-    _replace(table, [], [], merge_manifests=True)
+    replace_files(table, [], [], merge_manifests=True)
     return {"rewritten_manifests_count": len(before), "added_manifests_count": 1, "engine": "in-process"}
 
 
@@ -268,9 +181,10 @@ def expire_snapshots(table: Table, run: ExpireRun, reload: Callable[[], Table]) 
         return {"expired_snapshots_count": 0}
     # One `remove-snapshots` update asserting only the table's identity (pyiceberg's builder copies the
     # whole metadata per snapshot id).
-    table._do_commit(
-        updates=(RemoveSnapshotsUpdate(snapshot_ids=[s.snapshot_id for s in expired]),),
-        requirements=(AssertTableUUID(uuid=table.metadata.table_uuid),),
+    commit_updates(
+        table,
+        (RemoveSnapshotsUpdate(snapshot_ids=[s.snapshot_id for s in expired]),),
+        (AssertTableUUID(uuid=table.metadata.table_uuid),),
     )
     # Read after the commit: whatever the remaining snapshots read (a commit that landed meanwhile
     # included) stays; a file only listed as deleted by a kept snapshot was read by expired ones only.

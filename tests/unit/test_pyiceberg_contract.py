@@ -126,3 +126,26 @@ def test_planned_manifest_writers_write_what_pyicebergs_write(tmp_path: Path) ->
     assert lists["ours"] == lists["ours-again"] == lists["theirs"]
     assert _header(tmp_path / "snap-ours.avro") == _header(tmp_path / "snap-theirs.avro")
     assert _header(tmp_path / "snap-ours.avro")["sequence-number"] == "3"
+
+
+def test_the_internals_maintenance_rewrites_with_are_there() -> None:
+    """maintenance/pyiceberg_rewrite.py's `_Replace` builds on `_OverwriteFiles`' fields and hooks,
+    pyiceberg's rewrite validations and `Table._do_commit` (the e2e test
+    tests/e2e/test_maintenance_inprocess.py runs them against floe and a racing ingestion)."""
+    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table.update import validate
+    from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
+
+    hints = _SnapshotProducer.__annotations__
+    assert {"_operation", "_commit_window", "_deleted_data_files"} <= set(hints)
+    for name in ("_summary", "_existing_manifests", "_validate_concurrency", "new_manifest_writer", "spec"):
+        assert callable(getattr(_OverwriteFiles, name)), name
+    assert list(inspect.signature(_OverwriteFiles._summary).parameters) == ["self", "snapshot_properties"]
+    exist = list(inspect.signature(validate._validate_data_files_exist).parameters)
+    assert exist == ["table", "starting_snapshot", "data_files", "parent_snapshot"]
+    deletes = list(inspect.signature(validate._validate_no_new_deletes_for_data_files).parameters)
+    assert deletes == ["table", "starting_snapshot", "data_filter", "data_files", "parent_snapshot"]
+    assert list(inspect.signature(Table._do_commit).parameters) == ["self", "updates", "requirements"]
+    transaction = inspect.getsource(Transaction)
+    assert "self._updates" in transaction
+    assert "self._table" in transaction
