@@ -27,7 +27,7 @@ from pyiceberg.table import Table
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
-from maintenance import inprocess
+from maintenance import inprocess, pyiceberg_rewrite
 from maintenance.worker import MaintenanceWorker, WorkerOptions
 from tests.e2e.ingest_harness import (
     IngestProcess,
@@ -126,7 +126,7 @@ def test_in_process_compaction_races_ingestion_and_loses_nothing(
 
     # Each compaction commit waits until ingestion has committed after the snapshot it was built on.
     raced: list[tuple[str, int | None, int | None]] = []
-    original = inprocess._replace
+    original = pyiceberg_rewrite.replace_files
 
     def replace_after_ingestion(table: Table, removed: Any, added: Any, *, merge_manifests: bool) -> None:
         if removed:
@@ -140,7 +140,7 @@ def test_in_process_compaction_races_ingestion_and_loses_nothing(
                 time.sleep(0.2)
         original(table, removed, added, merge_manifests=merge_manifests)
 
-    monkeypatch.setattr(inprocess, "_replace", replace_after_ingestion)
+    monkeypatch.setattr(inprocess, "replace_files", replace_after_ingestion)
 
     thread = threading.Thread(target=producing, daemon=True)
     args = ["--commit-interval", "1", "--cluster", CLUSTER]
