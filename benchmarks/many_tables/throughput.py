@@ -33,6 +33,7 @@ from benchmarks.many_tables.__main__ import (
     RESULTS,
     Offsets,
     floe_environment,
+    git_commit,
     start_ingest,
     tree_rss,
 )
@@ -291,12 +292,7 @@ def report(drains: list[Drain], started: float, name: str = "many-tables-through
 
 def events_report(drains: list[Drain], started: float, name: str) -> None:
     (RESULTS / f"{name}.json").write_text(json.dumps([asdict(d) for d in drains], indent=2) + "\n")
-    commit = (
-        os.environ.get("FLOE_BENCH_COMMIT")
-        or subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-    )
+    commit = git_commit()
     lines = [
         "# Ingestion with the catalog's commit events off and on",
         "",
