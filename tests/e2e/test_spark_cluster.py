@@ -168,7 +168,18 @@ def test_ingest_and_maintain_on_a_standalone_cluster_survive_a_lost_worker(
         "FLOE_CLIENT_ID": server.admin_client_id,
         "FLOE_CLIENT_SECRET": server.admin_client_secret,
     }
-    command = [sys.executable, "-m", "floe.cli", "maintain", "--once", "--namespace", CLUSTER]
+    # Spark's maintenance (--design spark): this test is about maintenance on a Spark cluster.
+    command = [
+        sys.executable,
+        "-m",
+        "floe.cli",
+        "maintain",
+        "--once",
+        "--design",
+        "spark",
+        "--namespace",
+        CLUSTER,
+    ]
     command += ["--metrics-port", "0", "--driver-memory", "768m", *EXECUTOR_CONF]
     maintain = subprocess.run(command, env=env_maintain, capture_output=True, timeout=300, check=False)
     output = maintain.stdout.decode(errors="replace") + maintain.stderr.decode(errors="replace")
