@@ -30,6 +30,7 @@ from floe.cli.remote import cli_credentials, key_file_option
 from floe.cli.settings import client_settings
 from floe.cli.wait import parse_time
 from ingest.dlq_redrive import RedriveFailed, RedriveRefused, RedriveResult, redrive
+from ingest.table_rewrite import Send
 
 # What reading the tables through floe's Iceberg REST catalog (pyiceberg) raises: said in one line.
 CATALOG_ERRORS = (
@@ -92,24 +93,7 @@ def redrive_command(
             catalog = _catalog(url, client_id, secret, found.warehouse)
             prefix = str(catalog.properties.get("prefix") or quote(found.warehouse, safe=""))
 
-            def send(changes: list[dict[str, Any]]) -> str:
-                try:
-                    response = client.send(
-                        "POST", f"/v1/{prefix}/transactions/commit", body={"table-changes": changes}
-                    )
-                except ClientError as exc:
-                    return str(exc)
-                if response.status_code in (200, 204):
-                    return "committed"
-                if response.status_code == 409:
-                    return "refused"
-                if 400 <= response.status_code < 500:
-                    raise click.ClickException(
-                        printable(
-                            f"floe refused the redrive commit: HTTP {response.status_code} {response.text}"
-                        )
-                    )
-                return f"HTTP {response.status_code}: {response.text[:200]}"
+            send = transaction_sender(client, prefix, "redrive")
 
             result = redrive(
                 catalog.load_table,
@@ -160,3 +144,28 @@ def describe(result: RedriveResult) -> str:
     for reason, count in result.reasons.most_common(5):
         lines.append(f"  still failing ({count}): {reason}")
     return "\n".join(lines)
+
+
+def transaction_sender(client: FloeClient, prefix: str, what: str) -> Send:
+    """How `floe dlq redrive` and `floe replay` send their one multi-table commit: 'committed',
+    'refused' (409: a pinned table moved; the caller rebuilds), or why the outcome is unknown; any other
+    4xx ends the command with floe's answer."""
+
+    def send(changes: list[dict[str, Any]]) -> str:
+        try:
+            response = client.send(
+                "POST", f"/v1/{prefix}/transactions/commit", body={"table-changes": changes}
+            )
+        except ClientError as exc:
+            return str(exc)
+        if response.status_code in (200, 204):
+            return "committed"
+        if response.status_code == 409:
+            return "refused"
+        if 400 <= response.status_code < 500:
+            raise click.ClickException(
+                printable(f"floe refused the {what} commit: HTTP {response.status_code} {response.text}")
+            )
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+
+    return send

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import click
 from confluent_kafka import KafkaException
 
 from catalog.client import ClientError, FloeClient
-from floe.cli.dlq import CATALOG_ERRORS
+from floe.cli.dlq import CATALOG_ERRORS, transaction_sender
 from floe.cli.dlq import _catalog as rest_catalog
 from floe.cli.output import printable
 from floe.cli.remote import cli_credentials, key_file_option
@@ -34,7 +33,6 @@ from ingest.replay import (
     resolve_range,
 )
 from ingest.replay_source import KafkaTopic, TopicGone
-from ingest.table_rewrite import Send
 from ingest.tables import ingest_tables
 
 POSITION_HELP = (
@@ -115,7 +113,7 @@ def replay_command(
                 range_ = resolve_range(topic, first, last, committed)
                 result = replay(
                     catalog.load_table,
-                    _sender(client, prefix),
+                    transaction_sender(client, prefix, "replay"),
                     (found.namespace, found.table),
                     (found.namespace, found.dlq_table),
                     topic,
@@ -134,27 +132,6 @@ def replay_command(
         click.echo(json.dumps(result.as_json(), indent=2))
     else:
         click.echo(printable(describe(result)))
-
-
-def _sender(client: FloeClient, prefix: str) -> Send:
-    def send(changes: list[dict[str, Any]]) -> str:
-        try:
-            response = client.send(
-                "POST", f"/v1/{prefix}/transactions/commit", body={"table-changes": changes}
-            )
-        except ClientError as exc:
-            return str(exc)
-        if response.status_code in (200, 204):
-            return "committed"
-        if response.status_code == 409:
-            return "refused"
-        if 400 <= response.status_code < 500:
-            raise click.ClickException(
-                printable(f"floe refused the replay commit: HTTP {response.status_code} {response.text}")
-            )
-        return f"HTTP {response.status_code}: {response.text[:200]}"
-
-    return send
 
 
 def describe(result: ReplayResult) -> str:
