@@ -69,12 +69,19 @@ BYTES_RATE = Gauge(
     ("table",),
     registry=REGISTRY,
 )
-SHARED_ROUND_SECONDS = Histogram(
-    "floe_ingest_shared_round_seconds",
-    "Time of one round of the shared consumer: every due table of the cluster written and committed",
+SHARED_TRANSACTION_SECONDS = Histogram(
+    "floe_ingest_shared_transaction_seconds",
+    "Time of one transaction of the shared consumer: its tables' files written and floe's answer",
     ("cluster",),
     registry=REGISTRY,
     buckets=(0.25, 0.5, 1, 2, 4, 8, 16, 32, 64),
+)
+SHARED_TABLES_WAITING = Gauge(
+    "floe_ingest_shared_tables_waiting",
+    "Tables of the shared consumer due for a commit and not yet sent (a backlog here means floe or "
+    "the writing is the limit)",
+    ("cluster",),
+    registry=REGISTRY,
 )
 BATCH_SECONDS = Histogram(
     "floe_ingest_batch_seconds",

@@ -1,19 +1,23 @@
-"""The shared consumer: one Kafka consumer for many tables of a source cluster, one commit per round.
+"""The shared consumer: one Kafka consumer for many tables of a source cluster, committed in transactions.
 
 Spark runs a streaming query per table, and every batch of every table pays Spark's fixed cost (its
 jobs, planning, the commit): at a hundred quiet tables the driver was saturated and freshness was
 tens of seconds. Most topics are quiet, and a quiet table's records fit in memory many times over, so
-`SharedIngest` reads every shared table's topic with one librdkafka consumer, buffers each table's
-records, and every commit interval writes each table with records as Parquet (pyarrow, through the
-table's own pyiceberg FileIO) and commits all of them through floe's transaction endpoint, in chunks
-of `TABLES_PER_TRANSACTION` tables. A table whose topic is idle costs nothing but its share of the
+`SharedIngest` reads every shared table's topic with one librdkafka consumer and buffers each table's
+records. A table is due when its oldest buffered record has waited its commit interval; due tables,
+oldest first, are written as Parquet (pyarrow, through the table's own pyiceberg FileIO) and committed
+through floe's transaction endpoint, `TABLES_PER_TRANSACTION` tables to a transaction and up to
+`COMMITS_IN_FLIGHT` transactions at once. The loop never waits for a whole round: it goes on reading
+while floe commits, and a table whose transaction is in flight waits only for that one (its next batch
+builds on the snapshot it adds). A table whose topic is idle costs nothing but its share of the
 consumer's fetches.
 
 Exactly once, as on the Spark path: each table (and its dead-letter table) carries its Kafka offsets
 in its snapshot summary and floe refuses a commit that does not start where the table's stored
-offsets end. When floe refuses a chunk or its answer is lost, each table of it is tried alone; a
-table refused alone (another writer moved it) or whose state is unknown is read again from floe and
-its partitions re-read from floe's offsets, so nothing is lost or written twice.
+offsets end. When floe refuses a transaction or its answer is lost, each table of it is tried alone; a
+table moved by another writer gets its batch prepared again on the new state; a table refused by the
+offsets fence or whose state is unknown is read again from floe and its partitions re-read from floe's
+offsets, so nothing is lost or written twice.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from catalog.client import ClientError
@@ -54,6 +59,16 @@ PARTITIONS_REFRESH_SECONDS = 60.0
 RECONCILE_RETRY_SECONDS = 10.0
 
 
+@dataclass
+class InFlight:
+    """A transaction sent to floe whose answer is not applied yet."""
+
+    warehouse: str
+    batches: list[PreparedBatch]
+    sent: Future[str]
+    began: float = field(default_factory=time.monotonic)  # its tables' writing started
+
+
 class SharedIngest:
     """Ingests the shared tables of one source cluster (see the module doc) on a thread of its own.
 
@@ -74,7 +89,7 @@ class SharedIngest:
     ) -> None:
         self.cluster = cluster
         # A table's batch holds at most this many records (`--max-records-per-batch`, as a Spark
-        # query's maxOffsetsPerTrigger): a backlog is committed in several batches, one per round.
+        # query's maxOffsetsPerTrigger): a backlog is committed in several batches, one after the other.
         self._max_records = max(1, min(max_records_per_batch, MAX_BUFFERED))
         self._consumer_config = consumer_config
         self._client = client
@@ -92,7 +107,10 @@ class SharedIngest:
         self._thread: threading.Thread | None = None
         self._retry_at: dict[str, tuple[int, float]] = {}  # table → (failures in a row, next try)
         self.assigned = threading.Event()  # set once the first tables' partitions are assigned
-        self.rounds = 0
+        self.transactions = 0
+        self._in_flight: list[InFlight] = []  # oldest first
+        self._busy: set[str] = set()  # tables with a batch in `_in_flight`
+        self._polled_at = time.monotonic()  # when the consumer was last asked for records
         self._sender = ThreadPoolExecutor(
             max_workers=COMMITS_IN_FLIGHT, thread_name_prefix=f"floe-commit-{cluster}"
         )
@@ -136,23 +154,44 @@ class SharedIngest:
                 now = time.monotonic()
                 if self._changed.is_set() or now - refreshed > PARTITIONS_REFRESH_SECONDS or now >= retry:
                     self._changed.clear()
+                    # A table is opened again only between its batches: what is in flight lands first.
+                    self._drain(consumer)
                     refreshed = time.monotonic()
                     try:
                         self._reconcile(consumer)
                     except Exception as exc:  # the cluster unreachable: its tables say so; tried again
                         log.warning("shared consumer of cluster %s: %s (retried)", self.cluster, exc)
                         refreshed = time.monotonic() - PARTITIONS_REFRESH_SECONDS + RECONCILE_RETRY_SECONDS
-                for message in consumer.consume(num_messages=10_000, timeout=POLL_SECONDS):
-                    self._buffer(message)
+                self._settle_landed(consumer)
                 buffered = sum(t.buffered_bytes for t in self.tables.values())
-                self._flush(due_only=buffered < MAX_BUFFERED_BYTES, consumer=consumer)
-            self._flush(due_only=False, consumer=consumer)
+                if buffered < MAX_BUFFERED_BYTES:
+                    self._poll(consumer)
+                elif self._in_flight:  # memory full: wait for floe rather than read more
+                    self._settle(self._in_flight.pop(0), consumer)
+                self._dispatch(consumer, due_only=buffered < MAX_BUFFERED_BYTES)
+            self._drain(consumer)
+            while any(t.buffer for t in self.tables.values()):
+                self._dispatch(consumer, due_only=False)
+                self._drain(consumer)
         except Exception:
             log.exception("shared ingestion of cluster %s stopped", self.cluster)
             raise
         finally:
             consumer.close()
             self._sender.shutdown(wait=True)
+
+    def _poll(self, consumer: Any) -> None:
+        """Buffer what the consumer has. A record counts as waiting since the consumer was last asked
+        (or since its own timestamp, if later): one that came while the loop was writing has waited."""
+        since = self._polled_at
+        messages = consumer.consume(num_messages=10_000, timeout=POLL_SECONDS)
+        self._polled_at = time.monotonic()
+        if not messages:
+            return
+        # Wall-clock record times on the monotonic clock, to compare with `since`.
+        offset = time.monotonic() - time.time()
+        for message in messages:
+            self._buffer(message, since, offset)
 
     def _reconcile(self, consumer: Any) -> None:
         """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions."""
@@ -217,7 +256,7 @@ class SharedIngest:
             self._rewind(topic, consumer)
         self.assigned.set()
 
-    def _buffer(self, message: Any) -> None:
+    def _buffer(self, message: Any, since: float, clock_offset: float) -> None:
         if message.error() is not None:
             log.debug("consumer: %s", message.error())
             return
@@ -233,7 +272,9 @@ class SharedIngest:
         size = len(record.value or b"") + len(record.key or b"")
         for shared in self._by_topic.get(message.topic(), ()):
             if not shared.buffer:
-                shared.first_buffered_at = time.monotonic()
+                # Never later than now (a producer's clock ahead of this one's).
+                produced = min(time.monotonic(), record.timestamp_ms / 1000 + clock_offset)
+                shared.first_buffered_at = max(since, produced)
             shared.buffer.append(record)
             shared.buffered_bytes += size
 
@@ -243,48 +284,50 @@ class SharedIngest:
         waited = now - shared.first_buffered_at
         return waited >= self._interval_of(shared.table) or len(shared.buffer) >= self._max_records
 
-    def _flush(self, *, due_only: bool, consumer: Any) -> None:
-        """Commit the tables whose records have waited their interval (every table with records
-        when not `due_only`)."""
+    def _dispatch(self, consumer: Any, *, due_only: bool) -> None:
+        """Write and send the due tables (every table with records when not `due_only`) not in flight,
+        oldest first, while fewer than COMMITS_IN_FLIGHT transactions are: a transaction spends much of
+        its time waiting on the database and storage, and floe commits transactions of different tables
+        side by side, so the next one's files are written meanwhile."""
+        free = COMMITS_IN_FLIGHT - len(self._in_flight)
         now = time.monotonic()
-        due = [s for s in self.tables.values() if s.buffer and (not due_only or self._due(s, now))]
-        if not due:
+        due = [
+            s
+            for s in self.tables.values()
+            if s.buffer and s.table.name not in self._busy and (not due_only or self._due(s, now))
+        ]
+        metrics.SHARED_TABLES_WAITING.labels(self.cluster).set(len(due))
+        if free <= 0 or not due:
             return
-        self.rounds += 1
-        started = time.monotonic()
+        due.sort(key=lambda s: s.first_buffered_at or now)
         by_warehouse: dict[str, list[SharedTable]] = {}
         for shared in due:
             by_warehouse.setdefault(shared.table.warehouse, []).append(shared)
-        # Pipelined: a chunk's files are written while floe commits the chunks before (up to
-        # COMMITS_IN_FLIGHT at once: a transaction spends much of its time waiting on the database and
-        # storage, and floe commits transactions of different tables side by side).
-        in_flight: list[tuple[str, list[PreparedBatch], Future[str]]] = []
-        preparing = 0.0
-        for warehouse, tables in by_warehouse.items():
-            for start in range(0, len(tables), TABLES_PER_TRANSACTION):
-                began = time.monotonic()
-                batches = self._prepare_chunk(tables[start : start + TABLES_PER_TRANSACTION], consumer)
-                preparing += time.monotonic() - began
-                while len(in_flight) >= COMMITS_IN_FLIGHT:
-                    self._settle(*in_flight.pop(0), consumer)
-                if batches:
-                    changes = [c for b in batches for c in b.changes()]
-                    in_flight.append(
-                        (warehouse, batches, self._sender.submit(self._send, warehouse, changes))
-                    )
-        for pending in in_flight:
-            self._settle(*pending, consumer)
-        waiting = time.monotonic() - started - preparing
-        took = time.monotonic() - started
-        metrics.SHARED_ROUND_SECONDS.labels(self.cluster).observe(took)
-        log.debug(
-            "round %d: %d tables in %.2f s (writing %.2f s, then waiting for floe %.2f s)",
-            self.rounds,
-            len(due),
-            took,
-            preparing,
-            waiting,
-        )
+        chunks = [
+            (warehouse, tables[start : start + TABLES_PER_TRANSACTION])
+            for warehouse, tables in by_warehouse.items()
+            for start in range(0, len(tables), TABLES_PER_TRANSACTION)
+        ]
+        for warehouse, chunk in chunks[:free]:
+            began = time.monotonic()
+            batches = self._prepare_chunk(chunk, consumer)
+            if not batches:
+                continue
+            changes = [c for b in batches for c in b.changes()]
+            sent = self._sender.submit(self._send, warehouse, changes)
+            self._in_flight.append(InFlight(warehouse, batches, sent, began))
+            self._busy.update(b.table.table.name for b in batches)
+
+    def _settle_landed(self, consumer: Any) -> None:
+        """Apply the answers floe has given (the loop does not wait for the others)."""
+        for pending in [p for p in self._in_flight if p.sent.done()]:
+            self._in_flight.remove(pending)
+            self._settle(pending, consumer)
+
+    def _drain(self, consumer: Any) -> None:
+        """Wait for every transaction in flight and apply its answer."""
+        while self._in_flight:
+            self._settle(self._in_flight.pop(0), consumer)
 
     def _prepare_chunk(self, chunk: list[SharedTable], consumer: Any) -> list[PreparedBatch]:
         batches: list[PreparedBatch] = []
@@ -301,9 +344,18 @@ class SharedIngest:
                 batches.append(batch)
         return batches
 
-    def _settle(self, warehouse: str, batches: list[PreparedBatch], sent: Future[str], consumer: Any) -> None:
-        """Apply the outcome of a chunk's transaction."""
-        outcome = sent.result()
+    def _settle(self, pending: InFlight, consumer: Any) -> None:
+        """Apply the outcome of a transaction: its tables may take their next batch after it."""
+        try:
+            self._apply(pending.warehouse, pending.batches, pending.sent.result(), consumer)
+        finally:
+            self._busy.difference_update(b.table.table.name for b in pending.batches)
+        self.transactions += 1
+        took = time.monotonic() - pending.began
+        metrics.SHARED_TRANSACTION_SECONDS.labels(self.cluster).observe(took)
+        log.debug("transaction %d: %d tables in %.2f s", self.transactions, len(pending.batches), took)
+
+    def _apply(self, warehouse: str, batches: list[PreparedBatch], outcome: str, consumer: Any) -> None:
         if outcome == "committed":
             for batch in batches:
                 self._committed(batch)
