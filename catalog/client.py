@@ -16,6 +16,7 @@ import os
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -24,6 +25,7 @@ import httpx
 import msgspec
 
 from catalog import wire
+from catalog.kafka_offsets import OFFSETS_CONFLICT
 
 with warnings.catch_warnings():
     # authlib warns on import when it builds its client on httpx rather than httpx2 (floe depends on
@@ -125,6 +127,45 @@ TableCounts = wire.TableStats
 MaintenanceAction = wire.MaintenanceAction
 PassRecord = wire.MaintenancePassReport  # a maintenance pass as the worker reports it
 MaintenancePass = wire.MaintenancePass
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionOutcome:
+    """floe's answer to a multi-table commit (`FloeClient.commit_transaction`): `status` is None when
+    no answer came (the commit may or may not have landed)."""
+
+    status: int | None
+    detail: str = ""
+
+    @property
+    def committed(self) -> bool:
+        return self.status in (200, 204)
+
+    @property
+    def refused(self) -> bool:
+        """409: a requirement or the offsets fence failed, and nothing of the transaction landed."""
+        return self.status == 409
+
+    @property
+    def fenced(self) -> bool:
+        """Refused by the Kafka offsets fence: another ingestion wrote (or this one already wrote) the
+        batch's records."""
+        return self.refused and OFFSETS_CONFLICT in self.detail
+
+    @property
+    def invalid(self) -> bool:
+        """Another 4xx: the request itself is wrong (sending it again will not help)."""
+        return self.status is not None and 400 <= self.status < 500 and self.status != 409
+
+    @property
+    def unknown(self) -> bool:
+        """Whether it landed is unknown: no answer, or a server error."""
+        return self.status is None or self.status >= 500
+
+    def __str__(self) -> str:
+        if self.status is None:
+            return self.detail
+        return f"HTTP {self.status}: {self.detail[:200]}"
 
 
 class HttpResponse(Protocol):
@@ -265,6 +306,16 @@ class FloeClient:
             if response.status_code != 401 or renew:
                 return response
         raise AssertionError("unreachable")
+
+    def commit_transaction(self, prefix: str, changes: Sequence[Any]) -> TransactionOutcome:
+        """POST the table changes to `/v1/{prefix}/transactions/commit` (all land or none)."""
+        try:
+            response = self.send(
+                "POST", f"/v1/{prefix}/transactions/commit", body={"table-changes": list(changes)}
+            )
+        except ClientError as exc:
+            return TransactionOutcome(None, str(exc))
+        return TransactionOutcome(response.status_code, response.text)
 
     def _call(
         self,

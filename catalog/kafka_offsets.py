@@ -152,6 +152,10 @@ def kafka_progress(updates: Sequence[TableUpdate]) -> KafkaProgress | None:
     return found
 
 
+# How a refusal by the offsets fence begins (clients tell it from another writer's move by it).
+OFFSETS_CONFLICT = "Kafka offsets conflict"
+
+
 def check_kafka_progress(progress: KafkaProgress, committed: Mapping[int, int]) -> None:
     """Refuse (409) a commit whose start offsets are not where the table's committed offsets are."""
     for partition in sorted(progress.end):
@@ -159,7 +163,7 @@ def check_kafka_progress(progress: KafkaProgress, committed: Mapping[int, int]) 
         claimed = progress.start.get(partition)
         if stored != claimed:
             raise CommitFailed(
-                f"Kafka offsets conflict: topic {progress.topic} partition {partition} is committed up to "
+                f"{OFFSETS_CONFLICT}: topic {progress.topic} partition {partition} is committed up to "
                 f"{'nothing' if stored is None else stored}, but this commit starts at "
                 f"{'the beginning' if claimed is None else claimed}; the batch was already committed "
                 "or another writer is ingesting this table"

@@ -152,20 +152,15 @@ def transaction_sender(client: FloeClient, prefix: str, what: str) -> Send:
     4xx ends the command with floe's answer."""
 
     def send(changes: list[dict[str, Any]]) -> str:
-        try:
-            response = client.send(
-                "POST", f"/v1/{prefix}/transactions/commit", body={"table-changes": changes}
-            )
-        except ClientError as exc:
-            return str(exc)
-        if response.status_code in (200, 204):
+        outcome = client.commit_transaction(prefix, changes)
+        if outcome.committed:
             return "committed"
-        if response.status_code == 409:
+        if outcome.refused:
             return "refused"
-        if 400 <= response.status_code < 500:
+        if outcome.invalid:
             raise click.ClickException(
-                printable(f"floe refused the {what} commit: HTTP {response.status_code} {response.text}")
+                printable(f"floe refused the {what} commit: HTTP {outcome.status} {outcome.detail}")
             )
-        return f"HTTP {response.status_code}: {response.text[:200]}"
+        return str(outcome)
 
     return send

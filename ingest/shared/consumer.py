@@ -49,9 +49,8 @@ MAX_BUFFERED = 50_000
 MAX_BUFFERED_BYTES = 128 * 1024 * 1024
 POLL_SECONDS = 0.2
 # Outcomes of a refused transaction (HTTP 409): a table moved by another writer (a requirement failed),
-# or the Kafka offsets fence (catalog.kafka_offsets.check_kafka_progress words it so).
+# or the Kafka offsets fence.
 MOVED, FENCED = "refused", "refused by the offsets fence"
-OFFSETS_CONFLICT = "Kafka offsets conflict"
 # A batch refused because another writer moved its table is prepared again this many times at most.
 REBASES = 3
 REBASE_FAILED = "refused again after rebasing"
@@ -413,16 +412,14 @@ class SharedIngest:
         fence refused it, another ingestion wrote these records); or why the outcome is unknown."""
         try:
             prefix = self._prefix_of(warehouse)
-            response = self._client.send(
-                "POST", f"/v1/{prefix}/transactions/commit", body={"table-changes": changes}
-            )
         except ClientError as exc:
             return str(exc)
-        if response.status_code in (200, 204):
+        outcome = self._client.commit_transaction(prefix, changes)
+        if outcome.committed:
             return "committed"
-        if response.status_code == 409:
-            return FENCED if OFFSETS_CONFLICT in response.text else MOVED
-        return f"HTTP {response.status_code}: {response.text[:200]}"
+        if outcome.refused:
+            return FENCED if outcome.fenced else MOVED
+        return str(outcome)
 
     def _committed(self, batch: PreparedBatch) -> None:
         batch.table.committed(batch)
