@@ -67,7 +67,7 @@ def apply_pipeline(server: CatalogProcess, config: dict[str, Any]) -> None:
         f"{server.url}/management/v1/pipeline",
         json={"config": config, "dry_run": False},
         headers={"Authorization": f"Bearer {server.token()}"},
-        timeout=120,
+        timeout=600,  # a thousand tables on a loaded machine took over two minutes
     )
     if response.status_code != 200:
         raise RuntimeError(f"applying floe.yaml failed ({response.status_code}): {response.text}")
