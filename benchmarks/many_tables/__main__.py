@@ -32,7 +32,7 @@ from typing import IO, Any
 import psutil  # type: ignore[import-untyped]
 
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment
-from benchmarks.many_tables import maintenance
+from benchmarks.many_tables import kafka_connect, maintenance
 from benchmarks.many_tables.maintenance import MaintenancePass
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -398,6 +398,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
             notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
         for note in notes:
             lines.append(f"- {o.design}, {o.tables} tables: {note}")
+    if any(o.design.startswith("kafka-connect") for o in outcomes):
+        lines += ["", "## The peer: Apache Iceberg's Kafka Connect sink", "", kafka_connect.method_text()]
     lines += [
         "",
         f"Machine: {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.1f} GiB RAM; "
@@ -442,16 +444,30 @@ def main() -> None:
     parser.add_argument(
         "--maintain-gap", type=float, default=60.0, help="seconds of ingestion before each measured pass"
     )
+    parser.add_argument(
+        "--connect", default="", help="table counts for Iceberg's Kafka Connect sink (kafka_connect.py)"
+    )
+    parser.add_argument(
+        "--connect-interval-ms", default="10000,300000", help="the sink's commit intervals, one row each"
+    )
     args = parser.parse_args()
     started = time.time()
     plan = [("queries", int(n)) for n in args.queries.split(",") if n] + [
         ("shared", int(n)) for n in args.shared.split(",") if n
     ]
+    intervals = [int(ms) for ms in args.connect_interval_ms.split(",") if ms]
+    plan += [
+        (f"kafka-connect {ms // 1000} s", int(n)) for n in args.connect.split(",") if n for ms in intervals
+    ]
     outcomes = []
     for design, count in plan:
-        with tempfile.TemporaryDirectory(prefix=f"floe-many-{design}-{count}-") as work:
+        with tempfile.TemporaryDirectory(prefix=f"floe-many-{design.split()[0]}-{count}-") as work:
             print(f"== {design}, {count} tables", flush=True)
-            outcome = run_one(design, count, args, Path(work))
+            if design.startswith("kafka-connect"):
+                outcome = Outcome(design, count)
+                kafka_connect.run(outcome, int(design.split()[1]) * 1000, args, Path(work))
+            else:
+                outcome = run_one(design, count, args, Path(work))
             print(json.dumps(asdict(outcome)), flush=True)
             outcomes.append(outcome)
             report(outcomes, args, started)
