@@ -6,7 +6,8 @@ are immutable, so while a pass runs (`scope`) pyiceberg's `ManifestFile.fetch_ma
 from what the pass already read, keyed by the manifest's path and the sequence numbers and snapshot
 its entries inherit (a manifest written by a commit reads differently before and after the commit
 assigns them). Outside a pass (ingestion threads of `floe up`, say) nothing changes; the cache is
-dropped when the pass ends.
+dropped when the last pass ends, and a pass's own manifests (those under the locations it names, `Scope`)
+when it ends, so concurrent passes (`floe maintain --parallel`) do not keep every table's entries.
 """
 
 from __future__ import annotations
@@ -24,21 +25,37 @@ _cache: dict[tuple[object, ...], list[ManifestEntry]] | None = None
 _scopes = 0
 
 
+class Scope:
+    """One pass's scope: the table locations whose manifests it drops when it ends."""
+
+    def __init__(self) -> None:
+        self.locations: set[str] = set()
+
+    def owns(self, location: str) -> None:
+        self.locations.add(location.rstrip("/") + "/")
+
+
 @contextlib.contextmanager
-def scope() -> Iterator[None]:
+def scope() -> Iterator[Scope]:
     """Manifest entries are read once while this is open (nested and concurrent scopes share one)."""
     global _cache, _scopes
+    opened = Scope()
     with _lock:
         if _scopes == 0:
             _cache = {}
         _scopes += 1
     try:
-        yield
+        yield opened
     finally:
         with _lock:
             _scopes -= 1
             if _scopes == 0:
                 _cache = None
+            elif _cache is not None and opened.locations:
+                prefixes = tuple(opened.locations)
+                # A copy of the keys: other passes' threads add entries meanwhile.
+                for key in [k for k in list(_cache) if str(k[0]).startswith(prefixes)]:
+                    _cache.pop(key, None)
 
 
 def _fetch_manifest_entry(
@@ -60,4 +77,4 @@ def _fetch_manifest_entry(
 
 ManifestFile.fetch_manifest_entry = _fetch_manifest_entry  # type: ignore[method-assign]
 
-__all__ = ["scope"]
+__all__ = ["Scope", "scope"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -95,6 +96,8 @@ class SparkActions:
         self._catalogs: dict[tuple[str, str, str], str] = {}
         # Catalogs named but not yet registered on the session (registered when first used).
         self._pending: dict[str, CatalogConnection] = {}
+        # Tables are maintained in parallel: the session starts, and a catalog registers, once.
+        self._lock = threading.RLock()
 
     @property
     def started(self) -> bool:
@@ -102,26 +105,29 @@ class SparkActions:
 
     @property
     def spark(self) -> SparkSession:
-        if callable(self._spark):
-            log.info("starting Spark for the maintenance actions that need it")
-            self._spark = self._spark()
-        return self._spark
+        with self._lock:
+            if callable(self._spark):
+                log.info("starting Spark for the maintenance actions that need it")
+                self._spark = self._spark()
+            return self._spark
 
     def catalog_name(self, connection: CatalogConnection) -> str:
         """The Spark catalog for `connection`, registered on the session before an action uses it."""
         key = (connection.uri.rstrip("/"), connection.warehouse, connection.client_id)
-        name = self._catalogs.get(key)
-        if name is None:
-            name = "floe_" + hashlib.sha1("|".join(key).encode()).hexdigest()[:10]
-            self._catalogs[key] = name
-            self._pending[name] = connection
-        return name
+        with self._lock:
+            name = self._catalogs.get(key)
+            if name is None:
+                name = "floe_" + hashlib.sha1("|".join(key).encode()).hexdigest()[:10]
+                self._catalogs[key] = name
+                self._pending[name] = connection
+            return name
 
     def _register(self, name: str) -> None:
-        connection = self._pending.pop(name, None)
-        if connection is not None:
-            for setting, value in connection.spark_properties(name).items():
-                self.spark.conf.set(setting, value)
+        with self._lock:
+            connection = self._pending.pop(name, None)
+            if connection is not None:
+                for setting, value in connection.spark_properties(name).items():
+                    self.spark.conf.set(setting, value)
 
     def catalog(self, connection: CatalogConnection) -> str:
         """The Spark catalog bound to `connection` (registered now)."""

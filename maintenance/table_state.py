@@ -139,8 +139,11 @@ def _manifest_entries(
         return [pair for pairs in pool.map(read, manifests) for pair in pairs]
 
 
-def read_table_state(table: Table, target_file_bytes: int, *, with_files: bool = True) -> TableState:
-    """The state of `table` (as just loaded); `with_files=False` reads only the manifest list."""
+def read_table_state(
+    table: Table, target_file_bytes: int, *, with_files: bool = True, with_manifests: bool = True
+) -> TableState:
+    """The state of `table` (as just loaded); `with_files=False` reads only the manifest list,
+    `with_manifests=False` not even that (the table metadata only)."""
     metadata = table.metadata
     snapshot = table.current_snapshot()
     refs = frozenset(ref.snapshot_id for ref in metadata.refs.values())
@@ -157,7 +160,7 @@ def read_table_state(table: Table, target_file_bytes: int, *, with_files: bool =
         metadata_log=[entry.metadata_file for entry in metadata.metadata_log],
         default_spec_id=metadata.default_spec_id,
     )
-    if snapshot is None:
+    if snapshot is None or not with_manifests:
         return state
     manifests = list(snapshot.manifests(table.io))
     state.manifests = [

@@ -20,7 +20,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -29,15 +30,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
-from catalog.client import (
-    ClientError,
-    FloeClient,
-    Forbidden,
-    MaintenanceAction,
-    PassRecord,
-    RequestFailed,
-    TableCounts,
-)
+from catalog.client import ClientError, FloeClient, Forbidden, RequestFailed
 from catalog.pipelines import InvalidConfig, parse_config
 from catalog.pipelines.maintenance import (
     DEFAULT_POLICY,
@@ -46,8 +39,9 @@ from catalog.pipelines.maintenance import (
     defaults_for_mode,
     resolve_policy,
 )
-from maintenance import inprocess, manifest_cache, metrics, orphans
+from maintenance import inprocess, manifest_cache, metrics, orphans, quick_check
 from maintenance.inprocess import compacts_in_process
+from maintenance.pass_result import ActionOutcome, PassResult
 from maintenance.planner import (
     ORPHAN_SCAN_INTERVAL_SECONDS,
     CompactionRun,
@@ -57,7 +51,7 @@ from maintenance.planner import (
     stale_metadata_files,
 )
 from maintenance.spark_actions import SparkActions, TableRef, describe_error, is_commit_conflict
-from maintenance.table_state import TableState, TableStats, read_table_state
+from maintenance.table_state import TableState, read_table_state
 from runtime.spark import CatalogConnection
 
 if TYPE_CHECKING:
@@ -68,6 +62,9 @@ log = logging.getLogger(__name__)
 DISCOVERY_SECONDS = 60.0
 # Runs of an action that keeps losing commit races before the pass records it as failed.
 CONFLICT_ATTEMPTS = 3
+# Tables maintained at once by default: a pass is mostly waiting (storage, floe's commits), and two
+# leave the rest of a 2-core node to ingestion (benchmarks/results/many-tables-maintenance.md).
+DEFAULT_PARALLEL = 2
 
 
 @dataclass(frozen=True)
@@ -85,6 +82,11 @@ class WorkerOptions:
     # (`maintenance.inprocess`); False: every action through Spark (the previous design).
     in_process: bool = True
     in_process_max_bytes: int = inprocess.MAX_BYTES
+    # Tables maintained at once (threads; each table by one of them at a time).
+    parallel: int = DEFAULT_PARALLEL
+    # A table whose metadata shows nothing to compact, expire or merge is not read further
+    # (`maintenance.quick_check`); False: every pass reads every manifest (the previous design).
+    quick_check: bool = True
 
 
 @dataclass(frozen=True)
@@ -110,80 +112,6 @@ class MaintainedTable:
         return ".".join((*self.namespace, self.name))
 
 
-@dataclass
-class ActionOutcome:
-    name: str
-    duration_seconds: float
-    result: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-
-    def to_action(self) -> MaintenanceAction:
-        return MaintenanceAction(self.name, round(self.duration_seconds, 3), dict(self.result), self.error)
-
-
-# The actions as a pass's summary line says them.
-ACTION_WORDS = {
-    "rewrite_data_files": "compacted data files",
-    "rewrite_position_delete_files": "compacted delete files",
-    "rewrite_manifests": "rewrote manifests",
-    "expire_snapshots": "expired old snapshots",
-    "remove_orphan_files": "removed orphan files",
-}
-
-
-@dataclass
-class PassResult:
-    """One table's pass, as recorded."""
-
-    table: MaintainedTable
-    started_at: datetime
-    duration_seconds: float = 0.0
-    actions: list[ActionOutcome] = field(default_factory=list)
-    before: TableStats | None = None
-    after: TableStats | None = None
-    error: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None or any(a.error is not None for a in self.actions)
-
-    def to_record(self) -> PassRecord:
-        """The pass as floe records it (`POST /management/v1/maintenance/passes`)."""
-        return PassRecord(
-            warehouse=self.table.warehouse,
-            namespace=list(self.table.namespace),
-            table=self.table.name,
-            started_at=self.started_at,
-            duration_seconds=round(self.duration_seconds, 3),
-            actions=[a.to_action() for a in self.actions],
-            before=_counts(self.before),
-            after=_counts(self.after),
-            error=self.error,
-        )
-
-    def summary(self) -> str:
-        """The pass in a line people read (`floe maintain`, `floe up`): what it did, in words, and the
-        table's data files and snapshots before and after."""
-        ran = (
-            ", ".join(
-                ACTION_WORDS.get(a.name, a.name) + (" (failed)" if a.error else "") for a in self.actions
-            )
-            or "nothing to do"
-        )
-        change = ""
-        if self.before is not None and self.after is not None:
-            change = (
-                f"; data files {self.before.data_files} before, {self.after.data_files} after; "
-                f"snapshots {self.before.snapshots} before, {self.after.snapshots} after"
-            )
-        error = f"; error: {self.error}" if self.error else ""
-        return f"{self.table}: {ran} in {self.duration_seconds:.1f} s{change}{error}"
-
-
-def _counts(stats: TableStats | None) -> TableCounts | None:
-    return None if stats is None else TableCounts(**stats.to_json())
-
-
 class MaintenanceWorker:
     """Maintains every table it can see, on one Spark session (or a function starting one when an
     action first needs Spark)."""
@@ -199,7 +127,10 @@ class MaintenanceWorker:
         self.control = control or FloeClient(
             options.url, options.client_id, options.client_secret, purpose="the maintenance"
         )
-        self._catalogs: dict[str, RestCatalog] = {}
+        # One catalog client per thread and warehouse (a pass's HTTP session is its own).
+        self._local = threading.local()
+        # What the last full pass over each table left (`quick_check.Memo`).
+        self._memos: dict[tuple[str, tuple[str, ...], str], quick_check.Memo] = {}
         self._next_due: dict[tuple[str, tuple[str, ...], str], float] = {}
         self._last_orphan_scan: dict[tuple[str, tuple[str, ...], str], float] = {}
 
@@ -208,6 +139,13 @@ class MaintenanceWorker:
     def _connection(self, warehouse: str) -> CatalogConnection:
         o = self.options
         return CatalogConnection(o.url, warehouse, o.client_id, o.client_secret)
+
+    @property
+    def _catalogs(self) -> dict[str, RestCatalog]:
+        catalogs: dict[str, RestCatalog] | None = getattr(self._local, "catalogs", None)
+        if catalogs is None:
+            catalogs = self._local.catalogs = {}
+        return catalogs
 
     def _catalog(self, warehouse: str) -> RestCatalog:
         catalog = self._catalogs.get(warehouse)
@@ -351,8 +289,8 @@ class MaintenanceWorker:
         result = PassResult(table, datetime.now(UTC))
         started = time.monotonic()
         try:
-            with manifest_cache.scope():
-                self._maintain(table, result, scan_orphans=scan_orphans)
+            with manifest_cache.scope() as cache:
+                self._maintain(table, result, scan_orphans=scan_orphans, cache=cache)
         except NoSuchTableError as exc:
             result.error = f"the table is gone: {exc}"
         except Exception as exc:
@@ -361,12 +299,24 @@ class MaintenanceWorker:
         result.duration_seconds = time.monotonic() - started
         return result
 
-    def _maintain(self, table: MaintainedTable, result: PassResult, *, scan_orphans: bool) -> None:
+    def _maintain(
+        self,
+        table: MaintainedTable,
+        result: PassResult,
+        *,
+        scan_orphans: bool,
+        cache: manifest_cache.Scope | None = None,
+    ) -> None:
         policy = table.policy
         # Named, not registered: Spark starts only when an action needs it.
         spark_catalog = self.actions.catalog_name(self._connection(table.warehouse))
         ref = TableRef(spark_catalog, table.namespace, table.name)
-        loaded, state = self._load_both(table)
+        loaded = self._load_table(table)
+        if cache is not None:
+            cache.owns(loaded.metadata.location)
+        if self.options.quick_check and self._nothing_to_do(table, loaded, result, scan_orphans=scan_orphans):
+            return
+        state = read_table_state(loaded, policy.target_file_size_bytes)
         result.before = state.stats
         plan = plan_table(
             state, policy, int(time.time() * 1000), functions_catalog=spark_catalog, scan_orphans=scan_orphans
@@ -441,7 +391,36 @@ class MaintenanceWorker:
                 lambda: self._remove_orphans(table, older_than, loaded),
                 older_than=datetime.fromtimestamp(older_than / 1000, UTC).isoformat(),
             )
-        result.after = self._load(table).stats
+        after = self._load(table)
+        result.after = after.stats
+        self._memos[table.key] = quick_check.memo_of(after, policy.target_file_size_bytes)
+
+    def _nothing_to_do(
+        self, table: MaintainedTable, loaded: Table, result: PassResult, *, scan_orphans: bool
+    ) -> bool:
+        """When the table's metadata (`loaded`) shows nothing to compact, expire, merge or set: only old
+        metadata and (when due) orphan files are removed, and True."""
+        now_ms = int(time.time() * 1000)
+        stats = quick_check.nothing_to_do(loaded, table.policy, now_ms, self._memos.get(table.key))
+        if stats is None:
+            return False
+        result.before = result.after = stats
+        state = read_table_state(loaded, table.policy.target_file_size_bytes, with_manifests=False)
+        self.run_action(
+            result,
+            "remove_old_metadata_files",
+            lambda: self._remove_old_metadata(loaded, state),
+            quick_check="nothing to compact, expire or merge (table metadata)",
+        )
+        if scan_orphans and state.current_snapshot_id is not None:
+            older_than = now_ms - table.policy.orphan_file_age * 1000
+            self.run_action(
+                result,
+                "remove_orphan_files",
+                lambda: self._remove_orphans(table, older_than, loaded),
+                older_than=datetime.fromtimestamp(older_than / 1000, UTC).isoformat(),
+            )
+        return True
 
     def _compact_with_spark(self, result: PassResult, ref: TableRef, runs: list[CompactionRun]) -> None:
         for run in runs:
@@ -514,14 +493,27 @@ class MaintenanceWorker:
             log.warning("%s: %s", table, exc)
         (log.warning if result.failed else log.info)("%s", result.summary())
 
+    def _visit(
+        self, tables: list[MaintainedTable], visit: Callable[[MaintainedTable], PassResult | None]
+    ) -> list[PassResult]:
+        """`visit` every table, `options.parallel` at a time; each result recorded as it ends, in
+        the order of `tables`."""
+        if self.options.parallel <= 1 or len(tables) <= 1:
+            found = [visit(table) for table in tables]
+        else:
+            with ThreadPoolExecutor(self.options.parallel, thread_name_prefix="maintain") as pool:
+                found = list(pool.map(visit, tables))
+        return [result for result in found if result is not None]
+
     def run_once(self, tables: list[MaintainedTable] | None = None) -> list[PassResult]:
         """One pass over every table (orphan removal included)."""
-        results = []
-        for table in self.discover() if tables is None else tables:
+
+        def visit(table: MaintainedTable) -> PassResult:
             result = self.maintain(table)
             self._finish(result)
-            results.append(result)
-        return results
+            return result
+
+        return self._visit(self.discover() if tables is None else tables, visit)
 
     def run_forever(self, stop: threading.Event) -> None:
         """Maintain each table every `interval` of its policy until `stop` is set."""
@@ -530,9 +522,10 @@ class MaintenanceWorker:
             now = time.monotonic()
             due = [t for t in tables if self._next_due.get(t.key, 0.0) <= now]
             due.sort(key=lambda t: self._next_due.get(t.key, 0.0))
-            for table in due:
+
+            def visit(table: MaintainedTable) -> PassResult | None:
                 if stop.is_set():
-                    break
+                    return None
                 started = time.monotonic()
                 last_scan = self._last_orphan_scan.get(table.key)
                 scan = last_scan is None or started - last_scan >= ORPHAN_SCAN_INTERVAL_SECONDS
@@ -541,6 +534,9 @@ class MaintenanceWorker:
                     self._last_orphan_scan[table.key] = started
                 self._next_due[table.key] = started + table.policy.interval
                 self._finish(result)
+                return result
+
+            self._visit(due, visit)
             known = {t.key for t in tables}
             upcoming = [due_at for key, due_at in self._next_due.items() if key in known]
             wait = min([*upcoming, time.monotonic() + DISCOVERY_SECONDS]) - time.monotonic()

@@ -17,7 +17,13 @@ from floe.cli.output import console, printable
 from floe.cli.remote import cli_credentials, key_file_option
 from floe.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
 from floe.cli.settings import client_settings
-from maintenance.worker import MaintenanceWorker, PassResult, WorkerOptions, with_interval
+from maintenance.worker import (
+    DEFAULT_PARALLEL,
+    MaintenanceWorker,
+    PassResult,
+    WorkerOptions,
+    with_interval,
+)
 
 DEFAULT_METRICS_PORT = 9465
 
@@ -98,6 +104,13 @@ def print_results(results: list[PassResult]) -> None:
     help="inprocess: small append-only tables are compacted and expired without Spark (Spark starts only "
     "for a table that needs it); spark: every action through Spark (the previous design).",
 )
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 64),
+    default=DEFAULT_PARALLEL,
+    show_default=True,
+    help="Tables maintained at once (each table by one at a time).",
+)
 @key_file_option
 def maintain_command(
     url: str,
@@ -112,6 +125,7 @@ def maintain_command(
     metrics_host: str,
     log_level: str,
     design: str,
+    parallel: int,
     key_file: Path | None,
 ) -> None:
     """Keep every table fast and tidy: compact small files, rewrite manifests and delete files, expire
@@ -135,6 +149,7 @@ def maintain_command(
         default_warehouse=default_warehouse,
         defaults=with_interval(DEFAULT_POLICY, interval),
         in_process=design == "inprocess",
+        parallel=parallel,
     )
     check_java()
     check_catalog(url, client_id, client_secret, "the maintenance")
