@@ -3,7 +3,7 @@
 Each page size is another cache key, so a client varying it fills the cache with one page per request.
 Run: `python -m benchmarks.catalog.listing_cache_memory [--pages 100000]`. Each accounting runs in a
 fresh process that serves `--pages` listings of one namespace, each with another page size, through the
-cache as `CatalogContext.listing` does (a key and namespace id of its own per request, the page rendered
+cache as `Listings.page` does (a key and namespace id of its own per request, the page rendered
 by `Listing.render`), and reports its RSS growth and what the cache counted against its bound:
 
 - `response bytes`: the accounting before the fix (an entry counted as its body's length),

@@ -21,14 +21,16 @@ from catalog.api.dependencies import (
     provide_audit,
     provide_auth,
     provide_clusters,
-    provide_context,
     provide_keys,
     provide_maintenance,
     provide_namespaces,
     provide_pipelines,
     provide_principal,
+    provide_settings,
     provide_tables,
     provide_views,
+    provide_warehouses,
+    provide_watermarks,
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
 from catalog.api.kafka_offsets import KafkaOffsetsController, SnapshotAtController
@@ -45,7 +47,7 @@ from catalog.api.views import ViewController, ViewOperationsController
 from catalog.api.watermarks import WatermarkController
 from catalog.migrations import upgrade_database
 from catalog.service.commit_events import CommitEventPublisher
-from catalog.service.context import CatalogContext
+from catalog.service.components import CatalogComponents
 from catalog.service.glue import ConfiguredGlueTarget, GluePublisher
 from catalog.service.ingest_history import IngestHistory
 from catalog.service.security import AuthService
@@ -85,7 +87,8 @@ def build_litestar(settings: Settings) -> Litestar:
         await store.upsert_warehouse(
             settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties
         )
-        ctx = app.state.ctx = CatalogContext(store=store, settings=settings)
+        # Every collaborator and service, built once; `state.ctx` is what the HTTP layer takes them from.
+        ctx = app.state.ctx = CatalogComponents(store, settings)
         # Tables of S3 warehouses are published to AWS Glue (FLOE_GLUE_*, else floe.yaml's `glue:`).
         glue = GluePublisher(
             store,
@@ -163,7 +166,9 @@ def build_litestar(settings: Settings) -> Litestar:
             "namespaces": Provide(provide_namespaces, sync_to_thread=False),
             "tables": Provide(provide_tables, sync_to_thread=False),
             "views": Provide(provide_views, sync_to_thread=False),
-            "context": Provide(provide_context, sync_to_thread=False),
+            "watermarks": Provide(provide_watermarks, sync_to_thread=False),
+            "warehouses": Provide(provide_warehouses, sync_to_thread=False),
+            "settings": Provide(provide_settings, sync_to_thread=False),
             "clusters": Provide(provide_clusters, sync_to_thread=False),
             "keys": Provide(provide_keys, sync_to_thread=False),
             "audit": Provide(provide_audit, sync_to_thread=False),

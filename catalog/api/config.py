@@ -13,7 +13,9 @@ from catalog.api.schemas import CatalogConfig
 from catalog.auth import Action, Principal, authorize
 from catalog.errors import ServiceUnavailable
 from catalog.observability import metrics_payload
-from catalog.service.context import CatalogContext
+from catalog.service.components import CatalogComponents
+from catalog.service.warehouses import Warehouses
+from catalog.settings import Settings
 from catalog.storage import client_properties, parse_storage_endpoint
 
 _PARAM_TYPE = re.compile(r"\{([^}:]+):[^}]+\}")
@@ -36,19 +38,20 @@ def served_endpoints(app: Litestar) -> list[str]:
 async def get_config(
     request: Request,  # type: ignore[type-arg]
     principal: Principal,
-    context: CatalogContext,
+    warehouses: Warehouses,
+    settings: Settings,
     warehouse: str | None = None,
     storage_endpoint: StorageEndpointHeader = None,
 ) -> CatalogConfig:
     """Catalog configuration for a warehouse (`?warehouse=`; default: the caller's cluster's warehouse,
     else the default warehouse)."""
-    name = warehouse or principal.warehouse or context.settings.warehouse_name
+    name = warehouse or principal.warehouse or settings.warehouse_name
     authorize(principal, Action.READ, name)
-    record = await context.warehouse(name)
+    record = await warehouses.get(name)
     endpoints = request.app.state.get("endpoints")
     if endpoints is None:
         endpoints = request.app.state["endpoints"] = served_endpoints(request.app)
-    minutes = context.settings.idempotency_lifetime_seconds // 60
+    minutes = settings.idempotency_lifetime_seconds // 60
     return CatalogConfig(
         defaults=client_properties(record.properties, parse_storage_endpoint(storage_endpoint)),
         overrides={"prefix": record.name, "warehouse": record.name},
@@ -65,9 +68,9 @@ async def healthz() -> dict[str, str]:
 @get("/readyz", include_in_schema=False)
 async def readyz(state: State) -> dict[str, str]:
     """Unauthenticated, like `/healthz`: load balancers and orchestrators probe it."""
-    context: CatalogContext = state.ctx
+    components: CatalogComponents = state.ctx
     try:
-        await context.check_database()
+        await components.store.ping()
     except Exception as exc:
         raise ServiceUnavailable(f"Database unreachable: {type(exc).__name__}") from exc
     return {"status": "ready"}

@@ -1,4 +1,4 @@
-"""Dependency providers shared by the controllers: the caller and the services."""
+"""Dependency providers shared by the controllers: the caller, and the services the app built at startup."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from catalog.auth import Principal
 from catalog.errors import BadRequest
 from catalog.service.audit import AuditService
 from catalog.service.clusters import ClusterService
-from catalog.service.context import CatalogContext
+from catalog.service.components import CatalogComponents
 from catalog.service.keys import KeyService
 from catalog.service.maintenance import MaintenanceService
 from catalog.service.namespaces import NamespaceService
@@ -21,6 +21,9 @@ from catalog.service.pipelines import PipelineService
 from catalog.service.security import AuthService
 from catalog.service.tables import TableService
 from catalog.service.views import ViewService
+from catalog.service.warehouses import Warehouses
+from catalog.service.watermarks import WatermarkService
+from catalog.settings import Settings
 from catalog.storage import STORAGE_ENDPOINT_HEADER, parse_storage_endpoint
 
 # floe's extension of the REST API: which of the warehouse's S3 endpoints the engine is told.
@@ -47,30 +50,39 @@ def provide_auth(state: State) -> AuthService:
     return auth
 
 
-# The service providers take `principal` (unused) on purpose: Litestar resolves independent
-# dependencies of a handler concurrently in an anyio task group, one task each, which cost ~8% of a
-# loadTable's CPU. Depending on `principal` puts them in a later batch of one, resolved inline.
+# The services are built once at startup (`CatalogComponents`): a provider only picks the right one.
+# They take `principal` (unused) on purpose: Litestar resolves independent dependencies of a handler
+# concurrently in an anyio task group, one task each, which cost ~8% of a loadTable's CPU. Depending
+# on `principal` puts them in a later batch of one, resolved inline.
+
+
+def components_of(state: State) -> CatalogComponents:
+    components: CatalogComponents = state.ctx
+    return components
 
 
 def provide_namespaces(state: State, principal: Principal) -> NamespaceService:
-    return NamespaceService(state.ctx)
+    return components_of(state).namespaces
 
 
 def provide_tables(
     state: State, principal: Principal, storage_endpoint: StorageEndpointHeader = None
 ) -> TableService:
-    return TableService(state.ctx, parse_storage_endpoint(storage_endpoint))
+    return components_of(state).tables[parse_storage_endpoint(storage_endpoint)]
 
 
 def provide_views(
     state: State, principal: Principal, storage_endpoint: StorageEndpointHeader = None
 ) -> ViewService:
-    return ViewService(state.ctx, parse_storage_endpoint(storage_endpoint))
+    return components_of(state).views[parse_storage_endpoint(storage_endpoint)]
+
+
+def provide_watermarks(state: State, principal: Principal) -> WatermarkService:
+    return components_of(state).watermarks
 
 
 def provide_clusters(state: State, principal: Principal) -> ClusterService:
-    ctx: CatalogContext = state.ctx
-    return ClusterService(ctx.store, ctx.warehouse, ctx.settings.warehouse_name)
+    return components_of(state).clusters
 
 
 def provide_keys(state: State, principal: Principal) -> KeyService:
@@ -79,23 +91,23 @@ def provide_keys(state: State, principal: Principal) -> KeyService:
 
 
 def provide_audit(state: State, principal: Principal) -> AuditService:
-    ctx: CatalogContext = state.ctx
-    return AuditService(ctx.store)
+    return components_of(state).audit_log
 
 
 def provide_maintenance(state: State, principal: Principal) -> MaintenanceService:
-    ctx: CatalogContext = state.ctx
-    return MaintenanceService(ctx.store, ctx.warehouse)
+    return components_of(state).maintenance
 
 
 def provide_pipelines(state: State, principal: Principal) -> PipelineService:
-    ctx: CatalogContext = state.ctx
-    return PipelineService(ctx)
+    return components_of(state).pipelines
 
 
-def provide_context(state: State, principal: Principal) -> CatalogContext:
-    ctx: CatalogContext = state.ctx
-    return ctx
+def provide_warehouses(state: State, principal: Principal) -> Warehouses:
+    return components_of(state).warehouses
+
+
+def provide_settings(state: State) -> Settings:
+    return components_of(state).settings
 
 
 # The Java client's pageSize is an int; larger values overflow the databases' LIMIT.

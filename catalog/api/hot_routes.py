@@ -39,8 +39,6 @@ from catalog.api.tables import ident_of
 from catalog.auth import Principal
 from catalog.identifiers import decode_segment, parse_namespace
 from catalog.service.security import OAuthFailure
-from catalog.service.tables import TableService
-from catalog.service.views import ViewService
 from catalog.storage import STORAGE_ENDPOINT_HEADER, parse_storage_endpoint
 
 # What Litestar puts in `scope["path_template"]` for the routes (the access log and metrics label).
@@ -179,9 +177,9 @@ async def _list(state: State, scope: Scope, receive: Receive, principal: Princip
     prefix, namespace = decode_segment(params["prefix"]), parse_namespace(params["namespace"])
     page_token, page_size = page[0], page_size_value(page[1])
     if scope["path_template"] == LIST_TEMPLATES[b"views"]:
-        listing = await ViewService(ctx).list_views(principal, prefix, namespace, page_token, page_size)
+        listing = await ctx.views["client"].list_views(principal, prefix, namespace, page_token, page_size)
     else:
-        listing = await TableService(ctx).list_tables(principal, prefix, namespace, page_token, page_size)
+        listing = await ctx.tables["client"].list_tables(principal, prefix, namespace, page_token, page_size)
     return 200, listing.body, [], True
 
 
@@ -240,7 +238,7 @@ async def _load_table(state: State, scope: Scope, receive: Receive, principal: P
         elif name == STORAGE_ENDPOINT_HEADER_BYTES:
             storage_endpoint = value.decode("latin-1")
     # A failure is raised to the pipeline, which answers it as every failure is answered.
-    service = TableService(state.ctx, parse_storage_endpoint(storage_endpoint))
+    service = state.ctx.tables[parse_storage_endpoint(storage_endpoint)]
     loaded = await service.load(
         principal,
         decode_segment(params["prefix"]),

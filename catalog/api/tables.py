@@ -32,7 +32,6 @@ from catalog.auth import Principal
 from catalog.identifiers import Namespace, TableIdent, decode_segment, parse_name, parse_namespace
 from catalog.redrive_audit import redrive_counts
 from catalog.service.listing_cache import Listing
-from catalog.service.quotas import Limits
 from catalog.service.table_model import LoadedTable, TableCreation, TableRegistration, parse_change
 from catalog.service.tables import TableService
 
@@ -214,7 +213,7 @@ class TableController(Controller):
         tables: TableService,
         data: CommitTableRequest,
     ) -> Response[bytes]:
-        limits = Limits.of(tables.ctx.settings)
+        limits = tables.limits
         change = parse_change(to_json_dict(data), ident_of(namespace, table), limits)
         loaded = await tables.commit(principal, decode_segment(prefix), change)
         return json_response(loaded)
@@ -303,7 +302,7 @@ class TableOperationsController(Controller):
         tables: TableService,
         data: CommitTransactionRequest,
     ) -> None:
-        limits = Limits.of(tables.ctx.settings)
+        limits = tables.limits
         limits.check_transaction(len(data.table_changes))
         changes = [parse_change(change, None, limits) for change in data.table_changes]
         # The audit entry names the tables (they are in the body, not the path).

@@ -12,7 +12,6 @@ from litestar.params import Parameter
 from catalog.auth import Principal
 from catalog.errors import BadRequest
 from catalog.kafka_offsets import MAX_RECORD_TIME_MS
-from catalog.service.context import CatalogContext
 from catalog.service.watermarks import TableWatermark, WatermarkService, as_datetime, table_ident
 from catalog.wire import (
     EndOffsetsAccepted,
@@ -76,7 +75,7 @@ class WatermarkController(Controller):
     async def get_watermark(
         self,
         principal: Principal,
-        context: CatalogContext,
+        watermarks: WatermarkService,
         warehouse: str,
         namespace: Annotated[str, Parameter(description="Namespace levels separated by 0x1F")],
         table: str,
@@ -101,16 +100,16 @@ class WatermarkController(Controller):
         when the cluster has too many open). Readers of the table may call it."""
         ident = table_ident(namespace, table)
         until_ms = None if until is None else parse_until(until)
-        found = await WatermarkService(context).watermark(principal, warehouse, ident, until_ms, wait)
+        found = await watermarks.watermark(principal, warehouse, ident, until_ms, wait)
         return watermark_response(found, until_ms)
 
     @post("/observations", operation_id="reportEndOffsets", status_code=200)
     async def report(
-        self, principal: Principal, context: CatalogContext, data: EndOffsetsReport
+        self, principal: Principal, watermarks: WatermarkService, data: EndOffsetsReport
     ) -> EndOffsetsAccepted:
         """Ingestion's report of the broker end offsets of its tables' topics, read at
         `observed-at-ms`; answers each table's completeness after it. Writer and admin keys of the
         tables' cluster may call it."""
         tables = [(table_ident(t.namespace, t.table), t.topic, t.end_offsets) for t in data.tables]
-        found = await WatermarkService(context).report(principal, data.warehouse, data.observed_at_ms, tables)
+        found = await watermarks.report(principal, data.warehouse, data.observed_at_ms, tables)
         return EndOffsetsAccepted([watermark_response(f) for f in found])

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from catalog.auth import Principal
-from catalog.service.collaborators import CatalogCollaborators
+from catalog.settings import Settings
+from catalog.store.interfaces import OutboxStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,13 +19,12 @@ class OutboxStatus:
     oldest_ms: int | None  # when the oldest waiting event was written
 
 
-async def outbox_status(principal: Principal, ctx: CatalogCollaborators) -> OutboxStatus | None:
+async def outbox_status(principal: Principal, store: OutboxStore, settings: Settings) -> OutboxStatus | None:
     """The outbox as operators see it; None for a key that is not a global administrator. One count
     over the outbox, which is empty or small while the events cluster answers."""
     if not principal.is_admin:
         return None
-    depth, oldest_ms = await ctx.store.outbox_depth()
-    settings = ctx.settings
+    depth, oldest_ms = await store.outbox_depth()
     return OutboxStatus(
         bool(settings.events_kafka_bootstrap_servers), settings.events_topic, depth, oldest_ms
     )

@@ -48,6 +48,7 @@ from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
 from catalog.service.security import CLIENT_CREDENTIALS, AuthService, OAuthFailure, TokenRequest
 from catalog.service.tables import TableService
+from catalog.service.watermarks import WatermarkService
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +111,11 @@ async def _overview_page(
     page of the clusters (`?page=`), or of one cluster's tables (`?cluster=&page=`)."""
     cluster = request.query_params.get("cluster") or None
     number = page_number(request.query_params.get("page"))
-    overview = await reader.overview(tables.ctx.settings.console_ingest_metrics_url, cluster, number)
+    overview = await reader.overview(tables.settings.console_ingest_metrics_url, cluster, number)
     # The whole page only (not the rows htmx polls): commit events, for global administrators.
-    events = await outbox_status(principal, tables.ctx) if template == "overview.html" else None
+    events = (
+        await outbox_status(principal, tables.store, tables.settings) if template == "overview.html" else None
+    )
     return page(request, principal, template, overview=overview, events=events)
 
 
@@ -127,9 +130,10 @@ def provide_reader(
     tables: TableService,
     maintenance: MaintenanceService,
     pipelines: PipelineService,
+    watermarks: WatermarkService,
 ) -> ConsoleReader:
     """The read pages' one dependency: what this key may read, through the REST API's services."""
-    return ConsoleReader(principal, clusters, namespaces, tables, maintenance, pipelines)
+    return ConsoleReader(principal, clusters, namespaces, tables, maintenance, pipelines, watermarks)
 
 
 def _text(form: Any, name: str, limit: int = 1000) -> str:
@@ -238,7 +242,7 @@ class PagesController(Controller):
             principal,
             "table.html",
             table=details,
-            history_hours=tables.ctx.settings.console_metrics_retention_hours,
+            history_hours=tables.settings.console_metrics_retention_hours,
             history=None
             if samples is None
             else [

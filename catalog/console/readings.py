@@ -393,6 +393,7 @@ class ConsoleReader:
         tables: TableService,
         maintenance: MaintenanceService,
         pipelines: PipelineService,
+        watermarks: WatermarkService,
     ) -> None:
         self.principal = principal
         self.clusters = clusters
@@ -400,6 +401,7 @@ class ConsoleReader:
         self.tables = tables
         self.maintenance = maintenance
         self.pipelines = pipelines
+        self.watermarks = watermarks
 
     async def _table_page(self, warehouse: str, cluster: str, page: int) -> tuple[Pages, list[TableRef]]:
         """A page of the cluster's tables (by namespace and name) and where it lies among them."""
@@ -526,9 +528,7 @@ class ConsoleReader:
         snapshot = current_snapshot(metadata)
         summary = (snapshot or {}).get("summary") or {}
         offsets = await self.tables.kafka_offsets(self.principal, ref.warehouse, ref.ident)
-        watermark = await WatermarkService(self.tables.ctx).watermark(
-            self.principal, ref.warehouse, ref.ident
-        )
+        watermark = await self.watermarks.watermark(self.principal, ref.warehouse, ref.ident)
         passes = await self.maintenance.list(
             self.principal,
             warehouse=ref.warehouse,
@@ -577,12 +577,11 @@ class ConsoleReader:
         the table's cluster folder."""
         loaded = await self.tables.load(self.principal, ref.warehouse, ref.ident)
         assert loaded is not None
-        ctx = self.tables.ctx
-        warehouse = await ctx.warehouse(ref.warehouse)
+        warehouse = await self.tables.warehouses.get(ref.warehouse)
         metadata = TableMetadataUtil.parse_raw(loaded.metadata_json)
         owned = namespace_root(warehouse.location, ref.ident.namespace.levels[0])
-        storage = ctx.storage(warehouse, owned)
-        sample: TableSample = await ctx.run_storage(
+        storage = self.tables.storage.confined(warehouse, owned)
+        sample: TableSample = await self.tables.storage.run(
             warehouse,
             self.principal,
             sample_table,

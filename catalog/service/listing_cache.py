@@ -18,10 +18,14 @@ import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
+from catalog.errors import NoSuchNamespace
 from catalog.identifiers import Namespace
+from catalog.service.shared_reads import SharedReads
+from catalog.store.records import TabularKind, WarehouseRecord
 
 # Per process, counted in the memory entries hold (`entry_cost`: a page of 1,000 names is ~45 KB, an
 # empty page ~0.7 KB); the least recently used go first.
@@ -126,3 +130,48 @@ class ListingCache:
     def accounted_bytes(self) -> int:
         """The memory the entries hold, as counted against the bound."""
         return self._bytes
+
+
+class ListingStore(Protocol):
+    """What listings read: a namespace's (id, listing version), and a page of its names."""
+
+    async def get_listing_version(self, warehouse_id: str, key: str) -> tuple[str, int] | None: ...
+
+    async def list_tabulars(
+        self, namespace_id: str, kind: TabularKind, page_token: str | None, page_size: int | None
+    ) -> tuple[list[str], str | None]: ...
+
+
+class Listings:
+    """listTables/listViews pages (the caller has authorized the read): the cached page when the
+    namespace's listing version says it is current, else listed and cached. The version is read before
+    the names, so a cached page is never older than its version."""
+
+    def __init__(self, store: ListingStore, cache: ListingCache | None = None) -> None:
+        self.store = store
+        self.cache = cache if cache is not None else ListingCache()
+        # The (id, listing version) of namespaces, one database read shared by concurrent listings.
+        self.versions: SharedReads[tuple[str, str], tuple[str, int] | None] = SharedReads(
+            lambda key: store.get_listing_version(*key)
+        )
+
+    async def page(
+        self,
+        warehouse: WarehouseRecord,
+        namespace: Namespace,
+        kind: TabularKind,
+        page_token: str | None,
+        page_size: int | None,
+    ) -> Listing:
+        found = await self.versions.read((warehouse.id, namespace.key))
+        if found is None:
+            raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
+        namespace_id, listing_version = found
+        key = (warehouse.id, namespace.key, kind, page_token or "", page_size or 0)
+        cached = self.cache.get(key, namespace_id, listing_version)
+        if cached is not None:
+            return cached
+        names, next_token = await self.store.list_tabulars(namespace_id, kind, page_token, page_size)
+        listing = Listing.render(namespace, names, next_token)
+        self.cache.put(key, namespace_id, listing_version, listing)
+        return listing

@@ -14,8 +14,11 @@ from catalog.auth import Action, Principal, authorize, authorize_namespace_creat
 from catalog.errors import BadRequest, NoSuchNamespace
 from catalog.identifiers import Namespace, TableIdent
 from catalog.locations import NAMESPACE_LOCATION, confine_stored, namespace_location, tenant_root
-from catalog.service.collaborators import CatalogCollaborators
 from catalog.service.quotas import Limits, cluster_quota
+from catalog.service.tabulars import Tabulars
+from catalog.service.warehouses import Warehouses
+from catalog.settings import Settings
+from catalog.store import CatalogStore
 
 
 def _string_map(value: Any, what: str) -> dict[str, str]:
@@ -37,8 +40,17 @@ def _confine_location(properties: dict[str, str], root: str) -> dict[str, str]:
 
 
 class NamespaceService:
-    def __init__(self, ctx: CatalogCollaborators) -> None:
-        self.ctx = ctx
+    """Namespaces of the Iceberg REST API, over the store, the spec's lookups and the cached warehouses;
+    the settings give the limits and cluster quotas."""
+
+    def __init__(
+        self, store: CatalogStore, settings: Settings, tabulars: Tabulars, warehouses: Warehouses
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.limits = Limits.of(settings)
+        self.tabulars = tabulars
+        self.warehouses = warehouses
 
     async def list_namespaces(
         self,
@@ -48,11 +60,11 @@ class NamespaceService:
         page_token: str | None,
         page_size: int | None,
     ) -> tuple[list[list[str]], str | None]:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, parent.key if parent else None)
         if parent is not None:
-            await self.ctx.tabulars.namespace(warehouse, parent)
-        keys, next_token = await self.ctx.store.list_namespaces(
+            await self.tabulars.namespace(warehouse, parent)
+        keys, next_token = await self.store.list_namespaces(
             warehouse.id, parent.key if parent else "", page_token, page_size
         )
         # A cluster key lists only its own namespace (and what lies below it).
@@ -64,43 +76,43 @@ class NamespaceService:
     ) -> tuple[int, list[TableIdent]]:
         """How many tables the cluster `cluster` (its namespace and every one below it) holds, and `limit`
         of them from `offset` on, by namespace and name: the console's overview, a page at a time."""
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, cluster)
-        total = await self.ctx.store.count_in_cluster(warehouse.id, cluster, "table")
-        rows = await self.ctx.store.list_cluster_tables(warehouse.id, cluster, offset, limit)
+        total = await self.store.count_in_cluster(warehouse.id, cluster, "table")
+        rows = await self.store.list_cluster_tables(warehouse.id, cluster, offset, limit)
         return total, [TableIdent(Namespace.from_key(key), name) for key, name in rows]
 
     async def create(
         self, principal: Principal, prefix: str, namespace: Namespace, properties: Any
     ) -> dict[str, str]:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize_namespace_creation(principal, prefix, namespace.key)
-        limits = Limits.of(self.ctx.settings)
+        limits = self.limits
         limits.check_namespace(namespace)
         props = _string_map(properties, "namespace properties")
         limits.check_properties(props, "namespace properties")
         props = _confine_location(props, tenant_root(warehouse.location, principal.cluster))
-        quota = cluster_quota(self.ctx.settings, warehouse, namespace, "namespace")
-        await self.ctx.store.create_namespace(warehouse.id, namespace.key, props, quota)
+        quota = cluster_quota(self.settings, warehouse, namespace, "namespace")
+        await self.store.create_namespace(warehouse.id, namespace.key, props, quota)
         return props
 
     async def load(self, principal: Principal, prefix: str, namespace: Namespace) -> dict[str, str]:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        properties = (await self.ctx.tabulars.namespace(warehouse, namespace)).properties
+        properties = (await self.tabulars.namespace(warehouse, namespace)).properties
         location = namespace_location(warehouse.location, namespace.levels, properties)
         return {**properties, NAMESPACE_LOCATION: location}
 
     async def drop(self, principal: Principal, prefix: str, namespace: Namespace) -> None:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.DROP, prefix, namespace.key)
-        if not await self.ctx.store.drop_namespace(warehouse.id, namespace.key):
+        if not await self.store.drop_namespace(warehouse.id, namespace.key):
             raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
 
     async def update_properties(
         self, principal: Principal, prefix: str, namespace: Namespace, removals: Any, updates: Any
     ) -> tuple[list[str], list[str], list[str]]:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.WRITE, prefix, namespace.key)
         upd = _confine_location(
             _string_map(updates, "updates"), tenant_root(warehouse.location, principal.cluster)
@@ -113,11 +125,11 @@ class NamespaceService:
         if overlap:
             raise BadRequest(f"Cannot remove and update the same properties: {overlap}")
         if upd:  # what the namespace would hold (a concurrent update may add to it)
-            current = (await self.ctx.tabulars.namespace(warehouse, namespace)).properties
+            current = (await self.tabulars.namespace(warehouse, namespace)).properties
             removed = set(removals)
             kept = {k: v for k, v in current.items() if k not in removed}
-            Limits.of(self.ctx.settings).check_properties(kept | upd, "namespace properties")
-        result = await self.ctx.store.update_namespace_properties(warehouse.id, namespace.key, removals, upd)
+            self.limits.check_properties(kept | upd, "namespace properties")
+        result = await self.store.update_namespace_properties(warehouse.id, namespace.key, removals, upd)
         if result is None:
             raise NoSuchNamespace(f"Namespace does not exist: {namespace}")
         return result

@@ -21,7 +21,7 @@ from pyiceberg.table.metadata import TableMetadata
 from catalog import commit as core
 from catalog.auth import Principal, authorize_pipeline_read, require_admin
 from catalog.errors import AlreadyExists, NotFound, ServiceUnavailable
-from catalog.events import PipelineApplied
+from catalog.events import EventBus, PipelineApplied
 from catalog.identifiers import Namespace, TableIdent
 from catalog.pipelines import (
     ConfigError,
@@ -33,11 +33,11 @@ from catalog.pipelines import (
 )
 from catalog.pipelines.evolution import table_targets
 from catalog.pipelines.sources import strip_userinfo
-from catalog.service.context import CatalogContext
 from catalog.service.keys import visible_principals
 from catalog.service.table_model import TableChange, parse_change
 from catalog.service.tables import TableService
-from catalog.store import WarehouseRecord
+from catalog.settings import Settings
+from catalog.store import CatalogStore, WarehouseRecord
 from catalog.store.pipelines import PipelineRevisionRecord
 
 log = logging.getLogger(__name__)
@@ -88,13 +88,21 @@ class PipelineState:
 
 
 class PipelineService:
-    def __init__(self, ctx: CatalogContext) -> None:
-        self.ctx = ctx
+    """`floe apply` over the store, the settings (the default warehouse), the table service's commit
+    path (the one multi-table commit) and the bus told of applied revisions."""
+
+    def __init__(
+        self, store: CatalogStore, settings: Settings, events: EventBus, tables: TableService
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.events = events
+        self.tables = tables
 
     async def current(self, principal: Principal) -> PipelineState:
         """The applied configuration (a cluster key sees only its cluster's part)."""
         authorize_pipeline_read(principal)
-        record = await self.ctx.store.latest_pipeline_revision()
+        record = await self.store.latest_pipeline_revision()
         if record is None:
             raise NotFound("No pipeline configuration has been applied yet: run floe apply -f floe.yaml")
         try:
@@ -112,7 +120,7 @@ class PipelineService:
         """Applied revisions newest first, each as `current` shows it (a cluster key: its cluster's
         part); revisions that no longer validate (stored by an older floe) are left out."""
         authorize_pipeline_read(principal)
-        records = await self.ctx.store.list_pipeline_revisions(limit=limit)
+        records = await self.store.list_pipeline_revisions(limit=limit)
         return await self._as_seen_by(principal, records, skip_invalid=True)
 
     async def _as_seen_by(
@@ -120,9 +128,9 @@ class PipelineService:
     ) -> list[PipelineState]:
         """Revisions as `principal` may see them: a cluster key gets its cluster's part, and who applied
         them only when that is a key of its cluster (global administrators apply: "operator")."""
-        names = await visible_principals(self.ctx.store, principal, {r.applied_by for r in records})
+        names = await visible_principals(self.store, principal, {r.applied_by for r in records})
         states = []
-        cache = _parsed.setdefault(self.ctx.store, LRUCache(maxsize=_PARSED_REVISIONS))
+        cache = _parsed.setdefault(self.store, LRUCache(maxsize=_PARSED_REVISIONS))
         cluster = None if principal.is_admin else principal.cluster
         assert principal.is_admin or cluster is not None  # authorize_pipeline_read let it in
         for record in records:
@@ -149,7 +157,7 @@ class PipelineService:
         """Validate, plan and (unless `dry_run`) apply; `InvalidConfig` lists every refused change."""
         require_admin(principal, "apply a pipeline configuration")
         config = parse_config(raw_config)
-        store = self.ctx.store
+        store = self.store
         previous = await store.latest_pipeline_revision()
         previous_config = _previous_config(previous)
         errors: list[ConfigError] = []
@@ -182,7 +190,7 @@ class PipelineService:
                 )
                 for t in plan.commits
             ]
-            await TableService(self.ctx).commit_all(principal, record.name, changes)
+            await self.tables.commit_all(principal, record.name, changes)
         stored = await store.add_pipeline_revision(
             after=revision or 0,
             warehouse=record.name,
@@ -194,7 +202,7 @@ class PipelineService:
         changed = frozenset(
             k for k in before.keys() | normalized.keys() if before.get(k) != normalized.get(k)
         )
-        await self.ctx.events.publish(PipelineApplied(stored.revision, record.name, changed))
+        await self.events.publish(PipelineApplied(stored.revision, record.name, changed))
         log.info(
             "pipeline revision %d applied by %s: %d tables created or evolved",
             stored.revision,
@@ -206,7 +214,7 @@ class PipelineService:
     # -- planning ---------------------------------------------------------------------------------
 
     async def _choose_warehouse(self, config: PipelineConfig, errors: list[ConfigError]) -> WarehouseChoice:
-        store, settings = self.ctx.store, self.ctx.settings
+        store, settings = self.store, self.settings
         if config.destination is not None:
             destination = config.destination
             name = destination.warehouse_name
@@ -250,7 +258,7 @@ class PipelineService:
     async def _check_clusters(
         self, config: PipelineConfig, warehouse: str, errors: list[ConfigError]
     ) -> None:
-        existing = {c.name: c for c in await self.ctx.store.list_clusters()}
+        existing = {c.name: c for c in await self.store.list_clusters()}
         for cluster in config.source_clusters:
             found = existing.get(cluster.name)
             if found is not None and found.warehouse != warehouse:
@@ -270,7 +278,7 @@ class PipelineService:
         if warehouse is None:
             return current
         for target in table_targets(config):
-            record = await self.ctx.store.get_tabular(warehouse.id, target.namespace, target.name)
+            record = await self.store.get_tabular(warehouse.id, target.namespace, target.name)
             if record is None:
                 continue
             if record.kind != "table":
@@ -290,12 +298,12 @@ class PipelineService:
     async def _ensure_warehouse(self, choice: WarehouseChoice) -> WarehouseRecord:
         if choice.record is not None and not choice.create:
             return choice.record
-        record = await self.ctx.store.upsert_warehouse(choice.name, choice.location, choice.properties)
+        record = await self.store.upsert_warehouse(choice.name, choice.location, choice.properties)
         log.info("warehouse %s at %s for the pipeline", record.name, record.location)
         return record
 
     async def _ensure_clusters(self, config: PipelineConfig, warehouse: WarehouseRecord) -> None:
-        store = self.ctx.store
+        store = self.store
         existing = {c.name for c in await store.list_clusters()}
         for cluster in config.source_clusters:
             if cluster.name not in existing:

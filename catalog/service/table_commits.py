@@ -16,7 +16,7 @@ from catalog.errors import (
     NoSuchNamespace,
     NoSuchTable,
 )
-from catalog.events import TableChanged
+from catalog.events import EventBus, TableChanged
 from catalog.identifiers import TableIdent
 from catalog.kafka_offsets import KafkaProgress, check_kafka_progress, kafka_progress
 from catalog.locations import (
@@ -27,12 +27,14 @@ from catalog.locations import (
     normalize_location,
     tenant_root,
 )
-from catalog.service.collaborators import TableCommitCollaborators
-from catalog.service.commit_loop import CommitAttempt, CommitTarget
-from catalog.service.context import tenant_of
+from catalog.service.commit_loop import CommitAttempt, CommitLoop, CommitTarget
+from catalog.service.metadata_models import MetadataModels
 from catalog.service.quotas import Limits, cluster_quota
 from catalog.service.table_model import LoadedTable, TableChange
-from catalog.store import NamespaceRecord, PendingCommit, TabularRecord, WarehouseRecord
+from catalog.service.tenant_storage import TenantStorage, tenant_of
+from catalog.service.warehouses import Warehouses
+from catalog.settings import Settings
+from catalog.store import CatalogStore, NamespaceRecord, PendingCommit, TabularRecord, WarehouseRecord
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +58,26 @@ class TableCommits:
 
     def __init__(
         self,
-        ctx: TableCommitCollaborators,
-        limits: Limits,
+        *,
+        store: CatalogStore,
+        settings: Settings,
+        warehouses: Warehouses,
+        storage: TenantStorage,
+        commits: CommitLoop,
+        metadata_models: MetadataModels,
+        events: EventBus,
         table_config: Callable[[WarehouseRecord], dict[str, str]],
     ) -> None:
-        self.ctx = ctx
-        self.limits = limits
+        self.store = store
+        self.settings = settings
+        self.limits = Limits.of(settings)
+        self.warehouses = warehouses
+        self.storage = storage
+        # The commit loop shared with views; the committed models (the next commit's base); the bus
+        # that tells subscribers (Glue, commit events) of committed changes.
+        self.commits = commits
+        self.metadata_models = metadata_models
+        self.events = events
         self.table_config = table_config
 
     async def commit_all(
@@ -78,12 +94,12 @@ class TableCommits:
         idents = [c.ident for c in changes]
         if len(set(idents)) != len(idents):
             raise BadRequest("Invalid transaction: a table appears more than once")
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         for change in changes:
             authorize(principal, Action.WRITE, prefix, change.ident.namespace.key)
             self.limits.check_table_change(change)
         root = tenant_root(warehouse.location, principal.cluster)
-        storage = self.ctx.storage(warehouse, root)
+        storage = self.storage.confined(warehouse, root)
         config = self.table_config(warehouse)
         target = CommitTarget(warehouse.id, idents, "table", tenant_of(warehouse, principal), storage, config)
         models: list[tuple[str, TableMetadata, int]] = []
@@ -95,12 +111,12 @@ class TableCommits:
 
         async def landed(_: CommitAttempt) -> None:
             for location, model, json_bytes in models:
-                self.ctx.metadata_models.put(location, model, json_bytes)
+                self.metadata_models.put(location, model, json_bytes)
             for ident in idents:
-                await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
+                await self.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
 
         # The loop shared with views: locks, retries on a lost race, in-transaction records, unknown state.
-        return await self.ctx.commits.run(target, prepare, landed)
+        return await self.commits.run(target, prepare, landed)
 
     async def _prepare(
         self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
@@ -123,7 +139,7 @@ class TableCommits:
                     raise AlreadyExists(f"View with same name already exists: {ident}")
                 raise NoSuchTable(f"Table does not exist: {ident}")
             if record is None:
-                ns = await self.ctx.store.get_namespace(warehouse.id, ident.namespace.key)
+                ns = await self.store.get_namespace(warehouse.id, ident.namespace.key)
                 if ns is None:
                     raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
                 if not creating:
@@ -145,7 +161,7 @@ class TableCommits:
                 if progress is not None:
                     check_kafka_progress(progress, {})
                 managed = managed_location(warehouse, ns, ident, metadata.location)
-                quota = cluster_quota(self.ctx.settings, warehouse, ident.namespace, "table")
+                quota = cluster_quota(self.settings, warehouse, ident.namespace, "table")
                 pending.append(
                     (
                         PendingCommit(
@@ -165,7 +181,7 @@ class TableCommits:
                 )
                 results.append(LoadedTable(location, metadata_json, config))
                 continue
-            base = self.ctx.metadata_models.get(record.metadata_location) or core.parse_table_metadata(
+            base = self.metadata_models.get(record.metadata_location) or core.parse_table_metadata(
                 record.metadata_json
             )
             metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
@@ -204,7 +220,7 @@ class TableCommits:
     ) -> dict[tuple[str, str], TabularRecord]:
         """The changed tables' rows by (namespace key, name): one query for all of a transaction's
         tables (ingestion commits a hundred at once); a lone table by the prepared single-row read."""
-        store = self.ctx.store
+        store = self.store
         if len(changes) == 1:
             ident = changes[0].ident
             record = await store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
@@ -215,7 +231,7 @@ class TableCommits:
 
     async def _read_offsets(self, fenced: list[tuple[str, KafkaProgress]]) -> list[dict[int, int]]:
         """The committed offsets of each (table id, progress)'s topic, in one query for all."""
-        store = self.ctx.store
+        store = self.store
         if len(fenced) == 1:
             tabular_id, progress = fenced[0]
             return [await store.get_kafka_offsets(tabular_id, progress.topic)]

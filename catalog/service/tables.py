@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import anyio.to_thread
+
 from catalog import commit as core
 from catalog.auth import Action, Principal, Role, authorize
 from catalog.errors import (
@@ -20,7 +22,7 @@ from catalog.errors import (
     NoSuchNamespace,
     NoSuchTable,
 )
-from catalog.events import TableChanged
+from catalog.events import EventBus, TableChanged
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import (
     SnapshotAtPosition,
@@ -42,11 +44,13 @@ from catalog.locations import (
     path_properties,
     tenant_root,
 )
-from catalog.security.vending import can_vend, check_scope, wants_vended_credentials
-from catalog.service.collaborators import TableCollaborators
-from catalog.service.context import run_blocking
-from catalog.service.listing_cache import Listing
+from catalog.security.vending import CredentialVendor, can_vend, check_scope, wants_vended_credentials
+from catalog.service.commit_loop import CommitLoop
+from catalog.service.listing_cache import Listing, Listings
+from catalog.service.load_cache import LoadCache
+from catalog.service.metadata_models import MetadataModels
 from catalog.service.quotas import Limits, check_move, cluster_quota
+from catalog.service.shared_reads import SharedReads
 from catalog.service.table_commits import TableCommits, managed_location
 from catalog.service.table_model import (
     LoadedTable,
@@ -57,23 +61,71 @@ from catalog.service.table_model import (
     table_etag,
     table_location,
 )
+from catalog.service.tabulars import Tabulars
+from catalog.service.tenant_storage import TenantStorage
+from catalog.service.warehouses import Warehouses
+from catalog.settings import Settings
 from catalog.storage import StorageCredential, StorageEndpoint, client_properties, endpoint_for
-from catalog.store import DroppedTabular, PendingCommit, WarehouseRecord
+from catalog.store import CatalogStore, DroppedTabular, PendingCommit, WarehouseRecord
 
 log = logging.getLogger(__name__)
+
+# The current (kind, metadata location) of a table by (warehouse id, namespace key, name).
+TableLocations = SharedReads[tuple[str, str, str], tuple[str, str | None] | None]
+
+
+async def run_blocking(func: Any, *args: Any) -> Any:
+    """Run blocking work that is not storage I/O (STS calls) in a worker thread."""
+    return await anyio.to_thread.run_sync(func, *args)
 
 
 class TableService:
     """Tables of the Iceberg REST API; `storage_endpoint` is the S3 endpoint this request's engine is
-    told (`client`, or the catalog's own for engines on its network: `X-Floe-Storage-Endpoint`)."""
+    told (`client`, or the catalog's own for engines on its network: `X-Floe-Storage-Endpoint`).
 
-    def __init__(self, ctx: TableCollaborators, storage_endpoint: StorageEndpoint = "client") -> None:
-        self.ctx = ctx
+    Built once per endpoint at startup (`CatalogComponents`) with what it uses: besides the view
+    service's collaborators, the bus told of committed changes, the committed metadata models, the
+    credential vendor, and loadTable's caches (rendered loads, and the shared version-check reads)."""
+
+    def __init__(
+        self,
+        *,
+        store: CatalogStore,
+        settings: Settings,
+        warehouses: Warehouses,
+        tabulars: Tabulars,
+        listings: Listings,
+        storage: TenantStorage,
+        commits: CommitLoop,
+        events: EventBus,
+        metadata_models: MetadataModels,
+        vendor: CredentialVendor,
+        load_cache: LoadCache,
+        table_locations: TableLocations,
+        storage_endpoint: StorageEndpoint = "client",
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.limits = Limits.of(settings)
+        self.warehouses = warehouses
+        self.tabulars = tabulars
+        self.listings = listings
+        self.storage = storage
+        self.events = events
+        self.vendor = vendor
+        self.load_cache = load_cache
+        self.table_locations = table_locations
         self.storage_endpoint = storage_endpoint
-
-    @functools.cached_property
-    def _limits(self) -> Limits:  # not on the read hot path, which never checks limits
-        return Limits.of(self.ctx.settings)
+        self.table_commits = TableCommits(
+            store=store,
+            settings=settings,
+            warehouses=warehouses,
+            storage=storage,
+            commits=commits,
+            metadata_models=metadata_models,
+            events=events,
+            table_config=self.table_config,
+        )
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -85,9 +137,9 @@ class TableService:
         page_token: str | None,
         page_size: int | None,
     ) -> Listing:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        return await self.ctx.listing(warehouse, namespace, "table", page_token, page_size)
+        return await self.listings.page(warehouse, namespace, "table", page_token, page_size)
 
     def table_config(self, warehouse: WarehouseRecord) -> dict[str, str]:
         return client_properties(warehouse.properties, self.storage_endpoint)
@@ -110,7 +162,7 @@ class TableService:
             log.warning("no credentials vended to %s: %s", principal.subject, exc.message)
             return None
         read_only = principal.role is Role.READER
-        vendor = self.ctx.vendor
+        vendor = self.vendor
         vended = vendor.cached(warehouse.properties, location, read_only=read_only)
         if vended is None:  # STS AssumeRole: blocking
             assume = functools.partial(vendor.vend, warehouse.properties, location, read_only=read_only)
@@ -134,7 +186,7 @@ class TableService:
         with vended credentials when `access_delegation` asks for them and the warehouse vends."""
         if snapshots not in ("all", "refs"):
             raise BadRequest(f"Invalid snapshots mode: {snapshots!r} (expected 'all' or 'refs')")
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         try:
             # Namespaces a cluster key may not see answer as absent ones do (below).
             authorize(principal, Action.READ, prefix, ident.namespace.key)
@@ -143,11 +195,11 @@ class TableService:
                 f"Table does not exist: {ident} (namespace {ident.namespace} does not exist)"
             ) from None
         key = (warehouse.id, ident.namespace.key, ident.name, snapshots, self.storage_endpoint)
-        cache = self.ctx.load_cache
+        cache = self.load_cache
         if if_none_match or cache.has(key):
             # The version check: an indexed read of the current metadata location that started after
             # this request arrived (shared with the loads of the table arriving meanwhile).
-            found = await self.ctx.table_locations.read((warehouse.id, ident.namespace.key, ident.name))
+            found = await self.table_locations.read((warehouse.id, ident.namespace.key, ident.name))
             if found is not None and found[0] == "table":
                 cached = cache.get(key, found[1], warehouse.properties)
                 etag = cached.etag if cached is not None and cached.etag else table_etag(found[1], snapshots)
@@ -156,7 +208,7 @@ class TableService:
                 if cached is not None:
                     return await self._with_vended(principal, warehouse, cached, access_delegation)
         try:
-            record = await self.ctx.tabulars.get(warehouse, ident, "table")
+            record = await self.tabulars.get(warehouse, ident, "table")
         except NoSuchNamespace:
             # As the Java reference answers: Java clients load metadata tables (`db.t.snapshots`) by
             # retrying a NoSuchTableException for `db.t.snapshots` as table `db.t`.
@@ -192,11 +244,11 @@ class TableService:
         self, principal: Principal, prefix: str, ident: TableIdent
     ) -> dict[str, dict[int, tuple[int, datetime]]]:
         """The next Kafka offset (and when it was committed) per topic and partition of a table."""
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabulars.get(warehouse, ident, "table")
+        record = await self.tabulars.get(warehouse, ident, "table")
         topics: dict[str, dict[int, tuple[int, datetime]]] = {}
-        for topic, partition, offset, updated_at in await self.ctx.store.list_kafka_offsets(record.id):
+        for topic, partition, offset, updated_at in await self.store.list_kafka_offsets(record.id):
             topics.setdefault(topic, {})[partition] = (offset, updated_at)
         return topics
 
@@ -212,9 +264,9 @@ class TableService:
         """The first snapshot of the table that holds Kafka record (partition, offset)."""
         from pyiceberg.table.snapshots import Snapshot
 
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabulars.get(warehouse, ident, "table")
+        record = await self.tabulars.get(warehouse, ident, "table")
         raw = json.loads(record.metadata_json).get("snapshots") or []
         return snapshot_at([Snapshot.model_validate(s) for s in raw], partition, offset, topic)
 
@@ -229,24 +281,24 @@ class TableService:
         """The snapshot of the table as of Kafka record time `timestamp_ms` (epoch ms)."""
         from pyiceberg.table.snapshots import Snapshot
 
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabulars.get(warehouse, ident, "table")
+        record = await self.tabulars.get(warehouse, ident, "table")
         raw = json.loads(record.metadata_json).get("snapshots") or []
         return snapshot_at_time([Snapshot.model_validate(s) for s in raw], timestamp_ms, topic)
 
     async def exists(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        await self.ctx.tabulars.get(warehouse, ident, "table")
+        await self.tabulars.get(warehouse, ident, "table")
 
     async def credentials(
         self, principal: Principal, prefix: str, ident: TableIdent
     ) -> list[StorageCredential]:
         """Fresh storage credentials for the table (none for a warehouse that does not vend)."""
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        record = await self.ctx.tabulars.get(warehouse, ident, "table")
+        record = await self.tabulars.get(warehouse, ident, "table")
         location = table_location(record.metadata_json)
         credential = await self.vend(principal, warehouse, location, strict=True)
         return [credential] if credential is not None else []
@@ -261,7 +313,7 @@ class TableService:
         request: TableCreation,
         access_delegation: str | None = None,
     ) -> LoadedTable:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
         name = request.name
         if not name:
@@ -271,10 +323,10 @@ class TableService:
         properties = dict(request.properties)
         if not all(isinstance(v, str) for v in properties.values()):
             raise BadRequest("Invalid create table request: 'properties' must be an object of strings")
-        self._limits.check_name(name, "table name")
-        self._limits.check_schema_json(request.schema)
-        self._limits.check_properties(properties, "table properties")
-        ns = await self.ctx.tabulars.namespace(warehouse, namespace)
+        self.limits.check_name(name, "table name")
+        self.limits.check_schema_json(request.schema)
+        self.limits.check_properties(properties, "table properties")
+        ns = await self.tabulars.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
         folder = namespace_location(warehouse.location, namespace.levels, ns.properties)
         location = request.location or default_table_location(folder, name)
@@ -283,7 +335,7 @@ class TableService:
         location = confine_table_location(location, root, folder)
         self._note_placement(principal, warehouse, namespace, location)
         properties = confine_properties(properties, root)
-        await self.ctx.tabulars.ensure_name_free(ns.id, ident, "table")
+        await self.tabulars.ensure_name_free(ns.id, ident, "table")
         metadata = core.create_table_metadata(
             schema=dict(request.schema),
             location=location,
@@ -296,19 +348,15 @@ class TableService:
         if wants_vended_credentials(access_delegation):
             # Vended before anything is written: an STS failure leaves no table behind.
             credential = await self.vend(principal, warehouse, metadata.location)
-        storage = self.ctx.storage(warehouse, root)
+        storage = self.storage.confined(warehouse, root)
         if request.stage_create:
-            await self.ctx.run_storage(
-                warehouse, principal, storage.prepare_table_location, metadata.location
-            )
+            await self.storage.run(warehouse, principal, storage.prepare_table_location, metadata.location)
             return LoadedTable(None, metadata_json, self.table_config(warehouse)).with_credentials(credential)
         metadata_location = core.new_metadata_location(metadata, None)
-        await self.ctx.run_storage(
-            warehouse, principal, storage.write, metadata_location, metadata_json.encode()
-        )
+        await self.storage.run(warehouse, principal, storage.write, metadata_location, metadata_json.encode())
         managed = managed_location(warehouse, ns, ident, metadata.location)
         try:
-            await self.ctx.store.swap(
+            await self.store.swap(
                 [
                     PendingCommit(
                         None,
@@ -319,54 +367,54 @@ class TableService:
                         name,
                         "table",
                         managed_location=managed,
-                        quota=cluster_quota(self.ctx.settings, warehouse, namespace, "table"),
+                        quota=cluster_quota(self.settings, warehouse, namespace, "table"),
                     )
                 ]
             )
         except AlreadyExists:
-            await self.ctx.run_storage(warehouse, principal, storage.delete, metadata_location)
+            await self.storage.run(warehouse, principal, storage.delete, metadata_location)
             raise
-        await self.ctx.events.publish(TableChanged(warehouse, namespace, name))
+        await self.events.publish(TableChanged(warehouse, namespace, name))
         loaded = LoadedTable(metadata_location, metadata_json, self.table_config(warehouse))
         return loaded.with_credentials(credential)
 
     async def register(
         self, principal: Principal, prefix: str, namespace: Namespace, request: TableRegistration
     ) -> LoadedTable:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
         name, location, overwrite = request.name, request.metadata_location, request.overwrite
         if not name or not location:
             raise BadRequest("Invalid register request: 'name' and 'metadata-location' are required")
-        self._limits.check_name(name, "table name")
+        self.limits.check_name(name, "table name")
         # Only metadata inside the caller's own folder, describing a table inside it: registering is
         # otherwise a way to read (and hand out) any file the server can reach.
         root = tenant_root(warehouse.location, principal.cluster)
         location = confine(location, root, "metadata-location")
-        ns = await self.ctx.tabulars.namespace(warehouse, namespace)
-        storage = self.ctx.storage(warehouse, root)
-        limit = self.ctx.settings.max_metadata_file_bytes
-        raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
+        ns = await self.tabulars.namespace(warehouse, namespace)
+        storage = self.storage.confined(warehouse, root)
+        limit = self.settings.max_metadata_file_bytes
+        raw = await self.storage.run(warehouse, principal, storage.read_metadata_file, location, limit)
         metadata = confine_table_metadata(core.parse_table_metadata(raw), None, root)
-        self._limits.check_table_metadata(metadata)
+        self.limits.check_table_metadata(metadata)
         self._note_placement(principal, warehouse, namespace, metadata.location)
         metadata_json = metadata.model_dump_json()
         ident = TableIdent(namespace, name)
-        existing = await self.ctx.store.get_tabular(warehouse.id, namespace.key, name)
+        existing = await self.store.get_tabular(warehouse.id, namespace.key, name)
         if existing is not None:
             if existing.kind != "table":
                 raise AlreadyExists(f"View with same name already exists: {ident}")
             if not overwrite:
                 raise AlreadyExists(f"Table already exists: {ident}")
             swap = PendingCommit(existing.id, existing.version, location, metadata_json)
-            if not await self.ctx.store.swap([swap]):
+            if not await self.store.swap([swap]):
                 raise CommitFailed(f"Table {ident} changed while it was being registered")
         else:
-            quota = cluster_quota(self.ctx.settings, warehouse, namespace, "table")
-            await self.ctx.store.swap(
+            quota = cluster_quota(self.settings, warehouse, namespace, "table")
+            await self.store.swap(
                 [PendingCommit(None, 0, location, metadata_json, ns.id, name, "table", quota=quota)]
             )
-        await self.ctx.events.publish(TableChanged(warehouse, namespace, name))
+        await self.events.publish(TableChanged(warehouse, namespace, name))
         return LoadedTable(location, metadata_json, self.table_config(warehouse))
 
     def _note_placement(
@@ -387,8 +435,7 @@ class TableService:
         self, principal: Principal, prefix: str, changes: list[TableChange]
     ) -> list[LoadedTable]:
         """Commit changes to one or more tables atomically: all land or none does (`TableCommits`)."""
-        commits = TableCommits(self.ctx, self._limits, self.table_config)
-        return await commits.commit_all(principal, prefix, changes)
+        return await self.table_commits.commit_all(principal, prefix, changes)
 
     # -- drop, rename, unregister -----------------------------------------------------------------
 
@@ -396,13 +443,13 @@ class TableService:
         """Remove the table from the catalog; with `purge`, delete every file it owns as well.
 
         Returns the table as it was when removed (the `unregisterTable` result)."""
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.DROP, prefix, ident.namespace.key)
-        record = await self.ctx.tabulars.get(warehouse, ident, "table")
-        dropped = await self.ctx.store.drop_tabular(record.id)
+        record = await self.tabulars.get(warehouse, ident, "table")
+        dropped = await self.store.drop_tabular(record.id)
         if dropped is None:
             raise NoSuchTable(f"Table does not exist: {ident}")
-        await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
+        await self.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
         if purge:
             # The table is gone: nothing about its files may turn that into an error now.
             try:
@@ -435,8 +482,8 @@ class TableService:
                 owned.append(confine(path, root, what))
             except CatalogError as exc:
                 log.warning("purge of %s skips %s: %s", ident, path, exc.message)
-        storage = self.ctx.storage(warehouse, root)
-        deleted = await self.ctx.run_storage(
+        storage = self.storage.confined(warehouse, root)
+        deleted = await self.storage.run(
             warehouse, principal, storage.purge_table, metadata, metadata_location, owned
         )
         folder = dropped.managed_location
@@ -447,10 +494,10 @@ class TableService:
                 log.warning("purge of %s keeps its folder %s: %s", ident, folder, exc.message)
                 folder = None
         if folder is not None:
-            if await self.ctx.store.mentions_path(path_of(folder)):
+            if await self.store.mentions_path(path_of(folder)):
                 log.warning("purge of %s deletes only its listed files: another table uses %s", ident, folder)
             else:
-                deleted += await self.ctx.run_storage(warehouse, principal, storage.purge_folder, folder)
+                deleted += await self.storage.run(warehouse, principal, storage.purge_folder, folder)
         log.info("purged %s: %d files deleted", ident, deleted)
 
     async def unregister(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
@@ -460,14 +507,14 @@ class TableService:
     async def rename(
         self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent
     ) -> None:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
-        self._limits.check_name(destination.name, "table name")
-        await check_move(self.ctx.store, self.ctx.settings, warehouse, source, destination, "table")
-        await self.ctx.tabulars.rename(warehouse, source, destination, "table")
+        self.limits.check_name(destination.name, "table name")
+        await check_move(self.store, self.settings, warehouse, source, destination, "table")
+        await self.tabulars.rename(warehouse, source, destination, "table")
         for ident in (source, destination):
-            await self.ctx.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
+            await self.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
 
     # -- metrics ----------------------------------------------------------------------------------
 
@@ -478,13 +525,13 @@ class TableService:
         the client knows of) is accepted and not kept, as the reference server accepts every report;
         the namespace must still exist and be the caller's to read (a key outside its cluster gets 404).
         """
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
         if not isinstance(body, dict) or body.get("report-type") not in ("scan-report", "commit-report"):
             raise BadRequest("Invalid metrics report: 'report-type' must be 'scan-report' or 'commit-report'")
-        record = await self.ctx.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
+        record = await self.store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
         if record is None or record.kind != "table":
-            await self.ctx.tabulars.namespace(warehouse, ident.namespace)
+            await self.tabulars.namespace(warehouse, ident.namespace)
             log.debug("metrics report for %s, which has no committed table, not kept", ident)
             return
-        await self.ctx.store.add_metrics_report(record.id, body["report-type"], body)
+        await self.store.add_metrics_report(record.id, body["report-type"], body)

@@ -20,14 +20,16 @@ from catalog.locations import (
     tenant_root,
 )
 from catalog.requirements import parse_view_requirements
-from catalog.service.collaborators import ViewCollaborators
-from catalog.service.commit_loop import CommitAttempt, CommitTarget
-from catalog.service.context import tenant_of
-from catalog.service.listing_cache import Listing
+from catalog.service.commit_loop import CommitAttempt, CommitLoop, CommitTarget
+from catalog.service.listing_cache import Listing, Listings
 from catalog.service.quotas import Limits, check_move, cluster_quota
 from catalog.service.table_model import LoadedTable
+from catalog.service.tabulars import Tabulars
+from catalog.service.tenant_storage import TenantStorage, tenant_of
+from catalog.service.warehouses import Warehouses
+from catalog.settings import Settings
 from catalog.storage import StorageEndpoint, client_properties
-from catalog.store import PendingCommit, WarehouseRecord
+from catalog.store import CatalogStore, PendingCommit, WarehouseRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +60,30 @@ class ViewRegistration:
 
 
 class ViewService:
-    """Views of the Iceberg REST API; `storage_endpoint` as `TableService`'s."""
+    """Views of the Iceberg REST API; `storage_endpoint` as `TableService`'s. Built once per endpoint
+    at startup (`CatalogComponents`) with what it uses: the store, the settings (limits, quotas), the
+    cached warehouses and listings, the spec's lookups, confined storage and the commit loop."""
 
-    def __init__(self, ctx: ViewCollaborators, storage_endpoint: StorageEndpoint = "client") -> None:
-        self.ctx = ctx
+    def __init__(
+        self,
+        *,
+        store: CatalogStore,
+        settings: Settings,
+        warehouses: Warehouses,
+        tabulars: Tabulars,
+        listings: Listings,
+        storage: TenantStorage,
+        commits: CommitLoop,
+        storage_endpoint: StorageEndpoint = "client",
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.limits = Limits.of(settings)
+        self.warehouses = warehouses
+        self.tabulars = tabulars
+        self.listings = listings
+        self.storage = storage
+        self.commits = commits
         self.storage_endpoint = storage_endpoint
 
     async def list_views(
@@ -72,9 +94,9 @@ class ViewService:
         page_token: str | None,
         page_size: int | None,
     ) -> Listing:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, namespace.key)
-        return await self.ctx.listing(warehouse, namespace, "view", page_token, page_size)
+        return await self.listings.page(warehouse, namespace, "view", page_token, page_size)
 
     def _loaded(self, warehouse: WarehouseRecord, location: str | None, metadata_json: str) -> LoadedTable:
         return LoadedTable(
@@ -82,10 +104,10 @@ class ViewService:
         )
 
     async def load(self, principal: Principal, prefix: str, ident: TableIdent) -> LoadedTable:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
         try:
-            record = await self.ctx.tabulars.get(warehouse, ident, "view")
+            record = await self.tabulars.get(warehouse, ident, "view")
         except NoSuchNamespace:
             # loadView's only 404 in the spec is NoSuchViewException, as the Java reference answers.
             raise NoSuchView(f"View does not exist: {ident}") from None
@@ -97,7 +119,7 @@ class ViewService:
     async def create(
         self, principal: Principal, prefix: str, namespace: Namespace, request: ViewCreation
     ) -> LoadedTable:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
         name = request.name
         if not name:
@@ -105,13 +127,13 @@ class ViewService:
         properties = dict(request.properties)
         if not all(isinstance(v, str) for v in properties.values()):
             raise BadRequest("Invalid create view request: 'properties' must be an object of strings")
-        limits = Limits.of(self.ctx.settings)
+        limits = self.limits
         limits.check_name(name, "view name")
         limits.check_schema_json(request.schema)
         limits.check_properties(properties, "view properties")
-        ns = await self.ctx.tabulars.namespace(warehouse, namespace)
+        ns = await self.tabulars.namespace(warehouse, namespace)
         ident = TableIdent(namespace, name)
-        await self.ctx.tabulars.ensure_name_free(ns.id, ident, "view")
+        await self.tabulars.ensure_name_free(ns.id, ident, "view")
         root = tenant_root(warehouse.location, principal.cluster)
         location = request.location or default_table_location(
             namespace_location(warehouse.location, namespace.levels, ns.properties), name
@@ -124,17 +146,15 @@ class ViewService:
         )
         metadata_json = metadata.model_dump_json()
         metadata_location = core.new_view_metadata_location(metadata, None)
-        storage = self.ctx.storage(warehouse, root)
-        await self.ctx.run_storage(
-            warehouse, principal, storage.write, metadata_location, metadata_json.encode()
-        )
-        quota = cluster_quota(self.ctx.settings, warehouse, namespace, "view")
+        storage = self.storage.confined(warehouse, root)
+        await self.storage.run(warehouse, principal, storage.write, metadata_location, metadata_json.encode())
+        quota = cluster_quota(self.settings, warehouse, namespace, "view")
         try:
-            await self.ctx.store.swap(
+            await self.store.swap(
                 [PendingCommit(None, 0, metadata_location, metadata_json, ns.id, name, "view", quota=quota)]
             )
         except AlreadyExists:
-            await self.ctx.run_storage(warehouse, principal, storage.delete, metadata_location)
+            await self.storage.run(warehouse, principal, storage.delete, metadata_location)
             raise
         return self._loaded(warehouse, metadata_location, metadata_json)
 
@@ -142,9 +162,9 @@ class ViewService:
         self, principal: Principal, prefix: str, ident: TableIdent, change: ViewChange
     ) -> LoadedTable:
         """Commit `updates` to a view after checking its `requirements` (the shared commit loop)."""
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.WRITE, prefix, ident.namespace.key)
-        limits = Limits.of(self.ctx.settings)
+        limits = self.limits
         limits.check_updates_json(change.updates)
         requirements = parse_view_requirements(change.requirements)
         updates = core.parse_view_updates(list(change.updates))
@@ -155,12 +175,12 @@ class ViewService:
             [ident],
             "view",
             tenant_of(warehouse, principal),
-            self.ctx.storage(warehouse, root),
+            self.storage.confined(warehouse, root),
             config,
         )
 
         async def prepare() -> CommitAttempt:
-            record = await self.ctx.tabulars.get(warehouse, ident, "view")
+            record = await self.tabulars.get(warehouse, ident, "view")
             base = core.parse_view_metadata(record.metadata_json)
             metadata = confine_metadata(core.commit_view(base, requirements, updates), root)
             limits.check_properties(metadata.properties, "view properties")
@@ -169,49 +189,49 @@ class ViewService:
             swap = PendingCommit(record.id, record.version, location, metadata_json)
             return CommitAttempt([swap], [LoadedTable(location, metadata_json, config)])
 
-        return (await self.ctx.commits.run(target, prepare))[0]
+        return (await self.commits.run(target, prepare))[0]
 
     async def drop(self, principal: Principal, prefix: str, ident: TableIdent) -> None:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.DROP, prefix, ident.namespace.key)
-        record = await self.ctx.tabulars.get(warehouse, ident, "view")
-        if not await self.ctx.store.drop_tabular(record.id):
+        record = await self.tabulars.get(warehouse, ident, "view")
+        if not await self.store.drop_tabular(record.id):
             raise NoSuchView(f"View does not exist: {ident}")
 
     async def rename(
         self, principal: Principal, prefix: str, source: TableIdent, destination: TableIdent
     ) -> None:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.DROP, prefix, source.namespace.key)
         authorize(principal, Action.CREATE, prefix, destination.namespace.key)
-        Limits.of(self.ctx.settings).check_name(destination.name, "view name")
-        await check_move(self.ctx.store, self.ctx.settings, warehouse, source, destination, "view")
-        await self.ctx.tabulars.rename(warehouse, source, destination, "view")
+        self.limits.check_name(destination.name, "view name")
+        await check_move(self.store, self.settings, warehouse, source, destination, "view")
+        await self.tabulars.rename(warehouse, source, destination, "view")
 
     async def register(
         self, principal: Principal, prefix: str, namespace: Namespace, request: ViewRegistration
     ) -> LoadedTable:
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         authorize(principal, Action.CREATE, prefix, namespace.key)
         name, location = request.name, request.metadata_location
         if not name or not location:
             raise BadRequest("Invalid register view request: 'name' and 'metadata-location' are required")
-        limits = Limits.of(self.ctx.settings)
+        limits = self.limits
         limits.check_name(name, "view name")
         root = tenant_root(warehouse.location, principal.cluster)
         location = confine(location, root, "metadata-location")
-        ns = await self.ctx.tabulars.namespace(warehouse, namespace)
-        await self.ctx.tabulars.ensure_name_free(ns.id, TableIdent(namespace, name), "view")
-        storage = self.ctx.storage(warehouse, root)
-        limit = self.ctx.settings.max_metadata_file_bytes
-        raw = await self.ctx.run_storage(warehouse, principal, storage.read_metadata_file, location, limit)
+        ns = await self.tabulars.namespace(warehouse, namespace)
+        await self.tabulars.ensure_name_free(ns.id, TableIdent(namespace, name), "view")
+        storage = self.storage.confined(warehouse, root)
+        limit = self.settings.max_metadata_file_bytes
+        raw = await self.storage.run(warehouse, principal, storage.read_metadata_file, location, limit)
         metadata = confine_metadata(core.parse_view_metadata(raw), root)
         for schema in metadata.schemas:
             limits.check_schema(schema, f"schema {schema.schema_id}")
         limits.check_properties(metadata.properties, "view properties")
         metadata_json = metadata.model_dump_json()
-        quota = cluster_quota(self.ctx.settings, warehouse, namespace, "view")
-        await self.ctx.store.swap(
+        quota = cluster_quota(self.settings, warehouse, namespace, "view")
+        await self.store.swap(
             [PendingCommit(None, 0, location, metadata_json, ns.id, name, "view", quota=quota)]
         )
         return self._loaded(warehouse, location, metadata_json)

@@ -3,14 +3,41 @@ default warehouse is synced from the environment at startup."""
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
+from catalog.errors import NoSuchWarehouse
+from catalog.service.shared_reads import SharedReads
 from catalog.settings import normalize_warehouse_location
 from catalog.store.interfaces import AuditStore, WarehouseStore
 from catalog.store.records import WarehouseRecord
 from catalog.store.security import AuditEntry
 
 CREATE_WAREHOUSE = "createWarehouse"
+# How long a request may be answered with the warehouse as read this long ago (its storage settings
+# change rarely, by an operator; a changed location only affects new tables anyway).
+WAREHOUSE_CACHE_SECONDS = 2.0
+
+
+class Warehouses:
+    """The warehouse a `prefix` names, cached briefly: every request reads it."""
+
+    def __init__(self, store: WarehouseStore) -> None:
+        # Shared: when the cached record expires, every request in flight would read it at once.
+        self._reads: SharedReads[str, WarehouseRecord | None] = SharedReads(store.get_warehouse)
+        self._cached: dict[str, tuple[float, WarehouseRecord]] = {}
+
+    async def get(self, name: str) -> WarehouseRecord:
+        """The warehouse `name`; `NoSuchWarehouse` when there is none."""
+        now = time.monotonic()
+        cached = self._cached.get(name)
+        if cached is not None and now - cached[0] < WAREHOUSE_CACHE_SECONDS:
+            return cached[1]
+        record = await self._reads.read(name)
+        if record is None:
+            raise NoSuchWarehouse(f"Warehouse does not exist: {name}")
+        self._cached[name] = (now, record)
+        return record
 
 
 class WarehouseAuditStore(WarehouseStore, AuditStore, Protocol):

@@ -20,7 +20,10 @@ from catalog.auth import Action, Principal, authorize
 from catalog.errors import BadRequest, LimitExceeded, NoSuchTable, TooManyRequests
 from catalog.identifiers import Namespace, TableIdent
 from catalog.kafka_offsets import MAX_OFFSET, MAX_PARTITION, MAX_TOPIC_CHARS
-from catalog.service.collaborators import CatalogCollaborators
+from catalog.service.tabulars import Tabulars
+from catalog.service.warehouses import Warehouses
+from catalog.settings import Settings
+from catalog.store import CatalogStore
 from catalog.store.watermarks import TopicProgress, Transition
 from catalog.watermarks import Completeness, PartitionState, completeness, observe_all
 
@@ -87,16 +90,24 @@ def _waiter_slot(principal: Principal, limit: int) -> Iterator[None]:
 
 
 class WatermarkService:
-    def __init__(self, ctx: CatalogCollaborators) -> None:
-        self.ctx = ctx
+    """Watermarks over the store's offsets, the spec's lookups and the cached warehouses; the settings
+    bound the waits and reports."""
+
+    def __init__(
+        self, store: CatalogStore, settings: Settings, tabulars: Tabulars, warehouses: Warehouses
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.tabulars = tabulars
+        self.warehouses = warehouses
 
     async def _table_id(self, prefix: str, ident: TableIdent) -> str:
         """The table's id, without reading its metadata (a wait re-reads only its offsets)."""
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         key = (ident.namespace.key, ident.name)
-        tabular_id = (await self.ctx.store.table_ids(warehouse.id, [key])).get(key)
+        tabular_id = (await self.store.table_ids(warehouse.id, [key])).get(key)
         if tabular_id is None:
-            await self.ctx.tabulars.get(warehouse, ident, "table")  # the spec's 404 for what is missing
+            await self.tabulars.get(warehouse, ident, "table")  # the spec's 404 for what is missing
             raise NoSuchTable(f"Table does not exist: {ident}")
         return tabular_id
 
@@ -110,15 +121,15 @@ class WatermarkService:
     ) -> TableWatermark:
         """The table's completeness; with `until_ms` and `wait_seconds`, once it is complete through
         `until_ms` or the wait is over, whichever comes first. Readers of the table may call it."""
-        await self.ctx.warehouse(prefix)
+        await self.warehouses.get(prefix)
         authorize(principal, Action.READ, prefix, ident.namespace.key)
-        settings = self.ctx.settings
+        settings = self.settings
         if wait_seconds < 0 or wait_seconds > settings.watermark_max_wait_seconds:
             raise BadRequest(f"wait must be 0 to {settings.watermark_max_wait_seconds:g} seconds")
         if wait_seconds and until_ms is None:
             raise BadRequest("wait needs until (the time the table must be complete through)")
         tabular_id = await self._table_id(prefix, ident)
-        found = _of(ident, await self.ctx.store.topic_progress(tabular_id))
+        found = _of(ident, await self.store.topic_progress(tabular_id))
         if until_ms is None or not wait_seconds or found.complete_through(until_ms):
             return found
         deadline = time.monotonic() + wait_seconds
@@ -128,7 +139,7 @@ class WatermarkService:
                 if left <= 0:
                     break
                 await asyncio.sleep(min(POLL_SECONDS, left))
-                found = _of(ident, await self.ctx.store.topic_progress(tabular_id))
+                found = _of(ident, await self.store.topic_progress(tabular_id))
         return found
 
     async def report(
@@ -145,7 +156,7 @@ class WatermarkService:
             raise LimitExceeded(f"A report names at most {MAX_REPORTED_TABLES} tables")
         if sum(len(ends) for _, _, ends in tables) > MAX_REPORTED_PARTITIONS:
             raise LimitExceeded(f"A report names at most {MAX_REPORTED_PARTITIONS} partitions")
-        warehouse = await self.ctx.warehouse(prefix)
+        warehouse = await self.warehouses.get(prefix)
         for ident, _, _ in tables:
             authorize(principal, Action.WRITE, prefix, ident.namespace.key)
         now_ms = int(time.time() * 1000)
@@ -156,7 +167,7 @@ class WatermarkService:
             _partitions(ident, ends)
         # One query for every table's id: a report names up to a thousand. A table dropped meanwhile
         # is left out (the others' watermarks must not wait for ingestion to notice).
-        ids = await self.ctx.store.table_ids(
+        ids = await self.store.table_ids(
             warehouse.id, [(ident.namespace.key, ident.name) for ident, _, _ in tables]
         )
         transitions: dict[tuple[str, str], Transition] = {}
@@ -166,7 +177,7 @@ class WatermarkService:
             if tabular_id is not None:
                 idents[tabular_id] = ident
                 transitions[(tabular_id, topic)] = _transition(_partitions(ident, ends), at_ms)
-        progress = await self.ctx.store.observe_end_offsets(transitions)
+        progress = await self.store.observe_end_offsets(transitions)
         by_table: dict[str, dict[str, TopicProgress]] = {}
         for (tabular_id, topic), found in progress.items():
             by_table.setdefault(tabular_id, {})[topic] = found
