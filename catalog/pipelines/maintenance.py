@@ -7,7 +7,7 @@ a table's own block overrides them key by key; keys set nowhere take `DEFAULT_PO
       target_file_size_mb: 128    # compaction's target data file size
       snapshot_retention: 1h      # expire snapshots older than this …
       min_snapshots_to_keep: 5    # … but always keep the newest N
-      max_snapshots: 0            # keep at most this many (0: no limit; upsert tables: 50)
+      max_snapshots: 100          # keep at most this many (0: no limit; upsert tables: 50)
       orphan_file_age: 3d         # unreferenced files younger than this are never removed
       interval: 10m               # how often the table is maintained
       cold_after: 15m             # a partition not written for this long is cold (compacted first)
@@ -115,8 +115,11 @@ class MaintenancePolicy:
     snapshot_retention: int = 3_600
     min_snapshots_to_keep: int = 5
     # 0: no limit. A bound on the count, not the age: every retained snapshot is in metadata.json,
-    # which each commit rewrites and each reader loads (DuckDB parses it on every query).
-    max_snapshots: int = 0
+    # which each commit rewrites and each reader loads (DuckDB parses it on every query). At a commit
+    # every 2 s an hour is 1,800 snapshots, about 1 MB of metadata: 19 ms of the catalog's CPU to write
+    # per commit, 66 ms to parse, 100x the cost at 100 snapshots
+    # (benchmarks/results/many-tables-metadata-growth.md), which a thousand tables cannot afford.
+    max_snapshots: int = 100
     orphan_file_age: int = 3 * 86_400
     interval: int = 600
     cold_after: int = 900
