@@ -14,8 +14,6 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Tag
 
-from catalog.api.audit import audit_middleware
-from catalog.api.authentication import authentication_middleware
 from catalog.api.config import get_config, healthz, metrics, readyz
 from catalog.api.dependencies import (
     provide_audit,
@@ -36,7 +34,6 @@ from catalog.api.errors import EXCEPTION_HANDLERS
 from catalog.api.kafka_offsets import KafkaOffsetsController, SnapshotAtController
 from catalog.api.maintenance import MaintenanceController
 from catalog.api.management import ManagementController
-from catalog.api.middleware import idempotency_middleware
 from catalog.api.namespaces import NamespaceController
 from catalog.api.oauth import get_token
 from catalog.api.pipeline import RequestPipeline
@@ -71,7 +68,8 @@ def openapi_config() -> OpenAPIConfig:
 
 
 def build_litestar(settings: Settings) -> Litestar:
-    """The Litestar app alone (for OpenAPI generation); `create_app` wraps it for serving."""
+    """The Litestar app alone (for OpenAPI generation): it authenticates nothing; `create_app` wraps it
+    in the request pipeline for serving."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -176,13 +174,8 @@ def build_litestar(settings: Settings) -> Litestar:
             "pipelines": Provide(provide_pipelines, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
-        # The request pipeline's steps that need Litestar's routing (the request id, metrics and access
-        # line come before it, in `RequestPipeline`).
-        middleware=[
-            audit_middleware,
-            authentication_middleware,
-            idempotency_middleware,
-        ],
+        # No middleware: authentication, idempotency and audit are steps of the request pipeline
+        # (`RequestPipeline`), in front of Litestar's routing.
         lifespan=[lifespan],
         openapi_config=openapi_config(),
         request_max_body_size=settings.max_body_bytes,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from litestar.enums import ScopeType
+from litestar.datastructures import State
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.errors import UNAUDITED_ANSWER, answer_messages
@@ -77,21 +77,22 @@ def body_targets(kind: str, names: list[str]) -> str:
     return f"{kind}=" + ",".join(shown)
 
 
-def audit_middleware(app: ASGIApp) -> ASGIApp:
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP or scope.get("method", "") not in AUDITED_METHODS:
-            await app(scope, receive, send)
-            return
+def audit_step(app: ASGIApp, state: State, action: str, success_status: int) -> ASGIApp:
+    """The audit step of the request pipeline for one operation (a mutation or the token endpoint):
+    `app` (authentication, idempotency, the handler) runs with the entry its change's transaction
+    writes; an answer that no transaction recorded is recorded before it completes, its start held
+    until then, and a success that cannot be recorded is answered 503 instead."""
+
+    async def step(scope: Scope, receive: Receive, send: Send) -> None:
         status = 500
         recorded = False
         start: Message | None = None
         records = RequestRecords(
-            audit_entry=lambda answered: entry_of(scope, answered, _action(scope)),
-            success_status=int(getattr(scope.get("route_handler"), "status_code", None) or 200),
+            audit_entry=lambda answered: entry_of(scope, answered, action), success_status=success_status
         )
         token = REQUEST_RECORDS.set(records)
         # Written by the change's transaction (its first, when a request makes several).
-        pending = PendingAudit(lambda: entry_of(scope, records.success_status, _action(scope)))
+        pending = PendingAudit(lambda: entry_of(scope, success_status, action))
         pending_token = PENDING_AUDIT.set(pending)
 
         def audited(answered: int) -> bool:
@@ -110,7 +111,8 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
                 # Recorded before the response completes: a client that has its answer finds the
                 # mutation in the audit log (not a moment later).
                 recorded = True
-                if not audited(status) and not await _record(scope, status) and status < 400:
+                stored = audited(status) or await record_request(state.ctx.audit, scope, status, action)
+                if not stored and status < 400:
                     start, message = answer_messages(UNAUDITED_ANSWER)
             if start is not None:
                 await send(start)
@@ -123,19 +125,9 @@ def audit_middleware(app: ASGIApp) -> ASGIApp:
             REQUEST_RECORDS.reset(token)
             PENDING_AUDIT.reset(pending_token)
             if not recorded and not audited(status):
-                await _record(scope, status)
+                await record_request(state.ctx.audit, scope, status, action)
 
-    return middleware
-
-
-def _action(scope: Scope) -> str:
-    handler = scope.get("route_handler")
-    operation = getattr(handler, "operation_id", None)
-    return operation if isinstance(operation, str) else str(scope.get("path_template") or scope.get("path"))
-
-
-async def _record(scope: Scope, status: int) -> bool:
-    return await record_request(scope["litestar_app"].state.ctx.audit, scope, status, _action(scope))
+    return step
 
 
 def entry_of(scope: Scope, status: int, action: str) -> AuditEntry:

@@ -1,16 +1,15 @@
 """Authentication before anything else runs: body parsing, idempotency replay, the handler.
 
-Every route but the probes, the token endpoint and the API documentation needs a valid bearer token;
-the principal is put in the request state, where `provide_principal` hands it to the handlers. The web
-console's routes (`/console`) carry the same token in a session cookie instead, which its own middleware
-hands to the same `authenticate` (catalog/console/session.py). Refusals are answered as
-`catalog.api.errors.refusal` maps them.
+Every route but the probes, the token endpoint and the API documentation (`catalog.api.routing`) needs a
+valid bearer token, checked by the request pipeline's step here; the principal is put in the request
+state, where `provide_principal` hands it to the handlers. The web console's routes (`/console`) carry
+the same token in a session cookie instead, which its own middleware hands to the same `authenticate`
+(catalog/console/session.py). Refusals are answered as `catalog.api.errors.refusal` maps them.
 """
 
 from __future__ import annotations
 
 from litestar.datastructures import State
-from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
@@ -18,16 +17,6 @@ from catalog.api.errors import Answer, failure, refusal, send_answer
 from catalog.auth import ANONYMOUS_ADMIN, Principal
 from catalog.errors import CatalogError
 from catalog.service.security import AuthService
-
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/oauth/tokens"})
-COOKIE_AUTHENTICATED_PREFIX = "/console"
-
-
-def _is_public(scope: Scope) -> bool:
-    template = str(scope.get("path_template") or "")
-    if template == COOKIE_AUTHENTICATED_PREFIX or template.startswith(COOKIE_AUTHENTICATED_PREFIX + "/"):
-        return True  # authenticated by the console's session middleware, from its cookie
-    return template in PUBLIC_PATHS or template.startswith("/openapi")
 
 
 def _bearer_header(scope: Scope) -> str | None:
@@ -61,17 +50,15 @@ async def authenticated(state: State, scope: Scope) -> Principal | Answer:
     return principal
 
 
-def authentication_middleware(app: ASGIApp) -> ASGIApp:
-    """`authenticated` in front of every route that is not public."""
+def authentication_step(app: ASGIApp, state: State) -> ASGIApp:
+    """The request pipeline's authentication step for an operation that needs it: `authenticated`
+    before `app` (idempotency, the handler), a refused request answered here."""
 
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP or _is_public(scope):
-            await app(scope, receive, send)
-            return
-        principal = await authenticated(scope["litestar_app"].state, scope)
+    async def step(scope: Scope, receive: Receive, send: Send) -> None:
+        principal = await authenticated(state, scope)
         if not isinstance(principal, Principal):
             await send_answer(send, principal)
             return
         await app(scope, receive, send)
 
-    return middleware
+    return step

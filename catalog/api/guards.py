@@ -16,7 +16,7 @@ AUTHENTICATION_REQUIRED = "Authentication required: send a bearer token from /v1
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
-    """The caller, authenticated by `authentication_middleware` before the request got here."""
+    """The caller, authenticated by the request pipeline (`authentication_step`) before Litestar ran."""
     principal: Principal | None = connection.scope.get("state", {}).get(PRINCIPAL_STATE_KEY)
     if principal is None:
         raise NotAuthorized(AUTHENTICATION_REQUIRED)

@@ -10,9 +10,10 @@ benchmarks/results/catalog-hot-path.md). `match` recognises
 `GET /v1/{prefix}/namespaces/{namespace}/tables` and `…/views` (with at most `pageToken` and a decimal
 `pageSize`) and `POST /v1/oauth/tokens` with a form body (engines ask for a token before most queries:
 Trino 476 two per SELECT). The handlers call the same services as the Litestar routes; the pipeline
-gives them the same request id, metrics, access line, authentication, audit and error mapping. Any
-other request goes to Litestar, which also keeps serving these routes for the OpenAPI document and for
-the requests `match` does not take.
+runs the same steps before them (request id, metrics, access line, authentication, audit) as before
+Litestar's routes, for the same operations of its route table. Any other request goes to Litestar,
+which also keeps serving these routes for the OpenAPI document and for the requests `match` does not
+take.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from litestar.datastructures import State
 from litestar.enums import ScopeType
 from litestar.types import Receive, Scope
 
-from catalog.api.audit import TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION
+from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
 from catalog.api.dependencies import page_size_value
 from catalog.api.errors import Answer, encode_headers, token_failure
 from catalog.api.oauth import (
@@ -130,15 +131,18 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 
 # A hot route's handler: the state of the app, the request's scope and receive, and its authenticated
 # caller (None on the token endpoint); the answer, or None when the client left before asking.
+# The pipeline answers a failure it raises.
 Handler = Callable[[State, Scope, Receive, Principal | None], Awaitable[Answer | None]]
 
 
 @dataclass(frozen=True, slots=True)
 class HotRoute:
+    """A hot route's handler; its operation (authentication, audit) is the route table's for
+    `method` on `template` (`catalog.api.routing`)."""
+
     handler: Handler
     template: str  # what Litestar puts in `scope["path_template"]` for the route (metrics, access log)
-    operation: str  # the audit log's action
-    authenticated: bool  # whether the caller must authenticate first
+    method: str
 
 
 def match(scope: Scope) -> HotRoute | None:
@@ -256,9 +260,10 @@ async def _load_table(state: State, scope: Scope, receive: Receive, principal: P
     return 200, loaded.to_json(), headers, True
 
 
-TOKEN_ROUTE = HotRoute(_token, TOKEN_PATH, TOKEN_OPERATION, authenticated=False)
-LOAD_TABLE_ROUTE = HotRoute(_load_table, LOAD_TABLE_TEMPLATE, "loadTable", authenticated=True)
+TOKEN_ROUTE = HotRoute(_token, TOKEN_PATH, "POST")
+LOAD_TABLE_ROUTE = HotRoute(_load_table, LOAD_TABLE_TEMPLATE, "GET")
 LIST_ROUTES = {
-    b"tables": HotRoute(_list, LIST_TEMPLATES[b"tables"], "listTables", authenticated=True),
-    b"views": HotRoute(_list, LIST_TEMPLATES[b"views"], "listViews", authenticated=True),
+    b"tables": HotRoute(_list, LIST_TEMPLATES[b"tables"], "GET"),
+    b"views": HotRoute(_list, LIST_TEMPLATES[b"views"], "GET"),
 }
+HOT_ROUTES = (TOKEN_ROUTE, LOAD_TABLE_ROUTE, *LIST_ROUTES.values())

@@ -1,5 +1,5 @@
 """Steps of the request pipeline (`catalog.api.pipeline`): request ids, metrics and access lines, and
-`Idempotency-Key` (Litestar route middleware)."""
+`Idempotency-Key`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import itertools
 import json
 import os
 
-from litestar.enums import ScopeType
+from litestar.datastructures import State
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.api.errors import INVALID_IDEMPOTENCY_KEY, earlier_request_answer, send_answer
-from catalog.api.oauth import TOKEN_PATH
 from catalog.observability import AccessLog, RequestMetrics
 from catalog.service.idempotency import (
     IDEMPOTENCY_LEASE_SECONDS,
@@ -27,14 +26,14 @@ from catalog.service.request_records import REQUEST_RECORDS, RequestRecords
 __all__ = [
     "IDEMPOTENCY_LEASE_SECONDS",
     "idempotency_identity",
-    "idempotency_middleware",
+    "idempotency_step",
     "record_access",
     "request_id_of",
 ]
 
 MUTATING_METHODS = frozenset({"POST", "DELETE", "PUT"})
 IDEMPOTENCY_HEADER = b"idempotency-key"
-# Response fields that hold secrets: such responses are never stored (see idempotency_middleware).
+# Response fields that hold secrets: such responses are never stored (see idempotency_step).
 SECRET_FIELDS = frozenset(
     {"client_secret", "access_token", "refresh_token", "id_token", "token", "storage-credentials"}
 )
@@ -87,26 +86,21 @@ def record_access(scope: Scope, status: int, elapsed: float) -> None:
         _access_log.write(method, route, status, round(elapsed * 1000, 2))
 
 
-def idempotency_middleware(app: ASGIApp) -> ASGIApp:
-    """`Idempotency-Key` on authenticated mutations (rules: `catalog.service.idempotency`): the first
-    final response is replayed to every retry; a retry that arrives while the first request runs waits
-    for its outcome. Unauthenticated routes (the token endpoint) ignore the header. A response that
-    carries a secret (a key's `client_secret`, a token, vended storage credentials) is never stored or
-    replayed: its retry answers 409 `SecretNotReplayedException`, the secret was shown once.
+def idempotency_step(app: ASGIApp, state: State) -> ASGIApp:
+    """The request pipeline's `Idempotency-Key` step for an authenticated mutation (rules:
+    `catalog.service.idempotency`): the first final response is replayed to every retry; a retry that
+    arrives while the first request runs waits for its outcome. A response that carries a secret (a
+    key's `client_secret`, a token, vended storage credentials) is never stored or replayed: its retry
+    answers 409 `SecretNotReplayedException`, the secret was shown once.
     """
 
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        key = _header(scope, IDEMPOTENCY_HEADER) if scope["type"] == ScopeType.HTTP else None
+    async def step(scope: Scope, receive: Receive, send: Send) -> None:
+        key = _header(scope, IDEMPOTENCY_HEADER)
         principal = scope.get("state", {}).get(PRINCIPAL_STATE_KEY) if key is not None else None
-        if (
-            key is None
-            or principal is None  # unauthenticated: nothing to bind the key to
-            or scope.get("method", "") not in MUTATING_METHODS
-            or scope.get("path_template") == TOKEN_PATH
-        ):
+        if key is None or principal is None:  # the principal: set by authentication, which runs first
             await app(scope, receive, send)
             return
-        ctx = scope["litestar_app"].state.ctx
+        ctx = state.ctx
         if not 1 <= len(key) <= 64:
             await send_answer(send, INVALID_IDEMPOTENCY_KEY)
             return
@@ -156,7 +150,7 @@ def idempotency_middleware(app: ASGIApp) -> ASGIApp:
         response = bytes(body)
         await keys.finish(claim, status, response, content_type, carries_secret=_carries_secret(response))
 
-    return middleware
+    return step
 
 
 async def _stop_renewal(stop: asyncio.Event, renewal: asyncio.Task[None]) -> None:

@@ -1,20 +1,22 @@
-"""The served ASGI app: one pipeline every HTTP request passes through.
+"""The served ASGI app: one pipeline every HTTP request passes through, each step written once.
 
-    request id + metrics + access line   here, once for every route
-    → limits                             before the app: `catalog.http_limits` on the connection;
+    limits                               before the app: `catalog.http_limits` on the connection;
                                          body sizes in Litestar and the token handler
-    → authentication                     `catalog.api.authentication.authenticated`
-    → idempotency                        `catalog.api.middleware.idempotency_middleware` (mutations)
-    → handler                            a hot route's plain handler, or a Litestar route
-    audit, around the last three         `catalog.api.audit`: the entry of a mutation or token request
-                                         (refusals included) is written before its answer leaves
+    request id + metrics + access line   here, for every request
+    operation                            `catalog.api.hot_routes.match`, else `catalog.api.routing`
+                                         (floe's route table, compiled from Litestar's routes at start)
+    audit                                `catalog.api.audit.audit_step` (mutations, token requests): the
+                                         outcome of the steps after it, refusals included, recorded
+                                         before the answer leaves
+    authentication                       `catalog.api.authentication.authentication_step`
+    idempotency                          `catalog.api.middleware.idempotency_step` (authenticated mutations)
+    handler                              a hot route's plain handler, or Litestar (routing, parameters,
+                                         the controller)
 
-The hot routes (`catalog.api.hot_routes`: loadTable, listTables/Views, the token endpoint's form posts)
-are plain handlers called from here, authenticated and audited here with the same functions. Every other
-request goes to Litestar, whose route middleware applies the same authentication, idempotency and audit
-steps there: a refused mutation's audit entry names its operation, which only Litestar's routing knows.
-No hot route is a mutation with an `Idempotency-Key` to honour (the token endpoint ignores it). Every
-failure's answer comes from `catalog.api.errors`.
+Each operation's chain of steps is composed once, at start-up, from what the route table says of it
+(public or not, a mutation or not), so a request runs exactly the steps its operation needs, in this
+order, whether a hot handler or Litestar answers it. A request no route serves (Litestar's 404 or 405)
+goes straight to Litestar. Every failure's answer comes from `catalog.api.errors`.
 """
 
 from __future__ import annotations
@@ -23,91 +25,107 @@ import time
 from typing import cast
 
 from litestar import Litestar
+from litestar.datastructures import State
 from litestar.enums import ScopeType
-from litestar.types import Message, Receive, Scope, Send
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from catalog.api.audit import AUDITED_METHODS, record_request
-from catalog.api.authentication import authenticated
-from catalog.api.errors import Answer, failure, send_answer
-from catalog.api.hot_routes import HotRoute, match
-from catalog.api.middleware import record_access, request_id_of
-from catalog.auth import Principal
+from catalog.api.audit import PRINCIPAL_STATE_KEY, audit_step
+from catalog.api.authentication import authentication_step
+from catalog.api.errors import failure, send_answer
+from catalog.api.hot_routes import HOT_ROUTES, HotRoute, match
+from catalog.api.middleware import idempotency_step, record_access, request_id_of
+from catalog.api.routing import Operation, RouteTable
 from catalog.observability import REQUEST_ID
 
 REQUEST_ID_HEADER = b"x-request-id"
 
 
+def chain(operation: Operation, handler: ASGIApp, state: State) -> ASGIApp:
+    """`handler` behind the steps `operation` needs: audit → authentication → idempotency."""
+    app = handler
+    if operation.idempotent:
+        app = idempotency_step(app, state)
+    if operation.authenticated:
+        app = authentication_step(app, state)
+    if operation.audited:
+        app = audit_step(app, state, operation.name, operation.success_status)
+    return app
+
+
+def hot_handler(route: HotRoute, state: State) -> ASGIApp:
+    """A hot route's plain handler as the last step: its answer, or the answer to its failure."""
+
+    async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            answer = await route.handler(state, scope, receive, scope["state"].get(PRINCIPAL_STATE_KEY))
+        except Exception as exc:  # answered as every failure is
+            answer = failure(scope, exc)
+        if answer is not None:  # None: the client left before asking
+            await send_answer(send, answer)
+
+    return handle
+
+
 class RequestPipeline:
-    """Every HTTP request: its id, metrics and access line, then its hot route's handler or Litestar."""
+    """Every HTTP request: its id, metrics and access line, then its operation's steps and handler."""
 
     def __init__(self, litestar: Litestar) -> None:
         self.litestar = litestar
+        state = litestar.state
+        self.routes = RouteTable(litestar.routes)
+        self._litestar_chains = {
+            operation: chain(operation, litestar, state) for operation in self.routes.operations()
+        }
+        self._hot_chains = {
+            route: chain(self._operation_of(route), hot_handler(route, state), state) for route in HOT_ROUTES
+        }
+
+    def _operation_of(self, route: HotRoute) -> Operation:
+        return self.routes.operation(route.template, route.method)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP:  # lifespan (and websockets, which no route serves)
             await self.litestar(scope, receive, send)
             return
         request_id = request_id_of(scope)
+        request_id_header = (REQUEST_ID_HEADER, request_id.encode())
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()
-        status = 500
-        try:
-            route = match(scope)
-            if route is None:
-                status = await self._litestar(scope, receive, send, request_id.encode())
-            else:
-                answer = await self._hot(route, scope, receive)
-                if answer is not None:  # None: the client left before asking
-                    status = answer[0]
-                    await send_answer(send, answer, (REQUEST_ID_HEADER, request_id.encode()))
-        finally:
-            record_access(scope, status, time.perf_counter() - started)
-            REQUEST_ID.reset(token)
-
-    async def _hot(self, route: HotRoute, scope: Scope, receive: Receive) -> Answer | None:
-        """authentication → handler → audit, for a hot route."""
-        state = self.litestar.state
-        principal: Principal | None = None
-        if route.authenticated:
-            caller = await authenticated(state, scope)
-            if not isinstance(caller, Principal):
-                return caller
-            principal = caller
-        try:
-            answer = await route.handler(state, scope, receive, principal)
-        except Exception as exc:  # answered as every failure is
-            answer = failure(scope, exc)
-        if answer is not None and scope.get("method") in AUDITED_METHODS:
-            # Recorded before the answer goes out, as `audit_middleware` does for Litestar's routes.
-            await record_request(state.ctx.audit, scope, answer[0], route.operation)
-        return answer
-
-    async def _litestar(self, scope: Scope, receive: Receive, send: Send, request_id: bytes) -> int:
-        """Litestar's answer, with the request id; its status."""
-        raw = scope.get("raw_path")
-        if raw:
-            # Route on the raw, still percent-encoded path (as `hot_routes.match` does): ASGI servers
-            # decode `%2F` in `path` to `/`, which would split a namespace level such as `a/b` in two.
-            # Handlers decode the segments.
-            scope["path"] = raw.split(b"?", 1)[0].decode("latin-1")
         status = 0
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                headers = [*message.get("headers", ()), (REQUEST_ID_HEADER, request_id)]
+                headers = [*message.get("headers", ()), request_id_header]
                 message = cast(Message, {**message, "headers": headers})
             await send(message)
 
+        scope.setdefault("state", {})
         try:
-            await self.litestar(scope, receive, send_with_id)
+            await self._handler(scope)(scope, receive, send_with_id)
         except Exception as exc:
-            # Litestar answers its routes' failures itself; one that escapes it before an answer
+            # The steps and handlers answer their failures; one that escapes them before an answer
             # started is answered here, as every failure is.
             if status:
                 raise
             answer = failure(scope, exc)
             status = answer[0]
-            await send_answer(send, answer, (REQUEST_ID_HEADER, request_id))
-        return status or 500
+            await send_answer(send, answer, request_id_header)
+        finally:
+            record_access(scope, status or 500, time.perf_counter() - started)
+            REQUEST_ID.reset(token)
+
+    def _handler(self, scope: Scope) -> ASGIApp:
+        """The request's chain: its hot route's, its operation's in front of Litestar, or Litestar."""
+        route = match(scope)
+        if route is not None:
+            return self._hot_chains[route]
+        raw = scope.get("raw_path")
+        if raw:
+            # Route on the raw, still percent-encoded path (as `hot_routes.match` does): ASGI servers
+            # decode `%2F` in `path` to `/`, which would split a namespace level such as `a/b` in two.
+            # Handlers decode the segments.
+            scope["path"] = raw.split(b"?", 1)[0].decode("latin-1")
+        operation = self.routes.match(scope)
+        return self.litestar if operation is None else self._litestar_chains[operation]

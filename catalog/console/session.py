@@ -169,7 +169,7 @@ async def send_to_sign_in(scope: Scope, send: Send) -> None:
 def console_session_middleware(app: ASGIApp) -> ASGIApp:
     """Authenticate the session cookie (routes not marked public) and hand out the CSRF cookie.
 
-    The principal goes where `authentication_middleware` puts it for bearer tokens, so the handlers,
+    The principal goes where `authentication_step` puts it for bearer tokens, so the handlers,
     the services' authorization and the audit log see a console user exactly as an API caller."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
