@@ -83,6 +83,24 @@ def _values(data_file: DataFile) -> tuple[Any, ...]:
     return tuple(record[i] for i in range(len(record))) if record is not None else ()
 
 
+def _row_count_report(scan: ArrowScan, io: FileIO, files: list[DataFile], read: int) -> str:
+    """Which files disagree, and with what: each file's manifest count, its Parquet footer's and the
+    rows the reader returned (file names only, never their folders)."""
+    import pyarrow.parquet as pq
+
+    disagreeing = []
+    for data_file in files:
+        with io.new_input(data_file.file_path).open() as stream:
+            footer = pq.ParquetFile(stream).metadata.num_rows
+        alone = scan.to_table([FileScanTask(data_file)]).num_rows
+        if not data_file.record_count == footer == alone:
+            name = data_file.file_path.rsplit("/", 1)[-1]
+            disagreeing.append(f"{name}: manifest {data_file.record_count}, footer {footer}, read {alone}")
+    listed = "; ".join(disagreeing[:5]) or "every file agrees when read alone"
+    total = sum(f.record_count for f in files)
+    return f"{len(files)} files, manifests {total} rows, read {read} ({listed})"
+
+
 def compact(table: Table, runs: Iterable[CompactionRun], target_file_bytes: int) -> dict[str, Any]:
     """Rewrite the small data files of the runs' partitions of `table` (as just loaded) into
     target-sized files, in one `replace` commit. Returns Iceberg's `rewrite_data_files` counts."""
@@ -110,7 +128,10 @@ def compact(table: Table, runs: Iterable[CompactionRun], target_file_bytes: int)
         # Oldest first: the rows keep their commit order within the partition.
         rows = scan.to_table([FileScanTask(f) for f in files])
         if rows.num_rows != sum(f.record_count for f in files):
-            raise RuntimeError("compaction read a different number of rows than the files hold")
+            raise RuntimeError(
+                "compaction read a different number of rows than the files hold: "
+                + _row_count_report(scan, table.io, files, rows.num_rows)
+            )
         written = write_data_files(write_metadata, rows, table.io, write_uuid, counter)
         if sum(f.record_count for f in written) != rows.num_rows:
             raise RuntimeError("compaction wrote a different number of rows than it read")
