@@ -11,6 +11,8 @@ over nullable columns.
 
 from __future__ import annotations
 
+from functools import cache
+
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
     BinaryType,
@@ -123,8 +125,10 @@ DLQ_HEADER_KEY_ID = 11
 DLQ_HEADER_VALUE_ID = 12
 
 
+@cache
 def dlq_schema(schema_id: int = 0) -> Schema:
-    """The dead-letter table's schema (the same for every table)."""
+    """The dead-letter table's schema (the same for every table: built once, as pyiceberg's models are
+    immutable; an apply of a thousand tables built it a thousand times)."""
     return Schema(
         NestedField(DLQ_TOPIC_ID, "topic", StringType(), required=False),
         NestedField(DLQ_PARTITION_ID, "partition", IntegerType(), required=True),

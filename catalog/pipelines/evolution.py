@@ -123,6 +123,28 @@ def table_targets(config: PipelineConfig) -> list[TableTarget]:
     return targets
 
 
+@dataclass(frozen=True, slots=True)
+class TableName:
+    """Which table a configuration wants, without its schema (cheap: what the previous revision had)."""
+
+    namespace: str
+    name: str
+    kind: TableKind
+    cluster: str
+    topic: str
+    table_path: str  # the YAML path of the table's entry
+
+
+def table_names(config: PipelineConfig) -> list[TableName]:
+    """Every table of the configuration by name, each followed by its dead-letter table."""
+    names: list[TableName] = []
+    for t in config.tables:
+        source = (t.source_cluster_name, t.source_topic, t.path)
+        names.append(TableName(t.namespace, t.table_name, "data", *source))
+        names.append(TableName(t.namespace, t.dlq_table_name, "dlq", *source))
+    return names
+
+
 @dataclass(frozen=True)
 class TablePlan:
     """What an apply does to one table, and the commit that does it (none when unchanged)."""
@@ -174,7 +196,8 @@ def plan_pipeline(
     plans: list[TablePlan] = []
     errors: list[ConfigError] = []
     wanted: set[tuple[str, str]] = set()
-    ingested = {(t.namespace, t.name) for t in table_targets(previous)} if previous is not None else None
+    previous_names = table_names(previous) if previous is not None else None
+    ingested = {(t.namespace, t.name) for t in previous_names} if previous_names is not None else None
     for target in table_targets(config):
         key = (target.namespace, target.name)
         wanted.add(key)
@@ -193,20 +216,12 @@ def plan_pipeline(
         plans.append(plan)
     if errors:
         raise InvalidConfig(errors)
-    if previous is not None:
-        for target in table_targets(previous):
-            if (target.namespace, target.name) not in wanted:
-                plans.append(
-                    TablePlan(
-                        target.namespace,
-                        target.name,
-                        target.kind,
-                        target.cluster,
-                        target.topic,
-                        "removed",
-                        ("kept with its data; no longer ingested",),
-                    )
-                )
+    for gone in previous_names or ():
+        if (gone.namespace, gone.name) not in wanted:
+            kept = ("kept with its data; no longer ingested",)
+            plans.append(
+                TablePlan(gone.namespace, gone.name, gone.kind, gone.cluster, gone.topic, "removed", kept)
+            )
     return PipelinePlan(tuple(plans))
 
 
@@ -219,8 +234,11 @@ def plan_table(target: TableTarget, current: TableMetadata | None) -> TablePlan:
         )
         return TablePlan(*base, "create", (created,), ({"type": "assert-create"},), create_updates(target))
     current_schema = current.schema()
-    used_ids = {f for s in current.schemas for f in _ids(s)} - set(_ids(current_schema))
-    changes, errors = diff_schema(current_schema, target, used_ids)
+    changes: list[str] = []
+    errors: list[ConfigError] = []
+    if not _same_schema(current_schema, target.schema):  # most tables of an apply are unchanged
+        used_ids = {f for s in current.schemas for f in _ids(s)} - set(_ids(current_schema))
+        changes, errors = diff_schema(current_schema, target, used_ids)
     current_spec = current.spec()
     if _spec_key(current_spec) != _spec_key(target.spec):
         errors.append(
@@ -269,6 +287,14 @@ def plan_table(target: TableTarget, current: TableMetadata | None) -> TablePlan:
         {"type": "assert-default-spec-id", "default-spec-id": current.default_spec_id},
     )
     return TablePlan(*base, "evolve", tuple(changes), requirements, tuple(updates))
+
+
+def _same_schema(current: Schema, wanted: Schema) -> bool:
+    """Whether the columns (ids, names, types, nullability, docs, defaults) and identifier fields are
+    the same: then `diff_schema` has nothing to say."""
+    return current.fields == wanted.fields and set(current.identifier_field_ids) == set(
+        wanted.identifier_field_ids
+    )
 
 
 def _mode_changes(target: TableTarget, current: TableMetadata) -> list[ConfigError]:

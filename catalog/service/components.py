@@ -88,7 +88,9 @@ class CatalogComponents:
         }
         self.namespaces = NamespaceService(store, settings, self.tabulars, self.warehouses)
         self.watermarks = WatermarkService(store, settings, self.tabulars, self.warehouses)
-        self.pipelines = PipelineService(store, settings, self.events, self.tables["client"])
+        self.pipelines = PipelineService(
+            store, settings, self.events, self.tables["client"], self.metadata_models
+        )
         self.clusters = ClusterService(store, self.warehouses.get, settings.warehouse_name)
         self.maintenance = MaintenanceService(store, self.warehouses.get)
         self.audit_log = AuditService(store)

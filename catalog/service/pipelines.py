@@ -31,9 +31,10 @@ from catalog.pipelines import (
     parse_config,
     plan_pipeline,
 )
-from catalog.pipelines.evolution import table_targets
+from catalog.pipelines.evolution import table_names
 from catalog.pipelines.sources import strip_userinfo
 from catalog.service.keys import visible_principals
+from catalog.service.metadata_models import MetadataModels
 from catalog.service.table_model import TableChange, parse_change
 from catalog.service.tables import TableService
 from catalog.settings import Settings
@@ -92,12 +93,18 @@ class PipelineService:
     path (the one multi-table commit) and the bus told of applied revisions."""
 
     def __init__(
-        self, store: CatalogStore, settings: Settings, events: EventBus, tables: TableService
+        self,
+        store: CatalogStore,
+        settings: Settings,
+        events: EventBus,
+        tables: TableService,
+        metadata_models: MetadataModels,
     ) -> None:
         self.store = store
         self.settings = settings
         self.events = events
         self.tables = tables
+        self.metadata_models = metadata_models
 
     async def current(self, principal: Principal) -> PipelineState:
         """The applied configuration (a cluster key sees only its cluster's part)."""
@@ -273,12 +280,16 @@ class PipelineService:
     async def _current_tables(
         self, config: PipelineConfig, warehouse: WarehouseRecord | None, errors: list[ConfigError]
     ) -> dict[tuple[str, str], TableMetadata]:
-        """The current metadata of every configured table that exists (none when the warehouse does not)."""
+        """The current metadata of every configured table that exists (none when the warehouse does not):
+        one read for all of them, each model from the commit path's cache when it holds it (an apply of
+        a thousand tables read and parsed them one at a time)."""
         current: dict[tuple[str, str], TableMetadata] = {}
         if warehouse is None:
             return current
-        for target in table_targets(config):
-            record = await self.store.get_tabular(warehouse.id, target.namespace, target.name)
+        targets = table_names(config)
+        records = await self.store.get_tabulars(warehouse.id, [(t.namespace, t.name) for t in targets])
+        for target in targets:
+            record = records.get((target.namespace, target.name))
             if record is None:
                 continue
             if record.kind != "table":
@@ -290,7 +301,9 @@ class PipelineService:
                     )
                 )
                 continue
-            current[(target.namespace, target.name)] = core.parse_table_metadata(record.metadata_json)
+            current[(target.namespace, target.name)] = self.metadata_models.get(
+                record.metadata_location
+            ) or core.parse_table_metadata(record.metadata_json)
         return current
 
     # -- applying ---------------------------------------------------------------------------------
