@@ -135,7 +135,8 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 Handler = Callable[[State, Scope, Receive, Principal | None], Awaitable[Answer | None]]
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: hashed by identity, a C-level lookup of its compiled steps per request
+@dataclass(frozen=True, slots=True, eq=False)
 class HotRoute:
     """A hot route's handler; its operation (authentication, audit) is the route table's for
     `method` on `template` (`catalog.api.routing`)."""

@@ -30,7 +30,8 @@ _PARAMETER = re.compile(r"^\{(?P<name>\w+):(?P<type>\w+)\}$")
 _VALID_HOST = re.compile(rb"\A[0-9A-Za-z!$&'()*+,;=\-._~:\[\]@%]*\Z")
 
 
-@dataclass(frozen=True, slots=True)
+# eq=False: hashed by identity, a C-level lookup of its compiled steps per request
+@dataclass(frozen=True, slots=True, eq=False)
 class Operation:
     """One method of one route, as the pipeline's steps need it."""
 
