@@ -23,6 +23,7 @@ committed offset — the same quantity floe's rows read from floe's offsets tabl
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import threading
@@ -31,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -348,9 +350,11 @@ def run(outcome: Outcome, interval_ms: int, args: argparse.Namespace, work: Path
         finally:
             sink.stop()
             database.close()
-        errors = [line for line in sink.log_text().splitlines() if " ERROR " in line]
+        log = sink.log_text()
+        errors = [line for line in log.splitlines() if " ERROR " in line]
         if errors:
             outcome.notes.append(f"{len(errors)} ERROR lines in the worker's log, first: {errors[0][:300]}")
+        outcome.notes.append(commit_cycles(log))
         outcome.notes.append(
             f"iceberg.control.commit.interval-ms={interval_ms}; freshness window {measure:.0f} s"
         )
@@ -361,6 +365,38 @@ def run(outcome: Outcome, interval_ms: int, args: argparse.Namespace, work: Path
             outcome.other_cores = cores.get("other")
             summarize(outcome, produced, seen, measure_from, measure_to)
         outcome.ingest_peak_rss_gib = round(peak_rss / 2**30, 2)
+
+
+_LOG_TIME = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]"
+_INITIATED = re.compile(_LOG_TIME + r".*Coordinator \S+ initiated commit (\S+)")
+_COMPLETED = re.compile(_LOG_TIME + r".*Coordinator \S+ completed commit (\S+), committed to (\d+) table")
+_FAILED = re.compile(r"Coordinator \S+ failed to commit for commit")
+
+
+def commit_cycles(log: str) -> str:
+    """How the sink's commits went, from the coordinator's log lines: how many, and how long from a
+    commit's start (the interval's end) to its completion (every table committed)."""
+
+    def at(stamp: str) -> float:
+        return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+    started: dict[str, float] = {}
+    for line in log.splitlines():
+        if found := _INITIATED.search(line):
+            started[found[2]] = at(found[1])
+    spans, tables = [], []
+    for line in log.splitlines():
+        if (found := _COMPLETED.search(line)) and found[2] in started:
+            spans.append(at(found[1]) - started[found[2]])
+            tables.append(int(found[3]))
+    failed = len(_FAILED.findall(log))
+    if not spans:
+        return f"the sink completed no commit ({len(started)} initiated, {failed} failed)"
+    return (
+        f"{len(started)} commits initiated, {len(spans)} completed ({failed} failed); commit start → "
+        f"complete median {statistics.median(spans):.1f} s, max {max(spans):.1f} s; "
+        f"tables per commit median {statistics.median(tables):.0f}"
+    )
 
 
 def summarize(
