@@ -129,6 +129,7 @@ class TableCommits:
         config = self.table_config(warehouse)
         records = await self._read_tables(warehouse, changes)
         fenced: list[tuple[str, KafkaProgress]] = []  # (table id, the progress its commit claims)
+        namespaces: dict[str, NamespaceRecord | None] = {}
         for change in changes:
             ident = change.ident
             record = records.get((ident.namespace.key, ident.name))
@@ -139,7 +140,11 @@ class TableCommits:
                     raise AlreadyExists(f"View with same name already exists: {ident}")
                 raise NoSuchTable(f"Table does not exist: {ident}")
             if record is None:
-                ns = await self.store.get_namespace(warehouse.id, ident.namespace.key)
+                if ident.namespace.key not in namespaces:  # an apply creates many tables per namespace
+                    namespaces[ident.namespace.key] = await self.store.get_namespace(
+                        warehouse.id, ident.namespace.key
+                    )
+                ns = namespaces[ident.namespace.key]
                 if ns is None:
                     raise NoSuchNamespace(f"Namespace does not exist: {ident.namespace}")
                 if not creating:
@@ -180,6 +185,9 @@ class TableCommits:
                     )
                 )
                 results.append(LoadedTable(location, metadata_json, config))
+                # Kept too: a new table's first commits (an apply's thousand tables, then ingestion's
+                # first batch of each) start from it rather than parsing what was just written.
+                models.append((location, metadata, len(metadata_json)))
                 continue
             base = self.metadata_models.get(record.metadata_location) or core.parse_table_metadata(
                 record.metadata_json
