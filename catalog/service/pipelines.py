@@ -160,13 +160,31 @@ class PipelineService:
             states.append(PipelineState(shown, config))
         return states
 
+    def _previous_config(self, previous: PipelineRevisionRecord | None) -> PipelineConfig | None:
+        """The applied revision's configuration, parsed once per revision as `current` parses it (the
+        same cache: ingestion's reads of a thousand-table revision parsed it already)."""
+        if previous is None:
+            return None
+        cache = _parsed.setdefault(self.store, LRUCache(maxsize=_PARSED_REVISIONS))
+        key = (previous.revision, previous.applied_at, previous.warehouse, None)
+        cached = cache.get(key)
+        if cached is not None:
+            return cached[0]
+        try:
+            config = parse_stored_config(previous.config)
+        except InvalidConfig as exc:  # stored by an older floe with other rules: no removed-table report
+            log.warning("the stored pipeline revision %d no longer validates: %s", previous.revision, exc)
+            return None
+        cache[key] = (config, config.to_json())
+        return config
+
     async def apply(self, principal: Principal, raw_config: Any, *, dry_run: bool) -> ApplyResult:
         """Validate, plan and (unless `dry_run`) apply; `InvalidConfig` lists every refused change."""
         require_admin(principal, "apply a pipeline configuration")
         config = parse_config(raw_config)
         store = self.store
         previous = await store.latest_pipeline_revision()
-        previous_config = _previous_config(previous)
+        previous_config = self._previous_config(previous)
         errors: list[ConfigError] = []
         warehouse = await self._choose_warehouse(config, errors)
         await self._check_clusters(config, warehouse.name, errors)
@@ -205,6 +223,9 @@ class PipelineService:
             plan=plan.to_json(),
             applied_by=principal.subject,
         )
+        if strip_userinfo(normalized) == normalized:  # what `current` parses from it: the same config
+            cache = _parsed.setdefault(self.store, LRUCache(maxsize=_PARSED_REVISIONS))
+            cache[(stored.revision, stored.applied_at, stored.warehouse, None)] = (config, normalized)
         before = previous.config if previous is not None else {}
         changed = frozenset(
             k for k in before.keys() | normalized.keys() if before.get(k) != normalized.get(k)
@@ -335,13 +356,3 @@ def parse_stored_config(stored: dict[str, Any]) -> PipelineConfig:
     """A stored revision's configuration, without the `user:password@` of any URL in it (older floe
     stored them; they are shown to no one)."""
     return parse_config(strip_userinfo(stored))
-
-
-def _previous_config(previous: PipelineRevisionRecord | None) -> PipelineConfig | None:
-    if previous is None:
-        return None
-    try:
-        return parse_stored_config(previous.config)
-    except InvalidConfig as exc:  # stored by an older floe with other rules: no removed-table report
-        log.warning("the stored pipeline revision %d no longer validates: %s", previous.revision, exc)
-        return None
