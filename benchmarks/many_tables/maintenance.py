@@ -10,12 +10,18 @@ does what only a first pass does (the metadata properties, the backlog since `fl
 each measured pass, ingestion runs `gap` seconds, so every measured pass faces the same amount of new
 work. Measured per pass: wall time of `floe maintain --once` (start to exit, Spark's start included), the
 tables it visited and what it did to them (from floe's recorded passes), its CPU and peak RSS, and the
-freshness p99 of the records produced meanwhile.
+freshness p99 of the records produced meanwhile, and the machine's load around it.
+
+Designs (`--maintain-designs`, comma-separated): `spark`, `inprocess` (this tree's defaults: the
+metadata-only skip and `floe maintain --parallel 2`), `inprocess-pN` (`--parallel N`), and
+`before:<folder>`, `floe maintain --design inprocess` run from another source tree (say
+`git archive <commit>` unpacked there), so an earlier commit's design is measured in the same run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -46,6 +52,11 @@ class MaintenancePass:
     peak_rss_gib: float | None = None
     freshness_p99_s: float | None = None
     window: tuple[float, float] | None = None
+    # Tables the metadata-only check skipped (their manifests not read).
+    tables_skipped: int = 0
+    # All processes' CPU on the machine during the pass (cores), and the 1-minute load average at its end.
+    machine_busy_cores: float | None = None
+    load_average_end: float | None = None
 
     @property
     def seconds_per_table(self) -> float | None:
@@ -79,6 +90,26 @@ def recorded_passes(fetch: Callable[[str, float], list[Any]], since: float) -> l
     return fetch(query, since)
 
 
+def maintain_command(design: str) -> tuple[list[str], str | None]:
+    """`floe maintain` for a design name, and the source tree to run it from (None: this one)."""
+    base = [
+        sys.executable,
+        "-m",
+        "floe.cli",
+        "maintain",
+        "--once",
+        "--master",
+        "local[2]",
+        "--metrics-port",
+        "0",
+    ]
+    if design.startswith("before:"):
+        return [*base, "--design", "inprocess"], design.split(":", 1)[1]
+    if design.startswith("inprocess-p"):
+        return [*base, "--design", "inprocess", "--parallel", design.removeprefix("inprocess-p")], None
+    return [*base, "--design", design], None
+
+
 def run_pass(
     design: str,
     label: str,
@@ -90,17 +121,18 @@ def run_pass(
 ) -> MaintenancePass:
     """One `floe maintain --once --design D` over every table, while the caller's producer and
     ingestion go on (`poll` keeps the freshness record)."""
-    command = [
-        sys.executable, "-m", "floe.cli", "maintain", "--once", "--design", design,
-        "--master", "local[2]", "--metrics-port", "0",
-    ]  # fmt: skip
-    outcome = MaintenancePass(design, label)
+    command, tree = maintain_command(design)
+    if tree is not None:
+        # The other tree's code first (`python -m` also puts the working folder first).
+        env_vars = {**env_vars, "PYTHONPATH": tree}
+    outcome = MaintenancePass(f"before ({Path(tree).name})" if tree else design, label)
     peak = 0
     cpu = 0.0
     with log_path.open("ab") as log:
         started = time.time()
+        machine_before = psutil.cpu_times()
         process = subprocess.Popen(
-            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree
         )
         while process.poll() is None and time.time() - started < limit:
             poll()
@@ -116,6 +148,12 @@ def run_pass(
         else:
             outcome.pass_s = round(ended - started, 1)
     poll()
+    machine_after = psutil.cpu_times()
+    busy = (machine_after.user + machine_after.system + machine_after.nice) - (
+        machine_before.user + machine_before.system + machine_before.nice
+    )
+    outcome.machine_busy_cores = round(busy / (ended - started), 2)
+    outcome.load_average_end = round(os.getloadavg()[0], 2)
     outcome.window = (started, ended)
     outcome.cores = round(cpu / (ended - started), 2)
     outcome.peak_rss_gib = round(peak / 2**30, 2)
@@ -130,6 +168,7 @@ def run_pass(
         outcome.tables_compacted += int(rewritten > 0)
         outcome.data_files_rewritten += rewritten
         outcome.tables_expired += int("expire_snapshots" in names)
+        outcome.tables_skipped += int(any("quick_check" in (a.get("result") or {}) for a in actions))
         for action in actions:
             if action["name"] in ("remove_old_metadata_files", "remove_orphan_files"):
                 continue  # never Spark, in either design
@@ -159,7 +198,8 @@ def markdown_rows(tables: int, passes: list[MaintenancePass]) -> list[str]:
             f"| {p.design} | {p.label} | {tables:,} | {elapsed} | {p.tables_visited:,} | "
             f"{p.seconds_per_table} s | {p.tables_compacted:,} ({p.data_files_rewritten:,} files) | "
             f"{p.tables_expired:,} | {p.in_process_actions:,} / {p.spark_actions:,} | {p.tables_failed} | "
-            f"{p.cores} | {p.peak_rss_gib} GiB | {p.freshness_p99_s} s |"
+            f"{p.cores} | {p.peak_rss_gib} GiB | {p.freshness_p99_s} s | {p.tables_skipped:,} | "
+            f"{p.machine_busy_cores} | {p.load_average_end} |"
         )
     return rows
 
@@ -167,8 +207,9 @@ def markdown_rows(tables: int, passes: list[MaintenancePass]) -> list[str]:
 MARKDOWN_HEADER = [
     "| design | pass | tables (data) | full pass | tables visited (data + dead-letter) | per table | "
     "tables compacted (files rewritten) | tables expired | actions in-process / Spark | tables failed | "
-    "maintenance CPU (cores) | maintenance peak RSS | ingestion freshness p99 meanwhile |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "maintenance CPU (cores) | maintenance peak RSS | ingestion freshness p99 meanwhile | "
+    "tables skipped (metadata only) | machine busy (cores, all processes) | load average at end |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
 
 __all__ = ["MARKDOWN_HEADER", "POLICY", "MaintenancePass", "freshness_p99", "markdown_rows", "run_pass"]
