@@ -74,6 +74,8 @@ class PassResult:
             )
             or "nothing to do"
         )
+        if any("quick_check" in a.result for a in self.actions):
+            ran = f"nothing to do (table metadata); {ran}"
         change = ""
         if self.before is not None and self.after is not None:
             change = (

@@ -87,6 +87,7 @@ def test_passes_skip_tables_with_nothing_to_do_and_run_in_parallel(
         second = _by_name(worker.run_once(maintained))
         assert all(_skipped(r) for r in second.values()), [r.summary() for r in second.values()]
         assert reads == []
+        assert all("nothing to do (table metadata)" in r.summary() for r in second.values())
         assert second["busy"].after is not None
         assert second["busy"].after.data_files == 1
 
