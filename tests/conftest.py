@@ -59,14 +59,73 @@ if vars(httpx_transports).get("create_ssl_context") is create_ssl_context:
     vars(httpx_transports)["create_ssl_context"] = _tls_context_shared_by_clients
 
 
+def _runs_e2e(config: pytest.Config) -> bool:
+    """Whether the run selects e2e tests (`-m "not e2e"` is the quick tier)."""
+    return str(config.getoption("markexpr", "")).replace(" ", "") != "note2e"
+
+
+def _names_directories_only(config: pytest.Config) -> bool:
+    """Whether the command line names whole directories (or nothing: the testpaths), as a tier's run
+    does, rather than test files or test ids."""
+    return all(Path(arg.split("::", 1)[0]).is_dir() for arg in config.args)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """Workers for `-n auto` (pyproject's addopts): the quick tier (`-m "not e2e"`) spreads over the
-    cores, each worker with its own in-process catalog; a run that selects e2e tests stays in one
-    process, because Kafka, Spark, Trino and the registry are started once per session and two
-    copies of them would only compete for the same cores. `-n N` on the command line overrides it."""
-    if config.getoption("markexpr", "").replace(" ", "") != "note2e":
+    cores (up to 4), each worker with its own in-process catalog. The e2e tier (directories, as
+    tests/run.sh runs it) runs on 2 workers, whole modules at a time (`pytest_xdist_make_scheduler`):
+    its tests spend much of their time waiting on other processes (JVM start-ups, Kafka,
+    micro-batches, polls), so two modules overlap even on 2 cores, though each worker starts its own
+    Kafka, registry and catalog. A run naming e2e files or tests stays in one process (readable
+    output, `-s` works). `-n N` on the command line overrides it; E2E_WORKERS sets the e2e tier's
+    count (0 or 1: one process, as before)."""
+    cores = os.cpu_count() or 1
+    if not _runs_e2e(config):
+        return min(cores, 4)
+    if not _names_directories_only(config):
         return 0
-    return min(os.cpu_count() or 1, 4)
+    workers = int(os.environ.get("E2E_WORKERS", min(cores, 2)))
+    return workers if workers > 1 else 0
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """A run with e2e tests hands out whole modules (`--dist loadfile`): a module's servers, broker
+    topics and `floe ingest` are module fixtures, set up once on one worker. Modules go out in the
+    order `pytest_collection_modifyitems` gives (the longest first), so no long module is left
+    for the end while the other worker idles."""
+    if not _runs_e2e(config):
+        return None
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
+
+    config.option.loadscopereorder = False
+    return LoadFileScheduling(config, log)
+
+
+# The e2e modules that take longest, longest first (the last CI's --durations: test_upsert's 8 tests
+# take 61-89 s each, test_containers 224 s, test_ingest's kill -9 112 s, the ingest benchmark 94 s):
+# handed out first on the xdist workers. Every other e2e module follows, then the API tier's PostgreSQL
+# parameters (many short modules, which fill the end of the run evenly).
+_LONGEST_MODULES = (
+    "tests/e2e/test_upsert.py",
+    "tests/e2e/test_ingest.py",
+    "tests/e2e/test_containers.py",
+    "tests/e2e/test_benchmark_smoke.py",
+)
+
+
+def _module_rank(item: pytest.Item) -> tuple[int, int]:
+    module = item.nodeid.split("::", 1)[0]
+    if module in _LONGEST_MODULES:
+        return (0, _LONGEST_MODULES.index(module))
+    return (1, 0) if module.startswith("tests/e2e/") else (2, 0)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist workers of a run with e2e tests: the longest modules first (a stable sort: the tests
+    of a module keep their order)."""
+    if hasattr(config, "workerinput") and _runs_e2e(config):
+        items.sort(key=_module_rank)
 
 
 @pytest.fixture(scope="session")
