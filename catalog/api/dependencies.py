@@ -40,7 +40,8 @@ StorageEndpointHeader = Annotated[
 
 
 async def provide_principal(request: Request) -> Principal:  # type: ignore[type-arg]
-    """The caller, authenticated by `authentication_middleware` before the request got here."""
+    """The caller, authenticated by the request pipeline's authentication step
+    (`catalog.api.authentication.authentication_step`) before the request got here."""
     return principal_of(request)
 
 

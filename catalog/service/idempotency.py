@@ -1,4 +1,4 @@
-"""`Idempotency-Key`: the rules behind `catalog.api.middleware.idempotency_middleware`.
+"""`Idempotency-Key`: the rules behind `catalog.api.middleware.idempotency_step`.
 
 - Keys belong to the caller: the stored key is sha256(subject, cluster, key), so callers never replay,
   block or collide with each other's keys; only the same caller reusing a key for another request is

@@ -3,7 +3,7 @@
 
 A table commit writes both in its transaction (`CommitRecords`), so a change is never without its
 entry, and a crash after the commit leaves the key `landed`: the retry is answered from what the commit
-wrote (`landed_locations`). Other mutations are audited by `catalog.api.audit.audit_middleware` before
+wrote (`landed_locations`). Other mutations are audited by `catalog.api.audit.audit_step` before
 their answer, which it withholds when the entry cannot be written.
 """
 

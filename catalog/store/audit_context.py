@@ -1,6 +1,6 @@
 """A mutation request's audit entry, written in the transaction of the change it records.
 
-`catalog.api.audit.audit_middleware` sets a `PendingAudit` for each mutation request; the store's
+`catalog.api.audit.audit_step` sets a `PendingAudit` for each mutation request; the store's
 change-making transactions call `record_change(conn)` right after their change, so the entry and the
 change commit together, or neither does (a failed insert rolls the change back: `AuditUnavailable`).
 A request of several write transactions gets its entry with the first that commits a change. A table
