@@ -85,19 +85,19 @@ def build_litestar(settings: Settings) -> Litestar:
         await store.upsert_warehouse(
             settings.warehouse_name, settings.warehouse_location, settings.warehouse_properties
         )
-        # Every collaborator and service, built once; `state.ctx` is what the HTTP layer takes them from.
-        ctx = app.state.ctx = CatalogComponents(store, settings)
+        # Every collaborator and service, built once; the HTTP layer takes them from `state.components`.
+        components = app.state.components = CatalogComponents(store, settings)
         # Tables of S3 warehouses are published to AWS Glue (FLOE_GLUE_*, else floe.yaml's `glue:`).
         glue = GluePublisher(
             store,
             ConfiguredGlueTarget(settings, store),
             retry_max_seconds=settings.glue_retry_max_seconds,
         )
-        glue.subscribe(ctx.events)
+        glue.subscribe(components.events)
         # Commit events (FLOE_EVENTS_*): the outbox sent to Kafka.
         events = CommitEventPublisher(store, settings) if settings.events_kafka_bootstrap_servers else None
         if events is not None:
-            events.subscribe(ctx.events)
+            events.subscribe(components.events)
             await events.start()
         auth = AuthService(store, settings)
         await auth.bootstrap_admin()
@@ -128,7 +128,7 @@ def build_litestar(settings: Settings) -> Litestar:
             await glue.stop()
             if events is not None:
                 await events.stop()
-            await ctx.audit.close()
+            await components.audit.close()
             await store.close()
 
     console: list[Router] = []

@@ -111,7 +111,9 @@ def audit_step(app: ASGIApp, state: State, action: str, success_status: int) -> 
                 # Recorded before the response completes: a client that has its answer finds the
                 # mutation in the audit log (not a moment later).
                 recorded = True
-                stored = audited(status) or await record_request(state.ctx.audit, scope, status, action)
+                stored = audited(status) or await record_request(
+                    state.components.audit, scope, status, action
+                )
                 if not stored and status < 400:
                     start, message = answer_messages(UNAUDITED_ANSWER)
             if start is not None:
@@ -125,7 +127,7 @@ def audit_step(app: ASGIApp, state: State, action: str, success_status: int) -> 
             REQUEST_RECORDS.reset(token)
             PENDING_AUDIT.reset(pending_token)
             if not recorded and not audited(status):
-                await record_request(state.ctx.audit, scope, status, action)
+                await record_request(state.components.audit, scope, status, action)
 
     return step
 

@@ -30,7 +30,7 @@ async def authenticate(state: State, scope: Scope, *, session_token: str | None 
     """The caller of an HTTP request, from its `Authorization: Bearer` header or (the console) the
     token of its session cookie; the anonymous administrator when authentication is off. A refusal is
     the `CatalogError` raised."""
-    if state.ctx.settings.auth_mode == "none":
+    if state.components.settings.auth_mode == "none":
         return ANONYMOUS_ADMIN
     auth: AuthService = state.auth
     if session_token is not None:

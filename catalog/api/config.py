@@ -68,7 +68,7 @@ async def healthz() -> dict[str, str]:
 @get("/readyz", include_in_schema=False)
 async def readyz(state: State) -> dict[str, str]:
     """Unauthenticated, like `/healthz`: load balancers and orchestrators probe it."""
-    components: CatalogComponents = state.ctx
+    components: CatalogComponents = state.components
     try:
         await components.store.ping()
     except Exception as exc:

@@ -58,7 +58,7 @@ def provide_auth(state: State) -> AuthService:
 
 
 def components_of(state: State) -> CatalogComponents:
-    components: CatalogComponents = state.ctx
+    components: CatalogComponents = state.components
     return components
 
 

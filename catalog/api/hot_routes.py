@@ -176,7 +176,7 @@ async def _list(state: State, scope: Scope, receive: Receive, principal: Princip
     params = scope["path_params"]
     page = _page_parameters(scope.get("query_string", b""))
     assert page is not None  # checked before routing here
-    ctx = state.ctx
+    ctx = state.components
     # In the order the Litestar routes evaluate them, so both answer a bad request alike (a failure is
     # raised to the pipeline, which answers it as every failure is answered).
     prefix, namespace = decode_segment(params["prefix"]), parse_namespace(params["namespace"])
@@ -243,7 +243,7 @@ async def _load_table(state: State, scope: Scope, receive: Receive, principal: P
         elif name == STORAGE_ENDPOINT_HEADER_BYTES:
             storage_endpoint = value.decode("latin-1")
     # A failure is raised to the pipeline, which answers it as every failure is answered.
-    service = state.ctx.tables[parse_storage_endpoint(storage_endpoint)]
+    service = state.components.tables[parse_storage_endpoint(storage_endpoint)]
     loaded = await service.load(
         principal,
         decode_segment(params["prefix"]),

@@ -100,7 +100,7 @@ def idempotency_step(app: ASGIApp, state: State) -> ASGIApp:
         if key is None or principal is None:  # the principal: set by authentication, which runs first
             await app(scope, receive, send)
             return
-        ctx = state.ctx
+        ctx = state.components
         if not 1 <= len(key) <= 64:
             await send_answer(send, INVALID_IDEMPOTENCY_KEY)
             return

@@ -186,7 +186,7 @@ def console_session_middleware(app: ASGIApp) -> ASGIApp:
         renewed: str | None = None
         if not _is_public(scope):
             ctx_app = scope["litestar_app"]
-            if ctx_app.state.ctx.settings.auth_mode == "none":
+            if ctx_app.state.components.settings.auth_mode == "none":
                 state[PRINCIPAL_STATE_KEY] = ANONYMOUS_ADMIN
             else:
                 token = cookies.get(SESSION_COOKIE)

@@ -57,7 +57,7 @@ def _fail_every_statement(monkeypatch: pytest.MonkeyPatch, client: TestClient[An
         raise exc
 
     state = client.state  # type: ignore[attr-defined]
-    store = state.ctx.store
+    store = state.components.store
     monkeypatch.setattr(store, "_fetch", fail)
     for name in ("_reading", "_writing"):
         monkeypatch.setattr(store, name, lambda: _FailingConnection(exc))
