@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -450,6 +451,8 @@ def main() -> None:
     parser.add_argument(
         "--connect-interval-ms", default="10000,300000", help="the sink's commit intervals, one row each"
     )
+    parser.add_argument("--work-dir", default="", help="keep each row's logs and state under this folder")
+    parser.add_argument("--log-level", default="info", help="floe ingest --log-level")
     args = parser.parse_args()
     started = time.time()
     plan = [("queries", int(n)) for n in args.queries.split(",") if n] + [
@@ -461,13 +464,17 @@ def main() -> None:
     ]
     outcomes = []
     for design, count in plan:
-        with tempfile.TemporaryDirectory(prefix=f"floe-many-{design.split()[0]}-{count}-") as work:
+        prefix = f"floe-many-{design.split()[0]}-{count}-"
+        if args.work_dir:  # kept: the logs of every process
+            Path(args.work_dir).mkdir(parents=True, exist_ok=True)
+            kept = contextlib.nullcontext(tempfile.mkdtemp(prefix=prefix, dir=args.work_dir))
+        with kept if args.work_dir else tempfile.TemporaryDirectory(prefix=prefix) as work:
             print(f"== {design}, {count} tables", flush=True)
             if design.startswith("kafka-connect"):
                 outcome = Outcome(design, count)
                 kafka_connect.run(outcome, int(design.split()[1]) * 1000, args, Path(work))
             else:
-                outcome = run_one(design, count, args, Path(work))
+                outcome = run_one(design, count, args, Path(work), args.log_level)
             print(json.dumps(asdict(outcome)), flush=True)
             outcomes.append(outcome)
             report(outcomes, args, started)
