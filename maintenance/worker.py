@@ -62,9 +62,12 @@ log = logging.getLogger(__name__)
 DISCOVERY_SECONDS = 60.0
 # Runs of an action that keeps losing commit races before the pass records it as failed.
 CONFLICT_ATTEMPTS = 3
-# Tables maintained at once by default: a pass is mostly waiting (storage, floe's commits), and two
-# leave the rest of a 2-core node to ingestion (benchmarks/results/many-tables-maintenance.md).
-DEFAULT_PARALLEL = 2
+# Tables maintained at once by default. On the 2-core benchmark node, busy with ingestion and other
+# work, two at once were no faster than one (300 idle tables: 48-60 s either way; busy tables: the same
+# files rewritten per second) and ingestion's freshness p99 was worse during the pass: one, unless
+# `--parallel` says otherwise (a node with cores to spare, or a remote store whose round trips a pass
+# waits on). benchmarks/results/many-tables-maintenance.md.
+DEFAULT_PARALLEL = 1
 
 
 @dataclass(frozen=True)
