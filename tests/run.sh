@@ -14,10 +14,10 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
-# Two runs, both spread over pytest-xdist workers (`-n auto`, see tests/conftest.py): the quick tier one
-# test at a time over the cores, then the e2e tier on 2 workers, a whole module at a time (each worker
-# starts its own Kafka, registry and catalog once); both run even if the first fails. The e2e tier
-# lists its 40 slowest tests: CI must stay under 45 minutes.
+# Two runs: the quick tier spread over the cores (pytest-xdist), then the e2e tier in one process (its
+# Kafka, Spark, Trino and registry are started once per session), or on E2E_WORKERS xdist workers, a
+# whole module at a time (see tests/conftest.py); both run even if the first fails.
+# The e2e tier lists its 40 slowest tests: CI must stay under 45 minutes.
 echo "== pytest: quick tier"
 status=0
 # Exit status 5 is "no test selected" (arguments naming only tests of the other tier).
