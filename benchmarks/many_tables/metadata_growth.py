@@ -90,7 +90,7 @@ def append(metadata: TableMetadata, sequence: int) -> TableMetadata:
     snapshot_id = sequence * 1_000 + 7
     snapshot: dict[str, Any] = {
         "snapshot-id": snapshot_id,
-        "sequence-number": metadata.last_sequence_number + 1,
+        "sequence-number": getattr(metadata, "last_sequence_number", 0) + 1,  # v2 and later
         "timestamp-ms": int(time.time() * 1000),
         "manifest-list": f"{LOCATION}/metadata/snap-{snapshot_id}-1-{uuid.uuid4()}.avro",
         "summary": {
