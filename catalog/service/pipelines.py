@@ -137,7 +137,7 @@ class PipelineService:
         them only when that is a key of its cluster (global administrators apply: "operator")."""
         names = await visible_principals(self.store, principal, {r.applied_by for r in records})
         states = []
-        cache = _parsed.setdefault(self.store, LRUCache(maxsize=_PARSED_REVISIONS))
+        cache = self._parsed_revisions()
         cluster = None if principal.is_admin else principal.cluster
         assert principal.is_admin or cluster is not None  # authorize_pipeline_read let it in
         for record in records:
@@ -160,12 +160,16 @@ class PipelineService:
             states.append(PipelineState(shown, config))
         return states
 
+    def _parsed_revisions(self) -> LRUCache[tuple[Any, ...], tuple[PipelineConfig, dict[str, Any]]]:
+        """Parsed revisions by (revision, applied at, warehouse, cluster seeing it), one cache per store."""
+        return _parsed.setdefault(self.store, LRUCache(maxsize=_PARSED_REVISIONS))
+
     def _previous_config(self, previous: PipelineRevisionRecord | None) -> PipelineConfig | None:
         """The applied revision's configuration, parsed once per revision as `current` parses it (the
         same cache: ingestion's reads of a thousand-table revision parsed it already)."""
         if previous is None:
             return None
-        cache = _parsed.setdefault(self.store, LRUCache(maxsize=_PARSED_REVISIONS))
+        cache = self._parsed_revisions()
         key = (previous.revision, previous.applied_at, previous.warehouse, None)
         cached = cache.get(key)
         if cached is not None:
@@ -224,7 +228,7 @@ class PipelineService:
             applied_by=principal.subject,
         )
         if strip_userinfo(normalized) == normalized:  # what `current` parses from it: the same config
-            cache = _parsed.setdefault(self.store, LRUCache(maxsize=_PARSED_REVISIONS))
+            cache = self._parsed_revisions()
             cache[(stored.revision, stored.applied_at, stored.warehouse, None)] = (config, normalized)
         before = previous.config if previous is not None else {}
         changed = frozenset(
