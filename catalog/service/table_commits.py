@@ -127,12 +127,12 @@ class TableCommits:
         results: list[LoadedTable] = []
         models: list[tuple[str, TableMetadata, int]] = []
         config = self.table_config(warehouse)
-        records = await self._read_tables(warehouse, changes)
+        tables = await self._read_tables(warehouse, changes)
         fenced: list[tuple[str, KafkaProgress]] = []  # (table id, the progress its commit claims)
         namespaces: dict[str, NamespaceRecord | None] = {}
         for change in changes:
             ident = change.ident
-            record = records.get((ident.namespace.key, ident.name))
+            record, cached = tables.get((ident.namespace.key, ident.name), (None, None))
             creating = any(r.type == "assert-create" for r in change.requirements)
             if record is not None and record.kind != "table":
                 if creating:
@@ -189,9 +189,7 @@ class TableCommits:
                 # first batch of each) start from it rather than parsing what was just written.
                 models.append((location, metadata, len(metadata_json)))
                 continue
-            base = self.metadata_models.get(record.metadata_location) or core.parse_table_metadata(
-                record.metadata_json
-            )
+            base = cached or core.parse_table_metadata(record.metadata_json)
             metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
             self.limits.check_committed(change, metadata.properties)
             if change.updates:
@@ -225,17 +223,44 @@ class TableCommits:
 
     async def _read_tables(
         self, warehouse: WarehouseRecord, changes: list[TableChange]
-    ) -> dict[tuple[str, str], TabularRecord]:
-        """The changed tables' rows by (namespace key, name): one query for all of a transaction's
-        tables (ingestion commits a hundred at once); a lone table by the prepared single-row read."""
+    ) -> dict[tuple[str, str], tuple[TabularRecord, TableMetadata | None]]:
+        """The changed tables' rows by (namespace key, name), each with its current metadata's parsed
+        model when it is cached. A row is read without its metadata JSON (tens of KiB for a table with
+        a hundred snapshots, megabytes for ingestion's hundred-table transactions) unless the change
+        needs it: the model is not cached, or the change has no updates (its answer is that JSON). One
+        query for all of a transaction's tables; a lone table by the prepared single-row read."""
         store = self.store
         if len(changes) == 1:
             ident = changes[0].ident
-            record = await store.get_tabular(warehouse.id, ident.namespace.key, ident.name)
-            return {} if record is None else {(ident.namespace.key, ident.name): record}
-        return await store.get_tabulars(
-            warehouse.id, [(c.ident.namespace.key, c.ident.name) for c in changes]
-        )
+            head = await store.get_tabular_head(warehouse.id, ident.namespace.key, ident.name)
+            heads = {} if head is None else {(ident.namespace.key, ident.name): head}
+        else:
+            keys = [(c.ident.namespace.key, c.ident.name) for c in changes]
+            heads = await store.get_tabulars(warehouse.id, keys, metadata_json=False)
+        found: dict[tuple[str, str], tuple[TabularRecord, TableMetadata | None]] = {}
+        missing: list[tuple[str, str]] = []
+        for change in changes:
+            key = (change.ident.namespace.key, change.ident.name)
+            head = heads.get(key)
+            if head is None:
+                continue
+            model = self.metadata_models.get(head.metadata_location) if change.updates else None
+            if model is None and head.kind == "table":
+                missing.append(key)
+            found[key] = (head, model)
+        if missing:
+            # Read whole; a row that moved in between is taken as it is now (its swap checks that version).
+            if len(missing) == 1:
+                record = await store.get_tabular(warehouse.id, *missing[0])
+                full = {} if record is None else {missing[0]: record}
+            else:
+                full = await store.get_tabulars(warehouse.id, missing)
+            for key in missing:
+                if key in full:
+                    found[key] = (full[key], None)
+                else:
+                    found.pop(key)
+        return found
 
     async def _read_offsets(self, fenced: list[tuple[str, KafkaProgress]]) -> list[dict[int, int]]:
         """The committed offsets of each (table id, progress)'s topic, in one query for all."""

@@ -70,8 +70,12 @@ class TabularStore(Protocol):
 
     async def get_tabular(self, warehouse_id: str, namespace_key: str, name: str) -> TabularRecord | None: ...
 
+    async def get_tabular_head(
+        self, warehouse_id: str, namespace_key: str, name: str
+    ) -> TabularRecord | None: ...
+
     async def get_tabulars(
-        self, warehouse_id: str, names: Sequence[tuple[str, str]]
+        self, warehouse_id: str, names: Sequence[tuple[str, str]], *, metadata_json: bool = True
     ) -> dict[tuple[str, str], TabularRecord]: ...
 
     async def get_tabular_location(
