@@ -35,6 +35,18 @@ class LimitExceeded(BadRequest):
     (`catalog.service.quotas`): the request itself is too big, whoever sends it."""
 
 
+class BodyTooLarge(CatalogError):
+    """A request body longer than its operation allows (`catalog.api.body_limits`), declared or counted
+    as it arrives: refused before it is read whole."""
+
+    status_code = 413
+    error_type = "BadRequestException"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__("Request body too large")
+        self.limit = limit
+
+
 class QuotaExceeded(CatalogError):
     """A cluster already holds as many namespaces, tables, views or keys as its quota allows.
 

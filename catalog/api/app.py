@@ -178,7 +178,9 @@ def build_litestar(settings: Settings) -> Litestar:
         # (`RequestPipeline`), in front of Litestar's routing.
         lifespan=[lifespan],
         openapi_config=openapi_config(),
-        request_max_body_size=settings.max_body_bytes,
+        # Bodies are bounded by the request pipeline's limits step (`catalog.api.body_limits`), per
+        # operation, before any step reads them.
+        request_max_body_size=None,
         request_class=FloeRequest,
         template_config=templates,
         logging_config=None,
@@ -189,4 +191,5 @@ def build_litestar(settings: Settings) -> Litestar:
 def create_app(settings: Settings | None = None) -> RequestPipeline:
     """The served ASGI app: the request pipeline, with Litestar as the handler of every route that is
     not a hot one."""
-    return RequestPipeline(build_litestar(settings or Settings.from_env()))
+    settings = settings or Settings.from_env()
+    return RequestPipeline(build_litestar(settings), settings.max_body_bytes)

@@ -1,7 +1,8 @@
 """Every failure's answer, mapped here and nowhere else: the spec's `IcebergErrorResponse` for the REST
 and management APIs (domain errors, refused authentication, idempotency conflicts, a refused floe.yaml
-with every error's YAML path, unexpected failures), OAuth2 error JSON (RFC 6749 §5.2) for the token
-endpoint, and the status and message of the console's error page. The error document itself is written
+with every error's YAML path, a body over its limit, unexpected failures), OAuth2 error JSON (RFC 6749
+§5.2) for the token endpoint (`failure` picks by the request's route), and the status and message of
+the console's error page. The error document itself is written
 by `catalog.error_json`, which the connection limits below the app use as well.
 """
 
@@ -16,7 +17,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ExceptionHandlersMap, Message, Scope, Send
 
 from catalog.error_json import HTTP_ERROR_TYPES, bounded_message, error_body
-from catalog.errors import CatalogError
+from catalog.errors import BodyTooLarge, CatalogError
 from catalog.pipelines import InvalidConfig
 from catalog.service.idempotency import ClaimOutcome, Replay, SecretWithheld, UsedForOtherRequest
 from catalog.service.security import OAuthFailure
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EXCEPTION_HANDLERS",
+    "TOKEN_PATH",
     "Answer",
     "OAuthError",
     "TokenAnswer",
@@ -43,6 +45,9 @@ __all__ = [
 Answer = tuple[int, bytes, list[tuple[bytes, bytes]], bool]
 # (status, JSON body, headers) of a token endpoint answer.
 TokenAnswer = tuple[int, bytes, dict[str, str]]
+
+# The token endpoint: its failures are answered with OAuth2 error JSON.
+TOKEN_PATH = "/v1/oauth/tokens"
 
 _RETRY_AFTER = {"Retry-After": str(RETRY_AFTER_SECONDS)}
 _BEARER_CHALLENGE = 'Bearer realm="floe"'
@@ -132,8 +137,13 @@ def failure_answer(exc: Exception, method: str, path: str) -> tuple[int, bytes, 
 
 
 def failure(scope: Scope, exc: Exception) -> Answer:
-    """The `Answer` to a request whose handling raised `exc`."""
-    status, body, headers = failure_answer(exc, str(scope.get("method", "")), str(scope.get("path", "")))
+    """The `Answer` to a request whose handling raised `exc`: OAuth2 error JSON on the token endpoint,
+    else the spec's error JSON."""
+    method, path = str(scope.get("method", "")), str(scope.get("path", ""))
+    if scope.get("path_template") == TOKEN_PATH:
+        status, body, headers = token_failure(exc, method, path)
+    else:
+        status, body, headers = failure_answer(exc, method, path)
     return status, body, encode_headers(headers), True
 
 
@@ -168,6 +178,8 @@ def oauth_error(exc: OAuthFailure, *, basic: bool) -> TokenAnswer:
 
 def token_failure(exc: Exception, method: str, path: str) -> TokenAnswer:
     """The token endpoint's answer to any failure."""
+    if isinstance(exc, BodyTooLarge):
+        exc = OAuthFailure(413, "invalid_request", "The token request is too large")
     if isinstance(exc, OAuthFailure):
         return oauth_error(exc, basic=False)
     return failure_answer(exc, method, path)
@@ -249,9 +261,8 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
 
 def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
     status = exc.status_code
-    message = "Request body too large" if status == 413 else exc.detail
     error_type = HTTP_ERROR_TYPES.get(status, "RESTException")
-    return _response(error_answer(status, error_type, message, exc.headers))
+    return _response(error_answer(status, error_type, exc.detail, exc.headers))
 
 
 def _invalid_config(_: Request[Any, Any, Any], exc: InvalidConfig) -> Response[bytes]:

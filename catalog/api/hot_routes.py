@@ -10,10 +10,10 @@ benchmarks/results/catalog-hot-path.md). `match` recognises
 `GET /v1/{prefix}/namespaces/{namespace}/tables` and `…/views` (with at most `pageToken` and a decimal
 `pageSize`) and `POST /v1/oauth/tokens` with a form body (engines ask for a token before most queries:
 Trino 476 two per SELECT). The handlers call the same services as the Litestar routes; the pipeline
-runs the same steps before them (request id, metrics, access line, authentication, audit) as before
-Litestar's routes, for the same operations of its route table. Any other request goes to Litestar,
-which also keeps serving these routes for the OpenAPI document and for the requests `match` does not
-take.
+runs the same steps before them (request id, metrics, access line, body limit, authentication,
+audit) as before Litestar's routes, for the same operations of its route table. Any other request goes
+to Litestar, which also keeps serving these routes for the OpenAPI document and for the requests
+`match` does not take.
 """
 
 from __future__ import annotations
@@ -29,17 +29,11 @@ from litestar.types import Receive, Scope
 
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY
 from catalog.api.dependencies import page_size_value
-from catalog.api.errors import Answer, encode_headers, token_failure
-from catalog.api.oauth import (
-    TOKEN_PATH,
-    answer_token_request,
-    granted_answer,
-    parse_token_form,
-)
+from catalog.api.errors import TOKEN_PATH, Answer, encode_headers, token_failure
+from catalog.api.oauth import answer_token_request, granted_answer, parse_token_form
 from catalog.api.tables import ident_of
 from catalog.auth import Principal
 from catalog.identifiers import decode_segment, parse_namespace
-from catalog.service.security import OAuthFailure
 from catalog.storage import STORAGE_ENDPOINT_HEADER, parse_storage_endpoint
 
 # What Litestar puts in `scope["path_template"]` for the routes (the access log and metrics label).
@@ -49,8 +43,6 @@ LIST_TEMPLATES = {
     b"views": "/v1/{prefix:str}/namespaces/{namespace:str}/views",
 }
 MAX_PAGE_SIZE_DIGITS = 18
-# A token request is a few hundred bytes (a token exchange: a token more); larger ones are refused.
-MAX_TOKEN_REQUEST_BYTES = 64 * 1024
 FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
 STORAGE_ENDPOINT_HEADER_BYTES = STORAGE_ENDPOINT_HEADER.lower().encode("latin-1")
 
@@ -112,19 +104,15 @@ def _is_token_form_post(scope: Scope) -> bool:
     return False
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request body (`OAuthFailure` when longer than `limit`), or None when the client left."""
+async def _read_body(receive: Receive) -> bytes | None:
+    """The request body, or None when the client left. Its length is bounded by the pipeline's limits
+    step (`catalog.api.body_limits`): the token operation's `MAX_TOKEN_REQUEST_BYTES`."""
     chunks: list[bytes] = []
-    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise OAuthFailure(413, "invalid_request", "The token request is too large")
-        chunks.append(chunk)
+        chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
 
@@ -191,21 +179,14 @@ async def _list(state: State, scope: Scope, receive: Receive, principal: Princip
 async def _token(state: State, scope: Scope, receive: Receive, principal: Principal | None) -> Answer | None:
     """A client-credentials (or token exchange) request with a form body; audited by the pipeline."""
     authorization = b""
-    declared = b""
     for key, value in scope["headers"]:
-        name = key.lower()
-        if name == b"authorization":
+        if key.lower() == b"authorization":
             authorization = value
-        elif name == b"content-length":
-            declared = value
     client = scope.get("client")
     source = client[0] if client else "unknown"
     request_state = scope.setdefault("state", {})
     try:
-        # A Content-Length over the limit is refused before waiting for a body it may never send.
-        if len(declared) > 18 or (declared.isdigit() and int(declared) > MAX_TOKEN_REQUEST_BYTES):
-            raise OAuthFailure(413, "invalid_request", "The token request is too large")
-        body = await _read_body(receive, MAX_TOKEN_REQUEST_BYTES)
+        body = await _read_body(receive)
         if body is None:
             return None  # the client left: nobody to answer, nothing was asked
         # Engines repeat the same request before most queries: one granted a moment ago is

@@ -17,11 +17,9 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Body
 
 from catalog.api.audit import TOKEN_CLIENT_STATE_KEY, TOKEN_OPERATION
-from catalog.api.errors import OAuthError, TokenAnswer, oauth_error
+from catalog.api.errors import TOKEN_PATH, OAuthError, TokenAnswer, oauth_error
 from catalog.security.tokens import AccessToken
 from catalog.service.security import ACCESS_TOKEN_TYPE, AuthService, OAuthFailure, parse_token_request
-
-TOKEN_PATH = "/v1/oauth/tokens"
 
 
 class OAuthTokenResponse(msgspec.Struct):

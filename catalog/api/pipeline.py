@@ -1,10 +1,13 @@
 """The served ASGI app: one pipeline every HTTP request passes through, each step written once.
 
-    limits                               before the app: `catalog.http_limits` on the connection;
-                                         body sizes in Litestar and the token handler
+    connection limits                    before the app: `catalog.http_limits` (request head size,
+                                         slow clients' deadlines, connections)
     request id + metrics + access line   here, for every request
     operation                            `catalog.api.hot_routes.match`, else `catalog.api.routing`
                                          (floe's route table, compiled from Litestar's routes at start)
+    limits                               `catalog.api.body_limits.body_limit_step`: the operation's
+                                         body limit (declared lengths refused before any body is
+                                         read, others counted as they arrive); not for GET and HEAD
     audit                                `catalog.api.audit.audit_step` (mutations, token requests): the
                                          outcome of the steps after it, refusals included, recorded
                                          before the answer leaves
@@ -14,9 +17,10 @@
                                          the controller)
 
 Each operation's chain of steps is composed once, at start-up, from what the route table says of it
-(public or not, a mutation or not), so a request runs exactly the steps its operation needs, in this
-order, whether a hot handler or Litestar answers it. A request no route serves (Litestar's 404 or 405)
-goes straight to Litestar. Every failure's answer comes from `catalog.api.errors`.
+(public or not, a mutation or not, its body limit), so a request runs exactly the steps its operation
+needs, in this order, whether a hot handler or Litestar answers it. A request no route serves
+(Litestar's 404 or 405) goes to Litestar behind the limits step alone, with FLOE_MAX_BODY_BYTES. Every
+failure's answer comes from `catalog.api.errors`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog.api.audit import PRINCIPAL_STATE_KEY, audit_step
 from catalog.api.authentication import authentication_step
+from catalog.api.body_limits import BODYLESS_METHODS, body_limit_step
 from catalog.api.errors import failure, send_answer
 from catalog.api.hot_routes import HOT_ROUTES, HotRoute, match
 from catalog.api.middleware import idempotency_step, record_access, request_id_of
@@ -41,7 +46,7 @@ REQUEST_ID_HEADER = b"x-request-id"
 
 
 def chain(operation: Operation, handler: ASGIApp, state: State) -> ASGIApp:
-    """`handler` behind the steps `operation` needs: audit → authentication → idempotency."""
+    """`handler` behind the steps `operation` needs: limits → audit → authentication → idempotency."""
     app = handler
     if operation.idempotent:
         app = idempotency_step(app, state)
@@ -49,6 +54,8 @@ def chain(operation: Operation, handler: ASGIApp, state: State) -> ASGIApp:
         app = authentication_step(app, state)
     if operation.audited:
         app = audit_step(app, state, operation.name, operation.success_status)
+    if operation.max_body_bytes is not None:
+        app = body_limit_step(app, operation.max_body_bytes)
     return app
 
 
@@ -69,10 +76,13 @@ def hot_handler(route: HotRoute, state: State) -> ASGIApp:
 class RequestPipeline:
     """Every HTTP request: its id, metrics and access line, then its operation's steps and handler."""
 
-    def __init__(self, litestar: Litestar) -> None:
+    def __init__(self, litestar: Litestar, max_body_bytes: int) -> None:
         self.litestar = litestar
         state = litestar.state
-        self.routes = RouteTable(litestar.routes)
+        self.routes = RouteTable(litestar.routes, max_body_bytes)
+        # Litestar's own answers (404, 405) read no body, but a declared one over the limit is refused
+        # all the same: nothing gets past the pipeline unbounded.
+        self._unrouted = body_limit_step(litestar, max_body_bytes)
         self._litestar_chains = {
             operation: chain(operation, litestar, state) for operation in self.routes.operations()
         }
@@ -128,4 +138,6 @@ class RequestPipeline:
             # Handlers decode the segments.
             scope["path"] = raw.split(b"?", 1)[0].decode("latin-1")
         operation = self.routes.match(scope)
-        return self.litestar if operation is None else self._litestar_chains[operation]
+        if operation is not None:
+            return self._litestar_chains[operation]
+        return self.litestar if scope.get("method") in BODYLESS_METHODS else self._unrouted

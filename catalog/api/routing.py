@@ -3,7 +3,9 @@
 The request pipeline (`catalog.api.pipeline`) authenticates, applies `Idempotency-Key` and audits every
 request itself, so it must know the request's operation first: its path template (metrics, access
 line), its operationId (the audit entry of a refused mutation names it), whether it is public, and the
-status its success answers. `RouteTable` reads them from the routes Litestar serves (their public
+status its success answers, and the longest body it takes (`catalog.api.body_limits`: the token
+endpoint's `MAX_TOKEN_REQUEST_BYTES`, any other route's FLOE_MAX_BODY_BYTES; none for GET and HEAD,
+whose body no handler reads). `RouteTable` reads them from the routes Litestar serves (their public
 `path` and handlers' `http_methods`, `operation_id`, `status_code`), so the table cannot drift from what
 is served, and matches a path the way Litestar's router does: slashes collapsed, a literal segment
 before a parameter, no backtracking, a `path` parameter taking the rest. A path it does not match (or
@@ -20,11 +22,17 @@ from litestar.routes import BaseRoute, HTTPRoute
 from litestar.types import Scope
 
 from catalog.api.audit import AUDITED_METHODS
+from catalog.api.body_limits import BODYLESS_METHODS
+from catalog.api.errors import TOKEN_PATH
 
 # Routes anyone may call: the probes, the token endpoint and the API documentation. The console
 # (`/console`) authenticates its own requests from a session cookie (catalog/console/session.py).
-PUBLIC_TEMPLATES = frozenset({"/healthz", "/readyz", "/metrics", "/v1/oauth/tokens", "/console"})
+PUBLIC_TEMPLATES = frozenset({"/healthz", "/readyz", "/metrics", TOKEN_PATH, "/console"})
 PUBLIC_PREFIXES = ("/openapi", "/console/")
+# A token request is a few hundred bytes (a token exchange: a token more); larger ones are refused.
+MAX_TOKEN_REQUEST_BYTES = 64 * 1024
+# Routes whose bodies are bounded tighter than FLOE_MAX_BODY_BYTES.
+BODY_LIMITS = {TOKEN_PATH: MAX_TOKEN_REQUEST_BYTES}
 _PARAMETER = re.compile(r"^\{(?P<name>\w+):(?P<type>\w+)\}$")
 # Litestar's router refuses a request whose Host header has other characters (400): left to it.
 _VALID_HOST = re.compile(rb"\A[0-9A-Za-z!$&'()*+,;=\-._~:\[\]@%]*\Z")
@@ -42,6 +50,7 @@ class Operation:
     audited: bool  # a mutation or token request: its outcome is recorded
     idempotent: bool  # honours `Idempotency-Key`: an authenticated mutation
     success_status: int  # what its success answers (the status an in-transaction audit entry records)
+    max_body_bytes: int | None  # the longest body it takes (None: GET, HEAD; its body is never read)
 
 
 @dataclass(slots=True)
@@ -57,9 +66,11 @@ def is_public(template: str) -> bool:
     return template in PUBLIC_TEMPLATES or template.startswith(PUBLIC_PREFIXES)
 
 
-def operations_of(route: HTTPRoute) -> dict[str, Operation]:
-    """The operations of a route, by method."""
+def operations_of(route: HTTPRoute, max_body_bytes: int) -> dict[str, Operation]:
+    """The operations of a route, by method (`max_body_bytes`: the body limit of a route that has
+    none of its own in `BODY_LIMITS`)."""
     public = is_public(route.path)
+    body_limit = BODY_LIMITS.get(route.path, max_body_bytes)
     operations: dict[str, Operation] = {}
     for handler in route.route_handlers:
         operation_id = handler.operation_id
@@ -73,14 +84,17 @@ def operations_of(route: HTTPRoute) -> dict[str, Operation]:
                 audited=mutation,
                 idempotent=mutation and not public,
                 success_status=int(handler.status_code or 200),
+                max_body_bytes=None if str(method) in BODYLESS_METHODS else body_limit,
             )
     return operations
 
 
 class RouteTable:
-    """The operations of the routes Litestar serves, by path and method."""
+    """The operations of the routes Litestar serves, by path and method (`max_body_bytes`: the body
+    limit of a route without one of its own)."""
 
-    def __init__(self, routes: Iterable[BaseRoute]) -> None:
+    def __init__(self, routes: Iterable[BaseRoute], max_body_bytes: int) -> None:
+        self.max_body_bytes = max_body_bytes
         self._root = _Node()
         self._plain: dict[str, _Node] = {}
         self._by_template: dict[tuple[str, str], Operation] = {}
@@ -98,7 +112,7 @@ class RouteTable:
         else:
             node = self._walk_to_new(route, segments, names)
         node.names = tuple(names)
-        node.operations.update(operations_of(route))
+        node.operations.update(operations_of(route, self.max_body_bytes))
         for method, operation in node.operations.items():
             self._by_template[(route.path, method)] = operation
 

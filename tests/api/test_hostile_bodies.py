@@ -657,9 +657,14 @@ def check(server: Server, route: Route, probes: list[Probe], *, anonymous: bool 
             found = [p for p in found if not p.startswith("status")]  # the console's "sign in first"
         if probe.expect_status is not None and answer.status != probe.expect_status:
             found.append(f"status {answer.status}, not {probe.expect_status}")
-        if anonymous and route.protocol == "rest" and answer.status != 401:
+        # Without credentials: a declared length over the limit is refused first (413, the pipeline's
+        # limits step, before any of the body is read), any other body waits for authorization (401).
+        declared = len(probe.body) if probe.content_length is None else probe.content_length
+        unauthorized = 413 if declared > MAX_BODY_BYTES else 401
+        if anonymous and route.protocol == "rest" and answer.status != unauthorized:
             found.append(
-                f"status {answer.status} without credentials: the body was read before authorization"
+                f"status {answer.status} without credentials, not {unauthorized}: the body was read before "
+                "authorization"
             )
         if 200 <= answer.status < 300 and probe.accepted_because:
             found = [p for p in found if not p.startswith(("status", "not "))]

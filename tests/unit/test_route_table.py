@@ -16,7 +16,9 @@ from catalog.settings import Settings
 
 @pytest.fixture(scope="module")
 def table() -> RouteTable:
-    return RouteTable(build_litestar(Settings.from_env({"FLOE_HOME": "/nonexistent-floe-home"})).routes)
+    return RouteTable(
+        build_litestar(Settings.from_env({"FLOE_HOME": "/nonexistent-floe-home"})).routes, 16 * 1024 * 1024
+    )
 
 
 def _scope(method: str, path: str, host: bytes = b"floe.test") -> HTTPScope:
