@@ -19,8 +19,10 @@
 Each operation's chain of steps is composed once, at start-up, from what the route table says of it
 (public or not, a mutation or not, its body limit), so a request runs exactly the steps its operation
 needs, in this order, whether a hot handler or Litestar answers it. A request no route serves
-(Litestar's 404 or 405) goes to Litestar behind the limits step alone, with FLOE_MAX_BODY_BYTES. Every
-failure's answer comes from `catalog.api.errors`.
+(Litestar's 404 or 405) goes to Litestar behind the limits step alone, with FLOE_MAX_BODY_BYTES. Limits
+come before audit: a body refused on its declared length is not audited (nothing of it was read, nor
+the caller authenticated); one refused as it arrives is refused inside the handler, after the steps.
+Every failure's answer comes from `catalog.api.errors`.
 """
 
 from __future__ import annotations
