@@ -1,7 +1,8 @@
 """The request pipeline's `limits` step: a request body no longer than its operation allows.
 
 A declared `Content-Length` over the limit is refused before any of the body is read (and before the
-caller is authenticated); a body without one (chunked) is counted as `receive` delivers it and refused
+caller is authenticated; after the audit step, which records the refusal as it records a refused
+token); a body without one (chunked) is counted as `receive` delivers it and refused
 as soon as it passes the limit, so no step or handler ever holds more than the limit. The refusal is
 `BodyTooLarge`, answered by `catalog.api.errors` (413: Iceberg error JSON, OAuth2 error JSON on the
 token endpoint). GET and HEAD requests skip the step: no handler reads their body, and the server
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from litestar.types import ASGIApp, Receive, ReceiveMessage, Scope, Send
 
+from catalog.api.errors import failure, send_answer
 from catalog.errors import BodyTooLarge
 
 # Methods whose body no handler reads: the step is not composed for them.
@@ -34,7 +36,9 @@ def body_limit_step(app: ASGIApp, limit: int) -> ASGIApp:
                 chunked = True
         if declared.isdigit():
             if len(declared) > MAX_CONTENT_LENGTH_DIGITS or int(declared) > limit:
-                raise BodyTooLarge(limit)
+                # Answered here, through the steps before it: the audit step records the refusal.
+                await send_answer(send, failure(scope, BodyTooLarge(limit)))
+                return
             if not chunked:  # the server delivers no more than the declared length
                 await app(scope, receive, send)
                 return

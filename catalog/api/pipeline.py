@@ -5,12 +5,12 @@
     request id + metrics + access line   here, for every request
     operation                            `catalog.api.hot_routes.match`, else `catalog.api.routing`
                                          (floe's route table, compiled from Litestar's routes at start)
-    limits                               `catalog.api.body_limits.body_limit_step`: the operation's
-                                         body limit (declared lengths refused before any body is
-                                         read, others counted as they arrive); not for GET and HEAD
     audit                                `catalog.api.audit.audit_step` (mutations, token requests): the
                                          outcome of the steps after it, refusals included, recorded
                                          before the answer leaves
+    limits                               `catalog.api.body_limits.body_limit_step`: the operation's
+                                         body limit (declared lengths refused before any body is
+                                         read, others counted as they arrive); not for GET and HEAD
     authentication                       `catalog.api.authentication.authentication_step`
     idempotency                          `catalog.api.middleware.idempotency_step` (authenticated mutations)
     handler                              a hot route's plain handler, or Litestar (routing, parameters,
@@ -19,9 +19,9 @@
 Each operation's chain of steps is composed once, at start-up, from what the route table says of it
 (public or not, a mutation or not, its body limit), so a request runs exactly the steps its operation
 needs, in this order, whether a hot handler or Litestar answers it. A request no route serves
-(Litestar's 404 or 405) goes to Litestar behind the limits step alone, with FLOE_MAX_BODY_BYTES. Limits
-come before audit: a body refused on its declared length is not audited (nothing of it was read, nor
-the caller authenticated); one refused as it arrives is refused inside the handler, after the steps.
+(Litestar's 404 or 405) goes to Litestar behind the limits step alone, with FLOE_MAX_BODY_BYTES. Audit
+comes before limits (as before authentication): a mutation refused for its size is recorded like any
+other refusal, whether refused on its declared length or as its body arrives.
 Every failure's answer comes from `catalog.api.errors`.
 """
 
@@ -48,16 +48,16 @@ REQUEST_ID_HEADER = b"x-request-id"
 
 
 def chain(operation: Operation, handler: ASGIApp, state: State) -> ASGIApp:
-    """`handler` behind the steps `operation` needs: limits → audit → authentication → idempotency."""
+    """`handler` behind the steps `operation` needs: audit → limits → authentication → idempotency."""
     app = handler
     if operation.idempotent:
         app = idempotency_step(app, state)
     if operation.authenticated:
         app = authentication_step(app, state)
-    if operation.audited:
-        app = audit_step(app, state, operation.name, operation.success_status)
     if operation.max_body_bytes is not None:
         app = body_limit_step(app, operation.max_body_bytes)
+    if operation.audited:
+        app = audit_step(app, state, operation.name, operation.success_status)
     return app
 
 

@@ -1,5 +1,5 @@
 """A request body's limit is one step of the request pipeline (issue 32): `limits`, right after the
-request id, metrics and access line and before authentication, audit and the handler
+request id, metrics and access line and the audit step, before authentication and the handler
 (catalog/api/body_limits.py). Each operation has its limit (the token endpoint 64 KiB, every other route
 FLOE_MAX_BODY_BYTES); a declared Content-Length over it is refused before any body is read, a chunked
 body as soon as it passes it: 413 with the spec's error JSON, OAuth2 error JSON on the token endpoint.
@@ -269,3 +269,17 @@ def test_get_requests_do_not_pass_the_limits_step(client: TestClient[Any], beare
     answer = exchange(client, "GET", "/v1/default/namespaces", headers, [b"x" * LIMIT * 10])
     assert answer.status == 200, answer.body
     assert answer.delivered == 0
+
+
+def test_a_mutation_refused_for_its_size_is_audited(client: TestClient[Any], bearer: dict[str, str]) -> None:
+    """The audit step comes before limits: a refusal for size is recorded like any other, under the
+    operation it asked for and with its status, whether refused on its declared length or as it came."""
+    declared = {"Content-Type": "application/json", "Content-Length": str(LIMIT + 1)}
+    refused = exchange(client, "POST", "/v1/default/namespaces", declared, [b"x" * (LIMIT + 1)])
+    came = exchange(client, "POST", "/v1/default/namespaces", {**bearer}, chunked(LIMIT * 2))
+    assert (refused.status, came.status) == (413, 413)
+    listed = client.get("/management/v1/audit", params={"action": "createNamespace"}, headers=bearer)
+    assert listed.status_code == 200, listed.text
+    ids = {refused.response_headers["x-request-id"], came.response_headers["x-request-id"]}
+    statuses = {e["request_id"]: e["status_code"] for e in listed.json()["entries"] if e["request_id"] in ids}
+    assert statuses == dict.fromkeys(ids, 413)
