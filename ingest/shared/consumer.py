@@ -5,13 +5,11 @@ jobs, planning, the commit): at a hundred quiet tables the driver was saturated 
 tens of seconds. Most topics are quiet, and a quiet table's records fit in memory many times over, so
 `SharedIngest` reads every shared table's topic with one librdkafka consumer and buffers each table's
 records. A table is due when its oldest buffered record has waited its commit interval; due tables,
-oldest first, are handed in chunks of `TABLES_PER_TRANSACTION` to up to `COMMITS_IN_FLIGHT` commit
-threads, each of which writes its chunk's Parquet (pyarrow, through the table's own pyiceberg FileIO),
-manifests and manifest lists and commits them through floe's transaction endpoint. Arrow's JSON reader
-and Parquet writer run without the GIL, so chunks are written side by side while the loop goes on
-reading. The loop never waits for a whole round, and a table whose chunk is in flight waits only for
-that one (its next batch builds on the snapshot it adds); a table is in at most one chunk at a time,
-so only one thread touches it. A table whose topic is idle costs nothing but its share of the
+oldest first, are written as Parquet (pyarrow, through the table's own pyiceberg FileIO) and committed
+through floe's transaction endpoint, `TABLES_PER_TRANSACTION` tables to a transaction and up to
+`COMMITS_IN_FLIGHT` transactions at once. The loop never waits for a whole round: it goes on reading
+while floe commits, and a table whose transaction is in flight waits only for that one (its next batch
+builds on the snapshot it adds). A table whose topic is idle costs nothing but its share of the
 consumer's fetches.
 
 Exactly once, as on the Spark path: each table (and its dead-letter table) carries its Kafka offsets
@@ -61,22 +59,12 @@ RECONCILE_RETRY_SECONDS = 10.0
 
 
 @dataclass
-class Sent:
-    """A chunk's batches as written on a commit thread, the tables it could not write, and floe's answer
-    (see `SharedIngest._send`; None when nothing was written)."""
-
-    batches: list[PreparedBatch]
-    failed: list[tuple[SharedTable, str]]
-    outcome: str | None
-
-
-@dataclass
 class InFlight:
-    """A chunk of due tables handed to a commit thread, whose outcome is not applied yet."""
+    """A transaction sent to floe whose answer is not applied yet."""
 
     warehouse: str
-    tables: list[SharedTable]
-    sent: Future[Sent]
+    batches: list[PreparedBatch]
+    sent: Future[str]
     began: float = field(default_factory=time.monotonic)  # its tables' writing started
 
 
@@ -296,10 +284,10 @@ class SharedIngest:
         return waited >= self._interval_of(shared.table) or len(shared.buffer) >= self._max_records
 
     def _dispatch(self, consumer: Any, *, due_only: bool) -> None:
-        """Hand the due tables (every table with records when not `due_only`) not in flight, oldest
-        first, to the commit threads while fewer than COMMITS_IN_FLIGHT chunks are in flight: a chunk
-        spends much of its time in Arrow (without the GIL), storage and the database, and floe commits
-        transactions of different tables side by side."""
+        """Write and send the due tables (every table with records when not `due_only`) not in flight,
+        oldest first, while fewer than COMMITS_IN_FLIGHT transactions are: a transaction spends much of
+        its time waiting on the database and storage, and floe commits transactions of different tables
+        side by side, so the next one's files are written meanwhile."""
         free = COMMITS_IN_FLIGHT - len(self._in_flight)
         now = time.monotonic()
         due = [
@@ -320,10 +308,14 @@ class SharedIngest:
             for start in range(0, len(tables), TABLES_PER_TRANSACTION)
         ]
         for warehouse, chunk in chunks[:free]:
-            taken = [(shared, shared.take(self._max_records)) for shared in chunk]
-            sent = self._sender.submit(self._write_and_send, warehouse, taken)
-            self._in_flight.append(InFlight(warehouse, chunk, sent))
-            self._busy.update(shared.table.name for shared in chunk)
+            began = time.monotonic()
+            batches = self._prepare_chunk(chunk, consumer)
+            if not batches:
+                continue
+            changes = [c for b in batches for c in b.changes()]
+            sent = self._sender.submit(self._send, warehouse, changes)
+            self._in_flight.append(InFlight(warehouse, batches, sent, began))
+            self._busy.update(b.table.table.name for b in batches)
 
     def _settle_landed(self, consumer: Any) -> None:
         """Apply the answers floe has given (the loop does not wait for the others)."""
@@ -336,40 +328,31 @@ class SharedIngest:
         while self._in_flight:
             self._settle(self._in_flight.pop(0), consumer)
 
-    def _write_and_send(self, warehouse: str, taken: list[tuple[SharedTable, list[Record]]]) -> Sent:
-        """On a commit thread: write each table's batch, then send them in one transaction."""
+    def _prepare_chunk(self, chunk: list[SharedTable], consumer: Any) -> list[PreparedBatch]:
         batches: list[PreparedBatch] = []
-        failed: list[tuple[SharedTable, str]] = []
-        for shared, records in taken:
+        for shared in chunk:
             began = time.monotonic()
+            records = shared.take(self._max_records)
             try:
                 batch = shared.prepare(records)
-            except Exception as exc:  # this table is read again (by the loop); the others go on
-                failed.append((shared, f"cannot write its batch: {exc}"))
+            except Exception as exc:
+                self._restart(shared, consumer, f"cannot write its batch: {exc}")
                 continue
             if batch is not None:
                 batch.started, batch.records = began, records
                 batches.append(batch)
-        if not batches:
-            return Sent(batches, failed, None)
-        return Sent(batches, failed, self._send(warehouse, [c for b in batches for c in b.changes()]))
+        return batches
 
     def _settle(self, pending: InFlight, consumer: Any) -> None:
-        """Apply the outcome of a chunk: its tables may take their next batch after it."""
+        """Apply the outcome of a transaction: its tables may take their next batch after it."""
         try:
-            sent = pending.sent.result()
-            for shared, why in sent.failed:
-                self._restart(shared, consumer, why)
-            if sent.outcome is not None:
-                self._apply(pending.warehouse, sent.batches, sent.outcome, consumer)
+            self._apply(pending.warehouse, pending.batches, pending.sent.result(), consumer)
         finally:
-            self._busy.difference_update(shared.table.name for shared in pending.tables)
-        if sent.outcome is None:
-            return
+            self._busy.difference_update(b.table.table.name for b in pending.batches)
         self.transactions += 1
         took = time.monotonic() - pending.began
         metrics.SHARED_TRANSACTION_SECONDS.labels(self.cluster).observe(took)
-        log.debug("transaction %d: %d tables in %.2f s", self.transactions, len(sent.batches), took)
+        log.debug("transaction %d: %d tables in %.2f s", self.transactions, len(pending.batches), took)
 
     def _apply(self, warehouse: str, batches: list[PreparedBatch], outcome: str, consumer: Any) -> None:
         if outcome == "committed":
