@@ -48,6 +48,9 @@ MAX_BUFFERED = 50_000
 # backlog across many topics would otherwise hold up to MAX_BUFFERED records of each in memory).
 MAX_BUFFERED_BYTES = 128 * 1024 * 1024
 POLL_SECONDS = 0.2
+# How long a poll may wait while transactions are in flight: librdkafka's consume() waits its whole
+# timeout unless it fills `num_messages`, so a 0.2 s wait delayed every landed transaction's successor.
+POLL_IN_FLIGHT_SECONDS = 0.01
 # Outcomes of a refused transaction (HTTP 409): a table moved by another writer (a requirement failed),
 # or the Kafka offsets fence.
 MOVED, FENCED = "refused", "refused by the offsets fence"
@@ -183,7 +186,8 @@ class SharedIngest:
         """Buffer what the consumer has. A record counts as waiting since the consumer was last asked
         (or since its own timestamp, if later): one that came while the loop was writing has waited."""
         since = self._polled_at
-        messages = consumer.consume(num_messages=10_000, timeout=POLL_SECONDS)
+        timeout = POLL_IN_FLIGHT_SECONDS if self._in_flight else POLL_SECONDS
+        messages = consumer.consume(num_messages=10_000, timeout=timeout)
         self._polled_at = time.monotonic()
         if not messages:
             return
@@ -289,6 +293,8 @@ class SharedIngest:
         its time waiting on the database and storage, and floe commits transactions of different tables
         side by side, so the next one's files are written meanwhile."""
         free = COMMITS_IN_FLIGHT - len(self._in_flight)
+        if free <= 0:  # nothing can be sent (the loop comes back within POLL_IN_FLIGHT_SECONDS)
+            return
         now = time.monotonic()
         due = [
             s
@@ -296,7 +302,7 @@ class SharedIngest:
             if s.buffer and s.table.name not in self._busy and (not due_only or self._due(s, now))
         ]
         metrics.SHARED_TABLES_WAITING.labels(self.cluster).set(len(due))
-        if free <= 0 or not due:
+        if not due:
             return
         due.sort(key=lambda s: s.first_buffered_at or now)
         by_warehouse: dict[str, list[SharedTable]] = {}
