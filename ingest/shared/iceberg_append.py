@@ -12,7 +12,11 @@ Manifests are merged as Iceberg's own merge-append does (`commit.manifest.min-co
 table's current snapshot lists that many, the next append writes one manifest holding the live entries
 of those under `commit.manifest.target-size-bytes` (as EXISTING, with their snapshot ids and sequence
 numbers) and its own. (Merging at 10 instead was
-measured slower: re-reading the merged manifest every ten commits cost more than the longer lists.)
+measured slower: re-reading the merged manifest every ten commits cost more than the longer lists.) The
+entries of the manifests this appender wrote are kept as a reader would get them back (manifest files
+never change), so a merge re-reads only manifests another writer wrote: reading back the 99 manifests
+carried made the merging commit cost 270-350 ms of CPU, and the mean append over a cycle of 100 commits
+twice the cost of one (`python -m benchmarks.many_tables.append_cost`).
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ class PreparedAppend:
     summary: Summary
     records: int
     files: tuple[str, ...] = field(default=())  # every file written (removed if the commit is refused)
+    # The new manifest's path and its entries as a reader gets them back once the commit landed.
+    entries: tuple[str, tuple[ManifestEntry, ...]] | None = None
 
     def change(self) -> dict[str, Any]:
         """The commit as a `table-changes` entry of floe's transaction endpoint (Iceberg's JSON)."""
@@ -102,6 +108,8 @@ class TableAppender:
         self._arrow_schema: pa.Schema
         self._head: _Head
         self._loaded = False  # read from floe at the first append: an idle table costs nothing
+        # The live entries of the carried manifests this appender wrote, by manifest path.
+        self._entries: dict[str, tuple[ManifestEntry, ...]] = {}
 
     def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -126,6 +134,7 @@ class TableAppender:
             if snapshot is not None and snapshot.summary is not None
             else None,
         )
+        self._keep_entries_of(manifests)
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -174,10 +183,16 @@ class TableAppender:
             ]
             carried = [m for m in carried if m not in mergeable]
             for manifest in mergeable:
-                merged += manifest.fetch_manifest_entry(self.io, discard_deleted=True)
+                kept = self._entries.get(manifest.manifest_path)
+                if kept is None:  # another writer's manifest
+                    kept = tuple(manifest.fetch_manifest_entry(self.io, discard_deleted=True))
+                merged += kept
         new_manifests: list[ManifestFile] = []
+        entries: tuple[str, tuple[ManifestEntry, ...]] | None = None
         if added or merged:
             path = locations.new_metadata_location(f"{commit_uuid}-m0.avro")
+            if metadata.format_version >= 2:  # v1 manifests inherit no sequence numbers: read back
+                entries = (path, _as_read_back(merged, added, snapshot_id, sequence_number))
             written.append(path)
             with self._avro.manifest(
                 metadata.format_version, spec, schema, self.io.new_output(path), snapshot_id, AVRO_CODEC
@@ -232,7 +247,15 @@ class TableAppender:
         stamped = tuple(_stamped(m, sequence_number) for m in manifests)
         records = sum(f.record_count for f in added)
         return PreparedAppend(
-            self.identifier, request, snapshot_id, sequence_number, stamped, summary, records, tuple(written)
+            self.identifier,
+            request,
+            snapshot_id,
+            sequence_number,
+            stamped,
+            summary,
+            records,
+            tuple(written),
+            entries,
         )
 
     def committed(self, prepared: PreparedAppend) -> None:
@@ -240,6 +263,14 @@ class TableAppender:
         summary = dict(prepared.summary.additional_properties)
         summary["operation"] = prepared.summary.operation.value
         self._head = _Head(prepared.snapshot_id, prepared.sequence_number, list(prepared.manifests), summary)
+        if prepared.entries is not None:
+            self._entries[prepared.entries[0]] = prepared.entries[1]
+        self._keep_entries_of(self._head.manifests)
+
+    def _keep_entries_of(self, manifests: list[ManifestFile]) -> None:
+        """Forget the entries of manifests the table no longer carries."""
+        carried = {m.manifest_path for m in manifests}
+        self._entries = {path: kept for path, kept in self._entries.items() if path in carried}
 
     def discard(self, prepared: PreparedAppend) -> None:
         """floe refused `prepared`: remove its files (best effort; orphan removal gets any left)."""
@@ -258,6 +289,35 @@ def _added(snapshot_id: int, data_file: DataFile) -> ManifestEntry:
         file_sequence_number=None,
         data_file=data_file,
     )
+
+
+def _as_read_back(
+    merged: list[ManifestEntry], added: list[DataFile], snapshot_id: int, sequence_number: int
+) -> tuple[ManifestEntry, ...]:
+    """A new manifest's live entries as `ManifestFile.fetch_manifest_entry` gives them back once its
+    commit (`snapshot_id`, `sequence_number`) landed: the merged ones EXISTING with their own snapshot
+    and sequence numbers, the added ones ADDED with the commit's (inherited from the manifest list)."""
+    existing = [
+        ManifestEntry.from_args(
+            status=ManifestEntryStatus.EXISTING,
+            snapshot_id=entry.snapshot_id,
+            sequence_number=entry.sequence_number,
+            file_sequence_number=entry.file_sequence_number,
+            data_file=entry.data_file,
+        )
+        for entry in merged
+    ]
+    new = [
+        ManifestEntry.from_args(
+            status=ManifestEntryStatus.ADDED,
+            snapshot_id=snapshot_id,
+            sequence_number=sequence_number,
+            file_sequence_number=sequence_number,
+            data_file=data_file,
+        )
+        for data_file in added
+    ]
+    return tuple(existing + new)
 
 
 def _stamped(manifest: ManifestFile, sequence_number: int) -> ManifestFile:

@@ -1,0 +1,121 @@
+"""The shared consumer's appends (`ingest.shared.iceberg_append.TableAppender`) across Iceberg's manifest
+merge: the entries of the manifests it wrote are kept in memory as a reader gets them back, so a merge
+reads back only manifests it did not write, and what it writes is what reading them back would give.
+
+One table on a local warehouse, each commit taken as accepted (no catalog), past two merges
+(`commit.manifest.min-count-to-merge`, 100).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pyarrow as pa
+import pytest
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile
+from pyiceberg.table import Table
+
+from benchmarks.many_tables.append_cost import table_at
+from ingest.shared.iceberg_append import PreparedAppend, TableAppender
+
+READ_BACK = ManifestFile.fetch_manifest_entry
+
+
+def _appender(tmp_path: Path) -> TableAppender:
+    table = SimpleNamespace(metadata=table_at(f"file://{tmp_path}/ns/t"), io=PyArrowFileIO())
+    return TableAppender(("ns", "t"), lambda: cast(Table, table))
+
+
+def _append(appender: TableAppender, n: int) -> PreparedAppend:
+    schema = appender.arrow_schema
+    rows = pa.Table.from_arrays(
+        [
+            pa.array([n], pa.int64()),
+            pa.array([f"name-{n}"], pa.string()),
+            pa.array([{"partition": 0, "offset": n}], schema.field("_kafka").type),
+        ],
+        schema=schema,
+    )
+    prepared = appender.prepare(rows, {"kafka.end-offsets": json.dumps({"0": n + 1})})
+    appender.committed(prepared)
+    return prepared
+
+
+def _described(entry: ManifestEntry) -> tuple[Any, ...]:
+    data = entry.data_file
+    return (
+        entry.status,
+        entry.snapshot_id,
+        entry.sequence_number,
+        entry.file_sequence_number,
+        data.file_path,
+        data.record_count,
+        data.file_size_in_bytes,
+        data.lower_bounds,
+        data.upper_bounds,
+        data.null_value_counts,
+    )
+
+
+def _live(appender: TableAppender) -> dict[str, ManifestEntry]:
+    """Every live entry of the table's current snapshot, read back from its manifests' files."""
+    io = appender.io
+    return {
+        e.data_file.file_path: e
+        for manifest in appender._head.manifests
+        for e in READ_BACK(manifest, io, discard_deleted=True)
+    }
+
+
+def test_merges_write_what_reading_back_would_give(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    appender = _appender(tmp_path)
+    added: dict[str, tuple[int, int]] = {}  # data file → (snapshot id, sequence number) that added it
+
+    def refuse(*_: object, **__: object) -> list[ManifestEntry]:
+        raise AssertionError("a manifest this appender wrote was read back")
+
+    monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", refuse)
+    for n in range(150):
+        prepared = _append(appender, n)
+        (data_file,) = [f for f in prepared.files if f.endswith(".parquet")]
+        added[data_file] = (prepared.snapshot_id, prepared.sequence_number)
+    monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", READ_BACK)
+    # The merge happened (99 carried manifests became one) without reading any back.
+    assert len(appender._head.manifests) == 51
+
+    live = _live(appender)
+    assert set(live) == set(added)
+    for path, entry in live.items():
+        snapshot_id, sequence_number = added[path]
+        assert (entry.snapshot_id, entry.sequence_number, entry.file_sequence_number) == (
+            snapshot_id,
+            sequence_number,
+            sequence_number,
+        )
+    merged_in = {p for p, e in live.items() if e.status == ManifestEntryStatus.EXISTING}
+    assert len(merged_in) == 99  # the files of the first 99 commits, carried in the merged manifest
+
+    # The entries kept in memory are, field for field, what reading each manifest back gives.
+    for manifest in appender._head.manifests:
+        kept = appender._entries[manifest.manifest_path]
+        assert [_described(e) for e in kept] == [_described(e) for e in READ_BACK(manifest, appender.io)]
+
+
+def test_a_manifest_it_did_not_write_is_read_back_when_merged(tmp_path: Path) -> None:
+    appender = _appender(tmp_path)
+    for n in range(120):
+        _append(appender, n)
+    # As after another writer's commit (maintenance, a redrive): manifests this appender knows nothing of.
+    appender._entries.clear()
+    expected = {p: _described(e) for p, e in _live(appender).items()}
+    for n in range(120, 230):
+        _append(appender, n)
+    live = _live(appender)
+    assert len(live) == 230
+    for path, before in expected.items():  # merged again (EXISTING), with the numbers it had
+        assert _described(live[path])[1:] == before[1:]
+        assert live[path].status == ManifestEntryStatus.EXISTING
