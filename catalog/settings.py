@@ -268,7 +268,13 @@ class Settings(FloeSettings):
         description="STS endpoint for S3-compatible storage",
         json_schema_extra=shown_default("AWS regional endpoint"),
     )
-    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="largest accepted request body")
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="largest accepted request body (the token endpoint: 64 KiB): a larger declared "
+        "`Content-Length` is refused with 413 before the body is read and before authentication, a "
+        "chunked body as soon as it passes the limit",
+    )
     # Connection limits of `floe serve` (catalog/http_limits.py): the request head's size and field
     # count, the time to send it, idle keep-alive time, and open connections per worker process.
     max_header_bytes: int = Field(

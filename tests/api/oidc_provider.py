@@ -205,6 +205,11 @@ class MockOAuth2Server:
             timeout=timeout,
             log_text=self.log_text,
         )
+        # The issuers' keys are made on their first key-set request, which a JVM on a loaded machine
+        # answered after floe's 5 s fetch timeout (floe then answers 503 until it retries): asked here.
+        for issuer in (self.issuer, self.other_issuer):
+            discovery = httpx.get(f"{issuer}/.well-known/openid-configuration", timeout=60).json()
+            httpx.get(discovery["jwks_uri"], timeout=60).raise_for_status()
         return self
 
     def stop(self) -> None:
