@@ -24,10 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Tables per report (floe takes up to 1,000): a report of a thousand tables held floe's event loop for
-# 0.7-1.1 s at a time, and every commit that came meanwhile waited behind it; a hundred at a time
-# lets commits in between.
-TABLES_PER_REPORT = 100
+# floe takes at most this many tables in one report.
+TABLES_PER_REPORT = 1_000
 
 WATERMARK = Gauge(
     "floe_ingest_watermark_timestamp_seconds",
