@@ -21,8 +21,6 @@ from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.manifest import (
     DataFile,
     ManifestContent,
-    ManifestEntry,
-    ManifestEntryStatus,
     ManifestFile,
 )
 from pyiceberg.table import Table, Transaction
@@ -79,15 +77,7 @@ class _Replace(_OverwriteFiles):
         entries = [e for m in mergeable for e in m.fetch_manifest_entry(self._io, discard_deleted=True)]
         with self.new_manifest_writer(self.spec(default_spec)) as writer:
             for entry in entries:
-                writer.add_entry(
-                    ManifestEntry.from_args(
-                        status=ManifestEntryStatus.EXISTING,
-                        snapshot_id=entry.snapshot_id,
-                        sequence_number=entry.sequence_number,
-                        file_sequence_number=entry.file_sequence_number,
-                        data_file=entry.data_file,
-                    )
-                )
+                writer.existing(entry)
         merged = writer.to_manifest_file()
         return [merged, *(m for m in kept if m not in mergeable)]
 

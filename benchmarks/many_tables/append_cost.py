@@ -87,9 +87,9 @@ def _appender(location: str) -> TableAppender:
     return TableAppender(("ns", "t"), lambda: table)
 
 
-def _append_once(appender: TableAppender, n: int, read_back: bool) -> tuple[int, float, float]:
-    schema = appender.arrow_schema
-    rows = pa.Table.from_arrays(
+def one_record(schema: pa.Schema, n: int) -> pa.Table:
+    """The `n`th record of the benchmark's table (`table_at`) as the appender writes it."""
+    return pa.Table.from_arrays(
         [
             pa.array([n], pa.int64()),
             pa.array([f"name-{n}"], pa.string()),
@@ -97,6 +97,10 @@ def _append_once(appender: TableAppender, n: int, read_back: bool) -> tuple[int,
         ],
         schema=schema,
     )
+
+
+def _append_once(appender: TableAppender, n: int, read_back: bool) -> tuple[int, float, float]:
+    rows = one_record(appender.arrow_schema, n)
     carried = len(appender._head.manifests)
     if read_back:
         appender._entries.clear()

@@ -13,13 +13,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-import pyarrow as pa
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table
 
-from benchmarks.many_tables.append_cost import table_at
+from benchmarks.many_tables.append_cost import one_record, table_at
 from ingest.shared.iceberg_append import PreparedAppend, TableAppender
 
 READ_BACK = ManifestFile.fetch_manifest_entry
@@ -31,15 +30,7 @@ def _appender(tmp_path: Path) -> TableAppender:
 
 
 def _append(appender: TableAppender, n: int) -> PreparedAppend:
-    schema = appender.arrow_schema
-    rows = pa.Table.from_arrays(
-        [
-            pa.array([n], pa.int64()),
-            pa.array([f"name-{n}"], pa.string()),
-            pa.array([{"partition": 0, "offset": n}], schema.field("_kafka").type),
-        ],
-        schema=schema,
-    )
+    rows = one_record(appender.arrow_schema, n)
     prepared = appender.prepare(rows, {"kafka.end-offsets": json.dumps({"0": n + 1})})
     appender.committed(prepared)
     return prepared
