@@ -227,20 +227,12 @@ class TableCommits:
         """The changed tables' rows by (namespace key, name), each with its current metadata's parsed
         model when it is cached. A row is read without its metadata JSON (tens of KiB for a table with
         a hundred snapshots, megabytes for ingestion's hundred-table transactions) unless the change
-        needs it: the model is not cached, or the change has no updates (its answer is that JSON). One
-        query for all of a transaction's tables; a lone table by the prepared single-row read."""
-        store = self.store
-        if len(changes) == 1:
-            ident = changes[0].ident
-            head = await store.get_tabular_head(warehouse.id, ident.namespace.key, ident.name)
-            heads = {} if head is None else {(ident.namespace.key, ident.name): head}
-        else:
-            keys = [(c.ident.namespace.key, c.ident.name) for c in changes]
-            heads = await store.get_tabulars(warehouse.id, keys, metadata_json=False)
+        needs it: the model is not cached, or the change has no updates (its answer is that JSON)."""
+        keys = [(c.ident.namespace.key, c.ident.name) for c in changes]
+        heads = await self._read_rows(warehouse, keys, metadata_json=False)
         found: dict[tuple[str, str], tuple[TabularRecord, TableMetadata | None]] = {}
         missing: list[tuple[str, str]] = []
-        for change in changes:
-            key = (change.ident.namespace.key, change.ident.name)
+        for change, key in zip(changes, keys, strict=True):
             head = heads.get(key)
             if head is None:
                 continue
@@ -250,17 +242,23 @@ class TableCommits:
             found[key] = (head, model)
         if missing:
             # Read whole; a row that moved in between is taken as it is now (its swap checks that version).
-            if len(missing) == 1:
-                record = await store.get_tabular(warehouse.id, *missing[0])
-                full = {} if record is None else {missing[0]: record}
-            else:
-                full = await store.get_tabulars(warehouse.id, missing)
+            full = await self._read_rows(warehouse, missing, metadata_json=True)
             for key in missing:
                 if key in full:
                     found[key] = (full[key], None)
                 else:
                     found.pop(key)
         return found
+
+    async def _read_rows(
+        self, warehouse: WarehouseRecord, keys: list[tuple[str, str]], *, metadata_json: bool
+    ) -> dict[tuple[str, str], TabularRecord]:
+        """The rows of `keys` (namespace key, name) that exist: one query for all of a transaction's
+        tables (ingestion commits a hundred at once); a lone table by the prepared single-row read."""
+        if len(keys) > 1:
+            return await self.store.get_tabulars(warehouse.id, keys, metadata_json=metadata_json)
+        record = await self.store.get_tabular(warehouse.id, *keys[0], metadata_json=metadata_json)
+        return {} if record is None else {keys[0]: record}
 
     async def _read_offsets(self, fenced: list[tuple[str, KafkaProgress]]) -> list[dict[int, int]]:
         """The committed offsets of each (table id, progress)'s topic, in one query for all."""

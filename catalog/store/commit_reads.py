@@ -10,74 +10,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
-from sqlalchemy import Select, bindparam, literal_column, select, tuple_
+from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from catalog.store.records import TabularRecord
-from catalog.store.schema import kafka_offsets, namespaces, tabulars
+from catalog.store.schema import kafka_offsets, namespaces, tabular_record_columns, tabulars
 
 # Keys per IN list: SQLite allows 32,766 bound parameters, PostgreSQL 65,535.
 _CHUNK = 500
 
 
-def _tabular_columns(metadata_json: bool) -> tuple[Any, ...]:
-    """A tabular row's columns in `TabularRecord`'s order; without `metadata_json`, an empty string in
-    its place (not read: a commit whose tables' parsed models are cached needs none of it, and a
-    hundred tables' JSON is megabytes)."""
-    json_column = tabulars.c.metadata_json if metadata_json else literal_column("''").label("metadata_json")
-    return (
-        tabulars.c.id,
-        tabulars.c.namespace_id,
-        namespaces.c.key,
-        tabulars.c.name,
-        tabulars.c.kind,
-        tabulars.c.metadata_location,
-        json_column,
-        tabulars.c.version,
-    )
-
-
 class CommitReadsStoreMixin:
     """Batched reads for the commit path, on the engines of `SqlCatalogStore`."""
-
-    # One table's row without its metadata JSON, built once (see `_fetch`).
-    _GET_TABULAR_HEAD = (
-        select(*_tabular_columns(False))
-        .join(namespaces, namespaces.c.id == tabulars.c.namespace_id)
-        .where(
-            namespaces.c.warehouse_id == bindparam("p_warehouse_id"),
-            namespaces.c.key == bindparam("p_namespace_key"),
-            tabulars.c.name == bindparam("p_name"),
-        )
-    )
 
     def _reading(self) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
 
-    async def _fetch(self, statement: Select[Any], params: dict[str, Any]) -> Sequence[Any]:
-        raise NotImplementedError
-
-    async def get_tabular_head(
-        self, warehouse_id: str, namespace_key: str, name: str
-    ) -> TabularRecord | None:
-        """The table or view `name` in a namespace with its `metadata_json` empty (not read)."""
-        params = {"p_warehouse_id": warehouse_id, "p_namespace_key": namespace_key, "p_name": name}
-        rows = await self._fetch(self._GET_TABULAR_HEAD, params)
-        return TabularRecord(*rows[0][:8]) if rows else None
-
     async def get_tabulars(
         self, warehouse_id: str, names: Sequence[tuple[str, str]], *, metadata_json: bool = True
     ) -> dict[tuple[str, str], TabularRecord]:
-        """The tables and views (namespace key, name) of a warehouse that exist, by that key (without
-        `metadata_json`: see `_tabular_columns`)."""
+        """The tables and views (namespace key, name) of a warehouse that exist, by that key; without
+        `metadata_json`, each record's `metadata_json` is empty (`tabular_record_columns`)."""
         found: dict[tuple[str, str], TabularRecord] = {}
         wanted = list(dict.fromkeys(names))
         async with self._reading() as conn:
             for start in range(0, len(wanted), _CHUNK):
                 query = (
-                    select(*_tabular_columns(metadata_json))
+                    select(*tabular_record_columns(metadata_json=metadata_json))
                     .join(namespaces, namespaces.c.id == tabulars.c.namespace_id)
                     .where(
                         namespaces.c.warehouse_id == warehouse_id,

@@ -68,10 +68,8 @@ class NamespaceStore(Protocol):
 class TabularStore(Protocol):
     """Tables and views (they share names within a namespace) and their metrics reports."""
 
-    async def get_tabular(self, warehouse_id: str, namespace_key: str, name: str) -> TabularRecord | None: ...
-
-    async def get_tabular_head(
-        self, warehouse_id: str, namespace_key: str, name: str
+    async def get_tabular(
+        self, warehouse_id: str, namespace_key: str, name: str, *, metadata_json: bool = True
     ) -> TabularRecord | None: ...
 
     async def get_tabulars(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -15,6 +17,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    literal_column,
 )
 
 metadata = MetaData()
@@ -233,3 +236,20 @@ commit_events = Table(
     Column("payload", Text, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
 )
+
+
+def tabular_record_columns(*, metadata_json: bool = True) -> tuple[Any, ...]:
+    """A `tabulars` row's columns (joined to `namespaces`) in `TabularRecord`'s order; without
+    `metadata_json`, an empty string in its place (not read: a commit whose tables' parsed models are
+    cached needs none of it, and a hundred tables' JSON is megabytes)."""
+    json_column = tabulars.c.metadata_json if metadata_json else literal_column("''").label("metadata_json")
+    return (
+        tabulars.c.id,
+        tabulars.c.namespace_id,
+        namespaces.c.key.label("namespace_key"),
+        tabulars.c.name,
+        tabulars.c.kind,
+        tabulars.c.metadata_location,
+        json_column,
+        tabulars.c.version,
+    )

@@ -35,7 +35,7 @@ from catalog.store.records import (
     TabularRecord,
     WarehouseRecord,
 )
-from catalog.store.schema import namespaces, table_metrics, tabulars, warehouses
+from catalog.store.schema import namespaces, table_metrics, tabular_record_columns, tabulars, warehouses
 
 SEPARATOR = "\x1f"
 
@@ -282,16 +282,7 @@ class TabularStoreMixin:
 
     # -- tables and views -------------------------------------------------------------------------
 
-    _TABULAR_COLUMNS = (
-        tabulars.c.id,
-        tabulars.c.namespace_id,
-        namespaces.c.key.label("namespace_key"),
-        tabulars.c.name,
-        tabulars.c.kind,
-        tabulars.c.metadata_location,
-        tabulars.c.metadata_json,
-        tabulars.c.version,
-    )
+    _TABULAR_COLUMNS = tabular_record_columns()
 
     @staticmethod
     def _tabular(row: Any) -> TabularRecord:
@@ -308,6 +299,9 @@ class TabularStoreMixin:
     )
     _TABULARS_JOIN = tabulars.join(namespaces, tabulars.c.namespace_id == namespaces.c.id)
     _GET_TABULAR = select(*_TABULAR_COLUMNS).select_from(_TABULARS_JOIN).where(*_BY_NAME)
+    _GET_TABULAR_HEAD = (
+        select(*tabular_record_columns(metadata_json=False)).select_from(_TABULARS_JOIN).where(*_BY_NAME)
+    )
     _GET_TABULAR_LOCATION = (
         select(tabulars.c.kind, tabulars.c.metadata_location).select_from(_TABULARS_JOIN).where(*_BY_NAME)
     )
@@ -340,10 +334,13 @@ class TabularStoreMixin:
     _LIST_TABULAR_PAGE = _LIST_TABULAR_NAMES.limit(bindparam("p_limit"))
     _LIST_TABULAR_PAGE_AFTER = _LIST_TABULAR_NAMES_AFTER.limit(bindparam("p_limit"))
 
-    async def get_tabular(self, warehouse_id: str, namespace_key: str, name: str) -> TabularRecord | None:
-        """The table or view `name` in a namespace (the caller checks `kind`)."""
+    async def get_tabular(
+        self, warehouse_id: str, namespace_key: str, name: str, *, metadata_json: bool = True
+    ) -> TabularRecord | None:
+        """The table or view `name` in a namespace (the caller checks `kind`); without `metadata_json`,
+        its record's `metadata_json` is empty (`tabular_record_columns`)."""
         params = {"p_warehouse_id": warehouse_id, "p_namespace_key": namespace_key, "p_name": name}
-        rows = await self._fetch(self._GET_TABULAR, params)
+        rows = await self._fetch(self._GET_TABULAR if metadata_json else self._GET_TABULAR_HEAD, params)
         return self._tabular(rows[0]) if rows else None
 
     async def get_tabular_location(
