@@ -30,6 +30,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from catalog.client import ClientError
 from ingest import metrics
 from ingest.ingest_table import BatchResult, IngestTable
@@ -413,7 +415,7 @@ class SharedIngest:
             return REBASE_FAILED
         return outcome
 
-    def _send(self, warehouse: str, changes: list[dict[str, Any]]) -> str:
+    def _send(self, warehouse: str, changes: list[msgspec.Raw]) -> str:
         """'committed'; MOVED (409: another writer moved a table); FENCED (409: the Kafka offsets
         fence refused it, another ingestion wrote these records); or why the outcome is unknown."""
         try:

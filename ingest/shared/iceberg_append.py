@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 import pyarrow as pa
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -79,12 +80,10 @@ class PreparedAppend:
     # The new manifest's path and its entries as a reader gets them back once the commit landed.
     entries: tuple[str, tuple[ManifestEntry, ...]] | None = None
 
-    def change(self) -> dict[str, Any]:
-        """The commit as a `table-changes` entry of floe's transaction endpoint (Iceberg's JSON)."""
-        import json
-
-        changed: dict[str, Any] = json.loads(self.request.model_dump_json())
-        return changed
+    def change(self) -> msgspec.Raw:
+        """The commit as a `table-changes` entry of floe's transaction endpoint: Iceberg's JSON, already
+        encoded (the request body embeds it as it is, rather than parsing it to encode it again)."""
+        return msgspec.Raw(self.request.model_dump_json().encode())
 
 
 @dataclass

@@ -14,7 +14,10 @@ Manifests and manifest lists are pyiceberg's writers too (`write_manifest`, `wri
 but pyiceberg works out each file's Avro writer tree and header schema from the Iceberg schemas again
 for every file: half of an append's CPU for a one-record batch. `AvroPlans` works them out once per
 table (manifests) or once per format version (manifest lists) and hands the writers a planned
-`AvroOutputFile` (`_PlannedAvroFile`): the bytes written are pyiceberg's.
+`AvroOutputFile` (`_PlannedAvroFile`): the bytes written are pyiceberg's. A table's manifest list names
+every manifest it carries (up to `commit.manifest.min-count-to-merge`, 100) and is written anew at every
+commit, so its records are encoded once per manifest (`_ListRecords`; a carried manifest's record never
+changes) rather than once per commit: encoding them was half of a steady-state append.
 
 pyiceberg is pinned in pyproject.toml; tests/unit/test_pyiceberg_contract.py fails on an upgrade that
 changes what is used here.
@@ -22,6 +25,7 @@ changes what is used here.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import uuid
@@ -33,6 +37,7 @@ from typing import Any, TypeVar, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.avro.codecs import AVRO_CODEC_KEY, CODEC_MAPPING_ICEBERG_TO_AVRO
+from pyiceberg.avro.encoder import BinaryEncoder
 from pyiceberg.avro.file import MAGIC, META_SCHEMA, SYNC_SIZE, AvroFileHeader, AvroOutputFile
 from pyiceberg.avro.resolver import construct_writer, resolve_writer
 from pyiceberg.avro.writer import Writer
@@ -47,9 +52,11 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import (
     DEFAULT_READ_VERSION,
     MANIFEST_LIST_FILE_SCHEMAS,
+    UNASSIGNED_SEQ,
     DataFile,
     DataFileContent,
     FileFormat,
+    ManifestFile,
     ManifestListWriter,
     ManifestWriter,
     write_manifest,
@@ -152,6 +159,51 @@ class _PlannedAvroFile(AvroOutputFile[D]):
         _HEADER_WRITER.write(self.encoder, AvroFileHeader(MAGIC, meta, self.sync_bytes))
 
 
+class _ListRecords:
+    """One table's manifest-list records as Avro bytes, by manifest: a manifest file never changes, and
+    the list fields that are not the file's own (its sequence numbers, assigned when it is first listed)
+    are part of the key. Holds the records of the last list written: what the next one carries."""
+
+    def __init__(self) -> None:
+        self._encoded: dict[tuple[str, int, int], bytes] = {}
+
+    def block(self, writer: Writer, manifests: list[ManifestFile]) -> bytes:
+        """The block content of `manifests` (their records, concatenated, as `writer` encodes them)."""
+        kept: dict[tuple[str, int, int], bytes] = {}
+        for manifest in manifests:
+            key = (manifest.manifest_path, manifest.sequence_number, manifest.min_sequence_number)
+            encoded = self._encoded.get(key)
+            if encoded is None:
+                buffer = io.BytesIO()
+                writer.write(BinaryEncoder(buffer), manifest)
+                encoded = buffer.getvalue()
+            kept[key] = encoded
+        self._encoded = kept
+        return b"".join(kept[(m.manifest_path, m.sequence_number, m.min_sequence_number)] for m in manifests)
+
+
+class _PlannedManifestList(_PlannedAvroFile[ManifestFile]):
+    """A planned manifest-list file whose records come from the table's `_ListRecords`."""
+
+    def __init__(
+        self, output_file: OutputFile, plan: _AvroPlan, metadata: dict[str, str], records: _ListRecords
+    ) -> None:
+        super().__init__(output_file, plan, metadata)
+        self._records = records
+
+    def write_block(self, objects: list[ManifestFile]) -> None:
+        # AvroOutputFile.write_block (the Avro container's block: count, size, content, sync marker)
+        # with the content from the kept records.
+        content = self._records.block(self.writer, objects)
+        length = len(content)
+        if codec := self.compression_codec():
+            content, length = codec.compress(content)
+        self.encoder.write_int(len(objects))
+        self.encoder.write_int(length)
+        self.encoder.write(content)
+        self.encoder.write(self.sync_bytes)
+
+
 # Manifest lists have one schema per format version, whatever the table.
 _LIST_PLANS: dict[int, _AvroPlan] = {}
 
@@ -163,6 +215,7 @@ class AvroPlans:
     def __init__(self) -> None:
         self._manifest: _AvroPlan | None = None
         self._manifest_meta: dict[str, str] | None = None
+        self._list_records = _ListRecords()
 
     @contextmanager
     def manifest(
@@ -207,8 +260,19 @@ class AvroPlans:
                 MANIFEST_LIST_FILE_SCHEMAS[format_version],
                 "manifest_file",
             )
+        if format_version == 2:
+            # A carried manifest's sequence numbers were assigned when it was first listed: v2's
+            # `prepare_manifest` would return a copy of it unchanged (a copy per manifest per commit).
+            assign = writer.prepare_manifest
+
+            def prepare_manifest(manifest_file: ManifestFile) -> ManifestFile:
+                if UNASSIGNED_SEQ in (manifest_file.sequence_number, manifest_file.min_sequence_number):
+                    return assign(manifest_file)
+                return manifest_file
+
+            writer.prepare_manifest = prepare_manifest  # type: ignore[method-assign]
         # ManifestListWriter.__enter__ with the planned file.
-        writer._writer = _PlannedAvroFile(output_file, plan, writer._meta)
+        writer._writer = _PlannedManifestList(output_file, plan, writer._meta, self._list_records)
         writer._writer.__enter__()
         try:
             yield writer

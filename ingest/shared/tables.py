@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from catalog.kafka_offsets import END_OFFSETS, MAX_TIMESTAMP, MIN_TIMESTAMP, START_OFFSETS, TOPIC
@@ -51,7 +52,7 @@ class PreparedBatch:
     started: float = 0.0  # time.monotonic() when its records were taken: the batch's seconds start here
     records: list[Record] = field(default_factory=list)  # what it was prepared from (a rebase reuses them)
 
-    def changes(self) -> list[dict[str, Any]]:
+    def changes(self) -> list[msgspec.Raw]:
         return [prepared.change() for _, prepared in self.appends]
 
 

@@ -128,6 +128,68 @@ def test_planned_manifest_writers_write_what_pyicebergs_write(tmp_path: Path) ->
     assert _header(tmp_path / "snap-ours.avro")["sequence-number"] == "3"
 
 
+def test_a_carried_manifests_record_is_encoded_once_and_lists_read_back_as_pyicebergs(
+    tmp_path: Path,
+) -> None:
+    """A table's manifest lists carry its manifests from commit to commit: `AvroPlans` encodes each
+    manifest's record once and reuses the bytes, and every list still reads back, record for record
+    and header for header, as the one pyiceberg's own writer makes from the same manifests."""
+    from pyiceberg.manifest import (
+        ManifestEntry,
+        ManifestEntryStatus,
+        ManifestFile,
+        read_manifest_list,
+        write_manifest,
+        write_manifest_list,
+    )
+
+    from ingest.shared.pyiceberg_write import AvroPlans
+
+    metadata = new_table_metadata(
+        SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, str(tmp_path / "t"), {}
+    )
+    io = PyArrowFileIO()
+    arrow = schema_to_pyarrow(metadata.schema(), include_field_ids=True)
+    spec, schema = metadata.spec(), metadata.schema()
+    plans = AvroPlans()
+    carried: list[ManifestFile] = []
+    for commit in range(1, 5):
+        snapshot_id = 100 + commit
+        rows = pa.Table.from_pydict({"id": [commit], "name": [f"n{commit}"]}, schema=arrow)
+        [data_file] = DataFileWriter(metadata, io).write(rows)
+        entry = ManifestEntry.from_args(
+            status=ManifestEntryStatus.ADDED,
+            snapshot_id=snapshot_id,
+            sequence_number=None,
+            file_sequence_number=None,
+            data_file=data_file,
+        )
+        with write_manifest(
+            2, spec, schema, io.new_output(str(tmp_path / f"m{commit}.avro")), snapshot_id, "deflate"
+        ) as mw:
+            mw.add(entry)
+        manifests = [mw.to_manifest_file(), *carried]
+        parent = snapshot_id - 1 if carried else None
+        ours, theirs = (
+            str(tmp_path / f"snap-{commit}-ours.avro"),
+            str(tmp_path / f"snap-{commit}-theirs.avro"),
+        )
+        with write_manifest_list(2, io.new_output(theirs), snapshot_id, parent, commit, "deflate") as writer:
+            writer.add_manifests(manifests)
+        before = dict(plans._list_records._encoded)
+        with plans.manifest_list(2, io.new_output(ours), snapshot_id, parent, commit, "deflate") as writer:
+            writer.add_manifests(manifests)
+        after = plans._list_records._encoded
+        assert all(after[key] is encoded for key, encoded in before.items())  # not encoded again
+        read = list(read_manifest_list(io.new_input(ours)))
+        assert read == list(read_manifest_list(io.new_input(theirs)))
+        assert _header(Path(ours)) == _header(Path(theirs))
+        assert [m.sequence_number for m in read] == list(range(commit, 0, -1))
+        # The next commit carries them as listed (sequence numbers assigned): encoded already.
+        carried = read
+    assert len(plans._list_records._encoded) == 4  # this list's records: what the next one carries
+
+
 def test_the_internals_maintenance_rewrites_with_are_there() -> None:
     """maintenance/pyiceberg_rewrite.py's `_Replace` builds on `_OverwriteFiles`' fields and hooks,
     pyiceberg's rewrite validations and `Table._do_commit` (the e2e test
