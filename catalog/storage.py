@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections import deque
@@ -57,6 +58,13 @@ class MetadataFileError(BadRequest):
     whether it exists (a missing file and a directory answer alike)."""
 
 
+@functools.lru_cache(maxsize=64)
+def _file_io(location: str, properties: tuple[tuple[str, str], ...]) -> FileIO:
+    """The FileIO of a warehouse's settings, made once: making one per call cost a new file system
+    each time (a new S3 client on S3), ~40 us on a local disk, a third of a metadata file's write."""
+    return load_file_io(dict(properties), location)
+
+
 @dataclass(frozen=True, slots=True)
 class Storage:
     """File access for one warehouse, confined to `root` (canonical; the warehouse when empty)."""
@@ -72,7 +80,7 @@ class Storage:
             props.setdefault("s3.force-virtual-addressing", "false")
         props.setdefault("s3.connect-timeout", S3_CONNECT_TIMEOUT_SECONDS)
         props.setdefault("s3.request-timeout", S3_REQUEST_TIMEOUT_SECONDS)
-        return load_file_io(props, self.location)
+        return _file_io(self.location, tuple(sorted(props.items())))
 
     def _root(self) -> str:
         return self.root or normalize_location(self.location, "warehouse location")
@@ -89,6 +97,12 @@ class Storage:
         """Write a new file; metadata files are never overwritten."""
         with self._io().new_output(self.confined(location)).create(overwrite=False) as out:
             out.write(content)
+
+    def write_many(self, files: Iterable[tuple[str, bytes]]) -> None:
+        """Write new files (location, content), one after the other: a transaction's metadata files in
+        one storage call rather than a worker-thread hand-off each."""
+        for location, content in files:
+            self.write(location, content)
 
     def prepare_table_location(self, location: str) -> None:
         """Create a local table's `metadata/` directory before its first commit: DuckDB writes the
