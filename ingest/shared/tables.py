@@ -226,20 +226,22 @@ def _kafka(record: Record) -> dict[str, Any]:
 
 
 def _kafka_column(records: list[Record], kind: pa.DataType) -> pa.Array:
-    """The `_kafka` struct of `records` built column by column (not a dict per record)."""
-    fields = {f.name: f for f in kind}
-    children = {
-        "partition": pa.array([r.partition for r in records], pa.int32()),
-        "offset": pa.array([r.offset for r in records], pa.int64()),
-        "timestamp": pa.array([r.timestamp_ms * 1000 for r in records], pa.int64()),
-        "key": pa.array([r.key for r in records], pa.binary()),
-        "headers": pa.array(
-            [None if r.headers is None else [{"key": k, "value": v} for k, v in r.headers] for r in records],
-            fields["headers"].type,
-        ),
+    """The `_kafka` struct of `records` built column by column (not a dict per record), each child made
+    in the table's type rather than cast to it (a cast per child was half of this for a small batch)."""
+    values: dict[str, Callable[[Record], Any]] = {
+        "partition": lambda r: r.partition,
+        "offset": lambda r: r.offset,
+        "timestamp": lambda r: r.timestamp_ms * 1000,  # microseconds, as the column's type counts
+        "key": lambda r: r.key,
+        "headers": lambda r: None if r.headers is None else [{"key": k, "value": v} for k, v in r.headers],
     }
-    arrays = [children[f.name].cast(f.type) for f in kind]
-    return pa.StructArray.from_arrays(arrays, fields=list(kind))
+    children = []
+    for child in kind:
+        if child.name == "headers" and all(r.headers is None for r in records):
+            children.append(pa.nulls(len(records), child.type))
+        else:
+            children.append(pa.array([values[child.name](r) for r in records], child.type))
+    return pa.StructArray.from_arrays(children, fields=list(kind))
 
 
 def _dead_letter(topic: str, record: Record, error: str) -> dict[str, Any]:

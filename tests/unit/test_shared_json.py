@@ -118,3 +118,9 @@ def test_the_kafka_column_built_by_columns_equals_the_rows() -> None:
     kind = TABLE.field("_kafka").type
     built = _kafka_column(records, kind)
     assert built.to_pylist() == pa.array([_kafka(r) for r in records], kind).to_pylist()
+    assert built.type == kind
+    # A batch without headers (most): the headers child is all nulls, still of the column's type.
+    plain = [Record(2, 7, 1_700_000_000_789, b"k2", b"{}", None), records[1]]
+    built = _kafka_column(plain, kind)
+    assert built.type == kind
+    assert built.to_pylist() == pa.array([_kafka(r) for r in plain], kind).to_pylist()
