@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,6 +41,7 @@ from catalog.api.requests import FloeRequest
 from catalog.api.tables import TableController, TableOperationsController
 from catalog.api.views import ViewController, ViewOperationsController
 from catalog.api.watermarks import WatermarkController
+from catalog.collector import keep_full_collections_short
 from catalog.migrations import upgrade_database
 from catalog.service.commit_events import CommitEventPublisher
 from catalog.service.components import CatalogComponents
@@ -105,9 +105,9 @@ def build_litestar(settings: Settings) -> Litestar:
         if settings.auth_mode == "none":
             log.warning("FLOE_AUTH=none: authentication is OFF, every caller is an administrator")
         # Everything loaded by now (modules, pydantic and pyiceberg models, routes: ~150k objects)
-        # lives as long as the process: freezing it keeps the collector from rescanning it in every
-        # full collection, which cost more CPU than the request itself on large responses.
-        gc.freeze()
+        # lives as long as the process, and each full collection's survivors are frozen too: the
+        # collector rescanning them stalled every request (catalog/collector.py).
+        keep_full_collections_short()
         history = None
         if settings.console and settings.console_ingest_metrics_url:
             # The console's lag and throughput charts: the ingestion service sampled into the database.

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from catalog.client import DEFAULT_URL, FloeClient
+from catalog.collector import keep_full_collections_short
 from catalog.pipelines.table_config import MAX_COMMIT_INTERVAL_SECONDS, MIN_COMMIT_INTERVAL_SECONDS
 from floe.cli.output import console
 from floe.cli.remote import cli_credentials, key_file_option
@@ -209,6 +210,8 @@ def ingest_command(
     check_commit_interval(commit_interval)
     configure_logging(log_level)
     client_id, client_secret = cli_credentials(key_file)
+    # A long-running process whose appenders churn long-lived objects: full collections kept short.
+    keep_full_collections_short()
     run_ingest(
         url,
         client_id,
