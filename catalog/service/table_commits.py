@@ -208,7 +208,7 @@ class TableCommits:
             progress = kafka_progress(change.updates)
             if progress is not None:
                 fenced.append((record.id, progress))
-            metadata_json = metadata.model_dump_json()
+            metadata_json = self.metadata_models.dump(metadata)
             location = core.new_metadata_location(metadata, record.metadata_location)
             pending.append(
                 (PendingCommit(record.id, record.version, location, metadata_json, kafka=progress), True)

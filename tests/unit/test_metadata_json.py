@@ -1,0 +1,66 @@
+"""catalog/service/metadata_models.py's `MetadataJson`: a commit's metadata JSON with the snapshots'
+JSON reused is byte for byte what pydantic writes, commit after commit."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.types import LongType, NestedField
+
+from catalog import commit as core
+from catalog.service.metadata_models import MetadataJson
+
+SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
+
+
+def _append(base: TableMetadata, n: int) -> TableMetadata:
+    snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
+    updates: list[dict[str, Any]] = [
+        {
+            "action": "add-snapshot",
+            "snapshot": {
+                "snapshot-id": snapshot_id,
+                "parent-snapshot-id": base.current_snapshot_id,
+                "sequence-number": base.last_sequence_number + 1,
+                "timestamp-ms": 1_700_000_000_000 + n,
+                "manifest-list": f"{base.location}/metadata/snap-{snapshot_id}.avro",
+                "summary": {
+                    "operation": "append",
+                    "kafka.end-offsets": f'{{"0": {n}}}',
+                    "note": 'a "quoted" ]',
+                },
+                "schema-id": 0,
+            },
+        },
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snapshot_id},
+    ]
+    return core.commit_table(
+        base, f"{base.location}/metadata/v{n}.json", (), core.parse_table_updates(updates)
+    )
+
+
+def test_a_chain_of_commits_dumps_as_pydantic_does() -> None:
+    dumps = MetadataJson()
+    metadata = new_table_metadata(
+        SCHEMA,
+        UNPARTITIONED_PARTITION_SPEC,
+        UNSORTED_SORT_ORDER,
+        "file:///warehouse/t",
+        {"snapshots": "[]", 'odd "snapshots":[] text': "x"},
+    )
+    assert dumps.dump(metadata) == metadata.model_dump_json()  # no snapshot yet
+    for n in range(1, 30):
+        metadata = _append(metadata, n)
+        assert dumps.dump(metadata) == metadata.model_dump_json()
+    assert len(dumps._snapshots) == 29  # each snapshot serialized once, reused by every later commit
+    # A model parsed again (new snapshot objects, as after another process's commit): the same text.
+    parsed = core.parse_table_metadata(metadata.model_dump_json())
+    assert dumps.dump(parsed) == parsed.model_dump_json()
+    # Snapshots expired (a maintenance pass): the ones left, in order.
+    expired = metadata.model_copy(update={"snapshots": metadata.snapshots[10:]})
+    assert dumps.dump(expired) == expired.model_dump_json()
