@@ -445,6 +445,13 @@ class Settings(FloeSettings):
         8, ge=1, description="storage calls running at once for one cluster (or one global key)"
     )
     storage_timeout_seconds: float = Field(60.0, gt=0, description="deadline of one storage call (then 503)")
+    metadata_cache_mb: int = Field(
+        1024,
+        ge=0,
+        description="memory (MiB, estimated) for the parsed table metadata each catalog process keeps for "
+        "its next commit to a table; a table of 100 snapshots takes about 0.5 MiB, so a thousand busy "
+        "tables need about 550 (fewer: every commit parses its table's metadata again, ~5 ms each)",
+    )
     console: bool = Field(
         True,
         description="serve the web console at `/console` (sign in with an API key); `off` turns it off",

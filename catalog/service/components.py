@@ -58,7 +58,7 @@ class CatalogComponents:
             )
         )
         # The metadata models of this process's commits: the next commit to a table starts from them.
-        self.metadata_models = MetadataModels()
+        self.metadata_models = MetadataModels(settings.metadata_cache_mb * 1024 * 1024)
         # The HTTP layer's audit entries, written in groups under load.
         self.audit = AuditWriter(store, settings.audit_repeat_window_seconds)
         # One commit at a time per table or view in this process, in the loop tables and views share.

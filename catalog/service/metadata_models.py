@@ -18,11 +18,13 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 # A parsed model takes about six times its metadata JSON's bytes (measured: 13 KB of JSON, 81 KB of
-# objects); the models kept take at most MAX_MODEL_BYTES by that estimate. Ingestion of a thousand
-# tables commits each of them (and their dead-letter tables) in turn: a count of 128 models missed on
-# every commit there, and parsing was 6 % of the catalog's CPU.
+# objects; 106 KB and 547 KB at 100 snapshots); the models kept take at most the capacity by that
+# estimate (FLOE_METADATA_CACHE_MB). Ingestion of a thousand tables commits each of them in turn, so a
+# capacity below their working set misses on every commit (an LRU under a cyclic scan): 256 MiB did
+# once the tables reached floe's default of 100 snapshots, and every commit parsed its table's 100 KB
+# of metadata again (5 ms each, half a second per transaction of a hundred tables).
 MODEL_BYTES_PER_JSON_BYTE = 6
-MAX_MODEL_BYTES = 256 * 1024 * 1024
+MAX_MODEL_BYTES = 1024 * 1024 * 1024
 # The snapshots' JSON kept for `MetadataJson` (a snapshot is about 0.5-1 KB of JSON): a thousand tables
 # of a hundred snapshots each take about 70 MiB.
 MAX_SNAPSHOT_JSON_BYTES = 128 * 1024 * 1024
