@@ -26,7 +26,7 @@ def _append(base: TableMetadata, n: int) -> TableMetadata:
             "snapshot": {
                 "snapshot-id": snapshot_id,
                 "parent-snapshot-id": base.current_snapshot_id,
-                "sequence-number": base.last_sequence_number + 1,
+                "sequence-number": getattr(base, "last_sequence_number", 0) + 1,
                 "timestamp-ms": 1_700_000_000_000 + n,
                 "manifest-list": f"{base.location}/metadata/snap-{snapshot_id}.avro",
                 "summary": {

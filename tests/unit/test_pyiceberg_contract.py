@@ -16,15 +16,24 @@ from pyiceberg.io.pyarrow import (
 )
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
-from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField, StringType
 
+from ingest.shared.iceberg_append import _added
 from ingest.shared.pyiceberg_write import DataFileWriter
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False)
 )
+
+
+def _table(tmp_path: Path) -> tuple[TableMetadata, PyArrowFileIO, pa.Schema]:
+    """An empty unpartitioned table of SCHEMA under `tmp_path`, its FileIO and its Arrow schema."""
+    metadata = new_table_metadata(
+        SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, str(tmp_path / "t"), {}
+    )
+    return metadata, PyArrowFileIO(), schema_to_pyarrow(metadata.schema(), include_field_ids=True)
 
 
 def test_the_internal_signatures_are_the_ones_used() -> None:
@@ -35,11 +44,7 @@ def test_the_internal_signatures_are_the_ones_used() -> None:
 
 
 def test_floes_writer_gives_the_data_file_pyiceberg_gives(tmp_path: Path) -> None:
-    metadata = new_table_metadata(
-        SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, str(tmp_path / "t"), {}
-    )
-    io = PyArrowFileIO()
-    arrow = schema_to_pyarrow(metadata.schema(), include_field_ids=True)
+    metadata, io, arrow = _table(tmp_path)
     rows = pa.Table.from_pydict({"id": [1, 2, None], "name": ["a", None, "c"]}, schema=arrow)
     ours = DataFileWriter(metadata, io).write(rows)
     theirs = list(_dataframe_to_data_files(metadata, rows, io))
@@ -72,8 +77,6 @@ def test_planned_manifest_writers_write_what_pyicebergs_write(tmp_path: Path) ->
     """`AvroPlans` hands pyiceberg's manifest and manifest-list writers a planned Avro file: the
     files read back the same, with the same header, as the ones pyiceberg's own writers make."""
     from pyiceberg.manifest import (
-        ManifestEntry,
-        ManifestEntryStatus,
         read_manifest_list,
         write_manifest,
         write_manifest_list,
@@ -81,20 +84,10 @@ def test_planned_manifest_writers_write_what_pyicebergs_write(tmp_path: Path) ->
 
     from ingest.shared.pyiceberg_write import AvroPlans
 
-    metadata = new_table_metadata(
-        SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, str(tmp_path / "t"), {}
-    )
-    io = PyArrowFileIO()
-    arrow = schema_to_pyarrow(metadata.schema(), include_field_ids=True)
+    metadata, io, arrow = _table(tmp_path)
     rows = pa.Table.from_pydict({"id": [1, 2], "name": ["a", "b"]}, schema=arrow)
     [data_file] = DataFileWriter(metadata, io).write(rows)
-    entry = ManifestEntry.from_args(
-        status=ManifestEntryStatus.ADDED,
-        snapshot_id=7,
-        sequence_number=None,
-        file_sequence_number=None,
-        data_file=data_file,
-    )
+    entry = _added(7, data_file)
     spec, schema = metadata.spec(), metadata.schema()
     plans = AvroPlans()
     manifests = {}
@@ -135,8 +128,6 @@ def test_a_carried_manifests_record_is_encoded_once_and_lists_read_back_as_pyice
     manifest's record once and reuses the bytes, and every list still reads back, record for record
     and header for header, as the one pyiceberg's own writer makes from the same manifests."""
     from pyiceberg.manifest import (
-        ManifestEntry,
-        ManifestEntryStatus,
         ManifestFile,
         read_manifest_list,
         write_manifest,
@@ -145,11 +136,7 @@ def test_a_carried_manifests_record_is_encoded_once_and_lists_read_back_as_pyice
 
     from ingest.shared.pyiceberg_write import AvroPlans
 
-    metadata = new_table_metadata(
-        SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, str(tmp_path / "t"), {}
-    )
-    io = PyArrowFileIO()
-    arrow = schema_to_pyarrow(metadata.schema(), include_field_ids=True)
+    metadata, io, arrow = _table(tmp_path)
     spec, schema = metadata.spec(), metadata.schema()
     plans = AvroPlans()
     carried: list[ManifestFile] = []
@@ -157,13 +144,7 @@ def test_a_carried_manifests_record_is_encoded_once_and_lists_read_back_as_pyice
         snapshot_id = 100 + commit
         rows = pa.Table.from_pydict({"id": [commit], "name": [f"n{commit}"]}, schema=arrow)
         [data_file] = DataFileWriter(metadata, io).write(rows)
-        entry = ManifestEntry.from_args(
-            status=ManifestEntryStatus.ADDED,
-            snapshot_id=snapshot_id,
-            sequence_number=None,
-            file_sequence_number=None,
-            data_file=data_file,
-        )
+        entry = _added(snapshot_id, data_file)
         with write_manifest(
             2, spec, schema, io.new_output(str(tmp_path / f"m{commit}.avro")), snapshot_id, "deflate"
         ) as mw:
