@@ -41,12 +41,12 @@ class MetadataModels:
         self.capacity_bytes = capacity_bytes
         self.size_bytes = 0
         self._models: OrderedDict[str, tuple[TableMetadata, int]] = OrderedDict()
-        self.json = MetadataJson()
+        self._json = MetadataJson()
 
     def dump(self, model: TableMetadata) -> str:
         """A commit's new model as its metadata JSON (`MetadataJson`: the snapshots it shares with the
         model it started from are not serialized again)."""
-        return self.json.dump(model)
+        return self._json.dump(model)
 
     def __len__(self) -> int:
         return len(self._models)

@@ -170,6 +170,7 @@ class _ListRecords:
     def block(self, writer: Writer, manifests: list[ManifestFile]) -> bytes:
         """The block content of `manifests` (their records, concatenated, as `writer` encodes them)."""
         kept: dict[tuple[str, int, int], bytes] = {}
+        records: list[bytes] = []
         for manifest in manifests:
             key = (manifest.manifest_path, manifest.sequence_number, manifest.min_sequence_number)
             encoded = self._encoded.get(key)
@@ -178,8 +179,9 @@ class _ListRecords:
                 writer.write(BinaryEncoder(buffer), manifest)
                 encoded = buffer.getvalue()
             kept[key] = encoded
+            records.append(encoded)
         self._encoded = kept
-        return b"".join(kept[(m.manifest_path, m.sequence_number, m.min_sequence_number)] for m in manifests)
+        return b"".join(records)
 
 
 class _PlannedManifestList(_PlannedAvroFile[ManifestFile]):
