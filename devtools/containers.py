@@ -229,6 +229,9 @@ class Images:
         self.timings[name] = round(time.monotonic() - started, 1)
 
     def build_all(self, prefetch_jars: bool = True) -> None:
+        # Before too: an earlier run's leftovers are freed before this run's layers need the space.
+        with self._timed("prune before"):
+            self.podman.prune_images()
         with self._timed("debian root file system"):
             tarball = debian_rootfs(self.podman.directory)
             if not self.podman.image_exists(DEBIAN_IMAGE):
@@ -257,7 +260,7 @@ class Images:
                 for jar in kafka_jars():
                     shutil.copy(jar, libs / jar.name)
                 self.podman.build(STANDIN_IMAGES["kafka"], Path(ctx))
-        with self._timed("prune"):
+        with self._timed("prune after"):
             self.podman.prune_images()
 
 
