@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from cachetools import LRUCache
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.typedef import IcebergBaseModel
 
 # A parsed model takes about six times its metadata JSON's bytes (measured: 13 KB of JSON, 81 KB of
 # objects; 106 KB and 547 KB at 100 snapshots); the models kept take at most the capacity by that
@@ -25,12 +24,16 @@ from pyiceberg.table.snapshots import Snapshot
 # of metadata again (5 ms each, half a second per transaction of a hundred tables).
 MODEL_BYTES_PER_JSON_BYTE = 6
 MAX_MODEL_BYTES = 1024 * 1024 * 1024
-# The snapshots' JSON kept for `MetadataJson` (a snapshot is about 0.5-1 KB of JSON): a thousand tables
-# of a hundred snapshots each take about 70 MiB.
-MAX_SNAPSHOT_JSON_BYTES = 128 * 1024 * 1024
-# Where a metadata document's snapshots go, as pydantic writes an empty list (a key, unescaped quotes:
-# no property text can contain it).
-_NO_SNAPSHOTS = '"snapshots":[]'
+# The JSON of the snapshots and log entries kept for `MetadataJson` (a snapshot is about 0.5-1 KB of
+# JSON, a log entry about 100 bytes): a thousand tables of a hundred snapshots each take about 90 MiB.
+MAX_ITEM_JSON_BYTES = 128 * 1024 * 1024
+# The lists spliced in, and where each goes as pydantic writes it empty (a key, unescaped quotes: no
+# property text can contain it).
+_SPLICED = (
+    ("snapshots", '"snapshots":[]'),
+    ("snapshot_log", '"snapshot-log":[]'),
+    ("metadata_log", '"metadata-log":[]'),
+)
 
 
 class MetadataModels:
@@ -77,35 +80,48 @@ class MetadataModels:
 
 
 class MetadataJson:
-    """Metadata JSON as `model.model_dump_json()` writes it, with each snapshot's JSON made once.
+    """Metadata JSON as `model.model_dump_json()` writes it, with each snapshot's and log entry's JSON
+    made once.
 
-    A table's metadata lists every snapshot it keeps (up to 100 by floe's default), and a commit writes
-    the whole document again: serializing the snapshots (pyiceberg's summary serializer runs in Python)
-    was 1.3 ms of a 100-snapshot table's commit, most of the catalog's CPU for ingestion's transactions
-    of a hundred such tables. A snapshot never changes, and a commit's new model holds the very snapshot
-    objects of the model it started from, so a snapshot's JSON is kept for that object (held here, so
-    the identity stays valid) and reused; anything else is serialized as before. One per event loop."""
+    A table's metadata lists every snapshot it keeps (up to 100 by floe's default) and as many entries
+    in its snapshot log and metadata log, and a commit writes the whole document again: serializing the
+    snapshots (pyiceberg's summary serializer runs in Python) was 1.3 ms of a 100-snapshot table's
+    commit, and the logs most of the rest. A snapshot or log entry never changes, and a commit's new
+    model holds the very objects of the model it started from, so each one's JSON is kept for that
+    object (held here, so the identity stays valid) and reused; anything else is serialized as before.
+    A plain dict, emptied when full: an LRU's bookkeeping cost more than the serializing it saved
+    (ingestion's transaction of 100 tables looks up 30,000 items). One per event loop."""
 
-    def __init__(self, capacity_bytes: int = MAX_SNAPSHOT_JSON_BYTES) -> None:
-        self._snapshots: LRUCache[int, tuple[Snapshot, str]] = LRUCache(
-            capacity_bytes, getsizeof=lambda kept: len(kept[1])
-        )
+    def __init__(self, capacity_bytes: int = MAX_ITEM_JSON_BYTES) -> None:
+        self.capacity_bytes = capacity_bytes
+        self.size_bytes = 0
+        self._items: dict[int, tuple[object, str]] = {}
 
-    def _snapshot(self, snapshot: Snapshot) -> str:
-        kept = self._snapshots.get(id(snapshot))
-        if kept is not None and kept[0] is snapshot:
+    def _item(self, item: IcebergBaseModel) -> str:
+        kept = self._items.get(id(item))
+        if kept is not None and kept[0] is item:
             return kept[1]
-        text = snapshot.model_dump_json()
-        self._snapshots[id(snapshot)] = (snapshot, text)
+        text = item.model_dump_json()
+        if self.size_bytes + len(text) > self.capacity_bytes:
+            self._items.clear()
+            self.size_bytes = 0
+        self._items[id(item)] = (item, text)
+        self.size_bytes += len(text)
         return text
 
     def dump(self, metadata: TableMetadata) -> str:
         """`metadata.model_dump_json()`, byte for byte."""
         if len(metadata.snapshots) < 2:
             return metadata.model_dump_json()
-        rest = metadata.model_copy(update={"snapshots": []}).model_dump_json()
-        at = rest.find(_NO_SNAPSHOTS)
-        if at < 0:  # not pydantic's usual output: nothing to splice into
+        rest = metadata.model_copy(update={field: [] for field, _ in _SPLICED}).model_dump_json()
+        places = sorted((rest.find(empty), field, empty) for field, empty in _SPLICED)
+        if places[0][0] < 0:  # not pydantic's usual output: nothing to splice into
             return metadata.model_dump_json()
-        snapshots = ",".join(self._snapshot(s) for s in metadata.snapshots)
-        return f'{rest[:at]}"snapshots":[{snapshots}]{rest[at + len(_NO_SNAPSHOTS) :]}'
+        parts: list[str] = []
+        done = 0
+        for at, field, empty in places:
+            items = ",".join([self._item(item) for item in getattr(metadata, field)])
+            parts += [rest[done:at], empty[:-1], items, "]"]
+            done = at + len(empty)
+        parts.append(rest[done:])
+        return "".join(parts)

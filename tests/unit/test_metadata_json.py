@@ -51,13 +51,20 @@ def test_a_chain_of_commits_dumps_as_pydantic_does() -> None:
         UNPARTITIONED_PARTITION_SPEC,
         UNSORTED_SORT_ORDER,
         "file:///warehouse/t",
-        {"snapshots": "[]", 'odd "snapshots":[] text': "x"},
+        {
+            "snapshots": "[]",
+            'odd "snapshots":[] text': "x",
+            '"snapshot-log":[]': '"metadata-log":[]',
+        },
     )
     assert dumps.dump(metadata) == metadata.model_dump_json()  # no snapshot yet
     for n in range(1, 30):
         metadata = _append(metadata, n)
         assert dumps.dump(metadata) == metadata.model_dump_json()
-    assert len(dumps._snapshots) == 29  # each snapshot serialized once, reused by every later commit
+    # each snapshot and log entry serialized once, reused by every later commit
+    assert len(dumps._items) == len(metadata.snapshots) + len(metadata.snapshot_log) + len(
+        metadata.metadata_log
+    )
     # A model parsed again (new snapshot objects, as after another process's commit): the same text.
     parsed = core.parse_table_metadata(metadata.model_dump_json())
     assert dumps.dump(parsed) == parsed.model_dump_json()
