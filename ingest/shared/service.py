@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ingest.ingest_table import BatchResult, IngestTable
 from ingest.kafka_connection import check_connection
 from ingest.shared.consumer import SharedIngest
-from ingest.shared.iceberg_append import TableAppender
+from ingest.shared.iceberg_append import MergePacing, TableAppender
 from ingest.shared.json_rows import readable
 from ingest.shared.tables import SharedTable
 
@@ -70,6 +70,9 @@ class SharedTables:
         # cluster → (when checked, the refusal or None): a cluster's login is checked once a minute,
         # not once per table (a thousand tables of one refused cluster are one check, one error).
         self._connections: dict[str, tuple[float, Exception | None]] = {}
+        # Spreads the tables' manifest merges over time (all clusters' consumers share it; a lost
+        # update between their threads shifts a token, nothing more).
+        self._merges = MergePacing()
 
     def set_tables(self, tables: Iterable[IngestTable]) -> None:
         by_cluster: dict[str, list[IngestTable]] = {}
@@ -171,8 +174,8 @@ class SharedTables:
         client = self._access_for(table.cluster).client
         main_id = (*table.namespace, table.table)
         dlq_id = (*table.namespace, table.dlq_table)
-        main = TableAppender(main_id, lambda: catalog.load_table(main_id))
-        dlq = TableAppender(dlq_id, lambda: catalog.load_table(dlq_id))
+        main = TableAppender(main_id, lambda: catalog.load_table(main_id), self._merges)
+        dlq = TableAppender(dlq_id, lambda: catalog.load_table(dlq_id), self._merges)
         ns = table.namespace
         main_next = client.next_offsets(table.warehouse, ns, table.table, table.topic)
         return SharedTable(

@@ -19,14 +19,14 @@ from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table
 
 from benchmarks.many_tables.append_cost import one_record, table_at
-from ingest.shared.iceberg_append import PreparedAppend, TableAppender
+from ingest.shared.iceberg_append import MergePacing, PreparedAppend, TableAppender
 
 READ_BACK = ManifestFile.fetch_manifest_entry
 
 
-def _appender(tmp_path: Path) -> TableAppender:
+def _appender(tmp_path: Path, pacing: MergePacing | None = None) -> TableAppender:
     table = SimpleNamespace(metadata=table_at(f"file://{tmp_path}/ns/t"), io=PyArrowFileIO())
-    return TableAppender(("ns", "t"), lambda: cast(Table, table))
+    return TableAppender(("ns", "t"), lambda: cast(Table, table), pacing)
 
 
 def _append(appender: TableAppender, n: int) -> PreparedAppend:
@@ -110,3 +110,43 @@ def test_a_manifest_it_did_not_write_is_read_back_when_merged(tmp_path: Path) ->
     for path, before in expected.items():  # merged again (EXISTING), with the numbers it had
         assert _described(live[path])[1:] == before[1:]
         assert live[path].status == ManifestEntryStatus.EXISTING
+
+
+def test_a_table_held_back_by_the_pacing_merges_later_or_at_twice_the_count(tmp_path: Path) -> None:
+    pacing = MergePacing(burst=1, tokens=0)
+    appender = _appender(tmp_path, pacing)
+    for n in range(99):
+        _append(appender, n)
+    # Its own 99 appends earned 1.98 tokens (capped at 1): the merge due at the 100th append happens.
+    _append(appender, 99)
+    assert len(appender._head.manifests) == 1  # the merged manifest holds the new file too
+    # Other tables took every token (as in a wave): the next merge waits, at most to twice the count.
+    for n in range(100, 300):
+        pacing.tokens = -1000
+        _append(appender, n)
+        assert len(appender._head.manifests) <= 200
+    assert pacing.held > 0
+    assert len(_live(appender)) == 300
+
+
+def test_a_wave_of_merges_is_spread_and_stays_spread() -> None:
+    """A thousand tables started together, each committing once a round, merge count 100: without
+    pacing all thousand merge in the same round, every 100 rounds."""
+    pacing = MergePacing()
+    tables, merge_at = 1000, 100
+    manifests = [1] * tables
+    merges_per_round: list[int] = []
+    for _ in range(600):
+        merges = 0
+        for t in range(tables):
+            pacing.credit(merge_at)
+            if manifests[t] + 1 >= merge_at and pacing.may_merge(manifests[t] + 1, merge_at):
+                manifests[t] = 1
+                merges += 1
+            else:
+                manifests[t] += 1
+        merges_per_round.append(merges)
+        assert max(manifests) < 2 * merge_at
+    assert max(merges_per_round) <= 30  # at most 20 a round, plus the burst
+    # Every table keeps merging: 1,000 tables over the last 200 rounds merge about 2,000 times.
+    assert 1900 <= sum(merges_per_round[-200:]) <= 2100
