@@ -284,18 +284,22 @@ def test_json_records_become_rows_exactly(
     for snapshot in snapshots:
         summary = snapshot.summary.additional_properties if snapshot.summary else {}
         start = json.loads(summary["floe.kafka.start-offsets"])
-        assert start == {p: covered[p] for p in start}, (start, covered)
-        assert set(covered) <= set(start) | set(json.loads(summary["floe.kafka.end-offsets"]))
-        covered.update(json.loads(summary["floe.kafka.end-offsets"]))
+        end = json.loads(summary["floe.kafka.end-offsets"])
+        # A snapshot covers the partitions of its end offsets: a micro-batch may hold new records of
+        # some partitions only (seen: the second wave as one snapshot of partition 1, then one of 0 and
+        # 2). Each partition the table already had starts exactly where the table's offsets ended.
+        assert start == {p: covered[p] for p in end if p in covered}, (start, end, covered)
         added = int(summary["added-records"])
         low, high = int(summary["floe.kafka.min-timestamp-ms"]), int(summary["floe.kafka.max-timestamp-ms"])
         in_snapshot = [
             r["_kafka"]["timestamp"]
             for r in rows
-            if start.get(str(r["_kafka"]["partition"]), 0)
+            if str(r["_kafka"]["partition"]) in end
+            and start.get(str(r["_kafka"]["partition"]), 0)
             <= r["_kafka"]["offset"]
-            < covered[str(r["_kafka"]["partition"])]
+            < end[str(r["_kafka"]["partition"])]
         ]
+        covered.update(end)
         assert len(in_snapshot) == added
         assert (low, high) == (
             min(int(t.timestamp() * 1000) for t in in_snapshot),
