@@ -24,7 +24,7 @@ status=0
 .venv/bin/pytest -m "not e2e" "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
 # Free disk before and after the e2e tier (its images, Kafka logs and warehouses need a few GB): a run
 # that fails with "No space left on device" shows here whether the machine or the suite filled it.
-disk() { df -h "${TMPDIR:-/tmp}" "${XDG_CACHE_HOME:-$HOME/.cache}" 2>/dev/null | sed "s/^/== disk $1: /"; }
+disk() { df -h "${TMPDIR:-/tmp}" "${XDG_CACHE_HOME:-$HOME/.cache}" 2>/dev/null | sed "s/^/== disk $1: /" || true; }
 disk "before the e2e tier"
 echo "== pytest: e2e tier"
 .venv/bin/pytest -m e2e --durations=40 "$@" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
