@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import httpx
 import psutil  # type: ignore[import-untyped]
 
 from benchmarks.many_tables.__main__ import RESULTS, git_commit
+from benchmarks.many_tables.metadata_growth import append_updates
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 
@@ -64,37 +64,10 @@ def _postgres_cpu(postgres: LocalPostgres) -> float:
 
 def _change(table: int, round_: int, parent: int | None, location: str) -> dict[str, Any]:
     snapshot_id = round_ * 100_000 + table
-    now = str(int(time.time() * 1000))
-    snapshot: dict[str, Any] = {
-        "snapshot-id": snapshot_id,
-        "sequence-number": round_,
-        "timestamp-ms": int(now),
-        "manifest-list": f"{location}/metadata/snap-{snapshot_id}-1-{uuid.uuid4()}.avro",
-        "summary": {
-            "operation": "append",
-            "added-data-files": "1",
-            "added-records": "2",
-            "added-files-size": "1500",
-            "total-records": str(2 * round_),
-            "total-data-files": str(round_),
-            "total-files-size": str(1500 * round_),
-            "floe.kafka.topic": f"topic-{table}",
-            "floe.kafka.start-offsets": json.dumps({"0": 2 * (round_ - 1)}) if round_ > 1 else "{}",
-            "floe.kafka.end-offsets": json.dumps({"0": 2 * round_}),
-            "floe.kafka.min-timestamp-ms": now,
-            "floe.kafka.max-timestamp-ms": now,
-        },
-        "schema-id": 0,
-    }
-    if parent is not None:
-        snapshot["parent-snapshot-id"] = parent
     return {
         "identifier": {"namespace": ["ns"], "name": f"t{table}"},
         "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": parent}],
-        "updates": [
-            {"action": "add-snapshot", "snapshot": snapshot},
-            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snapshot_id},
-        ],
+        "updates": append_updates(location, snapshot_id, round_, parent, f"topic-{table}"),
     }
 
 

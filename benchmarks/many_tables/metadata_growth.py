@@ -29,6 +29,7 @@ from pyiceberg.table.metadata import TableMetadata
 
 from benchmarks.many_tables.__main__ import RESULTS, git_commit
 from catalog.commit import apply_table_updates, parse_table_metadata, parse_table_updates
+from catalog.kafka_offsets import END_OFFSETS, MAX_TIMESTAMP, MIN_TIMESTAMP, START_OFFSETS, TOPIC
 
 LOCATION = "file:///tmp/floe-bench/ns/t"
 
@@ -85,14 +86,18 @@ def empty_table() -> TableMetadata:
     return apply_table_updates(None, updates, None)
 
 
-def append(metadata: TableMetadata, sequence: int) -> TableMetadata:
-    """One append as the shared consumer commits it: a snapshot with Kafka offsets, main moved to it."""
-    snapshot_id = sequence * 1_000 + 7
+def append_updates(
+    location: str, snapshot_id: int, sequence: int, parent: int | None, topic: str
+) -> list[dict[str, Any]]:
+    """The updates of the shared consumer's `sequence`-th append to a one-partition topic's table (1-based):
+    a snapshot of one two-record file whose summary carries the Kafka offsets and record times as floe's
+    fence reads them (`catalog.kafka_offsets`), and main moved to it."""
+    now = int(time.time() * 1000)
     snapshot: dict[str, Any] = {
         "snapshot-id": snapshot_id,
-        "sequence-number": getattr(metadata, "last_sequence_number", 0) + 1,  # v2 and later
-        "timestamp-ms": int(time.time() * 1000),
-        "manifest-list": f"{LOCATION}/metadata/snap-{snapshot_id}-1-{uuid.uuid4()}.avro",
+        "sequence-number": sequence,  # format v2 and later
+        "timestamp-ms": now,
+        "manifest-list": f"{location}/metadata/snap-{snapshot_id}-1-{uuid.uuid4()}.avro",
         "summary": {
             "operation": "append",
             "added-data-files": "1",
@@ -101,21 +106,28 @@ def append(metadata: TableMetadata, sequence: int) -> TableMetadata:
             "total-records": str(2 * sequence),
             "total-data-files": str(sequence),
             "total-files-size": str(1500 * sequence),
-            "kafka.topic": "topic-1",
-            "kafka.start-offsets": json.dumps({"0": 2 * sequence}),
-            "kafka.end-offsets": json.dumps({"0": 2 * sequence + 2}),
+            TOPIC: topic,
+            START_OFFSETS: json.dumps({"0": 2 * (sequence - 1)}) if sequence > 1 else "{}",
+            END_OFFSETS: json.dumps({"0": 2 * sequence}),
+            MIN_TIMESTAMP: str(now),
+            MAX_TIMESTAMP: str(now),
         },
         "schema-id": 0,
     }
-    if metadata.current_snapshot_id is not None:
-        snapshot["parent-snapshot-id"] = metadata.current_snapshot_id
-    updates = parse_table_updates(
-        [
-            {"action": "add-snapshot", "snapshot": snapshot},
-            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snapshot_id},
-        ]
-    )
-    return apply_table_updates(metadata, updates, f"{LOCATION}/metadata/{sequence:05d}-{uuid.uuid4()}.json")
+    if parent is not None:
+        snapshot["parent-snapshot-id"] = parent
+    return [
+        {"action": "add-snapshot", "snapshot": snapshot},
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snapshot_id},
+    ]
+
+
+def append(metadata: TableMetadata, sequence: int) -> TableMetadata:
+    """One append as the shared consumer commits it (`append_updates`), applied by the catalog's core."""
+    snapshot_id = sequence * 1_000 + 7
+    updates = append_updates(LOCATION, snapshot_id, sequence, metadata.current_snapshot_id, "topic-1")
+    location = f"{LOCATION}/metadata/{sequence:05d}-{uuid.uuid4()}.json"
+    return apply_table_updates(metadata, parse_table_updates(updates), location)
 
 
 def cpu_ms(repeat: int, call: Any) -> float:

@@ -116,8 +116,8 @@ class MaintenancePolicy:
     min_snapshots_to_keep: int = 5
     # 0: no limit. A bound on the count, not the age: every retained snapshot is in metadata.json,
     # which each commit rewrites and each reader loads (DuckDB parses it on every query). At a commit
-    # every 2 s an hour is 1,800 snapshots, about 1 MB of metadata: 19 ms of the catalog's CPU to write
-    # per commit, 66 ms to parse, 100x the cost at 100 snapshots
+    # every 2 s an hour is 1,800 snapshots, about 1.2 MB of metadata: 19 ms of the catalog's CPU to write
+    # per commit, 54 ms to parse, about 20x the cost at 100 snapshots
     # (benchmarks/results/many-tables-metadata-growth.md), which a thousand tables cannot afford.
     max_snapshots: int = 100
     orphan_file_age: int = 3 * 86_400
