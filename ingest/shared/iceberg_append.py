@@ -28,6 +28,7 @@ merge count merges regardless, bounding its list.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -99,21 +100,20 @@ class MergePacing:
 
     Each append adds 2 / (its table's merge count) tokens, twice what its table's merges take on
     average, up to `burst`; a merge due takes one if there is one, else the table carries its manifests
-    one commit more. One table alone is never held back: its own appends earn two tokens per merge."""
+    one commit more. One table alone is never held back: its own appends earn two tokens per merge.
+    Unlimited tokens (an appender given no shared pacing) hold no merge back."""
 
     burst: float = 10.0
     tokens: float = 10.0
-    held: int = 0  # merges put off for want of a token (metrics and tests)
 
-    def credit(self, merge_at: int) -> None:
+    def merges(self, manifests: int, merge_at: int) -> bool:
+        """One append's turn: whether its table, whose new list would hold `manifests`, merges now."""
         self.tokens = min(self.burst, self.tokens + 2 / max(1, merge_at))
-
-    def may_merge(self, manifests: int, merge_at: int) -> bool:
-        """Whether a table listing `manifests` (at least its merge count `merge_at`) merges now."""
+        if manifests < merge_at:
+            return False
         if self.tokens >= 1 or manifests >= 2 * merge_at:
             self.tokens -= 1  # a forced merge takes its token too: the others wait for it
             return True
-        self.held += 1
         return False
 
 
@@ -135,7 +135,7 @@ class TableAppender:
     ) -> None:
         self.identifier = identifier
         self._load = load
-        self._pacing = pacing
+        self._pacing = pacing or MergePacing(burst=math.inf, tokens=math.inf)  # unpaced
         self.metadata: TableMetadata
         self.io: FileIO
         self._arrow_schema: pa.Schema
@@ -205,11 +205,7 @@ class TableAppender:
         carried = list(head.manifests)
         merge_at = int(metadata.properties.get(MIN_COUNT_TO_MERGE, DEFAULT_MIN_COUNT_TO_MERGE))
         merged: list[ManifestEntry] = []
-        if self._pacing is not None:
-            self._pacing.credit(merge_at)
-        if len(carried) + 1 >= merge_at and (
-            self._pacing is None or self._pacing.may_merge(len(carried) + 1, merge_at)
-        ):
+        if self._pacing.merges(len(carried) + 1, merge_at):
             target = int(metadata.properties.get(TARGET_SIZE, DEFAULT_TARGET_SIZE))
             mergeable = [
                 m
