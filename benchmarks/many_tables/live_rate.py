@@ -1,0 +1,307 @@
+"""`python -m benchmarks.many_tables.live_rate`: `floe ingest` under a steady produce rate, the rate spread
+over many tables or sent to one, side by side in one run.
+
+Each row: a fresh floe database (PostgreSQL), the tables applied, a producer in this process sending
+`--rate` records a second in all (JSON values of ~200 bytes), then `floe ingest --design shared` started.
+Rows: one table of `--partitions` partitions taking the whole rate, and `--tables` one-partition tables
+taking an equal share each. Once every table has rows, `--settle` seconds pass, then `--measure` seconds
+are measured:
+- committed records/s: the tables' committed offsets (read from floe's database every 0.5 s) at the
+  window's end minus at its start, over its length; and the records produced meanwhile (delivery
+  confirmed), so a row that cannot keep up shows it, with its backlog at the end;
+- freshness of a sample of the records (ten a second per partition): produce (delivery confirmed) →
+  the first poll showing the partition's committed offset past it;
+- CPU of `floe ingest`, of floe's catalog with PostgreSQL, of the broker, and of this process (the
+  producer).
+Issue 31's target: 100 tables x 1,000 records/s reach ≥ 80 % of what one table of 100,000 records/s
+reaches, with freshness p99 ≤ 10 s.
+Results: benchmarks/results/NAME.{md,json} (default many-tables-live-rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.ingest.environment import apply_pipeline, environment
+from benchmarks.many_tables.__main__ import (
+    CLUSTER,
+    RESULTS,
+    Offsets,
+    floe_environment,
+    git_commit,
+    start_ingest,
+    tree_rss,
+)
+from benchmarks.many_tables.throughput import SCHEMA
+
+SAMPLES_PER_SECOND = 10  # per partition: enough for a p99, few enough to keep in memory
+
+
+@dataclass
+class Row:
+    tables: int
+    partitions_per_topic: int
+    offered_per_s: int
+    first_rows_s: float | None = None  # floe ingest's start → every table has rows
+    produced_per_s: float | None = None  # delivered within the window, per second
+    committed_per_s: float | None = None  # committed within the window, per second
+    backlog_at_end: int | None = None  # delivered but not committed at the window's end
+    freshness_p50_s: float | None = None
+    freshness_p99_s: float | None = None
+    freshness_max_s: float | None = None
+    samples: int = 0
+    samples_missing: int = 0  # sampled records in the window not committed by the end
+    ingest_cores: float | None = None
+    ingest_peak_rss_gib: float | None = None
+    catalog_cores: float | None = None
+    broker_cores: float | None = None
+    producer_cores: float | None = None
+    other_cores: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class RateProducer:
+    """Sends `rate` records a second, round-robin over (topic, partition); records the delivery time and
+    offset of every `every`-th record of each partition, in offset order."""
+
+    def __init__(self, bootstrap: str, pairs: list[tuple[str, int]], rate: int) -> None:
+        from confluent_kafka import Producer
+
+        self.pairs = pairs
+        self.rate = rate
+        per_partition = rate / len(pairs)
+        self.every = max(1, int(per_partition // SAMPLES_PER_SECOND))
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
+        self.samples: dict[tuple[str, int], deque[tuple[int, float]]] = {p: deque() for p in pairs}
+        self.skipped = 0  # records not sent because the producer fell over a second behind
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sampled(self, error: Any, message: Any) -> None:
+        if error is None:
+            self.samples[(message.topic(), message.partition())].append((message.offset(), time.time()))
+
+    def _run(self) -> None:
+        sent = 0
+        per_pair = [0] * len(self.pairs)
+        # ~200-byte values, as the drain benchmark's; one send time per tick (at most 5 ms old), so
+        # that a record costs the producer little more than librdkafka's own work.
+        template = b'{"id":%d,"name":"' + b"x" * 150 + b'","sent_at":%d}'
+        started = time.monotonic()
+        while not self.stop.is_set():
+            due = int((time.monotonic() - started) * self.rate) - self.skipped
+            if due - sent > self.rate:
+                # Over a second behind (the machine is short of CPU): skip what is late rather than
+                # send it in a burst, so the offered rate stays steady; the row reports the skip.
+                self.skipped += due - sent
+                continue
+            sent_at = int(time.time() * 1000)
+            while sent < due:
+                index = sent % len(self.pairs)
+                topic, partition = self.pairs[index]
+                n = per_pair[index]
+                try:
+                    self.producer.produce(
+                        topic,
+                        template % (n, sent_at),
+                        partition=partition,
+                        on_delivery=self._sampled if n % self.every == 0 else None,
+                    )
+                except BufferError:
+                    self.producer.poll(0.05)
+                    continue
+                per_pair[index] = n + 1
+                sent += 1
+            self.producer.poll(0.005)
+        self.producer.flush(30)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(60)
+
+
+def run(tables: int, partitions: int, rate: int, work: Path, args: argparse.Namespace) -> Row:
+    row = Row(tables, partitions, rate)
+    with environment(work, kafka_heap="1g") as env:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        topics = [f"t{i:04d}" for i in range(tables)]
+        admin = AdminClient({"bootstrap.servers": env.kafka.bootstrap_servers})
+        for future in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
+            future.result(60)
+        host, port = env.kafka.bootstrap_servers.split(":")
+        brokers = [{"hostname": host, "port": int(port)}]
+        config = {
+            "source_clusters": [{"name": CLUSTER, "bootstrap_brokers": brokers}],
+            "tables": [
+                {
+                    "source_cluster_name": CLUSTER,
+                    "source_topic": t,
+                    "source_format": "json",
+                    "schema_mode": "inline",
+                    "schema": SCHEMA,
+                }
+                for t in topics
+            ],
+        }
+        apply_pipeline(env.server, config)
+        offsets = Offsets(env.server.database_url or "")
+        pairs = [(t, p) for t in topics for p in range(partitions)]
+        producer = RateProducer(env.kafka.bootstrap_servers, pairs, rate)
+        # Delivered records are counted from the partitions' end offsets: a callback per record would
+        # cost the producer more than the records.
+        log = (work / "ingest.log").open("wb")
+        producer.start()
+        process = start_ingest("shared", work, floe_environment(env), log, args.log_level)
+        started = time.monotonic()
+        sampler = env.sampler(None)
+        sampler.groups["ingester"] = lambda: [process.pid]
+        peak = polls = 0
+        ages: list[float] = []
+        window: tuple[float, float] | None = None
+        at_start: tuple[int, int] | None = None  # (committed, delivered) when the window opened
+        try:
+            while True:
+                committed = offsets.read_all()
+                polled = time.time()
+                polls += 1
+                if polls % 4 == 1:  # every 2 s: a sample walks /proc, which costs this process CPU
+                    sampler.sample()
+                peak = max(peak, tree_rss(process.pid))
+                for (topic, partition), queue in producer.samples.items():
+                    next_offset = committed.get((topic, partition), 0)
+                    while queue and queue[0][0] < next_offset:
+                        _, delivered_at = queue.popleft()
+                        if window is not None and window[0] <= delivered_at <= window[1]:
+                            ages.append(polled - delivered_at)
+                with_rows = len({t for (t, _), o in committed.items() if o > 0})
+                if row.first_rows_s is None and with_rows == tables:
+                    row.first_rows_s = round(time.monotonic() - started, 1)
+                    window = (polled + args.settle, polled + args.settle + args.measure)
+                if window is not None and at_start is None and polled >= window[0]:
+                    at_start = (sum(committed.values()), end_offsets(admin, pairs))
+                if window is not None and at_start is not None and polled >= window[1]:
+                    total, delivered = sum(committed.values()), end_offsets(admin, pairs)
+                    span = polled - window[0]
+                    row.committed_per_s = round((total - at_start[0]) / span)
+                    row.produced_per_s = round((delivered - at_start[1]) / span)
+                    row.backlog_at_end = delivered - total
+                    # Sampled records of the window still waiting (not yet committed) at its end.
+                    row.samples_missing = sum(
+                        1 for q in producer.samples.values() for _, d in q if window[0] <= d <= window[1]
+                    )
+                    sampler.sample()
+                    cores = sampler.cores(window[0], polled)
+                    row.ingest_cores = cores.get("ingester")
+                    row.catalog_cores = cores.get("catalog")
+                    row.broker_cores = cores.get("broker")
+                    row.producer_cores = cores.get("benchmark")  # this process: the producer and the polls
+                    row.other_cores = cores.get("other")
+                    break
+                if row.first_rows_s is None and time.monotonic() - started > args.first_rows_limit:
+                    row.notes.append(f"only {with_rows} of {tables} tables had rows after the limit")
+                    break
+                if process.poll() is not None:
+                    row.notes.append(f"floe ingest exited with {process.returncode}")
+                    break
+                time.sleep(0.5)
+        finally:
+            producer.close()
+            if producer.skipped:
+                row.notes.append(f"the producer fell behind and skipped {producer.skipped:,} records")
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            offsets.close()
+            log.close()
+        ages.sort()
+        row.samples = len(ages)
+        if ages:
+            row.freshness_p50_s = round(statistics.median(ages), 2)
+            row.freshness_p99_s = round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2)
+            row.freshness_max_s = round(ages[-1], 2)
+        row.ingest_peak_rss_gib = round(peak / 2**30, 2)
+    return row
+
+
+def end_offsets(admin: Any, pairs: list[tuple[str, int]]) -> int:
+    """Records the broker holds in `pairs` (the sum of their end offsets): what was delivered."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    request = {TopicPartition(t, p): latest for t, p in pairs}
+    futures = admin.list_offsets(request)
+    return sum(int(future.result(30).offset) for future in futures.values())
+
+
+def report(rows: list[Row], args: argparse.Namespace, started: float) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.name}.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    paragraphs = (__doc__ or "").split("\n\n")
+    lines = [
+        "# Many tables: floe ingest under a steady produce rate, spread over many tables or in one",
+        "",
+        f"Generated by `python -m benchmarks.many_tables.live_rate --rate {args.rate} --tables "
+        f"{args.tables} --settle {args.settle:g} --measure {args.measure:g}` on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at git commit `{git_commit()}` "
+        f"({time.time() - started:.0f} s in all). {paragraphs[1]}",
+        "",
+        "| tables x partitions | offered records/s | produced records/s | committed records/s "
+        "| backlog at the end | freshness p50 / p99 / max (samples) | first rows | ingestion CPU "
+        "| peak RSS | catalog + PostgreSQL CPU | broker CPU | producer CPU | other |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.tables} x {r.partitions_per_topic} | {r.offered_per_s:,} | {r.produced_per_s} "
+            f"| {r.committed_per_s} | {r.backlog_at_end} | {r.freshness_p50_s} / {r.freshness_p99_s} / "
+            f"{r.freshness_max_s} s ({r.samples}, {r.samples_missing} not committed) "
+            f"| {r.first_rows_s} s | {r.ingest_cores} | {r.ingest_peak_rss_gib} GiB | {r.catalog_cores} "
+            f"| {r.broker_cores} | {r.producer_cores} | {r.other_cores} |"
+        )
+    notes = [f"- {r.tables} tables: {n}" for r in rows for n in r.notes]
+    lines += ["", *notes, "", f"Machine: {os.cpu_count()} CPUs; load average at the end {os.getloadavg()}."]
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rate", type=int, default=100_000, help="records a second in all, per row")
+    parser.add_argument("--tables", type=int, default=100, help="tables of the spread row")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the one-table row")
+    parser.add_argument("--settle", type=float, default=30.0, help="seconds after first rows")
+    parser.add_argument("--measure", type=float, default=120.0, help="seconds measured")
+    parser.add_argument("--first-rows-limit", type=float, default=300.0)
+    parser.add_argument("--log-level", default="info", help="floe ingest --log-level")
+    parser.add_argument("--name", default="many-tables-live-rate")
+    args = parser.parse_args()
+    started = time.time()
+    rows = []
+    for tables, partitions in ((1, args.partitions), (args.tables, 1)):
+        with tempfile.TemporaryDirectory(prefix="floe-live-rate-") as work:
+            print(f"== {tables} x {partitions} at {args.rate:,} records/s", flush=True)
+            row = run(tables, partitions, args.rate, Path(work), args)
+            print(f"   {row}", flush=True)
+            rows.append(row)
+            report(rows, args, started)
+
+
+if __name__ == "__main__":
+    main()
