@@ -202,7 +202,10 @@ def run(tables: int, partitions: int, rate: int, work: Path, args: argparse.Name
                     row.backlog_at_end = delivered - total
                     # Sampled records of the window still waiting (not yet committed) at its end.
                     row.samples_missing = sum(
-                        1 for q in producer.samples.values() for _, d in q if window[0] <= d <= window[1]
+                        1
+                        for q in list(producer.samples.values())
+                        for _, d in tuple(q)
+                        if window[0] <= d <= window[1]
                     )
                     sampler.sample()
                     cores = sampler.cores(window[0], polled)
