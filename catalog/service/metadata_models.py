@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.typedef import IcebergBaseModel
 
 # A parsed model takes about six times its metadata JSON's bytes (measured: 13 KB of JSON, 81 KB of
 # objects; 106 KB and 547 KB at 100 snapshots); the models kept take at most the capacity by that
@@ -24,9 +23,9 @@ from pyiceberg.typedef import IcebergBaseModel
 # of metadata again (5 ms each, half a second per transaction of a hundred tables).
 MODEL_BYTES_PER_JSON_BYTE = 6
 MAX_MODEL_BYTES = 1024 * 1024 * 1024
-# The JSON of the snapshots and log entries kept for `MetadataJson` (a snapshot is about 0.5-1 KB of
-# JSON, a log entry about 100 bytes): a thousand tables of a hundred snapshots each take about 90 MiB.
-MAX_ITEM_JSON_BYTES = 128 * 1024 * 1024
+# The JSON of the snapshots and log entries kept for `MetadataJson` (a snapshot of the shared consumer is
+# about 0.8 KB of JSON, a log entry 60-210 bytes): a thousand tables of 155 snapshots each took 153 MiB.
+MAX_ITEM_JSON_BYTES = 256 * 1024 * 1024
 # The lists spliced in, and where each goes as pydantic writes it empty (a key, unescaped quotes: no
 # property text can contain it).
 _SPLICED = (
@@ -89,25 +88,25 @@ class MetadataJson:
     commit, and the logs most of the rest. A snapshot or log entry never changes, and a commit's new
     model holds the very objects of the model it started from, so each one's JSON is kept for that
     object (held here, so the identity stays valid) and reused; anything else is serialized as before.
-    A plain dict, emptied when full: an LRU's bookkeeping cost more than the serializing it saved
-    (ingestion's transaction of 100 tables looks up 30,000 items). One per event loop."""
+
+    Kept per table (its location), for the items of its last document only: an item the table no
+    longer lists (an expired snapshot, a log entry trimmed) goes with the next dump. A single dict of
+    every item ever dumped, emptied when full, had filled with such items at ~1 KB per commit: at 1,000
+    tables it emptied every round once they passed ~120 snapshots, and every commit then serialized its
+    whole document again. Tables are dropped least recently dumped first past the capacity. One per
+    event loop."""
 
     def __init__(self, capacity_bytes: int = MAX_ITEM_JSON_BYTES) -> None:
         self.capacity_bytes = capacity_bytes
         self.size_bytes = 0
-        self._items: dict[int, tuple[object, str]] = {}
+        self.serialized = 0  # items serialized (not reused), for tests and profiling
+        # table location -> (id(item) -> (item, its JSON), the JSON's bytes)
+        self._tables: OrderedDict[str, tuple[dict[int, tuple[object, str]], int]] = OrderedDict()
 
-    def _item(self, item: IcebergBaseModel) -> str:
-        kept = self._items.get(id(item))
-        if kept is not None and kept[0] is item:
-            return kept[1]
-        text = item.model_dump_json()
-        if self.size_bytes + len(text) > self.capacity_bytes:
-            self._items.clear()
-            self.size_bytes = 0
-        self._items[id(item)] = (item, text)
-        self.size_bytes += len(text)
-        return text
+    def items_of(self, location: str) -> int:
+        """How many items' JSON is kept for the table at `location`."""
+        kept = self._tables.get(location)
+        return len(kept[0]) if kept is not None else 0
 
     def dump(self, metadata: TableMetadata) -> str:
         """`metadata.model_dump_json()`, byte for byte."""
@@ -117,11 +116,33 @@ class MetadataJson:
         places = sorted((rest.find(empty), field, empty) for field, empty in _SPLICED)
         if places[0][0] < 0:  # not pydantic's usual output: nothing to splice into
             return metadata.model_dump_json()
+        previous = self._tables.pop(metadata.location, None)
+        before: dict[int, tuple[object, str]] = {}
+        if previous is not None:
+            before = previous[0]
+            self.size_bytes -= previous[1]
+        now: dict[int, tuple[object, str]] = {}
+        size = 0
         parts: list[str] = []
         done = 0
         for at, field, empty in places:
-            items = ",".join([self._item(item) for item in getattr(metadata, field)])
-            parts += [rest[done:at], empty[:-1], items, "]"]
+            texts = []
+            for item in getattr(metadata, field):
+                kept = before.get(id(item))
+                if kept is not None and kept[0] is item:
+                    text = kept[1]
+                else:
+                    text = item.model_dump_json()
+                    self.serialized += 1
+                now[id(item)] = (item, text)
+                size += len(text)
+                texts.append(text)
+            parts += [rest[done:at], empty[:-1], ",".join(texts), "]"]
             done = at + len(empty)
         parts.append(rest[done:])
+        self._tables[metadata.location] = (now, size)
+        self.size_bytes += size
+        while self.size_bytes > self.capacity_bytes and len(self._tables) > 1:
+            _, (_, dropped) = self._tables.popitem(last=False)
+            self.size_bytes -= dropped
         return "".join(parts)

@@ -60,9 +60,11 @@ def test_a_chain_of_commits_dumps_as_pydantic_does() -> None:
     assert dumps.dump(metadata) == metadata.model_dump_json()  # no snapshot yet
     for n in range(1, 30):
         metadata = _append(metadata, n)
+        before = dumps.serialized
         assert dumps.dump(metadata) == metadata.model_dump_json()
-    # each snapshot and log entry serialized once, reused by every later commit
-    assert len(dumps._items) == len(metadata.snapshots) + len(metadata.snapshot_log) + len(
+        if n > 2:  # each commit serializes only its new snapshot and log entries; the rest is reused
+            assert dumps.serialized - before == 3
+    assert dumps.items_of(metadata.location) == len(metadata.snapshots) + len(metadata.snapshot_log) + len(
         metadata.metadata_log
     )
     # A model parsed again (new snapshot objects, as after another process's commit): the same text.
@@ -71,3 +73,49 @@ def test_a_chain_of_commits_dumps_as_pydantic_does() -> None:
     # Snapshots expired (a maintenance pass): the ones left, in order.
     expired = metadata.model_copy(update={"snapshots": metadata.snapshots[10:]})
     assert dumps.dump(expired) == expired.model_dump_json()
+
+
+def test_only_the_items_a_table_still_lists_are_kept() -> None:
+    """Expired snapshots and trimmed log entries go with the table's next dump: what is kept is the
+    table's current document, however many commits it has had."""
+    dumps = MetadataJson()
+    metadata = new_table_metadata(
+        SCHEMA,
+        UNPARTITIONED_PARTITION_SPEC,
+        UNSORTED_SORT_ORDER,
+        "file:///warehouse/t",
+        {"write.metadata.previous-versions-max": "5"},
+    )
+    for n in range(1, 20):
+        metadata = _append(metadata, n)
+        dumps.dump(metadata)
+    assert len(metadata.metadata_log) == 5
+    live = len(metadata.snapshots) + len(metadata.snapshot_log) + len(metadata.metadata_log)
+    assert dumps.items_of(metadata.location) == live
+    expired = metadata.model_copy(
+        update={"snapshots": metadata.snapshots[10:], "snapshot_log": metadata.snapshot_log[10:]}
+    )
+    before = dumps.serialized
+    assert dumps.dump(expired) == expired.model_dump_json()
+    assert dumps.serialized == before  # every item left was kept
+    assert dumps.items_of(metadata.location) == live - 20
+
+
+def test_tables_past_the_capacity_are_dropped_least_recently_dumped_first() -> None:
+    def table(location: str) -> TableMetadata:
+        metadata = new_table_metadata(SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, {})
+        for n in range(1, 4):
+            metadata = _append(metadata, n)
+        return metadata
+
+    first, second, third = (table(f"file:///warehouse/t{i}") for i in range(3))
+    probe = MetadataJson()
+    probe.dump(first)
+    one_table = probe.size_bytes
+    dumps = MetadataJson(capacity_bytes=2 * one_table + one_table // 2)
+    for metadata in (first, second, first, third):  # `second` is the least recently dumped
+        assert dumps.dump(metadata) == metadata.model_dump_json()
+    assert dumps.items_of(second.location) == 0
+    assert dumps.items_of(first.location) > 0
+    assert dumps.items_of(third.location) > 0
+    assert dumps.size_bytes <= dumps.capacity_bytes
