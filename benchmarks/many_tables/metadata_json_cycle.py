@@ -12,7 +12,13 @@ Each design: `--tables` tables of `--snapshots` snapshots each (one table built 
 core with the shared consumer's summaries, then parsed again per table so each has its own objects);
 a first round dumps every table once (nothing kept yet), then `--rounds` rounds append one snapshot to
 every table in turn and dump it. Measured: CPU time of the dumps alone, per table, and items serialized
-per dump. Results: benchmarks/results/many-tables-metadata-json-cycle.{md,json}.
+per dump.
+
+Then the parsed-model cache (`MetadataModels`, 1 GiB by default) under the same round: 1,000 tables, each
+commit reading its table's model and keeping the new one, for several document sizes; before, the new
+version was kept beside the one it replaced (which the commit had just read, so both were recent); now it
+replaces it. Measured: the share of commits that found their model (the rest parse the stored JSON).
+Results: benchmarks/results/many-tables-metadata-json-cycle.{md,json}.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import gc
 import json
 import os
 import time
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import IcebergBaseModel
@@ -30,7 +36,7 @@ from pyiceberg.typedef import IcebergBaseModel
 from benchmarks.many_tables.__main__ import RESULTS, git_commit
 from benchmarks.many_tables.metadata_growth import LOCATION, append, empty_table
 from catalog.commit import parse_table_metadata
-from catalog.service.metadata_models import _SPLICED, MetadataJson
+from catalog.service.metadata_models import _SPLICED, MetadataJson, MetadataModels
 
 
 class Dumper(Protocol):
@@ -124,6 +130,40 @@ def run(design: str, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def model_hits(json_bytes: int, tables: int, replacing: bool, rounds: int = 3) -> float:
+    """The share of commits finding their model over `rounds` rounds of every table in turn (after a
+    first round that fills the cache), with the default budget."""
+    models = MetadataModels()
+    placeholder = cast(TableMetadata, object())  # the cache looks at identity and the size given
+    for t in range(tables):
+        models.put(f"t{t}/v0", placeholder, json_bytes)
+    found = 0
+    for version in range(1, rounds + 1):
+        for t in range(tables):
+            base = f"t{t}/v{version - 1}"
+            found += models.get(base) is not None
+            models.put(f"t{t}/v{version}", placeholder, json_bytes, replaces=base if replacing else None)
+    return round(found / (rounds * tables), 3)
+
+
+def model_rows(tables: int) -> list[dict[str, Any]]:
+    sizes: dict[int, int] = {}
+    model = empty_table()
+    for sequence in range(1, 241):
+        model = append(model, sequence)
+        if sequence % 20 == 0:
+            sizes[sequence] = len(model.model_dump_json())
+    return [
+        {
+            "snapshots": snapshots,
+            "json_kib": round(json_bytes / 1024, 1),
+            "hits_before": model_hits(json_bytes, tables, replacing=False),
+            "hits_now": model_hits(json_bytes, tables, replacing=True),
+        }
+        for snapshots, json_bytes in sizes.items()
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tables", type=int, default=1000)
@@ -137,9 +177,10 @@ def main() -> None:
         print(f"== {design}", flush=True)
         rows.append(run(design, args))
         print(f"   {rows[-1]}", flush=True)
+    models = model_rows(args.tables)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "many-tables-metadata-json-cycle"
-    (RESULTS / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps({"dumps": rows, "models": models}, indent=2) + "\n")
     lines = [
         "# The catalog's metadata JSON writer when 1,000 tables commit in turn",
         "",
@@ -159,6 +200,19 @@ def main() -> None:
             f"| {row['design']} | {row['tables']:,} | {row['snapshots']}+ "
             f"| {row['item_json_kib_per_table']} KiB | {row['dump_ms']} ms "
             f"| {row['items_serialized_per_dump']} | {row['hundred_table_transaction_ms']} ms |"
+        )
+    lines += [
+        "",
+        (__doc__ or "").split(chr(10) + chr(10))[3],
+        "",
+        f"| snapshots | metadata JSON per table | commits finding their model, before | now ({args.tables:,} "
+        "tables, 1 GiB) |",
+        "|---:|---:|---:|---:|",
+    ]
+    for row in models:
+        lines.append(
+            f"| {row['snapshots']} | {row['json_kib']} KiB | {row['hits_before']:.1%} "
+            f"| {row['hits_now']:.1%} |"
         )
     lines += ["", f"Machine: {os.cpu_count()} CPUs; load average at the end {os.getloadavg()}."]
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")

@@ -62,9 +62,17 @@ class MetadataModels:
         self._models.move_to_end(metadata_location)
         return found[0]
 
-    def put(self, metadata_location: str, model: TableMetadata, json_bytes: int) -> None:
+    def put(
+        self, metadata_location: str, model: TableMetadata, json_bytes: int, replaces: str | None = None
+    ) -> None:
         """Keep `model`, whose JSON (`json_bytes` long) was written to `metadata_location` by a commit
-        that landed."""
+        that landed on the version at `replaces`, which is dropped: no commit starts from it again.
+        Kept, it was as recent as the new version (the commit had just read it), so under ingestion's
+        round of every table the cache held two versions of each and missed from half its capacity."""
+        if replaces is not None:
+            replaced = self._models.pop(replaces, None)
+            if replaced is not None:
+                self.size_bytes -= replaced[1]
         size = json_bytes * MODEL_BYTES_PER_JSON_BYTE
         if size > self.capacity_bytes:
             return

@@ -45,3 +45,37 @@ def test_a_model_larger_than_the_whole_budget_is_not_kept() -> None:
     assert models.get("huge") is None
     assert models.get("small") is not None
     assert models.get(None) is None
+
+
+def test_a_new_version_drops_the_one_it_replaced() -> None:
+    models = MetadataModels()
+    old, new = _model(1), _model(2)
+    models.put("t/v1.json", old, 1000)
+    models.put("t/v2.json", new, 1200, replaces="t/v1.json")
+    assert models.get("t/v1.json") is None
+    assert models.get("t/v2.json") is new
+    assert models.size_bytes == 1200 * MODEL_BYTES_PER_JSON_BYTE
+
+
+def test_tables_committed_in_turn_all_hit_at_a_budget_of_one_version_each() -> None:
+    """Ingestion's round: read a table's model (get), commit, keep the new one (put). Each table's old
+    version had just been read, so it was as recent as the new one: without `replaces` the cache held
+    two versions of every table and missed on every commit at a budget of one version each."""
+    tables, per_model = 100, 1000
+    budget = (tables + 1) * per_model * MODEL_BYTES_PER_JSON_BYTE
+
+    def hits(replacing: bool) -> int:
+        models = MetadataModels(capacity_bytes=budget)
+        for t in range(tables):
+            models.put(f"t{t}/v0", _model(t), per_model)
+        found = 0
+        for version in range(1, 4):
+            for t in range(tables):
+                base = f"t{t}/v{version - 1}"
+                found += models.get(base) is not None
+                new = f"t{t}/v{version}"
+                models.put(new, _model(t), per_model, replaces=base if replacing else None)
+        return found
+
+    assert hits(replacing=True) == 3 * tables
+    assert hits(replacing=False) < tables  # the design before: a cyclic scan of twice the budget
