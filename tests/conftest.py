@@ -72,12 +72,14 @@ def _names_directories_only(config: pytest.Config) -> bool:
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """Workers for `-n auto` (pyproject's addopts): the quick tier (`-m "not e2e"`) spreads over the
-    cores (up to 4), each worker with its own in-process catalog. The e2e tier runs on E2E_WORKERS
-    workers, whole modules at a time (`pytest_xdist_make_scheduler`), each worker with its own Kafka,
-    registry and catalog; in one process when it is unset or 1. tests/run.sh (and so CI) sets 2: on a
-    quiet 2-core machine the whole tier took 2,609 s against 3,587 s in one process, kill -9 tests
-    included (on an overloaded shared machine, load 14-20, two workers had gained 10 % only and the
-    kill -9 tests had missed their waits). A run naming e2e files or tests stays in one process.
+    cores (up to 4), each worker with its own in-process catalog. The e2e tier runs in one process
+    unless E2E_WORKERS says how many workers: then whole modules at a time
+    (`pytest_xdist_make_scheduler`), each worker with its own Kafka, registry and catalog. Not the
+    default yet: on a quiet 2-core machine two workers took the tier from 3,587 s to 2,609 s, kill -9
+    tests included, but in a second run test_ingest's backlog test, whose checks are timed (a backlog
+    of 3,000 records within one 20 s interval of its first commit; it had 2,501 after 50 s), failed
+    while the other worker ran test_upsert's Spark streams. Tests with timed checks need to hold on a
+    shared machine first. A run naming e2e files or tests stays in one process.
     `-n N` on the command line overrides it."""
     cores = os.cpu_count() or 1
     if not _runs_e2e(config):

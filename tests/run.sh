@@ -14,12 +14,10 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
-# Two runs: the quick tier spread over the cores (pytest-xdist), then the e2e tier on E2E_WORKERS xdist
-# workers (default 2), a whole module at a time, each worker with its own Kafka, Spark, Trino and
-# registry (see tests/conftest.py; E2E_WORKERS=1 runs it in one process); both run even if the first
-# fails. Two workers took the e2e tier from 3,587 s to 2,609 s on a quiet 2-core machine.
+# Two runs: the quick tier spread over the cores (pytest-xdist), then the e2e tier in one process (its
+# Kafka, Spark, Trino and registry are started once per session), or on E2E_WORKERS xdist workers, a
+# whole module at a time (see tests/conftest.py); both run even if the first fails.
 # The e2e tier lists its 40 slowest tests: CI must stay under 45 minutes.
-export E2E_WORKERS=${E2E_WORKERS:-2}
 echo "== pytest: quick tier"
 status=0
 # Exit status 5 is "no test selected" (arguments naming only tests of the other tier).
