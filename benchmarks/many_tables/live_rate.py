@@ -35,7 +35,6 @@ from typing import Any
 
 from benchmarks.ingest.environment import apply_pipeline, environment
 from benchmarks.many_tables.__main__ import (
-    CLUSTER,
     RESULTS,
     Offsets,
     floe_environment,
@@ -43,7 +42,7 @@ from benchmarks.many_tables.__main__ import (
     start_ingest,
     tree_rss,
 )
-from benchmarks.many_tables.throughput import SCHEMA
+from benchmarks.many_tables.throughput import json_tables
 
 SAMPLES_PER_SECOND = 10  # per partition: enough for a p99, few enough to keep in memory
 
@@ -143,22 +142,7 @@ def run(tables: int, partitions: int, rate: int, work: Path, args: argparse.Name
         admin = AdminClient({"bootstrap.servers": env.kafka.bootstrap_servers})
         for future in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
             future.result(60)
-        host, port = env.kafka.bootstrap_servers.split(":")
-        brokers = [{"hostname": host, "port": int(port)}]
-        config = {
-            "source_clusters": [{"name": CLUSTER, "bootstrap_brokers": brokers}],
-            "tables": [
-                {
-                    "source_cluster_name": CLUSTER,
-                    "source_topic": t,
-                    "source_format": "json",
-                    "schema_mode": "inline",
-                    "schema": SCHEMA,
-                }
-                for t in topics
-            ],
-        }
-        apply_pipeline(env.server, config)
+        apply_pipeline(env.server, json_tables(env.kafka.bootstrap_servers, topics))
         offsets = Offsets(env.server.database_url or "")
         pairs = [(t, p) for t in topics for p in range(partitions)]
         producer = RateProducer(env.kafka.bootstrap_servers, pairs, rate)

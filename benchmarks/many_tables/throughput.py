@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks.catalog.procstat import postmaster_pid
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment
@@ -138,6 +139,25 @@ def events_on_topic(bootstrap: str) -> int:
         consumer.close()
 
 
+def json_tables(bootstrap: str, topics: list[str]) -> dict[str, Any]:
+    """floe.yaml (as JSON) with one inline-JSON table of SCHEMA per topic of the benchmark's broker."""
+    host, port = bootstrap.split(":")
+    brokers = [{"hostname": host, "port": int(port)}]
+    return {
+        "source_clusters": [{"name": CLUSTER, "bootstrap_brokers": brokers}],
+        "tables": [
+            {
+                "source_cluster_name": CLUSTER,
+                "source_topic": t,
+                "source_format": "json",
+                "schema_mode": "inline",
+                "schema": SCHEMA,
+            }
+            for t in topics
+        ],
+    }
+
+
 def value(i: int) -> bytes:
     return json.dumps(
         {"id": i, "name": f"user-{i:08d}", "score": i / 4, "at": "2026-11-28T10:00:00Z", "sent_at": i}
@@ -175,22 +195,7 @@ def run(
                     except BufferError:
                         producer.poll(0.1)
         producer.flush(120)
-        host, port = env.kafka.bootstrap_servers.split(":")
-        brokers = [{"hostname": host, "port": int(port)}]
-        config = {
-            "source_clusters": [{"name": CLUSTER, "bootstrap_brokers": brokers}],
-            "tables": [
-                {
-                    "source_cluster_name": CLUSTER,
-                    "source_topic": t,
-                    "source_format": "json",
-                    "schema_mode": "inline",
-                    "schema": SCHEMA,
-                }
-                for t in topics
-            ],
-        }
-        apply_pipeline(env.server, config)
+        apply_pipeline(env.server, json_tables(env.kafka.bootstrap_servers, topics))
         offsets = Offsets(env.server.database_url or "")
         log = (work / "ingest.log").open("wb")
         process = start_ingest(design, work, floe_environment(env), log)

@@ -44,12 +44,13 @@ def _append(base: TableMetadata, n: int) -> TableMetadata:
     )
 
 
+def _table(location: str, properties: dict[str, str]) -> TableMetadata:
+    return new_table_metadata(SCHEMA, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, properties)
+
+
 def test_a_chain_of_commits_dumps_as_pydantic_does() -> None:
     dumps = MetadataJson()
-    metadata = new_table_metadata(
-        SCHEMA,
-        UNPARTITIONED_PARTITION_SPEC,
-        UNSORTED_SORT_ORDER,
+    metadata = _table(
         "file:///warehouse/t",
         {
             "snapshots": "[]",
@@ -79,13 +80,7 @@ def test_only_the_items_a_table_still_lists_are_kept() -> None:
     """Expired snapshots and trimmed log entries go with the table's next dump: what is kept is the
     table's current document, however many commits it has had."""
     dumps = MetadataJson()
-    metadata = new_table_metadata(
-        SCHEMA,
-        UNPARTITIONED_PARTITION_SPEC,
-        UNSORTED_SORT_ORDER,
-        "file:///warehouse/t",
-        {"write.metadata.previous-versions-max": "5"},
-    )
+    metadata = _table("file:///warehouse/t", {"write.metadata.previous-versions-max": "5"})
     for n in range(1, 20):
         metadata = _append(metadata, n)
         dumps.dump(metadata)
