@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import NamedTuple
 
 from pyiceberg.table.metadata import TableMetadata
 
@@ -51,6 +52,16 @@ def managed_location(
     if is_default_table_location(folder, ident.name, location):
         return normalize_location(location)
     return None
+
+
+class CommittedModel(NamedTuple):
+    """A commit's new model, to keep once it lands: where its JSON (`json_bytes` long) was written, and
+    the location of the version it replaces (None for a new table)."""
+
+    location: str
+    model: TableMetadata
+    json_bytes: int
+    replaces: str | None
 
 
 class TableCommits:
@@ -102,7 +113,7 @@ class TableCommits:
         storage = self.storage.confined(warehouse, root)
         config = self.table_config(warehouse)
         target = CommitTarget(warehouse.id, idents, "table", tenant_of(warehouse, principal), storage, config)
-        models: list[tuple[str, TableMetadata, int, str | None]] = []
+        models: list[CommittedModel] = []
 
         async def prepare() -> CommitAttempt:
             pending, results, prepared_models = await self._prepare(warehouse, changes, root)
@@ -110,8 +121,8 @@ class TableCommits:
             return CommitAttempt([p for p, changed in pending if changed], results)
 
         async def landed(_: CommitAttempt) -> None:
-            for location, model, json_bytes, base_location in models:
-                self.metadata_models.put(location, model, json_bytes, replaces=base_location)
+            for kept in models:
+                self.metadata_models.put(kept.location, kept.model, kept.json_bytes, replaces=kept.replaces)
             for ident in idents:
                 await self.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
 
@@ -120,15 +131,13 @@ class TableCommits:
 
     async def _prepare(
         self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
-    ) -> tuple[
-        list[tuple[PendingCommit, bool]], list[LoadedTable], list[tuple[str, TableMetadata, int, str | None]]
-    ]:
+    ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable], list[CommittedModel]]:
         """The new metadata of every change on its table's current state, each confined to `root`
         (the caller's folder), as compare-and-swap commits; and the new models by their locations, each
         with the location of the version it replaces."""
         pending: list[tuple[PendingCommit, bool]] = []
         results: list[LoadedTable] = []
-        models: list[tuple[str, TableMetadata, int, str | None]] = []
+        models: list[CommittedModel] = []
         config = self.table_config(warehouse)
         tables = await self._read_tables(warehouse, changes)
         fenced: list[tuple[str, KafkaProgress]] = []  # (table id, the progress its commit claims)
@@ -190,7 +199,7 @@ class TableCommits:
                 results.append(LoadedTable(location, metadata_json, config))
                 # Kept too: a new table's first commits (an apply's thousand tables, then ingestion's
                 # first batch of each) start from it rather than parsing what was just written.
-                models.append((location, metadata, len(metadata_json), None))
+                models.append(CommittedModel(location, metadata, len(metadata_json), None))
                 continue
             base = cached or core.parse_table_metadata(record.metadata_json)
             metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
@@ -217,7 +226,7 @@ class TableCommits:
                 (PendingCommit(record.id, record.version, location, metadata_json, kafka=progress), True)
             )
             results.append(LoadedTable(location, metadata_json, config))
-            models.append((location, metadata, len(metadata_json), record.metadata_location))
+            models.append(CommittedModel(location, metadata, len(metadata_json), record.metadata_location))
         # Read after the tables' rows: offsets only change together with a table's version, so a
         # commit that moved them after this read also fails this commit's compare-and-swap.
         for (_, progress), committed in zip(fenced, await self._read_offsets(fenced), strict=True):
