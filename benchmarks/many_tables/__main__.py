@@ -56,6 +56,13 @@ class Outcome:
     # `floe maintain --once` passes over every table while ingestion goes on (`--maintain`), both
     # designs (benchmarks/many_tables/maintenance.py).
     maintenance_passes: list[MaintenancePass] = field(default_factory=list)
+    # The long-running `floe maintain` beside ingestion from its start (`--maintain-alongside`): its
+    # rounds over every table, the longest gap between two visits of a table, its CPU over the window.
+    worker_rounds: list[maintenance.WorkerRound] = field(default_factory=list)
+    worker_longest_gap_s: float | None = None
+    maintain_cores: float | None = None
+    # Every record produced, by the minute after `floe ingest` started: [minute, records, p50, p99, missing].
+    freshness_by_minute: list[list[float]] = field(default_factory=list)
     records_measured: int = 0
     records_missing: int = 0
     ingest_cores: float | None = None
@@ -210,8 +217,13 @@ def run_one(
         producing.start()
         process = start_ingest(design, work, env_vars, log, log_level)
         ingest_started = time.monotonic()
+        ingest_started_at = time.time()
         sampler = env.sampler(None)
         sampler.groups["ingester"] = lambda: [process.pid]
+        worker_log = (work / "maintain-worker.log").open("wb")
+        worker = maintenance.start_worker(env_vars, worker_log) if args.maintain_alongside else None
+        if worker is not None:
+            sampler.groups["maintainer"] = lambda: [worker.pid]
         applies: list[float] = []  # when each apply during the window began
         admin.create_topics([NewTopic("extra", 1, 1)])["extra"].result(60)
         seen: dict[tuple[str, int], float] = {}  # first poll showing the record committed
@@ -269,16 +281,22 @@ def run_one(
                 time.sleep(0.5)
             if args.maintain and outcome.first_rows_s is not None:
                 maintain(outcome, args, work, env_vars, offsets, poll)
+            if worker is not None:
+                rounds, gap = maintenance.worker_rounds(offsets.fetch, ingest_started_at)
+                outcome.worker_rounds, outcome.worker_longest_gap_s = rounds, gap
         finally:
             stop.set()
             producing.join(30)
-            process.terminate()
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            for child in (process, worker):
+                if child is not None:
+                    child.terminate()
+                    try:
+                        child.wait(60)
+                    except subprocess.TimeoutExpired:
+                        child.kill()
             offsets.close()
             log.close()
+            worker_log.close()
         for one_pass in outcome.maintenance_passes:
             if one_pass.window is not None:
                 one_pass.freshness_p99_s = maintenance.freshness_p99(seen, produced, *one_pass.window)
@@ -287,6 +305,8 @@ def run_one(
             outcome.ingest_cores = cores.get("ingester")
             outcome.catalog_cores = cores.get("catalog")
             outcome.other_cores = cores.get("other")
+            outcome.maintain_cores = cores.get("maintainer")
+            outcome.freshness_by_minute = by_minute(produced, seen, ingest_started_at, measure_to)
             ages = []
             missing = 0
             for (topic, offset), sent in produced.items():
@@ -316,6 +336,27 @@ def run_one(
                 outcome.freshness_max_s = round(ages[-1], 2)
         outcome.ingest_peak_rss_gib = round(peak_rss / 2**30, 2)
     return outcome
+
+
+def by_minute(
+    produced: dict[tuple[str, int], float], seen: dict[tuple[str, int], float], start: float, end: float
+) -> list[list[float]]:
+    """[minute, records, p50, p99, missing] of the records produced in each whole minute after `start`
+    up to `end`: how freshness moves as the tables grow and maintenance runs."""
+    minutes: dict[int, list[float | None]] = {}
+    for key, sent in produced.items():
+        if start <= sent <= end:
+            shown = seen.get(key)
+            minutes.setdefault(int((sent - start) // 60), []).append(None if shown is None else shown - sent)
+    rows: list[list[float]] = []
+    for minute, found in sorted(minutes.items()):
+        ages = sorted(a for a in found if a is not None)
+        if ages:
+            p99 = ages[min(len(ages) - 1, int(len(ages) * 0.99))]
+            rows.append(
+                [minute, len(found), round(statistics.median(ages), 2), round(p99, 2), len(found) - len(ages)]
+            )
+    return rows
 
 
 def maintain(
@@ -411,6 +452,27 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         "s, freshness p99 ≤ 10 s, "
         "ingestion ≤ 1 core, driver memory ≤ 2 GiB.",
     ]
+    for o in outcomes:
+        if o.freshness_by_minute:
+            lines += [
+                "",
+                f"### {o.design}, {o.tables:,} tables: freshness by the minute after `floe ingest` started",
+                "",
+                "| minute | records | p50 | p99 | missing |",
+                "|---:|---:|---:|---:|---:|",
+                *(f"| {int(m)} | {int(n):,} | {p50} s | {p99} s | {int(lost):,} |"
+                  for m, n, p50, p99, lost in o.freshness_by_minute),
+            ]  # fmt: skip
+        if o.worker_rounds or o.maintain_cores is not None:
+            lines += [
+                "",
+                f"### {o.design}, {o.tables:,} tables: `floe maintain` (long-running, built-in policy) "
+                "beside ingestion from its start",
+                "",
+                f"Its CPU over the measured window: {o.maintain_cores} cores.",
+                "",
+                *maintenance.worker_markdown(o.worker_rounds, o.worker_longest_gap_s),
+            ]
     passes = [(o.tables, p) for o in outcomes for p in o.maintenance_passes]
     if passes:
         lines += [
@@ -438,6 +500,11 @@ def main() -> None:
     parser.add_argument("--first-rows-limit", type=float, default=300.0)
     parser.add_argument("--maintain", action="store_true", help="then one floe maintain --once pass")
     parser.add_argument("--name", default="many-tables", help="results: benchmarks/results/NAME.md")
+    parser.add_argument(
+        "--maintain-alongside",
+        action="store_true",
+        help="run the long-running floe maintain (built-in policy) beside floe ingest from its start",
+    )
     parser.add_argument("--maintain-limit", type=float, default=600.0, help="seconds a pass may take")
     parser.add_argument(
         "--maintain-designs", default="spark,inprocess", help="floe maintain --design of each measured pass"

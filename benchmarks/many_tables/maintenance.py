@@ -20,15 +20,17 @@ metadata-only skip and `floe maintain --parallel 2`), `inprocess-pN` (`--paralle
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psutil  # type: ignore[import-untyped]
 
@@ -212,4 +214,111 @@ MARKDOWN_HEADER = [
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
 
-__all__ = ["MARKDOWN_HEADER", "POLICY", "MaintenancePass", "freshness_p99", "markdown_rows", "run_pass"]
+
+@dataclass
+class WorkerRound:
+    """The k-th visit of every table by the long-running `floe maintain` (`--maintain-alongside`)."""
+
+    round: int  # 1: each table's first visit
+    tables_visited: int
+    began_min: float  # minutes after `floe ingest` started
+    took_s: float  # the round's first visit's start to its last visit's end
+    tables_compacted: int = 0
+    data_files_rewritten: int = 0
+    tables_expired: int = 0
+    snapshots_expired: int = 0
+    tables_skipped: int = 0
+    tables_failed: int = 0
+    # Each visit's own duration: median and longest.
+    visit_p50_s: float = 0.0
+    visit_max_s: float = 0.0
+
+
+def start_worker(env_vars: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """`floe maintain` as an operator runs it: the long-running worker, the built-in policy (every
+    table every 10 minutes, `max_snapshots` 100), the in-process design, its own session."""
+    command = [
+        sys.executable, "-m", "floe.cli", "maintain", "--design", "inprocess", "--master", "local[2]",
+        "--metrics-port", "0",
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def worker_rounds(
+    fetch: Callable[[str, float], list[Any]], since: float
+) -> tuple[list[WorkerRound], float | None]:
+    """The worker's visits since `since` (epoch s) grouped into rounds, and the longest time between
+    two visits of one data table (seconds; its interval is what it should be)."""
+    query = (
+        "SELECT table_name, extract(epoch from started_at) AS began, duration_seconds, actions, "
+        "before, after, error FROM maintenance_passes WHERE started_at >= to_timestamp($1) "
+        "AND table_name NOT LIKE '%\\_dlq' ORDER BY started_at"
+    )
+    visits: dict[str, list[Any]] = {}
+    for row in fetch(query, since):
+        visits.setdefault(row["table_name"], []).append(row)
+    gaps = [
+        float(b["began"]) - float(a["began"]) for rows in visits.values() for a, b in itertools.pairwise(rows)
+    ]
+    rounds: list[WorkerRound] = []
+    for k in range(max((len(rows) for rows in visits.values()), default=0)):
+        kth = [rows[k] for rows in visits.values() if len(rows) > k]
+        began = min(float(r["began"]) for r in kth)
+        ended = max(float(r["began"]) + float(r["duration_seconds"]) for r in kth)
+        durations = sorted(float(r["duration_seconds"]) for r in kth)
+        one = WorkerRound(
+            k + 1, len(kth), round((began - since) / 60, 1), round(ended - began, 1),
+            visit_p50_s=round(statistics.median(durations), 2), visit_max_s=round(durations[-1], 2),
+        )  # fmt: skip
+        for row in kth:
+            actions = json.loads(row["actions"] or "[]")
+            done = [a for a in actions if not a.get("error")]
+            rewritten = sum(
+                int((a.get("result") or {}).get("rewritten_data_files_count") or 0)
+                for a in done
+                if a["name"] == "rewrite_data_files"
+            )
+            one.tables_compacted += int(rewritten > 0)
+            one.data_files_rewritten += rewritten
+            expired = any(a["name"] == "expire_snapshots" for a in done)
+            one.tables_expired += int(expired)
+            if expired:
+                before = json.loads(row["before"] or "{}").get("snapshots") or 0
+                after = json.loads(row["after"] or "{}").get("snapshots") or 0
+                one.snapshots_expired += max(0, int(before) - int(after))
+            one.tables_skipped += int(any("quick_check" in (a.get("result") or {}) for a in actions))
+            one.tables_failed += int(row["error"] is not None or len(done) < len(actions))
+        rounds.append(one)
+    return rounds, (round(max(gaps), 1) if gaps else None)
+
+
+def worker_markdown(rounds: list[WorkerRound], longest_gap_s: float | None) -> list[str]:
+    lines = [
+        "| round | began (min after ingest start) | tables visited | took | visit p50 / max | "
+        "tables compacted (files rewritten) | tables expired (snapshots) | tables skipped | failed |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rounds:
+        lines.append(
+            f"| {r.round} | {r.began_min} | {r.tables_visited:,} | {r.took_s} s | "
+            f"{r.visit_p50_s} / {r.visit_max_s} s | {r.tables_compacted:,} ({r.data_files_rewritten:,}) | "
+            f"{r.tables_expired:,} ({r.snapshots_expired:,}) | {r.tables_skipped:,} | {r.tables_failed} |"
+        )
+    lines += ["", f"Longest time between two visits of one data table: {longest_gap_s} s."]
+    return lines
+
+
+__all__ = [
+    "MARKDOWN_HEADER",
+    "POLICY",
+    "MaintenancePass",
+    "WorkerRound",
+    "freshness_p99",
+    "markdown_rows",
+    "run_pass",
+    "start_worker",
+    "worker_markdown",
+    "worker_rounds",
+]
