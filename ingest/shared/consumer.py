@@ -266,13 +266,14 @@ class SharedIngest:
             log.debug("consumer: %s", message.error())
             return
         kind, timestamp = message.timestamp()
+        headers = message.headers()
         record = Record(
             message.partition(),
             message.offset(),
             timestamp if kind != 0 else int(time.time() * 1000),
             message.key(),
             message.value(),
-            tuple(message.headers()) if message.headers() is not None else None,
+            tuple(headers) if headers is not None else None,
         )
         size = len(record.value or b"") + len(record.key or b"")
         for shared in self._by_topic.get(message.topic(), ()):
