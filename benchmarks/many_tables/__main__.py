@@ -127,16 +127,24 @@ def floe_environment(env: Environment) -> dict[str, str]:
 
 
 def start_ingest(
-    design: str, work: Path, env_vars: dict[str, str], log: IO[bytes], log_level: str = "info"
+    design: str,
+    work: Path,
+    env_vars: dict[str, str],
+    log: IO[bytes],
+    log_level: str = "info",
+    tree: str | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`floe ingest --design D` on Spark local[2] (its own session: `kill` takes the JVM too)."""
+    """`floe ingest --design D` on Spark local[2] (its own session: `kill` takes the JVM too), from the
+    source tree `tree` when given (an earlier commit's `git archive`, to measure its design)."""
+    if tree is not None:  # its code first (`python -m` also puts the working folder first)
+        env_vars = {**env_vars, "PYTHONPATH": tree}
     command = [
         sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
         "--metrics-port", "0", "--state-dir", str(work / "state"), "--driver-memory", "2g",
         "--log-level", log_level,
     ]  # fmt: skip
     return subprocess.Popen(
-        command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree
     )
 
 
