@@ -30,6 +30,11 @@ from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT
 
+from runtime.pyiceberg_nulls import keep_null_lists
+
+# Compaction reads and writes through pyiceberg's projection, which lost null lists of structs.
+keep_null_lists()
+
 
 class _Replace(_OverwriteFiles):
     """A `replace` snapshot: removes `delete_data_file`s, adds `append_data_file`s, and optionally

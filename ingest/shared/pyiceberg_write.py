@@ -70,6 +70,11 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record, StructProtocol, TableVersion
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
+from runtime.pyiceberg_nulls import keep_null_lists
+
+# A partitioned table's files go through pyiceberg's projection, which lost null lists of structs.
+keep_null_lists()
+
 D = TypeVar("D", bound=StructProtocol)
 
 
