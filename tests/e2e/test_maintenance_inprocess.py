@@ -86,6 +86,23 @@ def _referenced_exist(table: Table) -> list[str]:
     return missing
 
 
+def _headers_not_null_at_rest(table: Table) -> int:
+    """Rows of the live data files, read straight from Parquet, whose `_kafka.headers` is not null: the
+    records were produced without headers, so compaction must not have made them `[]`
+    (runtime/pyiceberg_nulls.py)."""
+    import pyarrow.parquet as pq
+
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    found = 0
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            read = pq.read_table(urlsplit(entry.data_file.file_path).path, columns=["_kafka"])
+            headers = read.column("_kafka").combine_chunks().field("headers")
+            found += len(headers) - headers.null_count
+    return found
+
+
 def test_in_process_compaction_races_ingestion_and_loses_nothing(
     kafka: LocalKafka,
     server: CatalogProcess,
@@ -182,3 +199,4 @@ def test_in_process_compaction_races_ingestion_and_loses_nothing(
             len(produced[topic].records),
         )
         assert not _referenced_exist(table)
+        assert _headers_not_null_at_rest(table) == 0
