@@ -14,9 +14,9 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
-# Two runs: the quick tier spread over the cores (pytest-xdist), then the e2e tier in one process (its
-# Kafka, Spark, Trino and registry are started once per session), or on E2E_WORKERS xdist workers, a
-# whole module at a time (see tests/conftest.py); both run even if the first fails.
+# Two runs: the quick tier spread over the cores (pytest-xdist), then the e2e tier on two xdist workers
+# (E2E_WORKERS; 1: one process), a whole module at a time, each worker starting its own Kafka, Spark,
+# Trino and registry once (see tests/conftest.py); both run even if the first fails.
 # The e2e tier lists its 40 slowest tests: CI must stay under 45 minutes.
 echo "== pytest: quick tier"
 status=0
