@@ -290,7 +290,7 @@ def run_one(
             if args.maintain and outcome.first_rows_s is not None:
                 maintain(outcome, args, work, env_vars, offsets, poll)
             if worker is not None:
-                rounds, gap = maintenance.worker_rounds(offsets.fetch, ingest_started_at)
+                rounds, gap = maintenance.worker_rounds(offsets.fetch, ingest_started_at, set(topics))
                 outcome.worker_rounds, outcome.worker_longest_gap_s = rounds, gap
         finally:
             stop.set()

@@ -247,10 +247,11 @@ def start_worker(env_vars: dict[str, str], log: IO[bytes]) -> subprocess.Popen[b
 
 
 def worker_rounds(
-    fetch: Callable[[str, float], list[Any]], since: float
+    fetch: Callable[[str, float], list[Any]], since: float, tables: set[str]
 ) -> tuple[list[WorkerRound], float | None]:
-    """The worker's visits since `since` (epoch s) grouped into rounds, and the longest time between
-    two visits of one data table (seconds; its interval is what it should be)."""
+    """The worker's visits of `tables` since `since` (epoch s) grouped into rounds, and the longest time
+    between two visits of one of them (seconds; its interval is what it should be). Other tables (the
+    one a run adds and removes during its window) are left out: they would stretch a round."""
     query = (
         "SELECT table_name, extract(epoch from started_at) AS began, duration_seconds, actions, "
         "before, after, error FROM maintenance_passes WHERE started_at >= to_timestamp($1) "
@@ -258,7 +259,8 @@ def worker_rounds(
     )
     visits: dict[str, list[Any]] = {}
     for row in fetch(query, since):
-        visits.setdefault(row["table_name"], []).append(row)
+        if row["table_name"] in tables:
+            visits.setdefault(row["table_name"], []).append(row)
     gaps = [
         float(b["began"]) - float(a["began"]) for rows in visits.values() for a, b in itertools.pairwise(rows)
     ]
