@@ -33,8 +33,9 @@ from ingest.ingest_table import BatchResult, IngestTable
 from ingest.kafka_connection import check_connection
 from ingest.lag import LagTracker
 from ingest.registry_client import RegistryClient, RegistryConnection
-from ingest.shared.service import SharedTables, shard_of, shared_consumer_reads
+from ingest.shared.service import SharedTables, shared_consumer_reads
 from ingest.watermark_report import report_watermarks
+from runtime.shards import shard_of
 from runtime.spark import CatalogConnection, register_warehouse
 
 if TYPE_CHECKING:

@@ -52,6 +52,7 @@ from maintenance.planner import (
 )
 from maintenance.spark_actions import SparkActions, TableRef, describe_error, is_commit_conflict
 from maintenance.table_state import TableState, read_table_state
+from runtime.shards import maintenance_shard_of
 from runtime.spark import CatalogConnection
 
 if TYPE_CHECKING:
@@ -90,6 +91,9 @@ class WorkerOptions:
     # A table whose metadata shows nothing to compact, expire or merge is not read further
     # (`maintenance.quick_check`); False: every pass reads every manifest (the previous design).
     quick_check: bool = True
+    # This instance's share of the tables (`floe maintain --shard i/n`): index i of n, by the same
+    # stable hash as `floe ingest --shard`, a dead-letter table with its table (`runtime.shards`).
+    shard: tuple[int, int] = (0, 1)
 
 
 @dataclass(frozen=True)
@@ -223,6 +227,10 @@ class MaintenanceWorker:
             yield tuple(namespace)
             yield from self._namespaces(catalog, tuple(namespace))
 
+    def _in_shard(self, namespace: tuple[str, ...], name: str) -> bool:
+        index, count = self.options.shard
+        return maintenance_shard_of(".".join((*namespace, name)), count) == index
+
     def discover(self) -> list[MaintainedTable]:
         """Every table to maintain, with its policy."""
         top_level, blocks, pipeline_warehouses = self._policies()
@@ -235,6 +243,8 @@ class MaintenanceWorker:
                         continue
                     for ident in catalog.list_tables(namespace):
                         name = ident[-1]
+                        if not self._in_shard(namespace, name):
+                            continue
                         block = blocks.get((warehouse, namespace, name), TableBlock())
                         policy = resolve_policy(
                             top_level, block.maintenance, defaults_for_mode(self.options.defaults, block.mode)

@@ -16,7 +16,14 @@ from catalog.collector import keep_full_collections_short
 from catalog.pipelines.table_config import MAX_COMMIT_INTERVAL_SECONDS, MIN_COMMIT_INTERVAL_SECONDS
 from floe.cli.output import console
 from floe.cli.remote import cli_credentials, key_file_option
-from floe.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
+from floe.cli.services import (
+    check_catalog,
+    check_java,
+    configure_logging,
+    parse_shard,
+    parse_spark_conf,
+    serve_metrics,
+)
 from floe.cli.settings import INGEST_METRICS_PORT, client_settings
 
 if TYPE_CHECKING:
@@ -120,19 +127,6 @@ def run_ingest(
         if owns_spark and service.spark_started:
             service.spark.stop()
         catalog.close()
-
-
-def parse_shard(value: str) -> tuple[int, int]:
-    """`i/n` as (i, n), 0 <= i < n."""
-    index, _, count = value.partition("/")
-    try:
-        shard = (int(index), int(count))
-    except ValueError:
-        shard = (-1, 0)
-    if not 0 <= shard[0] < shard[1]:
-        message = f"expected i/n with 0 <= i < n, e.g. 0/2; got {value!r}"
-        raise click.BadParameter(message, param_hint="--shard")
-    return shard
 
 
 def check_commit_interval(seconds: float | None) -> None:

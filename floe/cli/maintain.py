@@ -15,7 +15,14 @@ from catalog.client import DEFAULT_URL
 from catalog.pipelines.maintenance import DEFAULT_POLICY, parse_duration
 from floe.cli.output import console, printable
 from floe.cli.remote import cli_credentials, key_file_option
-from floe.cli.services import check_catalog, check_java, configure_logging, parse_spark_conf, serve_metrics
+from floe.cli.services import (
+    check_catalog,
+    check_java,
+    configure_logging,
+    parse_shard,
+    parse_spark_conf,
+    serve_metrics,
+)
 from floe.cli.settings import client_settings
 from maintenance.worker import (
     DEFAULT_PARALLEL,
@@ -111,6 +118,14 @@ def print_results(results: list[PassResult]) -> None:
     show_default=True,
     help="Tables maintained at once (each table by one at a time).",
 )
+@click.option(
+    "--shard",
+    default="0/1",
+    show_default=True,
+    callback=lambda _ctx, _param, value: parse_shard(value),
+    help="i/n: maintain only the tables whose name hashes to shard i of n (run n instances, i = 0..n-1; "
+    "the same split as floe ingest --shard, a dead-letter table with its table).",
+)
 @key_file_option
 def maintain_command(
     url: str,
@@ -126,6 +141,7 @@ def maintain_command(
     log_level: str,
     design: str,
     parallel: int,
+    shard: tuple[int, int],
     key_file: Path | None,
 ) -> None:
     """Keep every table fast and tidy: compact small files, rewrite manifests and delete files, expire
@@ -150,6 +166,7 @@ def maintain_command(
         defaults=with_interval(DEFAULT_POLICY, interval),
         in_process=design == "inprocess",
         parallel=parallel,
+        shard=shard,
     )
     check_java()
     check_catalog(url, client_id, client_secret, "the maintenance")

@@ -97,3 +97,16 @@ def parse_spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--spark-conf")
         conf[key.strip()] = value.strip()
     return conf
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """`--shard i/n` as (i, n), 0 <= i < n (`floe ingest` and `floe maintain`)."""
+    index, _, count = value.partition("/")
+    try:
+        shard = (int(index), int(count))
+    except ValueError:
+        shard = (-1, 0)
+    if not 0 <= shard[0] < shard[1]:
+        message = f"expected i/n with 0 <= i < n, e.g. 0/2; got {value!r}"
+        raise click.BadParameter(message, param_hint="--shard")
+    return shard

@@ -7,7 +7,6 @@ tables (upsert and Debezium, Avro, Protobuf, schema-registry mode) keep a Spark 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -38,15 +37,6 @@ def shared_consumer_reads(table: IngestTable) -> bool:
         and table.envelope == "none"
         and readable(table.schema)
     )
-
-
-def shard_of(name: str, count: int) -> int:
-    """The shard (0..count-1) a table belongs to: a stable hash of its name, the same in every
-    process and release (Python's `hash` of a string is salted per process)."""
-    if count <= 1:
-        return 0
-    digest = hashlib.sha256(name.encode()).digest()
-    return int.from_bytes(digest[:8], "big") % count
 
 
 class SharedTables:

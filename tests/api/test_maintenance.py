@@ -173,3 +173,37 @@ def test_orphan_removal_lists_the_folder_and_reads_every_snapshot(
         assert neighbour.scan().to_arrow()["id"].to_pylist() == [1]
     finally:
         worker.close()
+
+
+def test_sharded_workers_split_the_tables_as_ingestion_does(
+    catalog_server: CatalogProcess, rest_catalog: RestCatalog, namespace: str
+) -> None:
+    """`floe maintain --shard i/n`: n workers see disjoint sets of tables that together are all of
+    them, each table's shard the one `floe ingest --shard` gives it, a dead-letter table with its
+    table."""
+    from maintenance.worker import MaintenanceWorker, WorkerOptions
+    from runtime.shards import shard_of
+
+    schema = pa.schema([pa.field("id", pa.int64())])
+    names = [f"t{i}" for i in range(12)]
+    for name in [*names, *(f"{n}_dlq" for n in names[:6])]:
+        rest_catalog.create_table((namespace, name), schema)
+    seen: list[set[str]] = []
+    for index in range(3):
+        options = WorkerOptions(
+            catalog_server.url,
+            catalog_server.admin_client_id,
+            catalog_server.admin_client_secret,
+            namespaces=(namespace,),
+            shard=(index, 3),
+        )
+        worker = MaintenanceWorker(None, options)  # type: ignore[arg-type]
+        try:
+            seen.append({t.name for t in worker.discover()})
+        finally:
+            worker.close()
+    assert sum(len(s) for s in seen) == 18
+    assert set().union(*seen) == {*names, *(f"{n}_dlq" for n in names[:6])}
+    for index, found in enumerate(seen):
+        for name in found:
+            assert shard_of(f"{namespace}.{name.removesuffix('_dlq')}", 3) == index, (name, index)

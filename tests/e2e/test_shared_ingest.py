@@ -23,7 +23,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
-from ingest.shared.service import shard_of
+from runtime.shards import shard_of
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
     IngestProcess,

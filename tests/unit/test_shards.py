@@ -1,0 +1,43 @@
+"""`runtime.shards`: which instance of `floe ingest --shard i/n` / `floe maintain --shard i/n` handles a
+table. The hash must never change between releases (a running deployment's instances would swap tables
+on an upgrade), so a few shards are pinned here."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from floe.cli.services import parse_shard
+from runtime.shards import maintenance_shard_of, shard_of
+
+
+def test_shards_are_stable_across_processes_and_releases() -> None:
+    # Computed once (SHA-256 of the name, first 8 bytes big-endian, modulo n); fixed from now on.
+    assert [shard_of(f"orders.t{i}", 4) for i in range(8)] == [3, 2, 0, 0, 3, 1, 1, 3]
+    assert shard_of("anything", 1) == 0
+
+
+def test_every_table_is_in_exactly_one_shard() -> None:
+    names = [f"ns.table{i}" for i in range(200)]
+    for count in (2, 3, 7):
+        shards = [shard_of(name, count) for name in names]
+        assert all(0 <= s < count for s in shards)
+        assert set(shards) == set(range(count))  # 200 names reach every shard
+
+
+def test_a_dead_letter_table_goes_with_its_table() -> None:
+    for i in range(50):
+        name = f"cluster.topic_{i}"
+        assert maintenance_shard_of(f"{name}_dlq", 5) == maintenance_shard_of(name, 5) == shard_of(name, 5)
+
+
+@pytest.mark.parametrize("value", ["2/2", "-1/2", "1", "a/b", "0/0", ""])
+def test_a_bad_shard_is_refused_naming_the_option(value: str) -> None:
+    with pytest.raises(click.BadParameter) as refused:
+        parse_shard(value)
+    assert "i/n" in str(refused.value.message)
+    assert refused.value.param_hint == "--shard"
+
+
+def test_a_good_shard() -> None:
+    assert parse_shard("1/3") == (1, 3)
