@@ -366,7 +366,15 @@ class MaintenanceWorker:
         current = state
         if result.actions:
             loaded, current = self._load_both(table, with_files=False)
-        if needs_manifest_rewrite(current.manifests, compacted=bool(plan.compactions)):
+        # In-process compaction commits its files with the data manifests merged into one, so the
+        # after-compaction rule (two small manifests are enough: Spark's compaction leaves its files in
+        # manifests of a few entries) does not apply: what ingestion appended since waits for the usual
+        # threshold, rather than a second commit on every busy table at every visit.
+        merged = any(
+            a.name == "rewrite_data_files" and a.error is None and a.result.get("engine") == "in-process"
+            for a in result.actions
+        )
+        if needs_manifest_rewrite(current.manifests, compacted=bool(plan.compactions) and not merged):
             # Without Spark when the data manifests are all of the default spec and there is no delete.
             simple = all(m.content == 0 and m.spec_id == current.default_spec_id for m in current.manifests)
             self.run_action(

@@ -112,3 +112,43 @@ def test_passes_skip_tables_with_nothing_to_do_and_run_in_parallel(
             assert sorted(rows) == ids, name
     finally:
         worker.close()
+
+
+def test_an_in_process_compaction_is_not_followed_by_a_manifest_rewrite(
+    catalog_server: CatalogProcess,
+    rest_catalog: RestCatalog,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In-process compaction commits with the data manifests merged into one: an append landing right
+    after it (ingestion's, in production) leaves two small manifests, which after a Spark compaction
+    would be rewritten at once, but here wait for the usual threshold (no second commit per visit)."""
+    from maintenance import inprocess
+
+    table = rest_catalog.create_table((namespace, "merged"), SCHEMA)
+    _append(table, 0, 6)
+    original = inprocess.compact
+
+    def compact_then_append(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        outcome = original(*args, **kwargs)
+        _append(rest_catalog.load_table((namespace, "merged")), 100, 1)  # ingestion's next commit
+        return outcome
+
+    monkeypatch.setattr(inprocess, "compact", compact_then_append)
+    options = WorkerOptions(
+        catalog_server.url, catalog_server.admin_client_id, catalog_server.admin_client_secret
+    )
+    worker = MaintenanceWorker(_no_spark, options)
+    try:
+        result = worker.maintain(MaintainedTable("default", (namespace,), "merged", POLICY))
+    finally:
+        worker.close()
+    assert not result.failed, result.summary()
+    names = [a.name for a in result.actions]
+    assert "rewrite_data_files" in names, names
+    assert "rewrite_manifests" not in names, names
+    loaded = rest_catalog.load_table((namespace, "merged"))
+    snapshot = loaded.current_snapshot()
+    assert snapshot is not None
+    assert len([m for m in snapshot.manifests(loaded.io) if m.content == 0]) == 2
+    assert sorted(loaded.scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 4, 5, 100]
