@@ -32,6 +32,7 @@ from pyiceberg.table import Table
 
 from catalog.client import ClientError, FloeClient, Forbidden, RequestFailed
 from catalog.pipelines import InvalidConfig, parse_config
+from catalog.pipelines.columns import DLQ_SUFFIX
 from catalog.pipelines.maintenance import (
     DEFAULT_POLICY,
     MaintenanceConfig,
@@ -52,7 +53,7 @@ from maintenance.planner import (
 )
 from maintenance.spark_actions import SparkActions, TableRef, describe_error, is_commit_conflict
 from maintenance.table_state import TableState, read_table_state
-from runtime.shards import maintenance_shard_of
+from runtime.shards import shard_of
 from runtime.spark import CatalogConnection
 
 if TYPE_CHECKING:
@@ -229,7 +230,7 @@ class MaintenanceWorker:
 
     def _in_shard(self, namespace: tuple[str, ...], name: str) -> bool:
         index, count = self.options.shard
-        return maintenance_shard_of(".".join((*namespace, name)), count) == index
+        return maintenance_shard_of(namespace, name, count) == index
 
     def discover(self) -> list[MaintainedTable]:
         """Every table to maintain, with its policy."""
@@ -567,6 +568,13 @@ class MaintenanceWorker:
         self.control.close()
 
 
+def maintenance_shard_of(namespace: tuple[str, ...], name: str, count: int) -> int:
+    """The shard of a table for `floe maintain --shard`: ingestion's (`runtime.shards`), a dead-letter
+    table's that of its table (a table whose own name ends in the suffix is kept with the table named
+    without it, which only decides who maintains it)."""
+    return shard_of(".".join((*namespace, name.removesuffix(DLQ_SUFFIX))), count)
+
+
 def with_interval(policy: MaintenancePolicy, seconds: int | None) -> MaintenancePolicy:
     """The defaults with `floe maintain --interval`."""
     return policy if seconds is None else replace(policy, interval=seconds)
@@ -578,5 +586,6 @@ __all__ = [
     "MaintenanceWorker",
     "PassResult",
     "WorkerOptions",
+    "maintenance_shard_of",
     "with_interval",
 ]

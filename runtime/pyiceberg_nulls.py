@@ -34,9 +34,9 @@ def with_nulls_of(source: pa.Array, built: pa.Array) -> pa.Array:
     """`built` (a list array as long as `source`) with `source`'s nulls as its own."""
     if not source.null_count or built.null_count == source.null_count:
         return built
-    kind = type(built)
     if not isinstance(built, pa.ListArray | pa.LargeListArray):
         return built
+    kind = type(built)
     # Arrow takes a validity mask only with offsets of their own (not a slice of another array's):
     # rebased to start at 0, over the values they span.
     offsets = built.offsets

@@ -3,15 +3,13 @@
 A stable hash of the table's dotted name (`namespace.table`), the same in every process and release
 (Python's `hash` of a string is salted per process), so n instances started with `--shard 0/n` …
 `--shard n-1/n` split the tables between them without talking to each other, and the two commands
-agree: `floe maintain --shard i/n` maintains the tables `floe ingest --shard i/n` writes. A dead-letter
-table (`<table>_dlq`) goes with its table.
+agree: `floe maintain --shard i/n` maintains the tables `floe ingest --shard i/n` writes (maintenance
+keeps a dead-letter table with its table: `maintenance.worker.maintenance_shard_of`).
 """
 
 from __future__ import annotations
 
 import hashlib
-
-DLQ_SUFFIX = "_dlq"
 
 
 def shard_of(name: str, count: int) -> int:
@@ -22,11 +20,4 @@ def shard_of(name: str, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-def maintenance_shard_of(name: str, count: int) -> int:
-    """The shard of a table for maintenance: its main table's for a dead-letter table (a table whose
-    own name ends in `_dlq` is kept with the table named without it, which only decides who maintains
-    it)."""
-    return shard_of(name.removesuffix(DLQ_SUFFIX), count)
-
-
-__all__ = ["maintenance_shard_of", "shard_of"]
+__all__ = ["shard_of"]

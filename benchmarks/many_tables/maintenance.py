@@ -87,6 +87,33 @@ def tree_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+@dataclass(frozen=True)
+class Visit:
+    """What one recorded visit of a table (a `maintenance_passes` row) did."""
+
+    actions: list[dict[str, Any]]
+    rewritten: int  # data files its compaction rewrote
+    expired: bool  # snapshots expired
+    skipped: bool  # the metadata-only check found nothing to do
+    failed: bool  # the visit or one of its actions failed
+
+    @classmethod
+    def of(cls, row: Any) -> Visit:
+        actions: list[dict[str, Any]] = json.loads(row["actions"] or "[]")
+        done = [a for a in actions if not a.get("error")]
+        return cls(
+            actions,
+            sum(
+                int((a.get("result") or {}).get("rewritten_data_files_count") or 0)
+                for a in done
+                if a["name"] == "rewrite_data_files"
+            ),
+            any(a["name"] == "expire_snapshots" for a in done),
+            any("quick_check" in (a.get("result") or {}) for a in actions),
+            row["error"] is not None or len(done) < len(actions),
+        )
+
+
 def recorded_passes(fetch: Callable[[str, float], list[Any]], since: float) -> list[Any]:
     query = "SELECT table_name, actions, error FROM maintenance_passes WHERE started_at >= to_timestamp($1)"
     return fetch(query, since)
@@ -160,18 +187,14 @@ def run_pass(
     outcome.cores = round(cpu / (ended - started), 2)
     outcome.peak_rss_gib = round(peak / 2**30, 2)
     for row in recorded_passes(fetch, started):
-        actions = json.loads(row["actions"] or "[]")
+        visit = Visit.of(row)
         outcome.tables_visited += 1
-        failed = row["error"] is not None or any(a.get("error") for a in actions)
-        outcome.tables_failed += int(failed)
-        names = {a["name"] for a in actions if not a.get("error")}
-        compactions = [a for a in actions if a["name"] == "rewrite_data_files" and not a.get("error")]
-        rewritten = sum(int(a.get("result", {}).get("rewritten_data_files_count") or 0) for a in compactions)
-        outcome.tables_compacted += int(rewritten > 0)
-        outcome.data_files_rewritten += rewritten
-        outcome.tables_expired += int("expire_snapshots" in names)
-        outcome.tables_skipped += int(any("quick_check" in (a.get("result") or {}) for a in actions))
-        for action in actions:
+        outcome.tables_failed += int(visit.failed)
+        outcome.tables_compacted += int(visit.rewritten > 0)
+        outcome.data_files_rewritten += visit.rewritten
+        outcome.tables_expired += int(visit.expired)
+        outcome.tables_skipped += int(visit.skipped)
+        for action in visit.actions:
             if action["name"] in ("remove_old_metadata_files", "remove_orphan_files"):
                 continue  # never Spark, in either design
             engine = action.get("result", {}).get("engine")
@@ -275,23 +298,16 @@ def worker_rounds(
             visit_p50_s=round(statistics.median(durations), 2), visit_max_s=round(durations[-1], 2),
         )  # fmt: skip
         for row in kth:
-            actions = json.loads(row["actions"] or "[]")
-            done = [a for a in actions if not a.get("error")]
-            rewritten = sum(
-                int((a.get("result") or {}).get("rewritten_data_files_count") or 0)
-                for a in done
-                if a["name"] == "rewrite_data_files"
-            )
-            one.tables_compacted += int(rewritten > 0)
-            one.data_files_rewritten += rewritten
-            expired = any(a["name"] == "expire_snapshots" for a in done)
-            one.tables_expired += int(expired)
-            if expired:
+            visit = Visit.of(row)
+            one.tables_compacted += int(visit.rewritten > 0)
+            one.data_files_rewritten += visit.rewritten
+            one.tables_expired += int(visit.expired)
+            if visit.expired:
                 before = json.loads(row["before"] or "{}").get("snapshots") or 0
                 after = json.loads(row["after"] or "{}").get("snapshots") or 0
                 one.snapshots_expired += max(0, int(before) - int(after))
-            one.tables_skipped += int(any("quick_check" in (a.get("result") or {}) for a in actions))
-            one.tables_failed += int(row["error"] is not None or len(done) < len(actions))
+            one.tables_skipped += int(visit.skipped)
+            one.tables_failed += int(visit.failed)
         rounds.append(one)
     return rounds, (round(max(gaps), 1) if gaps else None)
 

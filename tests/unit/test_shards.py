@@ -1,6 +1,6 @@
-"""`runtime.shards`: which instance of `floe ingest --shard i/n` / `floe maintain --shard i/n` handles a
-table. The hash must never change between releases (a running deployment's instances would swap tables
-on an upgrade), so a few shards are pinned here."""
+"""`runtime.shards` (and maintenance's use of it): which instance of `floe ingest --shard i/n` /
+`floe maintain --shard i/n` handles a table. The hash must never change between releases (a running
+deployment's instances would swap tables on an upgrade), so a few shards are pinned here."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import click
 import pytest
 
 from floe.cli.services import parse_shard
-from runtime.shards import maintenance_shard_of, shard_of
+from maintenance.worker import maintenance_shard_of
+from runtime.shards import shard_of
 
 
 def test_shards_are_stable_across_processes_and_releases() -> None:
@@ -27,8 +28,10 @@ def test_every_table_is_in_exactly_one_shard() -> None:
 
 def test_a_dead_letter_table_goes_with_its_table() -> None:
     for i in range(50):
-        name = f"cluster.topic_{i}"
-        assert maintenance_shard_of(f"{name}_dlq", 5) == maintenance_shard_of(name, 5) == shard_of(name, 5)
+        name = f"topic_{i}"
+        ingested = shard_of(f"cluster.{name}", 5)
+        assert maintenance_shard_of(("cluster",), f"{name}_dlq", 5) == ingested
+        assert maintenance_shard_of(("cluster",), name, 5) == ingested
 
 
 @pytest.mark.parametrize("value", ["2/2", "-1/2", "1", "a/b", "0/0", ""])
