@@ -30,10 +30,13 @@ from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT
 
+from runtime.pyiceberg_avro import reuse_avro_readers
 from runtime.pyiceberg_nulls import keep_null_lists
 
 # Compaction reads and writes through pyiceberg's projection, which lost null lists of structs.
 keep_null_lists()
+# Each commit reads the parent's manifest list (and maintenance every manifest): one schema conversion.
+reuse_avro_readers()
 
 
 class _Replace(_OverwriteFiles):

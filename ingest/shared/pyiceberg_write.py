@@ -70,10 +70,13 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record, StructProtocol, TableVersion
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 
+from runtime.pyiceberg_avro import reuse_avro_readers
 from runtime.pyiceberg_nulls import keep_null_lists
 
 # A partitioned table's files go through pyiceberg's projection, which lost null lists of structs.
 keep_null_lists()
+# Each commit reads the parent's manifest list (and maintenance every manifest): one schema conversion.
+reuse_avro_readers()
 
 D = TypeVar("D", bound=StructProtocol)
 
