@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -218,9 +218,9 @@ def _paths(io: FileIO, manifests: Iterable[ManifestFile], *, live_only: bool) ->
     }
 
 
-def expire_snapshots(table: Table, run: ExpireRun, reload: Callable[[], Table]) -> dict[str, Any]:
-    """Remove the run's snapshots from `table` (as just loaded), then delete the files only they
-    reached (Iceberg's reachable-file cleanup); `reload` loads the table as committed."""
+def expire_snapshots(table: Table, run: ExpireRun) -> dict[str, Any]:
+    """Remove the run's snapshots from `table` (as last loaded or committed), then delete the files
+    only they reached (Iceberg's reachable-file cleanup)."""
     protected = {ref.snapshot_id for ref in table.metadata.refs.values()}
     wanted = set(run.snapshot_ids)
     expired = [
@@ -235,10 +235,12 @@ def expire_snapshots(table: Table, run: ExpireRun, reload: Callable[[], Table]) 
         (RemoveSnapshotsUpdate(snapshot_ids=[s.snapshot_id for s in expired]),),
         (AssertTableUUID(uuid=table.metadata.table_uuid),),
     )
-    # Read after the commit: whatever the remaining snapshots read (a commit that landed meanwhile
-    # included) stays; a file only listed as deleted by a kept snapshot was read by expired ones only.
+    # The metadata the commit returned (pyiceberg's `Table` takes it on): whatever the remaining
+    # snapshots read (a commit that landed before this one included) stays; a file only listed as
+    # deleted by a kept snapshot was read by expired ones only. A commit landing after this one builds
+    # on a kept head: it lists files of kept manifests, or new ones.
     io = table.io
-    kept = reload().metadata.snapshots
+    kept = table.metadata.snapshots
     kept_lists = {s.manifest_list for s in kept if s.manifest_list}
     kept_manifests = _manifests_of(io, kept_lists)
     gone_lists = {s.manifest_list for s in expired if s.manifest_list} - kept_lists

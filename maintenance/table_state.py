@@ -7,7 +7,7 @@ newest snapshot that added one of its files, compactions excluded: a compaction 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +20,32 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 # Reading manifests is I/O bound: a few in parallel, not one thread per manifest.
 MANIFEST_READERS = 4
+
+
+class CommittedTable:
+    """A table as this pass last loaded or committed it. pyiceberg's `Table` takes on the metadata each
+    of its own commits returns, so a pass plans its next action on it without loading the table again
+    (a busy table's visit loaded it 9 times); after a Spark action, a failed one, or for an action's
+    run again after a lost commit race, the table is loaded afresh."""
+
+    def __init__(self, load: Callable[[], Table]) -> None:
+        self._load = load
+        self.table = load()
+        self.current = True
+
+    def get(self) -> Table:
+        """The table as last loaded or committed here (loaded again when that may be stale)."""
+        if not self.current:
+            self.table = self._load()
+            self.current = True
+        return self.table
+
+    def for_action(self) -> Table:
+        """The table for one run of an action: `get()`, and a fresh load for the next run unless the
+        action is then marked done (`current = True`)."""
+        table = self.get()
+        self.current = False
+        return table
 
 
 @dataclass
@@ -213,6 +239,7 @@ def partitions_of(
 
 
 __all__ = [
+    "CommittedTable",
     "ManifestState",
     "PartitionState",
     "TableState",

@@ -52,7 +52,7 @@ from maintenance.planner import (
     stale_metadata_files,
 )
 from maintenance.spark_actions import SparkActions, TableRef, describe_error, is_commit_conflict
-from maintenance.table_state import TableState, read_table_state
+from maintenance.table_state import CommittedTable, TableState, read_table_state
 from runtime.shards import shard_of
 from runtime.spark import CatalogConnection
 
@@ -291,13 +291,6 @@ class MaintenanceWorker:
         loaded: Table = self._catalog(table.warehouse).load_table((*table.namespace, table.name))
         return loaded
 
-    def _load_both(self, table: MaintainedTable, *, with_files: bool = True) -> tuple[Table, TableState]:
-        loaded = self._load_table(table)
-        return loaded, read_table_state(loaded, table.policy.target_file_size_bytes, with_files=with_files)
-
-    def _load(self, table: MaintainedTable, *, with_files: bool = True) -> TableState:
-        return self._load_both(table, with_files=with_files)[1]
-
     def maintain(self, table: MaintainedTable, *, scan_orphans: bool = True) -> PassResult:
         """One pass over `table`; never raises (failures are in the result)."""
         result = PassResult(table, datetime.now(UTC))
@@ -325,7 +318,8 @@ class MaintenanceWorker:
         # Named, not registered: Spark starts only when an action needs it.
         spark_catalog = self.actions.catalog_name(self._connection(table.warehouse))
         ref = TableRef(spark_catalog, table.namespace, table.name)
-        loaded = self._load_table(table)
+        committed = CommittedTable(partial(self._load_table, table))
+        loaded = committed.table
         if cache is not None:
             cache.owns(loaded.metadata.location)
         if self.options.quick_check and self._nothing_to_do(table, loaded, result, scan_orphans=scan_orphans):
@@ -338,35 +332,35 @@ class MaintenanceWorker:
         here = self.options.in_process
         if here and compacts_in_process(state, plan.compactions, self.options.in_process_max_bytes):
             runs = plan.compactions
-            self.run_action(
+            self._run_here(
                 result,
                 "rewrite_data_files",
-                lambda: inprocess.compact(self._load_table(table), runs, policy.target_file_size_bytes),
+                committed,
+                lambda t: inprocess.compact(t, runs, policy.target_file_size_bytes),
                 kind="+".join(sorted({run.kind for run in runs})),
                 partitions=sum(len(run.partitions) for run in runs),
                 small_files=sum(run.small_files for run in runs),
             )
-        else:
+        elif plan.compactions:
             self._compact_with_spark(result, ref, plan.compactions)
+            committed.current = False
         if plan.rewrite_position_deletes:
             self.run_action(
                 result,
                 "rewrite_position_delete_files",
                 lambda: self.actions.rewrite_position_delete_files(ref),
             )
+            committed.current = False
         if plan.set_properties:
             props = plan.set_properties
-            self.run_action(
-                result,
-                "set_properties",
-                (lambda: inprocess.set_properties(self._load_table(table), props))
-                if here
-                else (lambda: self.actions.set_properties(ref, props)),
-            )
+            if here:
+                action = partial(inprocess.set_properties, properties=props)
+                self._run_here(result, "set_properties", committed, action)
+            else:
+                self.run_action(result, "set_properties", lambda: self.actions.set_properties(ref, props))
+                committed.current = False
         # Compaction changed the manifests and snapshots: decide on the table as it is now.
-        current = state
-        if result.actions:
-            loaded, current = self._load_both(table, with_files=False)
+        current = read_table_state(committed.get(), policy.target_file_size_bytes, with_files=False)
         # In-process compaction commits its files with the data manifests merged into one, so the
         # after-compaction rule (two small manifests are enough: Spark's compaction leaves its files in
         # manifests of a few entries) does not apply: what ingestion appended since waits for the usual
@@ -378,30 +372,28 @@ class MaintenanceWorker:
         if needs_manifest_rewrite(current.manifests, compacted=bool(plan.compactions) and not merged):
             # Without Spark when the data manifests are all of the default spec and there is no delete.
             simple = all(m.content == 0 and m.spec_id == current.default_spec_id for m in current.manifests)
-            self.run_action(
-                result,
-                "rewrite_manifests",
-                (lambda: inprocess.rewrite_manifests(self._load_table(table)))
-                if here and simple
-                else (lambda: self.actions.rewrite_manifests(ref)),
-            )
-            loaded, current = self._load_both(table, with_files=False)
+            if here and simple:
+                self._run_here(result, "rewrite_manifests", committed, inprocess.rewrite_manifests)
+            else:
+                self.run_action(result, "rewrite_manifests", lambda: self.actions.rewrite_manifests(ref))
+                committed.current = False
+            current = read_table_state(committed.get(), policy.target_file_size_bytes, with_files=False)
         expire = plan_expiry(current, policy, int(time.time() * 1000))
         if expire is not None:
-            self.run_action(
-                result,
-                "expire_snapshots",
-                (
-                    lambda: inprocess.expire_snapshots(
-                        self._load_table(table), expire, partial(self._load_table, table)
-                    )
+            context: dict[str, Any] = {
+                "retain_last": expire.retain_last,
+                "older_than": datetime.fromtimestamp(expire.older_than_ms / 1000, UTC).isoformat(),
+            }
+            if here:
+                action = partial(inprocess.expire_snapshots, run=expire)
+                self._run_here(result, "expire_snapshots", committed, action, **context)
+            else:
+                self.run_action(
+                    result, "expire_snapshots", lambda: self.actions.expire_snapshots(ref, expire), **context
                 )
-                if here
-                else (lambda: self.actions.expire_snapshots(ref, expire)),
-                retain_last=expire.retain_last,
-                older_than=datetime.fromtimestamp(expire.older_than_ms / 1000, UTC).isoformat(),
-            )
-            loaded, current = self._load_both(table, with_files=False)
+                committed.current = False
+            current = read_table_state(committed.get(), policy.target_file_size_bytes, with_files=False)
+        loaded = committed.get()
         self.run_action(
             result, "remove_old_metadata_files", lambda: self._remove_old_metadata(loaded, current)
         )
@@ -413,9 +405,24 @@ class MaintenanceWorker:
                 lambda: self._remove_orphans(table, older_than, loaded),
                 older_than=datetime.fromtimestamp(older_than / 1000, UTC).isoformat(),
             )
-        after = self._load(table)
+        # The table as this pass left it (its manifests mostly read already, `manifest_cache`).
+        after = read_table_state(committed.get(), policy.target_file_size_bytes)
         result.after = after.stats
         self._memos[table.key] = quick_check.memo_of(after, policy.target_file_size_bytes)
+
+    def _run_here(
+        self,
+        result: PassResult,
+        name: str,
+        committed: CommittedTable,
+        action: Callable[[Table], dict[str, Any]],
+        **context: Any,
+    ) -> bool:
+        """`run_action` of an in-process action on the table as last committed (loaded afresh for a
+        run after a lost race); when it succeeds, the table it committed through is current."""
+        done = self.run_action(result, name, lambda: action(committed.for_action()), **context)
+        committed.current = done
+        return done
 
     def _nothing_to_do(
         self, table: MaintainedTable, loaded: Table, result: PassResult, *, scan_orphans: bool

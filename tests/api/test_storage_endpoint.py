@@ -138,6 +138,7 @@ def test_maintenance_reads_table_state_through_the_internal_endpoint_when_told(
 ) -> None:
     """`floe maintain` in compose (FLOE_SPARK_STORAGE_ENDPOINT=internal) reads manifests with pyiceberg
     where its Spark reads them: the catalog's own endpoint."""
+    from maintenance.table_state import read_table_state
     from maintenance.worker import MaintainedTable, MaintenanceWorker, WorkerOptions
 
     catalog = server.catalog(**{"header.X-Iceberg-Access-Delegation": "vended-credentials"})
@@ -157,7 +158,8 @@ def test_maintenance_reads_table_state_through_the_internal_endpoint_when_told(
         table = MaintainedTable("default", (namespace,), "state", DEFAULT_POLICY)
         loaded = worker._catalog("default").load_table((namespace, "state"))
         assert loaded.io.properties["s3.endpoint"] == aws.endpoint
-        assert worker._load(table).stats.data_files == 1
+        state = read_table_state(worker._load_table(table), DEFAULT_POLICY.target_file_size_bytes)
+        assert state.stats.data_files == 1
     finally:
         worker.close()
 
@@ -169,6 +171,7 @@ def test_maintenance_removes_orphans_on_s3_without_spark(
     credentials, the endpoint it was told) and deletes there: no Spark job."""
     import time
 
+    from maintenance.table_state import read_table_state
     from maintenance.worker import MaintainedTable, MaintenanceWorker, WorkerOptions
 
     catalog = server.catalog(**{"header.X-Iceberg-Access-Delegation": "vended-credentials"})
@@ -193,7 +196,9 @@ def test_maintenance_removes_orphans_on_s3_without_spark(
         # A horizon a minute ahead: every file is old enough, only references protect them.
         result = worker._remove_orphans(maintained, int(time.time() * 1000) + 60_000)
         # Old metadata files are listed the same way (none is older than the log here).
-        assert worker._remove_old_metadata(*worker._load_both(maintained)) == {"metadata_files_removed": 0}
+        loaded = worker._load_table(maintained)
+        state = read_table_state(loaded, DEFAULT_POLICY.target_file_size_bytes)
+        assert worker._remove_old_metadata(loaded, state) == {"metadata_files_removed": 0}
     finally:
         worker.close()
     assert result["orphan_files_removed"] == 1, result
