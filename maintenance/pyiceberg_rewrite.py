@@ -72,7 +72,10 @@ class _Replace(_OverwriteFiles):
         )
 
     def _existing_manifests(self) -> list[ManifestFile]:
-        kept = super()._existing_manifests()
+        # As Iceberg's rewrite: a manifest of an earlier snapshot with no live file (what an earlier
+        # rewrite deleted, carried by a writer that keeps every manifest) is not carried; merging two
+        # of those would write a manifest of no entry, which pyiceberg refuses.
+        kept = [m for m in super()._existing_manifests() if m.has_added_files() or m.has_existing_files()]
         if not self.merge_manifests:
             return kept
         metadata = self._transaction.table_metadata
@@ -83,6 +86,8 @@ class _Replace(_OverwriteFiles):
         if len(mergeable) < 2:
             return kept
         entries = [e for m in mergeable for e in m.fetch_manifest_entry(self._io, discard_deleted=True)]
+        if not entries:
+            return [m for m in kept if m not in mergeable]
         with self.new_manifest_writer(self.spec(default_spec)) as writer:
             for entry in entries:
                 writer.existing(entry)

@@ -202,7 +202,9 @@ class TableAppender:
         spec, schema = metadata.spec(), metadata.schema()
         for data_file in added:
             collector.add_file(data_file, schema, spec)
-        carried = list(head.manifests)
+        # A manifest of an earlier snapshot holding no live file (only what a rewrite deleted) is not
+        # carried, as Iceberg's and pyiceberg's appends drop it: its deletions are that snapshot's.
+        carried = [m for m in head.manifests if m.has_added_files() or m.has_existing_files()]
         merge_at = int(metadata.properties.get(MIN_COUNT_TO_MERGE, DEFAULT_MIN_COUNT_TO_MERGE))
         merged: list[ManifestEntry] = []
         if self._pacing.merges(len(carried) + 1, merge_at):

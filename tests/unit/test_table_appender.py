@@ -9,13 +9,14 @@ One table on a local warehouse, each commit taken as accepted (no catalog), past
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
-from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile
+from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table
 
 from benchmarks.many_tables.append_cost import one_record, table_at
@@ -110,6 +111,36 @@ def test_a_manifest_it_did_not_write_is_read_back_when_merged(tmp_path: Path) ->
     for path, before in expected.items():  # merged again (EXISTING), with the numbers it had
         assert _described(live[path])[1:] == before[1:]
         assert live[path].status == ManifestEntryStatus.EXISTING
+
+
+def test_a_manifest_of_no_live_file_is_not_carried(tmp_path: Path) -> None:
+    """As Iceberg's appends: a manifest of an earlier snapshot that lists only deleted files (a
+    compaction's deletions) is dropped from the next snapshot; carried, two of them once broke every
+    in-process compaction of the table (tests/unit/test_replace_files.py)."""
+    appender = _appender(tmp_path)
+    for n in range(3):
+        _append(appender, n)
+    deletions = ManifestFile.from_args(
+        manifest_path=f"file://{tmp_path}/ns/t/metadata/deletions-m1.avro",
+        manifest_length=1000,
+        partition_spec_id=0,
+        content=ManifestContent.DATA,
+        sequence_number=3,
+        min_sequence_number=1,
+        added_snapshot_id=1,
+        added_files_count=0,
+        existing_files_count=0,
+        deleted_files_count=2,
+        added_rows_count=0,
+        existing_rows_count=0,
+        deleted_rows_count=2,
+    )
+    head = appender._head
+    appender._head = replace(head, manifests=[*head.manifests, deletions])
+    prepared = _append(appender, 3)
+    carried = [m.manifest_path for m in prepared.manifests]
+    assert deletions.manifest_path not in carried
+    assert len(carried) == 4  # the three appends' manifests and this one's
 
 
 def test_a_table_held_back_by_the_pacing_merges_later_or_at_twice_the_count(tmp_path: Path) -> None:
