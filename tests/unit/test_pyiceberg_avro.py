@@ -90,9 +90,11 @@ def test_same_entries_as_pyiceberg_alone(tmp_path: Path, monkeypatch: pytest.Mon
     wrapped: dict[str, Any] = {
         "get_schema": avro_file.AvroFileHeader.get_schema,
         "resolve_reader": vars(avro_file)["resolve_reader"],
+        "construct_reader": vars(avro_file)["construct_reader"],
     }
     monkeypatch.setattr(avro_file.AvroFileHeader, "get_schema", wrapped["get_schema"].__wrapped__)
     monkeypatch.setattr(avro_file, "resolve_reader", wrapped["resolve_reader"].__wrapped__)
+    monkeypatch.setattr(avro_file, "construct_reader", wrapped["construct_reader"].__wrapped__)
     alone = _read_all(tables)
     assert with_reuse == alone
     # 6 manifest list entries per table; 6 manifest entries of the plain table, 12 of the partitioned
@@ -112,6 +114,11 @@ def test_one_conversion_per_schema(tmp_path: Path) -> None:
         for path in sorted(paths):
             with _open(table, path) as avro:
                 opened.setdefault(name, []).append(avro)
+    header_reader = vars(avro_file)["construct_reader"](avro_file.META_SCHEMA, {-1: avro_file.AvroFileHeader})
+    assert (
+        vars(avro_file)["construct_reader"](avro_file.META_SCHEMA, {-1: avro_file.AvroFileHeader})
+        is header_reader
+    )
     for files in opened.values():
         assert all(f.schema is files[0].schema for f in files)
         assert all(f.reader is files[0].reader for f in files)
