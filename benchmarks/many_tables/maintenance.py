@@ -13,7 +13,7 @@ tables it visited and what it did to them (from floe's recorded passes), its CPU
 freshness p99 of the records produced meanwhile, and the machine's load around it.
 
 Designs (`--maintain-designs`, comma-separated): `spark`, `inprocess` (this tree's defaults: the
-metadata-only skip and `floe maintain --parallel 2`), `inprocess-pN` (`--parallel N`), and
+metadata-only skip, one table at a time), `inprocess-pN` (`--parallel N`), and
 `before:<folder>`, `floe maintain --design inprocess` run from another source tree (say
 `git archive <commit>` unpacked there), so an earlier commit's design is measured in the same run.
 """
