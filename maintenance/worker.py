@@ -360,7 +360,9 @@ class MaintenanceWorker:
                 self.run_action(result, "set_properties", lambda: self.actions.set_properties(ref, props))
                 committed.current = False
         # Compaction changed the manifests and snapshots: decide on the table as it is now.
-        current = read_table_state(committed.get(), policy.target_file_size_bytes, with_files=False)
+        current = state
+        if result.actions:
+            current = read_table_state(committed.get(), policy.target_file_size_bytes, with_files=False)
         # In-process compaction commits its files with the data manifests merged into one, so the
         # after-compaction rule (two small manifests are enough: Spark's compaction leaves its files in
         # manifests of a few entries) does not apply: what ingestion appended since waits for the usual
