@@ -29,6 +29,11 @@ from pyiceberg.catalog.rest import RestCatalog
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 
+# `floe maintain` lowers its CPU priority by default. Here it shares the machine with the other test
+# worker, whose load would set its pace, and a test invoking it in-process would lower the test worker
+# itself: tests run it at normal priority (tests/unit/test_cpu_priority.py checks the default).
+os.environ.setdefault("FLOE_MAINTAIN_NICE", "0")
+
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.e2e)]
 
 

@@ -33,8 +33,9 @@ from typing import IO, Any
 import psutil  # type: ignore[import-untyped]
 
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment
-from benchmarks.many_tables import kafka_connect, maintenance
+from benchmarks.many_tables import kafka_connect, maintenance, priority_windows
 from benchmarks.many_tables.maintenance import MaintenancePass
+from benchmarks.many_tables.priority_windows import PriorityWindows
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 CLUSTER = "many"
@@ -61,6 +62,9 @@ class Outcome:
     worker_rounds: list[maintenance.WorkerRound] = field(default_factory=list)
     worker_longest_gap_s: float | None = None
     maintain_cores: float | None = None
+    # `--nice-window`: the worker at niceness 0 and `--maintain-nice` by turns, a row each
+    # (benchmarks/many_tables/priority_windows.py).
+    priority_windows: list[dict[str, Any]] = field(default_factory=list)
     # Every record produced, by the minute after `floe ingest` started: [minute, records, p50, p99, missing].
     freshness_by_minute: list[list[float]] = field(default_factory=list)
     records_measured: int = 0
@@ -229,9 +233,14 @@ def run_one(
         sampler = env.sampler(None)
         sampler.groups["ingester"] = lambda: [process.pid]
         worker_log = (work / "maintain-worker.log").open("wb")
-        worker = maintenance.start_worker(env_vars, worker_log) if args.maintain_alongside else None
-        if worker is not None:
+        worker = None
+        windows = None
+        if args.maintain_alongside:
+            alternate = args.nice_window > 0
+            worker = maintenance.start_worker(env_vars, worker_log, 0 if alternate else args.maintain_nice)
             sampler.groups["maintainer"] = lambda: [worker.pid]
+            if alternate:
+                windows = PriorityWindows(worker.pid, args.maintain_nice, args.nice_window, ingest_started_at)
         applies: list[float] = []  # when each apply during the window began
         admin.create_topics([NewTopic("extra", 1, 1)])["extra"].result(60)
         seen: dict[tuple[str, int], float] = {}  # first poll showing the record committed
@@ -256,6 +265,8 @@ def run_one(
             while True:
                 now_mono = time.monotonic()
                 poll()
+                if windows is not None:
+                    windows.apply(time.time())
                 with_rows = sum(1 for t in topics if committed.get(t, 0) > 0)
                 outcome.tables_with_rows = with_rows
                 if outcome.first_rows_s is None and with_rows == count:
@@ -292,6 +303,8 @@ def run_one(
             if worker is not None:
                 rounds, gap = maintenance.worker_rounds(offsets.fetch, ingest_started_at, set(topics))
                 outcome.worker_rounds, outcome.worker_longest_gap_s = rounds, gap
+                if windows is not None:
+                    windows.record_visits(offsets.fetch)
         finally:
             stop.set()
             producing.join(30)
@@ -342,6 +355,11 @@ def run_one(
                 outcome.freshness_p50_s = round(statistics.median(ages), 2)
                 outcome.freshness_p99_s = round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2)
                 outcome.freshness_max_s = round(ages[-1], 2)
+            if windows is not None:
+                outcome.priority_windows = [
+                    asdict(row)
+                    for row in windows.rows(produced, seen, sampler.cores, measure_from, measure_to)
+                ]
         outcome.ingest_peak_rss_gib = round(peak_rss / 2**30, 2)
     return outcome
 
@@ -481,6 +499,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
                 "",
                 *maintenance.worker_markdown(o.worker_rounds, o.worker_longest_gap_s),
             ]
+        if o.priority_windows:
+            lines += ["", *priority_windows.markdown(o.priority_windows, args.nice_window)]
     passes = [(o.tables, p) for o in outcomes for p in o.maintenance_passes]
     if passes:
         lines += [
@@ -512,6 +532,16 @@ def main() -> None:
         "--maintain-alongside",
         action="store_true",
         help="run the long-running floe maintain (built-in policy) beside floe ingest from its start",
+    )
+    parser.add_argument(
+        "--maintain-nice", type=int, default=10, help="--maintain-alongside: floe maintain --nice"
+    )
+    parser.add_argument(
+        "--nice-window",
+        type=float,
+        default=0.0,
+        help="--maintain-alongside: seconds at niceness 0 and at --maintain-nice by turns (0: always "
+        "--maintain-nice)",
     )
     parser.add_argument("--maintain-limit", type=float, default=600.0, help="seconds a pass may take")
     parser.add_argument(

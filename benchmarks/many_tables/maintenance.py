@@ -257,12 +257,13 @@ class WorkerRound:
     visit_max_s: float = 0.0
 
 
-def start_worker(env_vars: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+def start_worker(env_vars: dict[str, str], log: IO[bytes], nice: int) -> subprocess.Popen[bytes]:
     """`floe maintain` as an operator runs it: the long-running worker, the built-in policy (every
-    table every 10 minutes, `max_snapshots` 100), the in-process design, its own session."""
+    table every 10 minutes, `max_snapshots` 100), the in-process design, its own session, at niceness
+    `nice`."""
     command = [
         sys.executable, "-m", "floe.cli", "maintain", "--design", "inprocess", "--master", "local[2]",
-        "--metrics-port", "0",
+        "--metrics-port", "0", "--nice", str(nice),
     ]  # fmt: skip
     return subprocess.Popen(
         command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

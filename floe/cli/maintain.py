@@ -19,6 +19,7 @@ from floe.cli.services import (
     check_catalog,
     check_java,
     configure_logging,
+    lower_cpu_priority,
     parse_shard,
     parse_spark_conf,
     serve_metrics,
@@ -33,6 +34,9 @@ from maintenance.worker import (
 )
 
 DEFAULT_METRICS_PORT = 9465
+# Compaction's bursts beside 1,000 busy tables doubled ingestion's freshness p99 on a 2-core node at the
+# same priority (benchmarks/results/many-tables-1000.md).
+DEFAULT_NICE = 10
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
@@ -126,6 +130,16 @@ def print_results(results: list[PassResult]) -> None:
     help="i/n: maintain only the tables whose name hashes to shard i of n (run n instances, i = 0..n-1; "
     "the same split as floe ingest --shard, a dead-letter table with its table).",
 )
+@click.option(
+    "--nice",
+    envvar="FLOE_MAINTAIN_NICE",
+    type=click.IntRange(0, 19),
+    default=DEFAULT_NICE,
+    show_default=True,
+    help="CPU priority below the rest of the machine (Unix niceness, Spark's JVM included): on a node "
+    "shared with floe ingest or the catalog, maintenance takes the CPU they leave idle. 0: the same "
+    "priority as they have.",
+)
 @key_file_option
 def maintain_command(
     url: str,
@@ -142,6 +156,7 @@ def maintain_command(
     design: str,
     parallel: int,
     shard: tuple[int, int],
+    nice: int,
     key_file: Path | None,
 ) -> None:
     """Keep every table fast and tidy: compact small files, rewrite manifests and delete files, expire
@@ -154,6 +169,8 @@ def maintain_command(
     from runtime.spark import CatalogConnection, spark_session
 
     configure_logging(log_level, quiet=("py4j", "httpx", "pyiceberg"))
+    # Before any thread or the JVM starts: they inherit it.
+    lower_cpu_priority(nice)
     client_id, client_secret = cli_credentials(key_file)
     default_warehouse = client_settings().warehouse_name
     options = WorkerOptions(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -86,6 +89,26 @@ def serve_metrics(registry: CollectorRegistry, port: int, host: str) -> None:
     except OSError as exc:
         raise port_option_error(port, "--metrics-port", host) from exc
     console.print(f"metrics on http://{host}:{port}/metrics", highlight=False)
+
+
+def lower_cpu_priority(nice: int) -> int:
+    """This process at niceness `nice` at least (an operator's own higher `nice` stands), and with it
+    every process it starts next (Spark's JVM): background work takes the CPU that ingestion and the
+    catalog leave idle, as RocksDB runs its compactions. Returns the niceness now (0 where the
+    platform has none). Lowering one's own priority needs no privilege."""
+    if not hasattr(os, "setpriority"):
+        return 0
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice <= current:
+        return current
+    # Linux keeps a niceness per thread, and a new thread or process takes its creator's: every thread
+    # already running (a library's own) is lowered too.
+    tasks = Path("/proc/self/task")
+    ids = [int(t.name) for t in tasks.iterdir()] if tasks.is_dir() else [0]
+    for thread_id in ids:
+        with contextlib.suppress(ProcessLookupError):
+            os.setpriority(os.PRIO_PROCESS, thread_id, nice)
+    return nice
 
 
 def parse_spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
