@@ -1,7 +1,8 @@
 """`--maintain-nice N --nice-window S`: the long-running `floe maintain` at two CPU priorities in one run.
 
 The worker starts at normal priority (`--nice 0`); from `floe ingest`'s start the run sets every thread of
-its process tree (Spark's JVM, when one starts, included) to niceness 0 and N by turns, S seconds each,
+its process tree (Spark's JVM, when one starts, included) and its session's autogroup (what competes with
+the other sessions' processes) to niceness 0 and N by turns, S seconds each,
 so both priorities meet the same tables, backlog and machine, alternating. Per priority, over the
 measured window: ingestion's freshness of the records produced in its windows (the last 15 s of each
 left out: those records commit under the next window's priority), the CPU of ingestion, the catalog
@@ -82,6 +83,12 @@ class PriorityWindows:
                         with contextlib.suppress(OSError):
                             if os.getpriority(os.PRIO_PROCESS, int(task.name)) != level:
                                 os.setpriority(os.PRIO_PROCESS, int(task.name), level)
+        # The worker leads its own session: Linux's autogroup of that session is what competes with
+        # ingestion's and the catalog's (floe.cli.services.lower_cpu_priority).
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            autogroup = Path(f"/proc/{self.pid}/autogroup")
+            if int(autogroup.read_text().split("nice")[1]) != level:
+                autogroup.write_text(str(level))
 
     def rows(
         self,

@@ -99,16 +99,32 @@ def lower_cpu_priority(nice: int) -> int:
     if not hasattr(os, "setpriority"):
         return 0
     current = os.getpriority(os.PRIO_PROCESS, 0)
-    if nice <= current:
-        return current
-    # Linux keeps a niceness per thread, and a new thread or process takes its creator's: every thread
-    # already running (a library's own) is lowered too.
-    tasks = Path("/proc/self/task")
-    ids = [int(t.name) for t in tasks.iterdir()] if tasks.is_dir() else [0]
-    for thread_id in ids:
-        with contextlib.suppress(ProcessLookupError):
-            os.setpriority(os.PRIO_PROCESS, thread_id, nice)
-    return nice
+    target = max(current, nice)
+    if target > current:
+        # Linux keeps a niceness per thread, and a new thread or process takes its creator's: every
+        # thread already running (a library's own) is lowered too.
+        tasks = Path("/proc/self/task")
+        ids = [int(t.name) for t in tasks.iterdir()] if tasks.is_dir() else [0]
+        for thread_id in ids:
+            with contextlib.suppress(ProcessLookupError):
+                os.setpriority(os.PRIO_PROCESS, thread_id, target)
+    if target > 0:
+        _lower_autogroup(target)
+    return target
+
+
+def _lower_autogroup(nice: int) -> None:
+    """Linux's autogroups share the CPU between sessions first, and by niceness only within one: a
+    process niced in a session of its own (a service, `setsid`, a supervisor's child) would still
+    take as much as `floe ingest` in another. A session leader lowers its session's group too; in
+    a session it shares (a shell's job) niceness already orders it against its neighbours."""
+    autogroup = Path("/proc/self/autogroup")
+    if os.getsid(0) != os.getpid() or not autogroup.exists():
+        return
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        current = int(autogroup.read_text().split("nice")[1])
+        if nice > current:
+            autogroup.write_text(str(nice))
 
 
 def parse_spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -30,13 +31,20 @@ threads = [nice_of(f"/proc/self/task/{t}/stat") for t in os.listdir("/proc/self/
 child = subprocess.run([sys.executable, "-c", "import os; print(os.nice(0))"], capture_output=True, text=True)
 waiting.set()
 niceness = sorted(set(threads))
-print(json.dumps({"now": now, "threads": niceness, "count": len(threads), "child": int(child.stdout)}))
+group = int(open("/proc/self/autogroup").read().split("nice")[1])
+print(json.dumps({"now": now, "threads": niceness, "count": len(threads), "child": int(child.stdout),
+                  "group": group}))
 """
 
 
-def probe(nice: int, *prefix: str) -> dict[str, object]:
+def probe(nice: int, *prefix: str, session: bool = True) -> dict[str, object]:
+    """The probe's findings, run in a session of its own (as a service) unless `session` is False."""
     out = subprocess.run(
-        [*prefix, sys.executable, "-c", PROBE, str(nice)], capture_output=True, text=True, check=True
+        [*prefix, sys.executable, "-c", PROBE, str(nice)],
+        capture_output=True,
+        text=True,
+        check=True,
+        start_new_session=session,
     )
     found: dict[str, object] = json.loads(out.stdout)
     # The probe's own thread and the main thread at least (imports may start more).
@@ -51,14 +59,21 @@ def test_every_thread_and_child_process_runs_at_the_niceness() -> None:
     assert found["now"] == 7
     assert found["threads"] == [7], "a thread started before kept its priority"
     assert found["child"] == 7, "a process started after (Spark's JVM) did not inherit it"
+    assert found["group"] == 7, "its session's autogroup still competes at the others' priority"
+
+
+def test_in_a_shared_session_the_group_is_left_to_its_other_members() -> None:
+    found = probe(7, session=False)
+    assert (found["now"], found["threads"], found["child"]) == (7, [7], 7)
+    assert found["group"] == int(Path("/proc/self/autogroup").read_text().split("nice")[1])
 
 
 def test_an_operators_own_higher_niceness_stands() -> None:
-    assert probe(3, "nice", "-n", "12") == {"now": 12, "threads": [12], "child": 12}
+    assert probe(3, "nice", "-n", "12") == {"now": 12, "threads": [12], "child": 12, "group": 12}
 
 
 def test_zero_leaves_the_priority_alone() -> None:
-    assert probe(0) == {"now": 0, "threads": [0], "child": 0}
+    assert probe(0) == {"now": 0, "threads": [0], "child": 0, "group": 0}
 
 
 def test_maintain_runs_at_niceness_10_unless_told() -> None:
