@@ -133,16 +133,17 @@ def check_whole(table: Table, expired: list[int], ids: list[int]) -> set[str]:
     kept = [s.snapshot_id for s in table.metadata.snapshots]
     assert not set(kept) & set(expired), "the expiry did not land"
     assert len(kept) == KEPT
-    referenced = orphans.referenced_files(table)
+    # What readers open: the lists and manifests of every snapshot, and the data files live in one.
+    read = orphans.referenced_files(table, live_only=True)
     present = on_disk(table)
-    assert referenced <= present, f"a referenced file is gone: {sorted(referenced - present)[:3]}"
+    assert read <= present, f"a file a snapshot reads is gone: {sorted(read - present)[:3]}"
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == sorted(ids)
-    return present - referenced
+    return present - orphans.referenced_files(table)
 
 
-def remove_leftovers(table: Table, left: set[str], ids: list[int]) -> None:
-    """What the orphan removal would delete is `left`; deleting it leaves the table whole, and a second
-    expiry finds nothing to do."""
+def remove_leftovers(table: Table, left: set[str], expired: list[int], ids: list[int]) -> None:
+    """What the orphan removal would delete is `left`; deleting it leaves the table whole, and the
+    expiry run again finds nothing to do."""
     location = table.metadata.location
     names = {f.name for spec in table.metadata.partition_specs for f in spec.fields}
     horizon = int(time.time() * 1000) + 1000  # any age
@@ -153,7 +154,7 @@ def remove_leftovers(table: Table, left: set[str], ids: list[int]) -> None:
     assert found == left
     orphans.delete_files(table.io, sorted(left))
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == sorted(ids)
-    again = inprocess.expire_snapshots(table, ExpireRun(0, 0, 0, (table.metadata.snapshots[0].snapshot_id,)))
+    again = inprocess.expire_snapshots(table, ExpireRun(0, 0, 0, tuple(expired)))
     assert again["expired_snapshots_count"] == 0
 
 
@@ -199,7 +200,7 @@ def test_maintainer_killed_in_the_cleanup_window(server: CatalogProcess, tmp_pat
     # The 5 files of the first appends, their manifests and lists at least.
     assert sum(1 for f in left if f.endswith(".parquet")) == 5 - len(gone)
     assert sum(1 for f in left if f.endswith(".avro")) >= len(expired)
-    remove_leftovers(table, left, ids)
+    remove_leftovers(table, left, expired, ids)
 
 
 def test_catalog_killed_before_answering_the_expiry(
@@ -218,6 +219,6 @@ def test_catalog_killed_before_answering_the_expiry(
         doomed.stop()
     table = server.catalog().load_table(name)
     left = check_whole(table, expired, ids)
-    assert on_disk(table) == before, "a file was deleted on a commit that was never answered"
+    assert before <= on_disk(table), "a file was deleted on a commit that was never answered"
     assert sum(1 for f in left if f.endswith(".parquet")) == 5
-    remove_leftovers(table, left, ids)
+    remove_leftovers(table, left, expired, ids)
