@@ -24,7 +24,7 @@ from floe.cli.services import (
     parse_spark_conf,
     serve_metrics,
 )
-from floe.cli.settings import client_settings
+from floe.cli.settings import MAINTAIN_NICE, client_settings
 from maintenance.worker import (
     DEFAULT_PARALLEL,
     MaintenanceWorker,
@@ -34,9 +34,6 @@ from maintenance.worker import (
 )
 
 DEFAULT_METRICS_PORT = 9465
-# Compaction's bursts beside 1,000 busy tables doubled ingestion's freshness p99 on a 2-core node at the
-# same priority (benchmarks/results/many-tables-1000.md).
-DEFAULT_NICE = 10
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
@@ -134,7 +131,7 @@ def print_results(results: list[PassResult]) -> None:
     "--nice",
     envvar="FLOE_MAINTAIN_NICE",
     type=click.IntRange(0, 19),
-    default=DEFAULT_NICE,
+    default=MAINTAIN_NICE,
     show_default=True,
     help="CPU priority below the rest of the machine (Unix niceness, Spark's JVM included): on a node "
     "shared with floe ingest or the catalog, maintenance takes the CPU they leave idle. 0: the same "

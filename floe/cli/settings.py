@@ -17,6 +17,9 @@ from catalog.client import DEFAULT_URL
 from catalog.settings import DEFAULT_WAREHOUSE_NAME, FloeSettings, Settings, SettingsError
 
 INGEST_METRICS_PORT = 9464
+# Compaction's bursts beside 1,000 busy tables doubled ingestion's freshness p99 on a 2-core node at the
+# same priority (benchmarks/results/many-tables-1000.md).
+MAINTAIN_NICE = 10
 
 
 class ClientSettings(FloeSettings):
@@ -56,6 +59,14 @@ class ClientSettings(FloeSettings):
         min_length=1,
         description="the warehouse of tables whose floe.yaml entry names none (`floe ingest`, "
         "`floe maintain`)",
+    )
+    maintain_nice: int = Field(
+        MAINTAIN_NICE,
+        ge=0,
+        le=19,
+        description="the CPU priority `floe maintain` runs at below the rest of the machine (Unix "
+        "niceness 0-19, Spark's JVM included; [Maintenance](../operations/maintenance.md#cpu-priority)); "
+        "`--nice` overrides it",
     )
     ingest_metrics_url: str = Field(
         f"http://127.0.0.1:{INGEST_METRICS_PORT}/metrics",

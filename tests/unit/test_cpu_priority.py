@@ -10,7 +10,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from floe.cli.maintain import DEFAULT_NICE, maintain_command
+from floe.cli.maintain import maintain_command
+from floe.cli.settings import MAINTAIN_NICE
 
 # Run in a child: a niceness once lowered cannot be raised again without privilege (nor should the
 # test worker run lowered).
@@ -78,7 +79,7 @@ def test_zero_leaves_the_priority_alone() -> None:
 
 def test_maintain_runs_at_niceness_10_unless_told() -> None:
     option = next(p for p in maintain_command.params if p.name == "nice")
-    assert option.default == DEFAULT_NICE == 10
+    assert option.default == MAINTAIN_NICE == 10
     assert option.envvar == "FLOE_MAINTAIN_NICE"
 
 
