@@ -7,6 +7,7 @@ tests/e2e/test_ingest.py runs the same kinds of checks through the per-table Spa
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import threading
 import time
@@ -83,10 +84,32 @@ _table = _table_name
 
 
 def _id_tables(
-    kafka: LocalKafka, pipeline: Pipeline, cluster: str, name: str, count: int, partitions: int
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    cluster: str,
+    name: str,
+    count: int,
+    partitions: int,
+    shards: int = 1,
 ) -> list[str]:
-    """`count` new topics of `{"id": N}` records and their tables in `cluster`, applied at once."""
-    topics = [_topic(kafka, f"{name}{i}", partitions=partitions) for i in range(count)]
+    """`count` new topics of `{"id": N}` records and their tables in `cluster`, applied at once; with
+    `shards`, as many tables on each of that many shards (random names all land on one shard now and
+    then: six on one of two, one run in 32)."""
+    if shards == 1:
+        topics = [_topic(kafka, f"{name}{i}", partitions=partitions) for i in range(count)]
+    else:
+        wanted = count // shards
+        chosen: dict[int, list[str]] = {shard: [] for shard in range(shards)}
+        for i in itertools.count():
+            candidate = f"{name}{i}.{uuid.uuid4().hex[:6]}"
+            on = chosen[shard_of(f"{cluster}.{_table(candidate)}", shards)]
+            if len(on) < wanted:
+                on.append(candidate)
+            if all(len(names) == wanted for names in chosen.values()):
+                break
+        topics = [topic for names in chosen.values() for topic in names]
+        for topic in topics:
+            kafka.create_topic(topic, partitions)
     pipeline.config["tables"] += [
         {
             "source_cluster_name": cluster,
@@ -327,7 +350,7 @@ def test_two_shards_split_the_tables_and_an_instance_on_the_same_shard_is_fenced
     catalog: RestCatalog,
     tmp_path: Path,
 ) -> None:
-    topics = _id_tables(kafka, pipeline, SHARD_CLUSTER, "shared-shard", 6, partitions=1)
+    topics = _id_tables(kafka, pipeline, SHARD_CLUSTER, "shared-shard", 6, partitions=1, shards=2)
     shards = {t: shard_of(f"{SHARD_CLUSTER}.{_table(t)}", 2) for t in topics}
     assert set(shards.values()) == {0, 1}, "the names chosen all hash to one shard"
     base = ["--commit-interval", "1", "--cluster", SHARD_CLUSTER]
