@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from floe.cli import maintain
 from floe.cli.maintain import maintain_command
 from floe.cli.settings import MAINTAIN_NICE
 
@@ -88,3 +90,20 @@ def test_a_niceness_out_of_range_is_refused_before_anything_runs() -> None:
     assert result.exit_code == 2
     assert "--nice" in result.output
     assert "0<=x<=19" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [([], {"FLOE_MAINTAIN_NICE": None}, 10), (["--nice", "7"], {}, 7), ([], {"FLOE_MAINTAIN_NICE": "3"}, 3)],
+)
+def test_maintain_lowers_its_priority_before_anything_else(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str | None], expected: int
+) -> None:
+    """The command applies its niceness first (before Java or the catalog are checked, before a thread
+    starts), from --nice, else FLOE_MAINTAIN_NICE, else 10."""
+    applied: list[int] = []
+    monkeypatch.setattr(maintain, "lower_cpu_priority", applied.append)
+    unreachable = {"FLOE_URL": "http://127.0.0.1:9", "FLOE_CLIENT_ID": "x", "FLOE_CLIENT_SECRET": "y"}
+    result = CliRunner().invoke(maintain_command, ["--once", *args], env={**unreachable, **env})
+    assert result.exit_code == 1, result.output
+    assert applied == [expected]
