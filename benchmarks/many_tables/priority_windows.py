@@ -23,6 +23,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]
 
 from benchmarks.many_tables.maintenance import Visit
+from floe.cli.services import autogroup_nice
 
 # Records produced this close to a window's end commit under the next one's priority.
 TAIL_S = 15.0
@@ -66,13 +67,11 @@ class PriorityWindows:
         )
         self.visits = [(float(row["began"]), Visit.of(row)) for row in fetch(query, self.since)]
 
-    def level_at(self, now: float) -> int:
-        return self.nice if int((now - self.since) // self.seconds) % 2 else 0
-
     def apply(self, now: float) -> None:
         """Every thread of the tree at the niceness of `now`'s window (threads started since included)."""
-        level = self.level_at(now)
-        start = self.since + int((now - self.since) // self.seconds) * self.seconds
+        index = int((now - self.since) // self.seconds)
+        level = self.nice if index % 2 else 0
+        start = self.since + index * self.seconds
         if not self.windows or self.windows[-1][0] != start:
             self.windows.append((start, start + self.seconds, level))
         with contextlib.suppress(psutil.Error):
@@ -85,10 +84,10 @@ class PriorityWindows:
                                 os.setpriority(os.PRIO_PROCESS, int(task.name), level)
         # The worker leads its own session: Linux's autogroup of that session is what competes with
         # ingestion's and the catalog's (floe.cli.services.lower_cpu_priority).
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            autogroup = Path(f"/proc/{self.pid}/autogroup")
-            if int(autogroup.read_text().split("nice")[1]) != level:
-                autogroup.write_text(str(level))
+        current = autogroup_nice(self.pid)
+        if current is not None and current != level:
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{self.pid}/autogroup").write_text(str(level))
 
     def rows(
         self,

@@ -118,13 +118,19 @@ def _lower_autogroup(nice: int) -> None:
     process niced in a session of its own (a service, `setsid`, a supervisor's child) would still
     take as much as `floe ingest` in another. A session leader lowers its session's group too; in
     a session it shares (a shell's job) niceness already orders it against its neighbours."""
-    autogroup = Path("/proc/self/autogroup")
-    if os.getsid(0) != os.getpid() or not autogroup.exists():
+    if os.getsid(0) != os.getpid():
         return
+    current = autogroup_nice("self")
+    if current is not None and nice > current:
+        with contextlib.suppress(OSError):
+            Path("/proc/self/autogroup").write_text(str(nice))
+
+
+def autogroup_nice(pid: int | str) -> int | None:
+    """The niceness of process `pid`'s autogroup (`/autogroup-17 nice 0`), None without one."""
     with contextlib.suppress(OSError, ValueError, IndexError):
-        current = int(autogroup.read_text().split("nice")[1])
-        if nice > current:
-            autogroup.write_text(str(nice))
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split("nice")[1])
+    return None
 
 
 def parse_spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -4,22 +4,23 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from floe.cli import maintain
 from floe.cli.maintain import maintain_command
+from floe.cli.services import autogroup_nice
 from floe.cli.settings import MAINTAIN_NICE
 
 # Run in a child: a niceness once lowered cannot be raised again without privilege (nor should the
 # test worker run lowered).
 PROBE = """
 import json, os, subprocess, sys, threading
-from floe.cli.services import lower_cpu_priority
+from floe.cli.services import autogroup_nice, lower_cpu_priority
 
 def nice_of(task):
     # Field 19 of /proc/<pid>/task/<tid>/stat, after the command's closing parenthesis.
@@ -34,7 +35,7 @@ threads = [nice_of(f"/proc/self/task/{t}/stat") for t in os.listdir("/proc/self/
 child = subprocess.run([sys.executable, "-c", "import os; print(os.nice(0))"], capture_output=True, text=True)
 waiting.set()
 niceness = sorted(set(threads))
-group = int(open("/proc/self/autogroup").read().split("nice")[1])
+group = autogroup_nice("self")
 print(json.dumps({"now": now, "threads": niceness, "count": len(threads), "child": int(child.stdout),
                   "group": group}))
 """
@@ -68,7 +69,7 @@ def test_every_thread_and_child_process_runs_at_the_niceness() -> None:
 def test_in_a_shared_session_the_group_is_left_to_its_other_members() -> None:
     found = probe(7, session=False)
     assert (found["now"], found["threads"], found["child"]) == (7, [7], 7)
-    assert found["group"] == int(Path("/proc/self/autogroup").read_text().split("nice")[1])
+    assert found["group"] == autogroup_nice(os.getpid())
 
 
 def test_an_operators_own_higher_niceness_stands() -> None:
