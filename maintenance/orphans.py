@@ -28,6 +28,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestFile, read_manifest_list
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 
 # Orphan paths kept in a pass record (the count is always complete).
 ORPHAN_SAMPLE = 20
@@ -65,6 +66,11 @@ def file_key(location: str) -> str:
         return re.sub("/+", "/", "/" + rest.lstrip("/"))
     authority, _, path = rest.lstrip("/").partition("/")
     return f"{scheme}://{authority}/" + re.sub("/+", "/", path).lstrip("/")
+
+
+def partition_names(metadata: TableMetadata) -> set[str]:
+    """The field names of every partition spec of a table: the folders `is_hidden` must not skip."""
+    return {field.name for spec in metadata.partition_specs for field in spec.fields}
 
 
 def is_hidden(relative: str, partition_names: Iterable[str]) -> bool:
@@ -207,5 +213,6 @@ __all__ = [
     "list_files",
     "orphan_candidates",
     "orphans",
+    "partition_names",
     "referenced_files",
 ]

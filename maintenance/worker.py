@@ -490,7 +490,7 @@ class MaintenanceWorker:
         loaded = loaded or self._load_table(table)
         location = loaded.metadata.location
         listed = orphans.list_files(loaded.io, location)
-        partition_names = {f.name for spec in loaded.metadata.partition_specs for f in spec.fields}
+        partition_names = orphans.partition_names(loaded.metadata)
         candidates = orphans.orphan_candidates(listed, location, older_than_ms, partition_names)
         outcome: dict[str, Any] = {"files_listed": len(listed), "orphan_candidates": len(candidates)}
         if not candidates:

@@ -145,7 +145,7 @@ def remove_leftovers(table: Table, left: set[str], expired: list[int], ids: list
     """What the orphan removal would delete is `left`; deleting it leaves the table whole, and the
     expiry run again finds nothing to do."""
     location = table.metadata.location
-    names = {f.name for spec in table.metadata.partition_specs for f in spec.fields}
+    names = orphans.partition_names(table.metadata)
     horizon = int(time.time() * 1000) + 1000  # any age
     candidates = orphans.orphan_candidates(orphans.list_files(table.io, location), location, horizon, names)
     found = {
