@@ -148,7 +148,7 @@ class CommitLoop:
         try:
             if prepared.swaps:  # one storage call for all (a transaction's hundred tables)
                 files = [(swap.metadata_location, swap.metadata_json.encode()) for swap in prepared.swaps]
-                await self._storage(target, target.storage.write_many, files)
+                await self.storage_runner.write_many(target.tenant, target.storage, files)
             # The request's audit entry and idempotency outcome commit with the swap.
             records = request.for_commit([r.metadata_location for r in prepared.results]) if request else None
             swapped = not prepared.swaps or await self.store.swap(prepared.swaps, records)
