@@ -27,6 +27,12 @@ LATENCY = Histogram(
 )
 COMMIT_RETRIES = Counter("floe_commit_retries_total", "Commits retried on a new base after losing a race")
 COMMIT_CONFLICTS = Counter("floe_commit_conflicts_total", "Commits that failed after exhausting retries")
+COMMIT_HEAD_GUESSES = Counter(
+    "floe_commit_head_guesses_total",
+    "Commits prepared on the table row this process's last commit left, without reading it, by whether "
+    "that row was still current (stale: another process committed to the table in between)",
+    ["result"],
+)
 
 
 class IterationEnd:

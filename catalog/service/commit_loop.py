@@ -62,6 +62,9 @@ class CommitAttempt:
 
     swaps: list[PendingCommit] = field(default_factory=list)
     results: list[LoadedTable] = field(default_factory=list)
+    # Prepared on a remembered row rather than a read one (`TableHeads`): when its swap loses, the
+    # commit is prepared again on a fresh read at once, and that is no race lost.
+    guessed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,22 +120,26 @@ class CommitLoop:
         # land one by one (compare-and-swap), so racing them here just burned retries (and failed
         # commits after the last one). Other workers and servers still race; the swap decides.
         async with self.locks.hold(target.warehouse_id, target.idents):
-            for attempt in range(self.attempts):
+            attempt = 0
+            while attempt < self.attempts:
                 prepared = await prepare()
                 if await self._swap(target, prepared, request):
                     crash_point(CRASH_AFTER_COMMIT)
                     if landed is not None:
                         await landed(prepared)
                     return prepared.results
+                if prepared.guessed:
+                    continue  # `prepare` reads the row this time
+                attempt += 1
                 COMMIT_RETRIES.inc()
                 log.info(
                     "commit to %s lost a race (attempt %d), retrying on the new base",
                     target.idents,
-                    attempt + 1,
+                    attempt,
                 )
                 # Jittered exponential backoff: writers in other processes that lost the same race
                 # would otherwise retry in lockstep and collide again.
-                await asyncio.sleep(random.uniform(0, min(MAX_BACKOFF_SECONDS, 0.005 * 2**attempt)))
+                await asyncio.sleep(random.uniform(0, min(MAX_BACKOFF_SECONDS, 0.005 * 2 ** (attempt - 1))))
         COMMIT_CONFLICTS.inc()
         raise CommitFailed(
             f"Commit failed: {', '.join(map(str, target.idents))} kept changing; "

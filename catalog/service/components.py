@@ -20,6 +20,7 @@ from catalog.service.metadata_models import MetadataModels
 from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
 from catalog.service.shared_reads import SharedReads
+from catalog.service.table_heads import TableHeads
 from catalog.service.tables import TableLocations, TableService
 from catalog.service.tabulars import Tabulars
 from catalog.service.tenant_storage import TenantStorage
@@ -59,6 +60,8 @@ class CatalogComponents:
         )
         # The metadata models of this process's commits: the next commit to a table starts from them.
         self.metadata_models = MetadataModels(settings.metadata_cache_mb * 1024 * 1024)
+        # The rows its commits left: the next commit to a table skips reading the row.
+        self.table_heads = TableHeads()
         # The HTTP layer's audit entries, written in groups under load.
         self.audit = AuditWriter(store, settings.audit_repeat_window_seconds)
         # One commit at a time per table or view in this process, in the loop tables and views share.
@@ -106,6 +109,7 @@ class CatalogComponents:
             commits=self.commits,
             events=self.events,
             metadata_models=self.metadata_models,
+            table_heads=self.table_heads,
             vendor=self.vendor,
             load_cache=self.load_cache,
             table_locations=self.table_locations,

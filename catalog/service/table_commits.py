@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import NamedTuple
@@ -14,6 +16,7 @@ from catalog.auth import Action, Principal, authorize
 from catalog.errors import (
     AlreadyExists,
     BadRequest,
+    CatalogError,
     NoSuchNamespace,
     NoSuchTable,
 )
@@ -28,9 +31,11 @@ from catalog.locations import (
     normalize_location,
     tenant_root,
 )
+from catalog.observability import COMMIT_HEAD_GUESSES
 from catalog.service.commit_loop import CommitAttempt, CommitLoop, CommitTarget
 from catalog.service.metadata_models import MetadataModels
 from catalog.service.quotas import Limits, cluster_quota
+from catalog.service.table_heads import HeadKey, TableHeads
 from catalog.service.table_model import LoadedTable, TableChange
 from catalog.service.tenant_storage import TenantStorage, tenant_of
 from catalog.service.warehouses import Warehouses
@@ -56,12 +61,15 @@ def managed_location(
 
 class CommittedModel(NamedTuple):
     """A commit's new model, to keep once it lands: where its JSON (`json_bytes` long) was written, and
-    the location of the version it replaces (None for a new table)."""
+    the location of the version it replaces (None for a new table); and the table's row once it lands
+    (`head`, without its metadata JSON; None for a new table, whose id the database assigns)."""
 
     location: str
     model: TableMetadata
     json_bytes: int
     replaces: str | None
+    key: HeadKey
+    head: TabularRecord | None
 
 
 class TableCommits:
@@ -76,6 +84,7 @@ class TableCommits:
         storage: TenantStorage,
         commits: CommitLoop,
         metadata_models: MetadataModels,
+        table_heads: TableHeads,
         events: EventBus,
         table_config: Callable[[WarehouseRecord], dict[str, str]],
     ) -> None:
@@ -88,6 +97,7 @@ class TableCommits:
         # that tells subscribers (Glue, commit events) of committed changes.
         self.commits = commits
         self.metadata_models = metadata_models
+        self.table_heads = table_heads
         self.events = events
         self.table_config = table_config
 
@@ -114,37 +124,72 @@ class TableCommits:
         config = self.table_config(warehouse)
         target = CommitTarget(warehouse.id, idents, "table", tenant_of(warehouse, principal), storage, config)
         models: list[CommittedModel] = []
+        # A lone table's row as this process's last commit left it, if remembered (`TableHeads`):
+        # looked up on the first attempt, under the table's lock (an earlier commit may just land).
+        key = (warehouse.id, idents[0].namespace.key, idents[0].name)
+        may_guess = len(changes) == 1 and bool(changes[0].updates)
+        guessed = False
+
+        async def attempt(head: TabularRecord | None) -> CommitAttempt:
+            pending, results, prepared_models = await self._prepare(warehouse, changes, root, head)
+            models[:] = prepared_models
+            return CommitAttempt([p for p, changed in pending if changed], results, head is not None)
 
         async def prepare() -> CommitAttempt:
-            pending, results, prepared_models = await self._prepare(warehouse, changes, root)
-            models[:] = prepared_models
-            return CommitAttempt([p for p, changed in pending if changed], results)
+            nonlocal may_guess, guessed
+            head = self._guess(key) if may_guess else None
+            may_guess = False
+            if head is not None:
+                guessed = True
+                # A stale head may fail a requirement that holds: only a fresh read's verdict counts.
+                with contextlib.suppress(CatalogError):
+                    return await attempt(head)
+            if guessed:  # the guess was stale (its swap lost, or it failed): read the row
+                guessed = False
+                self.table_heads.missed(key)
+                COMMIT_HEAD_GUESSES.labels("stale").inc()
+            return await attempt(None)
 
-        async def landed(_: CommitAttempt) -> None:
+        async def landed(landing: CommitAttempt) -> None:
+            if landing.guessed:
+                COMMIT_HEAD_GUESSES.labels("current").inc()
             for kept in models:
                 self.metadata_models.put(kept.location, kept.model, kept.json_bytes, replaces=kept.replaces)
+                if kept.head is not None:
+                    self.table_heads.committed(kept.key, kept.head, guessed=landing.guessed)
             for ident in idents:
                 await self.events.publish(TableChanged(warehouse, ident.namespace, ident.name))
 
         # The loop shared with views: locks, retries on a lost race, in-transaction records, unknown state.
         return await self.commits.run(target, prepare, landed)
 
+    def _guess(self, key: HeadKey) -> TabularRecord | None:
+        """The remembered row of `key`, when this process also holds its current model."""
+        head = self.table_heads.guess(key)
+        return head if head is not None and self.metadata_models.get(head.metadata_location) else None
+
     async def _prepare(
-        self, warehouse: WarehouseRecord, changes: list[TableChange], root: str
+        self, warehouse: WarehouseRecord, changes: list[TableChange], root: str, head: TabularRecord | None
     ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable], list[CommittedModel]]:
-        """The new metadata of every change on its table's current state, each confined to `root`
-        (the caller's folder), as compare-and-swap commits; and the new models by their locations, each
-        with the location of the version it replaces."""
+        """The new metadata of every change on its table's current state (on `head` for a lone change
+        when given, else as read), each confined to `root` (the caller's folder), as compare-and-swap
+        commits; and the new models by their locations, each with the location of the version it
+        replaces and the table's row once the swap lands."""
         pending: list[tuple[PendingCommit, bool]] = []
         results: list[LoadedTable] = []
         models: list[CommittedModel] = []
         config = self.table_config(warehouse)
-        tables = await self._read_tables(warehouse, changes)
+        if head is not None:
+            lone, model = changes[0].ident, self.metadata_models.get(head.metadata_location)
+            tables = {(lone.namespace.key, lone.name): (head, model)}
+        else:
+            tables = await self._read_tables(warehouse, changes)
         fenced: list[tuple[str, KafkaProgress]] = []  # (table id, the progress its commit claims)
         namespaces: dict[str, NamespaceRecord | None] = {}
         for change in changes:
             ident = change.ident
-            record, cached = tables.get((ident.namespace.key, ident.name), (None, None))
+            key = (ident.namespace.key, ident.name)
+            record, cached = tables.get(key, (None, None))
             creating = any(r.type == "assert-create" for r in change.requirements)
             if record is not None and record.kind != "table":
                 if creating:
@@ -199,7 +244,9 @@ class TableCommits:
                 results.append(LoadedTable(location, metadata_json, config))
                 # Kept too: a new table's first commits (an apply's thousand tables, then ingestion's
                 # first batch of each) start from it rather than parsing what was just written.
-                models.append(CommittedModel(location, metadata, len(metadata_json), None))
+                models.append(
+                    CommittedModel(location, metadata, len(metadata_json), None, (warehouse.id, *key), None)
+                )
                 continue
             base = cached or core.parse_table_metadata(record.metadata_json)
             metadata = core.commit_table(base, record.metadata_location, change.requirements, change.updates)
@@ -226,7 +273,19 @@ class TableCommits:
                 (PendingCommit(record.id, record.version, location, metadata_json, kafka=progress), True)
             )
             results.append(LoadedTable(location, metadata_json, config))
-            models.append(CommittedModel(location, metadata, len(metadata_json), record.metadata_location))
+            landed_head = dataclasses.replace(
+                record, metadata_location=location, metadata_json="", version=record.version + 1
+            )
+            models.append(
+                CommittedModel(
+                    location,
+                    metadata,
+                    len(metadata_json),
+                    record.metadata_location,
+                    (warehouse.id, *key),
+                    landed_head,
+                )
+            )
         # Read after the tables' rows: offsets only change together with a table's version, so a
         # commit that moved them after this read also fails this commit's compare-and-swap.
         for (_, progress), committed in zip(fenced, await self._read_offsets(fenced), strict=True):

@@ -52,6 +52,7 @@ from catalog.service.metadata_models import MetadataModels
 from catalog.service.quotas import Limits, check_move, cluster_quota
 from catalog.service.shared_reads import SharedReads
 from catalog.service.table_commits import TableCommits, managed_location
+from catalog.service.table_heads import TableHeads
 from catalog.service.table_model import (
     LoadedTable,
     TableChange,
@@ -99,6 +100,7 @@ class TableService:
         commits: CommitLoop,
         events: EventBus,
         metadata_models: MetadataModels,
+        table_heads: TableHeads,
         vendor: CredentialVendor,
         load_cache: LoadCache,
         table_locations: TableLocations,
@@ -123,6 +125,7 @@ class TableService:
             storage=storage,
             commits=commits,
             metadata_models=metadata_models,
+            table_heads=table_heads,
             events=events,
             table_config=self.table_config,
         )

@@ -530,7 +530,14 @@ class TabularStoreMixin:
                 await conn.execute(
                     update(tabulars)
                     .where(tabulars.c.id == tabular_id)
-                    .values(namespace_id=namespace_id, name=name, updated_at=datetime.now(UTC))
+                    # The version moves too: a commit prepared on the row as it was (a remembered
+                    # head, `TableHeads`) must not land on it under its new name.
+                    .values(
+                        namespace_id=namespace_id,
+                        name=name,
+                        version=tabulars.c.version + 1,
+                        updated_at=datetime.now(UTC),
+                    )
                 )
                 moved = {namespace_id} if source is None else {namespace_id, source.namespace_id}
                 if self.commit_events_enabled and source is not None:

@@ -137,3 +137,22 @@ def test_an_unchanged_commit_swaps_nothing(tmp_path: Path) -> None:
     results = asyncio.run(loop_of(store).run(target_of(tmp_path), prepare))
     assert store.swaps == []
     assert [r.metadata_location for r in results] == ["s3://b/current.metadata.json"]
+
+
+def test_a_guess_that_loses_is_prepared_again_on_a_read_without_counting_as_a_race(tmp_path: Path) -> None:
+    store = RacingStore(losses=1)
+    locations, fresh = preparing(tmp_path)
+    calls = 0
+
+    async def prepare() -> CommitAttempt:
+        nonlocal calls
+        calls += 1
+        attempt = await fresh()
+        attempt.guessed = calls == 1  # the first attempt is built on a remembered row
+        return attempt
+
+    # No retry allowed: the lost guess must not use up the only attempt.
+    results = asyncio.run(loop_of(store, retries=0).run(target_of(tmp_path), prepare))
+    assert len(store.swaps) == 2
+    assert [r.metadata_location for r in results] == [locations[1]]
+    assert files(tmp_path) == ["00001.metadata.json"], "the stale guess's file is deleted"
