@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -218,7 +219,10 @@ def lakekeeper_versions() -> dict[str, Any]:
 
 
 def git_commit() -> str | None:
-    """The commit of the floe tree measured (with `+changes` when it has uncommitted ones)."""
+    """The commit of the floe tree measured (with `+changes` when it has uncommitted ones); a tree
+    exported with `git archive` has no .git, and says its commit in BENCHMARK_COMMIT."""
+    if os.environ.get("BENCHMARK_COMMIT"):
+        return os.environ["BENCHMARK_COMMIT"]
     root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(
