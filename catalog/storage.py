@@ -456,7 +456,9 @@ class StorageRunner:
     async def write_many(self, tenant: str, storage: Storage, files: list[tuple[str, bytes]]) -> None:
         """Write new files (a commit's metadata files). Small ones on a local disk are written right
         here: a worker thread's hand-off cost ~200 us of CPU on this project's 2-core benchmark machine,
-        several times the write itself, and a commit makes one. Anything else runs in a worker thread."""
+        several times the write itself, and a commit makes one. Anything else runs in a worker thread.
+        The price: a local disk that hangs stalls the event loop on these writes (a local warehouse's
+        tenants all share that disk anyway)."""
         if storage.is_local and sum(len(content) for _, content in files) <= INLINE_WRITE_MAX_BYTES:
             with _answered_failures(tenant):
                 storage.write_many(files)
