@@ -93,6 +93,12 @@ def _commit(
     )
 
 
+def _set_if_last_field_id(via: httpx.Client, key: str, field_id: int) -> httpx.Response:
+    """Set property `key` of table t, requiring its last assigned column id to be `field_id`."""
+    requirement = {"type": "assert-last-assigned-field-id", "last-assigned-field-id": field_id}
+    return _commit(via, "t", _set(key, "1"), **requirement)
+
+
 def test_a_remembered_row_is_judged_only_once_read_when_another_server_moved_the_table(
     two_servers: tuple[CatalogProcess, CatalogProcess],
 ) -> None:
@@ -108,26 +114,14 @@ def test_a_remembered_row_is_judged_only_once_read_when_another_server_moved_the
         with two.catalog().load_table("ns.t").update_schema() as update:
             update.add_column("x", LongType())
         stale = _guesses("stale")
-        moved = _commit(
-            via_one,
-            "t",
-            _set("c", "1"),
-            type="assert-last-assigned-field-id",
-            **{"last-assigned-field-id": 2},
-        )
+        moved = _set_if_last_field_id(via_one, "c", 2)
         # The requirement failed on the stale row; the fresh read is what decided.
         assert moved.status_code == 200, moved.text
         assert _guesses("stale") == stale + 1
         metadata = moved.json()["metadata"]
         assert {"a", "b", "c"} <= set(metadata["properties"])
         assert [f["name"] for f in metadata["schemas"][-1]["fields"]] == ["id", "x"]
-        behind = _commit(
-            via_one,
-            "t",
-            _set("d", "1"),
-            type="assert-last-assigned-field-id",
-            **{"last-assigned-field-id": 1},
-        )
+        behind = _set_if_last_field_id(via_one, "d", 1)
         assert behind.status_code == 409, behind.text
         assert behind.json()["error"]["type"] == "CommitFailedException"
 
