@@ -147,7 +147,7 @@ def test_a_guess_that_loses_is_prepared_again_on_a_read_without_counting_as_a_ra
     async def prepare() -> CommitAttempt:
         nonlocal calls
         calls += 1
-        attempt = await fresh()
+        attempt: CommitAttempt = await fresh()
         attempt.guessed = calls == 1  # the first attempt is built on a remembered row
         return attempt
 
