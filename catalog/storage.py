@@ -30,7 +30,7 @@ from pyiceberg.table.metadata import TableMetadata
 
 from catalog.cell_text import cell_text
 from catalog.errors import BadRequest, CatalogError, Forbidden, ServiceUnavailable
-from catalog.locations import is_within, normalize_location
+from catalog.locations import is_within, normalize_location, path_of
 from catalog.urls import strip_userinfo
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class Storage:
         """Write a new file; never overwrites one (`FileExistsError`)."""
         canonical = self.confined(location)
         if canonical.startswith("file:///"):
-            _create_local_file(Path(canonical[len("file://") :]), content)
+            _create_local_file(Path(path_of(canonical)), content)
             return
         with self._io().new_output(canonical).create(overwrite=False) as out:
             out.write(content)
@@ -134,7 +134,7 @@ class Storage:
         manifests of a create-and-insert transaction (CTAS) there first, and does not create it."""
         canonical = self.confined(location)
         if canonical.startswith("file:///"):
-            Path(canonical[len("file://") :], "metadata").mkdir(parents=True, exist_ok=True)
+            Path(path_of(canonical), "metadata").mkdir(parents=True, exist_ok=True)
 
     def read(self, location: str) -> bytes:
         with self._io().new_input(self.confined(location)).open() as stream:

@@ -130,20 +130,20 @@ class TableCommits:
         may_guess = len(changes) == 1 and bool(changes[0].updates)
         guessed = False
 
-        async def attempt(head: TabularRecord | None) -> CommitAttempt:
-            pending, results, prepared_models = await self._prepare(warehouse, changes, root, head)
+        async def attempt(guess: tuple[TabularRecord, TableMetadata] | None) -> CommitAttempt:
+            pending, results, prepared_models = await self._prepare(warehouse, changes, root, guess)
             models[:] = prepared_models
-            return CommitAttempt([p for p, changed in pending if changed], results, head is not None)
+            return CommitAttempt([p for p, changed in pending if changed], results, guess is not None)
 
         async def prepare() -> CommitAttempt:
             nonlocal may_guess, guessed
-            head = self._guess(key) if may_guess else None
+            guess = self._guess(key) if may_guess else None
             may_guess = False
-            if head is not None:
+            if guess is not None:
                 guessed = True
                 # A stale head may fail a requirement that holds: only a fresh read's verdict counts.
                 with contextlib.suppress(CatalogError):
-                    return await attempt(head)
+                    return await attempt(guess)
             if guessed:  # the guess was stale (its swap lost, or it failed): read the row
                 guessed = False
                 self.table_heads.missed(key)
@@ -163,25 +163,32 @@ class TableCommits:
         # The loop shared with views: locks, retries on a lost race, in-transaction records, unknown state.
         return await self.commits.run(target, prepare, landed)
 
-    def _guess(self, key: HeadKey) -> TabularRecord | None:
-        """The remembered row of `key`, when this process also holds its current model."""
+    def _guess(self, key: HeadKey) -> tuple[TabularRecord, TableMetadata] | None:
+        """The remembered row of `key` with its current model, when this process holds both."""
         head = self.table_heads.guess(key)
-        return head if head is not None and self.metadata_models.get(head.metadata_location) else None
+        model = self.metadata_models.get(head.metadata_location) if head is not None else None
+        return None if head is None or model is None else (head, model)
 
     async def _prepare(
-        self, warehouse: WarehouseRecord, changes: list[TableChange], root: str, head: TabularRecord | None
+        self,
+        warehouse: WarehouseRecord,
+        changes: list[TableChange],
+        root: str,
+        guess: tuple[TabularRecord, TableMetadata] | None,
     ) -> tuple[list[tuple[PendingCommit, bool]], list[LoadedTable], list[CommittedModel]]:
-        """The new metadata of every change on its table's current state (on `head` for a lone change
-        when given, else as read), each confined to `root` (the caller's folder), as compare-and-swap
-        commits; and the new models by their locations, each with the location of the version it
-        replaces and the table's row once the swap lands."""
+        """The new metadata of every change on its table's current state (for a lone change, on the
+        remembered row and model `guess` when given; else as read), each confined to `root` (the
+        caller's folder), as compare-and-swap commits; and the new models by their locations, each with
+        the location of the version it replaces and the table's row once the swap lands."""
         pending: list[tuple[PendingCommit, bool]] = []
         results: list[LoadedTable] = []
         models: list[CommittedModel] = []
         config = self.table_config(warehouse)
-        if head is not None:
-            lone, model = changes[0].ident, self.metadata_models.get(head.metadata_location)
-            tables = {(lone.namespace.key, lone.name): (head, model)}
+        if guess is not None:
+            lone = changes[0].ident
+            tables: dict[tuple[str, str], tuple[TabularRecord, TableMetadata | None]] = {
+                (lone.namespace.key, lone.name): guess
+            }
         else:
             tables = await self._read_tables(warehouse, changes)
         fenced: list[tuple[str, KafkaProgress]] = []  # (table id, the progress its commit claims)
