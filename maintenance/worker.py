@@ -2,11 +2,10 @@
 
 A pass over one table reads its state (pyiceberg, metadata only), plans (`maintenance.planner`), runs
 the actions — in this process for small append-only tables (`maintenance.inprocess`, pyarrow +
-pyiceberg), through Spark otherwise (`maintenance.spark_actions`, the session started when first
-needed); every commit goes through floe; old metadata and orphan files are found and deleted without
-Spark (`maintenance.orphans`) — then records
-what it did in floe (`POST /management/v1/maintenance/passes`) and in its Prometheus metrics. A failed
-action is recorded and the pass goes on with the next one; a failed table does not stop the others.
+pyiceberg), through Spark otherwise (`maintenance.spark_actions`); every commit goes through floe; old
+metadata and orphan files are deleted without Spark (`maintenance.orphans`) — then records what it did
+in floe (`POST /management/v1/maintenance/passes`) and in its metrics. A failed action is recorded and
+the pass goes on; a failed table does not stop the others.
 
 Policies come from the applied floe.yaml (`GET /management/v1/pipeline`): a table's `maintenance:`
 block over the top-level one over the built-in defaults (`--interval` sets the default interval; an
@@ -40,7 +39,7 @@ from catalog.pipelines.maintenance import (
     defaults_for_mode,
     resolve_policy,
 )
-from maintenance import inprocess, manifest_cache, metrics, orphans, quick_check
+from maintenance import cpu_share, inprocess, manifest_cache, metrics, orphans, quick_check
 from maintenance.inprocess import compacts_in_process
 from maintenance.pass_result import ActionOutcome, PassResult
 from maintenance.planner import (
@@ -64,11 +63,9 @@ log = logging.getLogger(__name__)
 DISCOVERY_SECONDS = 60.0
 # Runs of an action that keeps losing commit races before the pass records it as failed.
 CONFLICT_ATTEMPTS = 3
-# Tables maintained at once by default. On the 2-core benchmark node, busy with ingestion and other
-# work, two at once were no faster than one (300 idle tables: 48-60 s either way; busy tables: the same
-# files rewritten per second) and ingestion's freshness p99 was worse during the pass: one, unless
-# `--parallel` says otherwise (a node with cores to spare, or a remote store whose round trips a pass
-# waits on). benchmarks/results/many-tables-maintenance.md.
+# Tables maintained at once by default: on a busy 2-core node two were no faster than one and ingestion
+# was less fresh meanwhile (benchmarks/results/many-tables-maintenance.md); `--parallel` for a node with
+# cores to spare or a remote store whose round trips a pass waits on.
 DEFAULT_PARALLEL = 1
 
 
@@ -95,6 +92,8 @@ class WorkerOptions:
     # This instance's share of the tables (`floe maintain --shard i/n`): index i of n, by the same
     # stable hash as `floe ingest --shard`, a dead-letter table with its table (`runtime.shards`).
     shard: tuple[int, int] = (0, 1)
+    # At most this share of a core per visiting thread (`maintenance.cpu_share`, `floe up`); None: no limit.
+    cpu_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -560,11 +559,12 @@ class MaintenanceWorker:
                 started = time.monotonic()
                 last_scan = self._last_orphan_scan.get(table.key)
                 scan = last_scan is None or started - last_scan >= ORPHAN_SCAN_INTERVAL_SECONDS
-                result = self.maintain(table, scan_orphans=scan)
-                if scan:
-                    self._last_orphan_scan[table.key] = started
-                self._next_due[table.key] = started + table.policy.interval
-                self._finish(result)
+                with cpu_share.held_to(self.options.cpu_share, stop):
+                    result = self.maintain(table, scan_orphans=scan)
+                    if scan:
+                        self._last_orphan_scan[table.key] = started
+                    self._next_due[table.key] = started + table.policy.interval
+                    self._finish(result)
                 return result
 
             self._visit(due, visit)

@@ -20,6 +20,9 @@ MAINTENANCE_JOB_GROUP = "floe-maintenance"
 MAINTENANCE_FIRST_DELAY_SECONDS = 60.0
 # How often the supervisor looks for source clusters added since (`floe apply`).
 CLUSTER_CHECK_SECONDS = 60.0
+# The share of a core each worker's thread may use (`maintenance.cpu_share`): its Python work takes the
+# GIL that ingestion's threads in this process need, and niceness cannot order threads that share it.
+MAINTENANCE_CPU_SHARE = 0.25
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,7 @@ class UpMaintenance:
             client_secret=key.client_secret,
             default_warehouse=self.warehouse,
             defaults=DEFAULT_POLICY,
+            cpu_share=MAINTENANCE_CPU_SHARE,
         )
         # Spark's pool and job group are the calling thread's own: set in each worker's thread.
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", "maintenance")

@@ -6,6 +6,7 @@ with Spark in tests/e2e; orphan removal (no Spark) on a real table here.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import time
 import uuid
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pyarrow as pa
+import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from catalog.pipelines import load_yaml
@@ -207,3 +209,61 @@ def test_sharded_workers_split_the_tables_as_ingestion_does(
     for index, found in enumerate(seen):
         for name in found:
             assert shard_of(f"{namespace}.{name.removesuffix('_dlq')}", 3) == index, (name, index)
+
+
+def test_a_worker_with_a_cpu_share_rests_after_each_table_in_proportion(
+    catalog_server: CatalogProcess,
+    rest_catalog: RestCatalog,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`floe up`'s workers (`cpu_share`): after a table that used c s of the thread's CPU, the next
+    starts no sooner than c / share s after the first began; without a share, at once."""
+    import threading
+
+    from maintenance.worker import MaintenanceWorker, WorkerOptions
+
+    schema = pa.schema([pa.field("id", pa.int64())])
+    for i in range(3):
+        rest_catalog.create_table((namespace, f"t{i}"), schema).append(
+            pa.table({"id": pa.array([i], pa.int64())}, schema=schema)
+        )
+
+    def visits(share: float | None) -> list[tuple[float, float, float]]:
+        options = WorkerOptions(
+            catalog_server.url,
+            catalog_server.admin_client_id,
+            catalog_server.admin_client_secret,
+            namespaces=(namespace,),
+            cpu_share=share,
+        )
+        worker = MaintenanceWorker(None, options)  # type: ignore[arg-type]
+        seen: list[tuple[float, float, float]] = []  # (began, ended, thread CPU) of each visit
+        stop = threading.Event()
+        maintain = worker.maintain
+
+        def timed(table: Any, **kwargs: Any) -> Any:
+            began, cpu = time.monotonic(), time.thread_time()
+            try:
+                return maintain(table, **kwargs)
+            finally:
+                seen.append((began, time.monotonic(), time.thread_time() - cpu))
+                if len(seen) == 3:
+                    stop.set()
+
+        monkeypatch.setattr(worker, "maintain", timed)
+        try:
+            worker.run_forever(stop)
+        finally:
+            worker.close()
+        return seen
+
+    share = 0.1
+    held = visits(share)
+    assert len(held) == 3
+    for (began, _, cpu), (next_began, _, _) in itertools.pairwise(held):
+        assert cpu > 0
+        assert next_began - began >= cpu / share * 0.95, held
+    free = visits(None)
+    # Without a share the next table starts at once (recording the pass is the only work between).
+    assert all(b - e < 0.5 for (_, e, _), (b, _, _) in itertools.pairwise(free)), free
