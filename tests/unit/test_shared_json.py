@@ -25,7 +25,7 @@ from pyiceberg.types import (
 from catalog.pipelines.columns import KAFKA_FIELD
 from ingest.shared.json_arrow import ArrowJson, arrow_reads
 from ingest.shared.json_rows import JsonRows, readable
-from ingest.shared.tables import Record, _kafka, _kafka_column
+from ingest.shared.tables import Record, RecordColumns, _kafka, _kafka_column, _newest_seconds
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -56,6 +56,7 @@ def test_arrow_reads_a_batch_of_good_rows_as_the_per_record_decoder_does() -> No
         assert column.to_pylist() == expected.to_pylist(), name
     assert batch.records_with_undeclared == 1
     assert dict(batch.undeclared) == {"extra": 1}
+    assert batch.value_bytes == sum(len(v) for v in values)
     assert slow[1].undeclared == ("extra",)
     assert batch.columns["at"].to_pylist()[1] == dt.datetime(2026, 11, 21, 8, tzinfo=dt.UTC)
 
@@ -72,6 +73,9 @@ def test_arrow_reads_a_batch_of_good_rows_as_the_per_record_decoder_does() -> No
         b'{"id": 1, "at": 1700000000}',
         b'{"id": 1}{"id": 2}',
         b'{"id":\n1}',
+        b'{"id": 1}\n',  # a line break at either end of a value, or a carriage return
+        b'\n{"id": 1}',
+        b'{"id": 1,\r"name": "x"}',
         b"[1]",
         b"",
         None,
@@ -116,11 +120,33 @@ def test_the_kafka_column_built_by_columns_equals_the_rows() -> None:
         Record(1, 6, 1_700_000_000_456, None, b"{}", None),
     ]
     kind = TABLE.field("_kafka").type
-    built = _kafka_column(records, kind)
+    built = _kafka_column(records, RecordColumns.of(records), kind)
     assert built.to_pylist() == pa.array([_kafka(r) for r in records], kind).to_pylist()
     assert built.type == kind
     # A batch without headers (most): the headers child is all nulls, still of the column's type.
     plain = [Record(2, 7, 1_700_000_000_789, b"k2", b"{}", None), records[1]]
-    built = _kafka_column(plain, kind)
+    built = _kafka_column(plain, RecordColumns.of(plain), kind)
     assert built.type == kind
     assert built.to_pylist() == pa.array([_kafka(r) for r in plain], kind).to_pylist()
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        [(0, 5), (1, 9), (0, 7), (2, -1), (1, 3)],  # several partitions; one with no time (-1)
+        [(3, 10), (3, 4)],  # one partition
+        [(1, -1)],
+    ],
+)
+def test_each_partitions_newest_time_and_last_offset(stamps: list[tuple[int, int]]) -> None:
+    records = [Record(p, offset, t, None, b"{}", None) for offset, (p, t) in enumerate(stamps)]
+    columns = RecordColumns.of(records)
+    expected: dict[int, float] = {}
+    last: dict[int, int] = {}
+    for r in records:  # the record-by-record loop this replaced
+        expected[r.partition] = max(expected.get(r.partition, 0.0), r.timestamp_ms / 1000)
+        last[r.partition] = r.offset
+    found = _newest_seconds(columns, len(set(columns.partitions)))
+    assert found == expected
+    assert list(found) == list(expected)
+    assert dict(zip(columns.partitions, columns.offsets, strict=True)) == last
