@@ -163,9 +163,7 @@ def main() -> None:
         "previous (frozen dataclass, a function per field)": (PreviousRecord, previous_kafka_column),
         "current (named tuple, the fields by one zip)": (
             shared_tables.Record,
-            lambda records, kind: shared_tables._kafka_column(
-                records, shared_tables.RecordColumns.of(records), kind
-            ),
+            lambda records, kind: shared_tables._kafka_column(shared_tables.RecordColumns.of(records), kind),
         ),
     }
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in designs}

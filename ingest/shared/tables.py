@@ -122,9 +122,9 @@ class SharedTable:
         result = BatchResult()
         # Each partition's last record (the dict keeps the last value per key).
         main_last = dict(zip(columns.partitions, columns.offsets, strict=True))
-        result.max_timestamps = _newest_seconds(columns, len(main_last))
+        result.max_timestamps = _newest_seconds(columns, main_last)
         main_times = list(columns.timestamps_ms)
-        fast = self._read_with_arrow(kept, columns)
+        fast = self._read_with_arrow(columns)
         dead: list[dict[str, Any]] = []
         dlq_last: dict[int, int] = {}
         dlq_times: list[int] = []
@@ -167,7 +167,7 @@ class SharedTable:
         return PreparedBatch(self, appends, result, main_end, dlq_end)
 
     def _read_with_arrow(
-        self, records: list[Record], columns: RecordColumns
+        self, columns: RecordColumns
     ) -> tuple[pa.Table, tuple[int, int, Counter[str]]] | None:
         """The records as the table's rows when Arrow's reader takes every one (`.json_arrow`), with
         their values' bytes, the records with undeclared fields and those fields."""
@@ -180,7 +180,7 @@ class SharedTable:
             return None
         target = self.main.arrow_schema
         arrays = [
-            batch.columns[f.name] if f.name != KAFKA_COLUMN else _kafka_column(records, columns, f.type)
+            batch.columns[f.name] if f.name != KAFKA_COLUMN else _kafka_column(columns, f.type)
             for f in target
         ]
         rows = pa.Table.from_arrays(arrays, schema=target)
@@ -231,9 +231,13 @@ def _timestamp(record: Record) -> dt.datetime:
 
 
 def _headers(record: Record) -> list[dict[str, Any]] | None:
-    if record.headers is None:
+    return _header_rows(record.headers)
+
+
+def _header_rows(headers: tuple[tuple[str, bytes | None], ...] | None) -> list[dict[str, Any]] | None:
+    if headers is None:
         return None
-    return [{"key": k, "value": v} for k, v in record.headers]
+    return [{"key": k, "value": v} for k, v in headers]
 
 
 def _kafka(record: Record) -> dict[str, Any]:
@@ -246,21 +250,23 @@ def _kafka(record: Record) -> dict[str, Any]:
     }
 
 
-def _newest_seconds(columns: RecordColumns, partitions: int) -> dict[int, float]:
-    """Each partition's newest record time (epoch seconds, at least 0)."""
-    if partitions == 1:
-        return {columns.partitions[0]: max(0.0, max(columns.timestamps_ms) / 1000)}
-    newest: dict[int, int] = {}
+def _newest_seconds(columns: RecordColumns, partitions: Mapping[int, int]) -> dict[int, float]:
+    """Each of the batch's `partitions` (in their order) with its newest record time (epoch seconds, at
+    least 0)."""
+    if len(partitions) == 1:
+        return {columns.partitions[0]: max(0, max(columns.timestamps_ms)) / 1000}
+    newest = dict.fromkeys(partitions, 0)
     for partition, stamp in zip(columns.partitions, columns.timestamps_ms, strict=True):
-        if stamp > newest.get(partition, 0):
+        if stamp > newest[partition]:
             newest[partition] = stamp
-    return {p: newest.get(p, 0) / 1000 for p in dict.fromkeys(columns.partitions)}
+    return {p: stamp / 1000 for p, stamp in newest.items()}
 
 
-def _kafka_column(records: list[Record], columns: RecordColumns, kind: pa.DataType) -> pa.Array:
-    """The `_kafka` struct of `records` (`columns`: the same, field by field) built column by column
-    (not a dict per record), each child made in the table's type rather than cast to it (a cast per
-    child was half of this for a small batch), the times multiplied by Arrow, not per record."""
+def _kafka_column(columns: RecordColumns, kind: pa.DataType) -> pa.Array:
+    """The `_kafka` struct of a batch's records (`columns`) built column by column (not a dict per
+    record), each child made in the table's type rather than cast to it (a cast per child was half of
+    this for a small batch), the times multiplied by Arrow, not per record."""
+    count = len(columns.offsets)
     children = []
     for child in kind:
         if child.name == "partition":
@@ -274,10 +280,10 @@ def _kafka_column(records: list[Record], columns: RecordColumns, kind: pa.DataTy
             children.append(pa.array(columns.keys, child.type))
         elif child.name != "headers":
             raise ValueError(f"unknown {KAFKA_COLUMN} field {child.name!r}")
-        elif columns.headers.count(None) == len(records):
-            children.append(pa.nulls(len(records), child.type))
+        elif columns.headers.count(None) == count:
+            children.append(pa.nulls(count, child.type))
         else:
-            children.append(pa.array([_headers(r) for r in records], child.type))
+            children.append(pa.array([_header_rows(h) for h in columns.headers], child.type))
     return pa.StructArray.from_arrays(children, fields=list(kind))
 
 

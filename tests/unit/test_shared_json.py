@@ -120,12 +120,12 @@ def test_the_kafka_column_built_by_columns_equals_the_rows() -> None:
         Record(1, 6, 1_700_000_000_456, None, b"{}", None),
     ]
     kind = TABLE.field("_kafka").type
-    built = _kafka_column(records, RecordColumns.of(records), kind)
+    built = _kafka_column(RecordColumns.of(records), kind)
     assert built.to_pylist() == pa.array([_kafka(r) for r in records], kind).to_pylist()
     assert built.type == kind
     # A batch without headers (most): the headers child is all nulls, still of the column's type.
     plain = [Record(2, 7, 1_700_000_000_789, b"k2", b"{}", None), records[1]]
-    built = _kafka_column(plain, RecordColumns.of(plain), kind)
+    built = _kafka_column(RecordColumns.of(plain), kind)
     assert built.type == kind
     assert built.to_pylist() == pa.array([_kafka(r) for r in plain], kind).to_pylist()
 
@@ -146,7 +146,7 @@ def test_each_partitions_newest_time_and_last_offset(stamps: list[tuple[int, int
     for r in records:  # the record-by-record loop this replaced
         expected[r.partition] = max(expected.get(r.partition, 0.0), r.timestamp_ms / 1000)
         last[r.partition] = r.offset
-    found = _newest_seconds(columns, len(set(columns.partitions)))
+    found = _newest_seconds(columns, dict(zip(columns.partitions, columns.offsets, strict=True)))
     assert found == expected
     assert list(found) == list(expected)
     assert dict(zip(columns.partitions, columns.offsets, strict=True)) == last
