@@ -13,6 +13,10 @@ are measured:
   the first poll showing the partition's committed offset past it;
 - CPU of `floe ingest`, of floe's catalog with PostgreSQL, of the broker, and of this process (the
   producer).
+With `--maintain on` (or `off,on`: a row each) the long-running `floe maintain` runs beside ingestion
+from its start, as an operator runs it on the same node (built-in policy: every table every 10 minutes,
+at most 100 snapshots kept; niceness 10). Every row also reports each minute after the first rows:
+records committed and produced, the backlog, CPU, and the maintenance visits that began in it.
 Issue 31's target: 100 tables x 1,000 records/s reach ≥ 80 % of what one table of 100,000 records/s
 reaches, with freshness p99 ≤ 10 s.
 Results: benchmarks/results/NAME.{md,json} (default many-tables-live-rate).
@@ -21,6 +25,7 @@ Results: benchmarks/results/NAME.{md,json} (default many-tables-live-rate).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -42,9 +47,27 @@ from benchmarks.many_tables.__main__ import (
     start_ingest,
     tree_rss,
 )
+from benchmarks.many_tables.maintenance import start_worker
 from benchmarks.many_tables.throughput import json_tables
 
 SAMPLES_PER_SECOND = 10  # per partition: enough for a p99, few enough to keep in memory
+MAINTAIN_NICE = 10
+
+
+@dataclass
+class Minute:
+    """One minute after every table had rows."""
+
+    minute: int
+    committed_per_s: int
+    produced_per_s: int
+    backlog: int  # delivered but not committed at the minute's end
+    ingest_cores: float | None
+    catalog_cores: float | None
+    maintainer_cores: float | None
+    visits: int = 0  # maintenance visits that began in the minute
+    snapshots_before: float | None = None  # their tables' snapshots before and after (mean)
+    snapshots_after: float | None = None
 
 
 @dataclass
@@ -67,6 +90,8 @@ class Row:
     broker_cores: float | None = None
     producer_cores: float | None = None
     other_cores: float | None = None
+    maintainer_cores: float | None = None
+    minutes: list[Minute] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     design: str = "current"  # or "before (<tree>)": `floe ingest` from an earlier tree (`--before`)
 
@@ -135,11 +160,19 @@ class RateProducer:
 
 
 def run(
-    tables: int, partitions: int, rate: int, work: Path, args: argparse.Namespace, tree: str | None = None
+    tables: int,
+    partitions: int,
+    rate: int,
+    work: Path,
+    args: argparse.Namespace,
+    tree: str | None = None,
+    maintain: bool = False,
 ) -> Row:
     row = Row(tables, partitions, rate)
     if tree is not None:
         row.design = f"before ({Path(tree).name})"
+    if maintain:
+        row.design += f" + floe maintain (nice {MAINTAIN_NICE})"
     with environment(work, kafka_heap="1g") as env:
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -159,6 +192,11 @@ def run(
         started = time.monotonic()
         sampler = env.sampler(None)
         sampler.groups["ingester"] = lambda: [process.pid]
+        worker_log = (work / "maintain.log").open("wb")
+        worker = start_worker(floe_environment(env), worker_log, MAINTAIN_NICE) if maintain else None
+        if worker is not None:
+            sampler.groups["maintainer"] = lambda: [worker.pid]
+        marks: list[tuple[float, int, int]] = []  # (time, committed, delivered) each minute from first rows
         peak = polls = 0
         ages: list[float] = []
         window: tuple[float, float] | None = None
@@ -181,6 +219,9 @@ def run(
                 if row.first_rows_s is None and with_rows == tables:
                     row.first_rows_s = round(time.monotonic() - started, 1)
                     window = (polled + args.settle, polled + args.settle + args.measure)
+                if window is not None and polled >= window[0] - args.settle + 60 * len(marks):
+                    sampler.sample()
+                    marks.append((polled, sum(committed.values()), end_offsets(admin, pairs)))
                 if window is not None and at_start is None and polled >= window[0]:
                     at_start = (sum(committed.values()), end_offsets(admin, pairs))
                 if window is not None and at_start is not None and polled >= window[1]:
@@ -203,6 +244,8 @@ def run(
                     row.broker_cores = cores.get("broker")
                     row.producer_cores = cores.get("benchmark")  # this process: the producer and the polls
                     row.other_cores = cores.get("other")
+                    row.maintainer_cores = cores.get("maintainer")
+                    row.minutes = minutes(marks, sampler, offsets if maintain else None)
                     break
                 if row.first_rows_s is None and time.monotonic() - started > args.first_rows_limit:
                     row.notes.append(f"only {with_rows} of {tables} tables had rows after the limit")
@@ -210,18 +253,25 @@ def run(
                 if process.poll() is not None:
                     row.notes.append(f"floe ingest exited with {process.returncode}")
                     break
+                if worker is not None and worker.poll() is not None:
+                    row.notes.append(f"floe maintain exited with {worker.returncode}")
+                    break
                 time.sleep(0.5)
         finally:
             producer.close()
             if producer.skipped:
                 row.notes.append(f"the producer fell behind and skipped {producer.skipped:,} records")
-            process.terminate()
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            for child in (process, worker):
+                if child is None:
+                    continue
+                child.terminate()
+                try:
+                    child.wait(60)
+                except subprocess.TimeoutExpired:
+                    child.kill()
             offsets.close()
             log.close()
+            worker_log.close()
         ages.sort()
         row.samples = len(ages)
         if ages:
@@ -230,6 +280,47 @@ def run(
             row.freshness_max_s = round(ages[-1], 2)
         row.ingest_peak_rss_gib = round(peak / 2**30, 2)
     return row
+
+
+def minutes(marks: list[tuple[float, int, int]], sampler: Any, offsets: Offsets | None) -> list[Minute]:
+    """Each minute between `marks`: rates, backlog, CPU and (with `offsets`) maintenance visits."""
+    visits: list[Any] = []
+    if offsets is not None and marks:
+        visits = offsets.fetch(
+            "SELECT extract(epoch from started_at) AS began, before, after FROM maintenance_passes "
+            "WHERE started_at >= to_timestamp($1)",
+            marks[0][0],
+        )
+    result = []
+    for index, ((t0, c0, d0), (t1, c1, d1)) in enumerate(itertools.pairwise(marks)):
+        cores = sampler.cores(t0, t1)
+        minute = Minute(
+            index,
+            round((c1 - c0) / (t1 - t0)),
+            round((d1 - d0) / (t1 - t0)),
+            d1 - c1,
+            cores.get("ingester"),
+            cores.get("catalog"),
+            cores.get("maintainer"),
+        )
+        counts = [
+            (_snapshots(v["before"]), _snapshots(v["after"])) for v in visits if t0 <= float(v["began"]) < t1
+        ]
+        minute.visits = len(counts)
+        befores = [b for b, _ in counts if b is not None]
+        afters = [a for _, a in counts if a is not None]
+        minute.snapshots_before = round(statistics.mean(befores), 1) if befores else None
+        minute.snapshots_after = round(statistics.mean(afters), 1) if afters else None
+        result.append(minute)
+    return result
+
+
+def _snapshots(counts: Any) -> int | None:
+    """The snapshot count in a maintenance pass's `before`/`after` column (JSON), if it has one."""
+    if isinstance(counts, str):
+        counts = json.loads(counts)
+    value = counts.get("snapshots") if isinstance(counts, dict) else None
+    return int(value) if isinstance(value, int) else None
 
 
 def end_offsets(admin: Any, pairs: list[tuple[str, int]]) -> int:
@@ -252,7 +343,8 @@ def report(rows: list[Row], args: argparse.Namespace, started: float) -> None:
         "",
         f"Generated by `python -m benchmarks.many_tables.live_rate --rate {args.rate} --tables "
         f"{args.tables} --settle {args.settle:g} --measure {args.measure:g} --rows {args.rows}"
-        f"{' --before ' + Path(args.before).name if args.before else ''}` on "
+        f"{' --before ' + Path(args.before).name if args.before else ''}"
+        f"{' --maintain ' + args.maintain if args.maintain != 'off' else ''}` on "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at git commit `{git_commit()}` "
         f"({time.time() - started:.0f} s in all). {paragraphs[1]}",
         "",
@@ -270,7 +362,30 @@ def report(rows: list[Row], args: argparse.Namespace, started: float) -> None:
             f"| {r.first_rows_s} s | {r.ingest_cores} | {r.ingest_peak_rss_gib} GiB | {r.catalog_cores} "
             f"| {r.broker_cores} | {r.producer_cores} | {r.other_cores} |"
         )
-    notes = [f"- {r.tables} tables: {n}" for r in rows for n in r.notes]
+    notes = [f"- {r.design}, {r.tables} tables: {n}" for r in rows for n in r.notes]
+    for r in rows:
+        if not r.minutes:
+            continue
+        lines += [
+            "",
+            f"### {r.design}, {r.tables} x {r.partitions_per_topic}: by the minute after every table had rows"
+            + (
+                f" (floe maintain's CPU over the window: {r.maintainer_cores} cores)"
+                if r.maintainer_cores
+                else ""
+            ),
+            "",
+            "| minute | committed records/s | produced records/s | backlog at its end | ingestion CPU "
+            "| catalog + PostgreSQL CPU | floe maintain CPU | maintenance visits "
+            "| their snapshots before → after |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            *(
+                f"| {m.minute} | {m.committed_per_s:,} | {m.produced_per_s:,} | {m.backlog:,} "
+                f"| {m.ingest_cores} | {m.catalog_cores} | {m.maintainer_cores} | {m.visits} "
+                f"| {m.snapshots_before} → {m.snapshots_after} |"
+                for m in r.minutes
+            ),
+        ]
     lines += ["", *notes, "", f"Machine: {os.cpu_count()} CPUs; load average at the end {os.getloadavg()}."]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
 
@@ -291,16 +406,26 @@ def main() -> None:
         help="also run each row with floe ingest from this source tree (an earlier commit's git archive)",
     )
     parser.add_argument("--rows", default="one,spread", help="which rows: one (the one table), spread")
+    parser.add_argument(
+        "--maintain", default="off", help="off, on, or off,on: floe maintain beside ingestion (a row each)"
+    )
     args = parser.parse_args()
     started = time.time()
     rows = []
     shapes = {"one": (1, args.partitions), "spread": (args.tables, 1)}
     trees = [args.before, None] if args.before else [None]
-    plan = [(shapes[name], tree) for name in args.rows.split(",") if name for tree in trees]
-    for (tables, partitions), tree in plan:
+    modes = [m == "on" for m in args.maintain.split(",") if m]
+    plan = [
+        (shapes[name], tree, mode)
+        for name in args.rows.split(",")
+        if name
+        for tree in trees
+        for mode in modes
+    ]
+    for (tables, partitions), tree, maintain in plan:
         with tempfile.TemporaryDirectory(prefix="floe-live-rate-") as work:
             print(f"== {tables} x {partitions} at {args.rate:,} records/s ({tree or 'current'})", flush=True)
-            row = run(tables, partitions, args.rate, Path(work), args, tree)
+            row = run(tables, partitions, args.rate, Path(work), args, tree, maintain)
             print(f"   {row}", flush=True)
             rows.append(row)
             report(rows, args, started)
