@@ -4,7 +4,8 @@ Spark runs a streaming query per table, and every batch of every table pays Spar
 jobs, planning, the commit): at a hundred quiet tables the driver was saturated and freshness was
 tens of seconds. Most topics are quiet, and a quiet table's records fit in memory many times over, so
 `SharedIngest` reads every shared table's topic with one librdkafka consumer and buffers each table's
-records. A table is due when its oldest buffered record has waited its commit interval; due tables,
+records. A table is due when its oldest buffered record has waited its commit interval (longer while
+the consumer is behind its topic: `catch_up_due`); due tables,
 oldest first, are written as Parquet (pyarrow, through the table's own pyiceberg FileIO) and committed
 through floe's transaction endpoint, `TABLES_PER_TRANSACTION` tables to a transaction and up to
 `COMMITS_IN_FLIGHT` transactions at once. The loop never waits for a whole round: it goes on reading
@@ -58,6 +59,8 @@ POLL_IN_FLIGHT_SECONDS = 0.01
 MOVED, FENCED = "refused", "refused by the offsets fence"
 # A batch refused because another writer moved its table is prepared again this many times at most.
 REBASES = 3
+# While the consumer is behind a table's topic, the table's batch may grow to this many intervals.
+CATCH_UP_STRETCH = 5.0
 REBASE_FAILED = "refused again after rebasing"
 PARTITIONS_REFRESH_SECONDS = 60.0
 RECONCILE_RETRY_SECONDS = 10.0
@@ -107,6 +110,7 @@ class SharedIngest:
         self.tables: dict[str, SharedTable] = {}  # by table name; the loop's own
         self._by_topic: dict[str, list[SharedTable]] = {}
         self._assigned: dict[tuple[str, int], int] = {}  # (topic, partition) → offset assigned at
+        self._partitions: dict[str, list[int]] = {}  # the assigned partitions by topic
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._retry_at: dict[str, tuple[int, float]] = {}  # table → (failures in a row, next try)
@@ -255,6 +259,9 @@ class SharedIngest:
             consumer.incremental_assign(new)
         already = {topic for topic, partition in self._assigned if (topic, partition) in wanted_at}
         self._assigned = wanted_at
+        self._partitions = {}
+        for topic, partition in wanted_at:
+            self._partitions.setdefault(topic, []).append(partition)
         # A table opened while its topic's partitions were assigned (changed, or sharing its topic with a
         # running table): the consumer is past floe's offsets for it; read the topic again from them.
         for topic in opened & already:
@@ -284,11 +291,17 @@ class SharedIngest:
             shared.buffer.append(record)
             shared.buffered_bytes += size
 
-    def _due(self, shared: SharedTable, now: float) -> bool:
+    def _due(self, shared: SharedTable, now: float, consumer: Any) -> bool:
         if not shared.buffer or shared.first_buffered_at is None:
             return False
+        if len(shared.buffer) >= self._max_records:
+            return True
         waited = now - shared.first_buffered_at
-        return waited >= self._interval_of(shared.table) or len(shared.buffer) >= self._max_records
+        interval = self._interval_of(shared.table)
+        if waited < interval:  # most checks: no call into the consumer
+            return False
+        unread = unread_records(consumer, shared.table.topic, self._partitions.get(shared.table.topic, ()))
+        return catch_up_due(waited, interval, len(shared.buffer), unread)
 
     def _dispatch(self, consumer: Any, *, due_only: bool) -> None:
         """Write and send the due tables (every table with records when not `due_only`) not in flight,
@@ -302,7 +315,7 @@ class SharedIngest:
         due = [
             s
             for s in self.tables.values()
-            if s.buffer and s.table.name not in self._busy and (not due_only or self._due(s, now))
+            if s.buffer and s.table.name not in self._busy and (not due_only or self._due(s, now, consumer))
         ]
         metrics.SHARED_TABLES_WAITING.labels(self.cluster).set(len(due))
         if not due:
@@ -487,3 +500,34 @@ class SharedIngest:
                 consumer.incremental_unassign([TopicPartition(topic, partition)])
                 consumer.incremental_assign([TopicPartition(topic, partition, offset)])
             self._assigned[(topic, partition)] = offset
+
+
+def catch_up_due(waited: float, interval: float, buffered: int, unread: int) -> bool:
+    """Whether a table whose oldest buffered record has waited `waited` seconds is due, past its
+    `interval`: yes, unless its topic holds more records not yet read (`unread`) than the table has
+    buffered meanwhile. Then the consumer is more than an interval behind (a backlog after a restart, or
+    more records than the node keeps up with at this interval), and a longer batch is the remedy: each
+    commit's fixed cost (a file, a manifest, a snapshot, a transaction) is paid for more records, and
+    the table gains fewer, larger files and snapshots. Up to `CATCH_UP_STRETCH` intervals, so freshness
+    stays bounded; caught up, batches are back to the interval."""
+    if waited < interval:
+        return False
+    if waited >= interval * CATCH_UP_STRETCH:
+        return True
+    return unread <= buffered
+
+
+def unread_records(consumer: Any, topic: str, partitions: Iterable[int]) -> int:
+    """Records of `topic`'s `partitions` the broker holds past what `consumer` has handed over, from
+    librdkafka's high watermarks as its last fetches saw them (`cached=True`: no request to the broker);
+    a partition nothing was consumed from yet counts none."""
+    from confluent_kafka import TopicPartition
+
+    wanted = [TopicPartition(topic, p) for p in partitions]
+    unread = 0
+    for position in consumer.position(wanted) if wanted else ():
+        if position.offset < 0:
+            continue
+        _, high = consumer.get_watermark_offsets(position, cached=True)
+        unread += max(0, high - position.offset) if high >= 0 else 0
+    return unread

@@ -24,6 +24,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
+from ingest.shared.consumer import unread_records
 from runtime.shards import shard_of
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
@@ -469,3 +470,33 @@ def test_another_writers_commits_between_batches_cost_no_restart_and_no_record(
     lines = [line for line in ingest.log_text().splitlines() if table_name in line]
     assert any("moved by another writer" in line for line in lines), lines[-20:]
     assert not [line for line in lines if "re-reading from floe" in line or "restarted" in line]
+
+
+def test_unread_records_come_from_the_consumers_positions_and_cached_high_watermarks(
+    kafka: LocalKafka,
+) -> None:
+    """The catch-up rule's input, against the real broker and librdkafka (a contract: `position()` is the
+    next offset handed over, `get_watermark_offsets(cached=True)` the end its fetches saw)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = _topic(kafka, "unread", partitions=2)
+    produced = produce(kafka.bootstrap_servers, topic, (b'{"id": 1}' for _ in range(400)))
+    ends = produced.end_offsets()
+    assert set(ends) == {0, 1}
+    consumer = Consumer(
+        {"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"unread-{uuid.uuid4().hex[:6]}"}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
+        assert unread_records(consumer, topic, [0, 1]) == 0  # nothing handed over yet: unknown
+        taken: dict[int, int] = {}
+        deadline = time.monotonic() + 60
+        while sum(taken.values()) < 150 or len(taken) < 2:
+            assert time.monotonic() < deadline, taken
+            for message in consumer.consume(num_messages=25, timeout=1):
+                assert message.error() is None
+                taken[message.partition()] = message.offset() + 1
+        assert unread_records(consumer, topic, [0, 1]) == sum(ends[p] - taken[p] for p in (0, 1))
+        assert unread_records(consumer, topic, [1]) == ends[1] - taken[1]
+    finally:
+        consumer.close()
