@@ -83,6 +83,13 @@ SHARED_TABLES_WAITING = Gauge(
     ("cluster",),
     registry=REGISTRY,
 )
+SHARED_TABLES_CATCHING_UP = Gauge(
+    "floe_ingest_shared_tables_catching_up",
+    "Tables of the shared consumer past their commit interval whose batch grows because the consumer is "
+    "behind their topic (up to 5 intervals; a standing count means the node does not keep up)",
+    ("cluster",),
+    registry=REGISTRY,
+)
 BATCH_SECONDS = Histogram(
     "floe_ingest_batch_seconds",
     "Time to decode and commit one micro-batch",

@@ -111,6 +111,7 @@ class SharedIngest:
         self._by_topic: dict[str, list[SharedTable]] = {}
         self._assigned: dict[tuple[str, int], int] = {}  # (topic, partition) → offset assigned at
         self._partitions: dict[str, list[int]] = {}  # the assigned partitions by topic
+        self._catching_up: set[str] = set()  # tables whose batch grows past its interval (`_due`)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._retry_at: dict[str, tuple[int, float]] = {}  # table → (failures in a row, next try)
@@ -301,7 +302,12 @@ class SharedIngest:
         if waited < interval:  # most checks: no call into the consumer
             return False
         unread = unread_records(consumer, shared.table.topic, self._partitions.get(shared.table.topic, ()))
-        return catch_up_due(waited, interval, len(shared.buffer), unread)
+        due = catch_up_due(waited, interval, len(shared.buffer), unread)
+        if due:
+            self._catching_up.discard(shared.table.name)
+        else:
+            self._catching_up.add(shared.table.name)
+        return due
 
     def _dispatch(self, consumer: Any, *, due_only: bool) -> None:
         """Write and send the due tables (every table with records when not `due_only`) not in flight,
@@ -318,6 +324,9 @@ class SharedIngest:
             if s.buffer and s.table.name not in self._busy and (not due_only or self._due(s, now, consumer))
         ]
         metrics.SHARED_TABLES_WAITING.labels(self.cluster).set(len(due))
+        if due_only:
+            self._catching_up &= self.tables.keys()
+            metrics.SHARED_TABLES_CATCHING_UP.labels(self.cluster).set(len(self._catching_up))
         if not due:
             return
         due.sort(key=lambda s: s.first_buffered_at or now)
@@ -355,6 +364,7 @@ class SharedIngest:
         for shared in chunk:
             began = time.monotonic()
             records = shared.take(self._max_records)
+            self._catching_up.discard(shared.table.name)
             try:
                 batch = shared.prepare(records)
             except Exception as exc:
