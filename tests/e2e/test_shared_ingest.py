@@ -494,8 +494,11 @@ def test_unread_records_come_from_the_consumers_positions_and_cached_high_waterm
         while sum(taken.values()) < 150 or len(taken) < 2:
             assert time.monotonic() < deadline, taken
             for message in consumer.consume(num_messages=25, timeout=1):
+                partition, offset = message.partition(), message.offset()
                 assert message.error() is None
-                taken[message.partition()] = message.offset() + 1
+                assert partition is not None
+                assert offset is not None
+                taken[partition] = offset + 1
         assert unread_records(consumer, topic, [0, 1]) == sum(ends[p] - taken[p] for p in (0, 1))
         assert unread_records(consumer, topic, [1]) == ends[1] - taken[1]
     finally:
