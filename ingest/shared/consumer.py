@@ -59,11 +59,11 @@ POLL_IN_FLIGHT_SECONDS = 0.01
 MOVED, FENCED = "refused", "refused by the offsets fence"
 # A batch refused because another writer moved its table is prepared again this many times at most.
 REBASES = 3
-# While the consumer is behind a table's topic, the table's batch may grow to this many intervals.
-CATCH_UP_STRETCH = 5.0
 REBASE_FAILED = "refused again after rebasing"
 PARTITIONS_REFRESH_SECONDS = 60.0
 RECONCILE_RETRY_SECONDS = 10.0
+# While the consumer is behind a table's topic, the table's batch may grow to this many intervals.
+CATCH_UP_STRETCH = 5.0
 
 
 @dataclass
