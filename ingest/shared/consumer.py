@@ -111,7 +111,7 @@ class SharedIngest:
         self._by_topic: dict[str, list[SharedTable]] = {}
         self._assigned: dict[tuple[str, int], int] = {}  # (topic, partition) → offset assigned at
         self._partitions: dict[str, list[int]] = {}  # the assigned partitions by topic
-        self._catching_up: set[str] = set()  # tables whose batch grows past its interval (`_due`)
+        self._catching_up = 0  # tables `_due` held past their interval in this dispatch pass
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._retry_at: dict[str, tuple[int, float]] = {}  # table → (failures in a row, next try)
@@ -303,10 +303,8 @@ class SharedIngest:
             return False
         unread = unread_records(consumer, shared.table.topic, self._partitions.get(shared.table.topic, ()))
         due = catch_up_due(waited, interval, len(shared.buffer), unread)
-        if due:
-            self._catching_up.discard(shared.table.name)
-        else:
-            self._catching_up.add(shared.table.name)
+        if not due:
+            self._catching_up += 1
         return due
 
     def _dispatch(self, consumer: Any, *, due_only: bool) -> None:
@@ -318,6 +316,7 @@ class SharedIngest:
         if free <= 0:  # nothing can be sent (the loop comes back within POLL_IN_FLIGHT_SECONDS)
             return
         now = time.monotonic()
+        self._catching_up = 0
         due = [
             s
             for s in self.tables.values()
@@ -325,8 +324,7 @@ class SharedIngest:
         ]
         metrics.SHARED_TABLES_WAITING.labels(self.cluster).set(len(due))
         if due_only:
-            self._catching_up &= self.tables.keys()
-            metrics.SHARED_TABLES_CATCHING_UP.labels(self.cluster).set(len(self._catching_up))
+            metrics.SHARED_TABLES_CATCHING_UP.labels(self.cluster).set(self._catching_up)
         if not due:
             return
         due.sort(key=lambda s: s.first_buffered_at or now)
@@ -364,7 +362,6 @@ class SharedIngest:
         for shared in chunk:
             began = time.monotonic()
             records = shared.take(self._max_records)
-            self._catching_up.discard(shared.table.name)
             try:
                 batch = shared.prepare(records)
             except Exception as exc:
