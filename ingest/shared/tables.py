@@ -230,10 +230,6 @@ def _timestamp(record: Record) -> dt.datetime:
     return dt.datetime.fromtimestamp(record.timestamp_ms / 1000, dt.UTC)
 
 
-def _headers(record: Record) -> list[dict[str, Any]] | None:
-    return _header_rows(record.headers)
-
-
 def _header_rows(headers: tuple[tuple[str, bytes | None], ...] | None) -> list[dict[str, Any]] | None:
     if headers is None:
         return None
@@ -246,7 +242,7 @@ def _kafka(record: Record) -> dict[str, Any]:
         "offset": record.offset,
         "timestamp": _timestamp(record),
         "key": record.key,
-        "headers": _headers(record),
+        "headers": _header_rows(record.headers),
     }
 
 
@@ -295,7 +291,7 @@ def _dead_letter(topic: str, record: Record, error: str) -> dict[str, Any]:
         "timestamp": _timestamp(record),
         "key": record.key,
         "value": record.value,
-        "headers": _headers(record),
+        "headers": _header_rows(record.headers),
         "error": error,
         "failed_at": dt.datetime.now(dt.UTC),
     }
