@@ -2,19 +2,21 @@
 previous design and the current one in one run.
 
 At 100,000 records a second every microsecond the consumer spends on a record is a tenth of a core. Two
-steps run once per record whatever the table: buffering a polled message (`SharedIngest._buffer`: the
-record kept as a `Record`) and building the batch's `_kafka` column (`ingest.shared.tables._kafka_column`).
-Before, `Record` was a frozen dataclass (its `__init__` sets each field through `object.__setattr__`)
-and `_kafka_column` called a small function per record and field; now `Record` is a named tuple and
-a batch's fields are taken apart by one `zip(*records)` (`RecordColumns`). The previous design is kept
-below to measure against.
+steps run once per record whatever the table: buffering the polled messages (`SharedIngest._poll`) and
+taking a batch's fields apart for its `_kafka` column and the offsets fence (`RecordColumns`,
+`ingest.shared.tables._kafka_column`). Before (`4f76dde`), each polled message became a `Record` (a
+named tuple) in a method call per message, and a batch's fields were taken apart by one `zip(*records)`
+after dropping, record by record, those the table held already; now the loop keeps the polled
+`confluent_kafka.Message` itself and a batch's fields are one comprehension each when it is taken,
+with one `min()` for the records the table holds already. The previous design is kept below to
+measure against.
 
 Each design, `--rounds` rounds alternating which goes first: `--records` real `confluent_kafka.Message`
 objects (JSON values of ~50 bytes, no key, no headers, as the live-rate benchmark's producer sends)
-buffered one by one through the consumer's own `_buffer` (a stand-in table holds the buffer), then the
-`_kafka` column built over the buffered records in batches of `--batch` records, under `floe ingest`'s
-garbage-collector policy (`catalog.collector`). Measured: the calling thread's CPU time per record, the
-median round.
+polled in lists of 10,000 (as `consume()` returns them; the consumer that hands them over does nothing
+else) into one table's buffer, then the buffer taken in batches of `--batch` records: its fields and its
+`_kafka` column, under `floe ingest`'s garbage-collector policy (`catalog.collector`). Measured: the
+calling thread's CPU time per record, the median round.
 Results: benchmarks/results/many-tables-record-cost.{md,json}.
 """
 
@@ -26,9 +28,8 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import pyarrow as pa
 from confluent_kafka import Message
@@ -39,10 +40,11 @@ from catalog.pipelines.columns import KAFKA_STRUCT
 from ingest.shared import consumer as shared_consumer
 from ingest.shared import tables as shared_tables
 
+POLLED = 10_000  # messages a consume() call returns at most (`SharedIngest._poll`)
 
-@dataclass(frozen=True)
-class PreviousRecord:
-    """The previous design's record (a63f8cf's `ingest.shared.tables.Record`)."""
+
+class PreviousRecord(NamedTuple):
+    """The previous design's record (4f76dde's `ingest.shared.tables.Record`)."""
 
     partition: int
     offset: int
@@ -52,38 +54,63 @@ class PreviousRecord:
     headers: tuple[tuple[str, bytes | None], ...] | None
 
 
-def previous_kafka_column(records: list[Any], kind: pa.DataType) -> pa.Array:
-    """The previous design's `_kafka` column: a function per record and field."""
-    values: dict[str, Callable[[Any], Any]] = {
-        "partition": lambda r: r.partition,
-        "offset": lambda r: r.offset,
-        "timestamp": lambda r: r.timestamp_ms * 1000,
-        "key": lambda r: r.key,
-        "headers": lambda r: None if r.headers is None else [{"key": k, "value": v} for k, v in r.headers],
-    }
-    children = []
-    for child in kind:
-        if child.name == "headers" and all(r.headers is None for r in records):
-            children.append(pa.nulls(len(records), child.type))
-        else:
-            children.append(pa.array([values[child.name](r) for r in records], child.type))
-    return pa.StructArray.from_arrays(children, fields=list(kind))
-
-
 @dataclass
 class StandIn:
-    """What `_buffer` touches of a shared table."""
+    """What buffering touches of a shared table."""
 
     buffer: list[Any] = field(default_factory=list)
     buffered_bytes: int = 0
     first_buffered_at: float | None = None
 
 
-def consumer_with(table: StandIn, record_type: Any) -> shared_consumer.SharedIngest:
-    """A shared consumer whose only table, of topic `t`, is `table` (no Kafka, no floe: `_buffer` needs
-    neither), making its records as `record_type`."""
-    setattr(shared_consumer, "Record", record_type)  # noqa: B010  # the design measured
-    unused: Any = None  # the client and the table opener: `_buffer` calls neither
+def previous_buffer(table: StandIn, message: Any, since: float, clock_offset: float) -> None:
+    """4f76dde's `SharedIngest._buffer`, called per polled message (its one table stands in for
+    `_by_topic`'s lookup)."""
+    if message.error() is not None:
+        return
+    kind, timestamp = message.timestamp()
+    headers = message.headers()
+    record = PreviousRecord(
+        message.partition(),
+        message.offset(),
+        timestamp if kind != 0 else int(time.time() * 1000),
+        message.key(),
+        message.value(),
+        tuple(headers) if headers is not None else None,
+    )
+    size = len(record.value or b"") + len(record.key or b"")
+    for shared in {"t": [table]}.get(message.topic(), ()):
+        if not shared.buffer:
+            produced = min(time.monotonic(), record.timestamp_ms / 1000 + clock_offset)
+            shared.first_buffered_at = max(since, produced)
+        shared.buffer.append(record)
+        shared.buffered_bytes += size
+
+
+def previous_columns(records: list[PreviousRecord], main_next: dict[int, int]) -> Any:
+    """4f76dde's `SharedTable.prepare` up to the columns: the records the table holds dropped one by
+    one, then one `zip(*records)`."""
+    kept = [r for r in records if r.offset >= main_next.get(r.partition, -1)]
+    return shared_tables.RecordColumns(*zip(*kept, strict=True))
+
+
+class Polled:
+    """Hands `SharedIngest._poll` the polled messages, `POLLED` at a time, as `consume()` does."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self.at = 0
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        chunk = self.messages[self.at : self.at + min(num_messages, POLLED)]
+        self.at += len(chunk)
+        return chunk
+
+
+def current_consumer(table: StandIn) -> shared_consumer.SharedIngest:
+    """A shared consumer whose only table, of topic `t`, is `table` (no Kafka, no floe: polling
+    needs neither)."""
+    unused: Any = None  # the client and the table opener: polling calls neither
     consumer = shared_consumer.SharedIngest(
         "bench", {}, unused, unused, lambda t, r: None, lambda t: 1.0, lambda w: w
     )
@@ -104,26 +131,42 @@ class Measured:
         return round(self.buffer_us + self.kafka_column_us, 3)
 
 
-def one_round(
-    messages: list[Message], record_type: Any, kafka_column: Callable[..., pa.Array], batch: int
-) -> tuple[float, float]:
+def previous_round(messages: list[Message], batch: int) -> tuple[float, float]:
     table = StandIn()
-    consumer = consumer_with(table, record_type)
     since = time.monotonic()
     offset = time.monotonic() - time.time()
     began = time.thread_time()
-    for message in messages:
-        consumer._buffer(message, since, offset)
+    for start in range(0, len(messages), POLLED):
+        for message in messages[start : start + POLLED]:
+            previous_buffer(table, message, since, offset)
     buffered = time.thread_time() - began
-    records = table.buffer
-    kind = arrow_schema_of_kafka()
+    return buffered, taken(table.buffer, batch, previous_columns)
+
+
+def current_round(messages: list[Message], batch: int) -> tuple[float, float]:
+    table = StandIn()
+    consumer = current_consumer(table)
+    polled = Polled(messages)
     began = time.thread_time()
-    for start in range(0, len(records), batch):
-        kafka_column(records[start : start + batch], kind)
-    built = time.thread_time() - began
+    while polled.at < len(messages):
+        consumer._poll(polled)
+    buffered = time.thread_time() - began
     consumer._sender.shutdown()
-    n = len(messages)
-    return buffered / n * 1e6, built / n * 1e6
+    return buffered, taken(
+        table.buffer,
+        batch,
+        lambda chunk, main_next: shared_tables.RecordColumns.of(chunk).from_offsets(main_next),
+    )
+
+
+def taken(buffer: list[Any], batch: int, columns_of: Any) -> float:
+    """CPU seconds to take `buffer` in batches of `batch`: the fields, then the `_kafka` column."""
+    kind = arrow_schema_of_kafka()
+    main_next = {0: 0}  # the table holds nothing of these records
+    began = time.thread_time()
+    for start in range(0, len(buffer), batch):
+        shared_tables._kafka_column(columns_of(buffer[start : start + batch], main_next), kind)
+    return time.thread_time() - began
 
 
 def arrow_schema_of_kafka() -> pa.DataType:
@@ -139,7 +182,7 @@ def arrow_schema_of_kafka() -> pa.DataType:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--batch", type=int, default=1_000, help="records per _kafka column")
+    parser.add_argument("--batch", type=int, default=1_000, help="records per batch taken")
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     # The garbage collector's policy of `floe ingest` (full collections skip what survived the last
@@ -159,19 +202,17 @@ def main() -> None:
         )
         for i in range(args.records)
     ]
-    designs: dict[str, tuple[Any, Callable[..., pa.Array]]] = {
-        "previous (frozen dataclass, a function per field)": (PreviousRecord, previous_kafka_column),
-        "current (named tuple, the fields by one zip)": (
-            shared_tables.Record,
-            lambda records, kind: shared_tables._kafka_column(shared_tables.RecordColumns.of(records), kind),
-        ),
+    designs = {
+        "previous (a named tuple per polled message)": previous_round,
+        "current (the polled messages kept, fields taken with the batch)": current_round,
     }
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in designs}
     names = list(designs)
+    n = len(messages)
     for index in range(args.rounds):
         for name in names if index % 2 == 0 else reversed(names):
-            found[name].append(one_round(messages, *designs[name], args.batch))
-    setattr(shared_consumer, "Record", shared_tables.Record)  # noqa: B010
+            buffered, built = designs[name](messages, args.batch)
+            found[name].append((buffered / n * 1e6, built / n * 1e6))
     results = [
         Measured(
             name,
@@ -198,7 +239,8 @@ def report(results: list[Measured], args: argparse.Namespace) -> None:
         f"{args.batch} --rounds {args.rounds}` on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M UTC} at git "
         f"commit `{git_commit()}`. " + " ".join(p.replace("\n", " ") for p in paragraphs[1:3]),
         "",
-        "| design | buffering a message (`_buffer`) | the `_kafka` column | both | at 100,000 records/s |",
+        "| design | buffering the polled messages | a batch's fields and `_kafka` column | both "
+        "| at 100,000 records/s |",
         "|---|---:|---:|---:|---:|",
     ]
     for r in results:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import msgspec
 import pyarrow as pa
@@ -28,36 +29,81 @@ from ingest.shared.iceberg_append import PreparedAppend, TableAppender
 from ingest.shared.json_arrow import ArrowJson, arrow_reads
 from ingest.shared.json_rows import JsonRows
 
+if TYPE_CHECKING:
+    from confluent_kafka import Message
+
+
+# A record's headers as confluent-kafka gives them: (name, value) pairs, None when it has none.
+Headers = Sequence[tuple[str, bytes | None]] | None
+
 
 class Record(NamedTuple):
-    """A Kafka record as the shared consumer buffers it. A named tuple: the consumer makes one per
-    record, and a frozen dataclass's `__init__` (a `object.__setattr__` per field) cost 2.5 µs of the
-    ~8 µs of CPU a record took at 100,000 records/s (`benchmarks/many_tables/record_cost.py`)."""
+    """One Kafka record of a batch, for the steps that handle a record at a time (dead letters, a
+    schema Arrow's reader does not take); the common path reads `RecordColumns` instead."""
 
     partition: int
     offset: int
     timestamp_ms: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...] | None
+    headers: Headers
 
 
 class RecordColumns(NamedTuple):
-    """A batch's records field by field: one `zip(*records)` (in C) for the steps that read one field of
-    every record, where a comprehension per field and step cost ~0.5 µs a record each."""
+    """A batch's records field by field, taken from the polled messages once, when the batch is taken.
 
-    partitions: tuple[int, ...]
-    offsets: tuple[int, ...]
-    timestamps_ms: tuple[int, ...]
-    keys: tuple[bytes | None, ...]
-    values: tuple[bytes | None, ...]
-    headers: tuple[tuple[tuple[str, bytes | None], ...] | None, ...]
+    The consumer keeps confluent-kafka's `Message` objects as they were polled (librdkafka has let go of
+    them: their value and key are Python bytes already) rather than a `Record` per record: making one,
+    and the garbage collector's passes over a buffer of young tuples, cost ~2 µs of the consumer's time a
+    record at 100,000 records/s (`benchmarks/many_tables/record_cost.py`); a comprehension per field
+    costs ~0.1 µs a record and field."""
+
+    partitions: Sequence[int]
+    offsets: Sequence[int]
+    timestamps_ms: Sequence[int]
+    keys: Sequence[bytes | None]
+    values: Sequence[bytes | None]
+    headers: Sequence[Headers]
 
     @classmethod
-    def of(cls, records: list[Record]) -> RecordColumns:
-        if not records:
+    def of(cls, messages: Sequence[Message]) -> RecordColumns:
+        if not messages:
             return cls((), (), (), (), (), ())
-        return cls(*zip(*records, strict=True))
+        kinds, stamps = zip(*[m.timestamp() for m in messages], strict=True)
+        timestamps: Sequence[int] = list(stamps)
+        if 0 in kinds:  # no timestamp (a message format older than Kafka 0.10): when it was taken
+            now = int(time.time() * 1000)
+            timestamps = [stamp if kind else now for kind, stamp in zip(kinds, stamps, strict=True)]
+        return cls(
+            cast(list[int], [m.partition() for m in messages]),  # a polled record has both
+            cast(list[int], [m.offset() for m in messages]),
+            timestamps,
+            [m.key() for m in messages],
+            [m.value() for m in messages],
+            cast(list[Headers], [m.headers() for m in messages]),  # a list of pairs, as polled
+        )
+
+    def from_offsets(self, next_offsets: Mapping[int, int]) -> RecordColumns:
+        """The records at or past their partition's offset in `next_offsets` (those below were
+        committed already: read again after a rewind or a restart)."""
+        if not self.offsets:
+            return self
+        needed = max(next_offsets.get(p, -1) for p in set(self.partitions))
+        if min(self.offsets) >= needed:  # nothing to drop (the common case), found without a loop
+            return self
+        kept = [
+            i
+            for i, (partition, offset) in enumerate(zip(self.partitions, self.offsets, strict=True))
+            if offset >= next_offsets.get(partition, -1)
+        ]
+        return self if len(kept) == len(self.offsets) else self.select(kept)
+
+    def select(self, indices: list[int]) -> RecordColumns:
+        picked = [[values[i] for i in indices] for values in self]
+        return RecordColumns(*picked)  # type: ignore[arg-type]  # each field keeps its type
+
+    def records(self) -> list[Record]:
+        return [Record(*fields) for fields in zip(*self, strict=True)]
 
 
 @dataclass
@@ -70,7 +116,7 @@ class PreparedBatch:
     main_end: dict[int, int]
     dlq_end: dict[int, int]
     started: float = 0.0  # time.monotonic() when its records were taken: the batch's seconds start here
-    records: list[Record] = field(default_factory=list)  # what it was prepared from (a rebase reuses them)
+    records: list[Message] = field(default_factory=list)  # what it was prepared from (a rebase reuses them)
 
     def changes(self) -> list[msgspec.Raw]:
         return [prepared.change() for _, prepared in self.appends]
@@ -89,8 +135,8 @@ class SharedTable:
     rows: JsonRows = field(init=False)
     _dlq_next: dict[int, int] | None = None
     _arrow: ArrowJson | None = None
-    buffer: list[Record] = field(default_factory=list)
-    buffered_bytes: int = 0
+    buffer: list[Message] = field(default_factory=list)  # as polled (`RecordColumns`)
+    buffered_bytes: int = 0  # of the buffered values
     first_buffered_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -102,23 +148,22 @@ class SharedTable:
             self._dlq_next = self.read_dlq_next()
         return self._dlq_next
 
-    def take(self, limit: int | None = None) -> list[Record]:
+    def take(self, limit: int | None = None) -> list[Message]:
         """The oldest `limit` buffered records (all when None); the rest stay buffered, due at once."""
         if limit is None or len(self.buffer) <= limit:
             records, self.buffer, self.first_buffered_at = self.buffer, [], None
             self.buffered_bytes = 0
             return records
         records, self.buffer = self.buffer[:limit], self.buffer[limit:]
-        self.buffered_bytes = sum(len(r.value or b"") + len(r.key or b"") for r in self.buffer)
+        self.buffered_bytes = sum(map(len, self.buffer))  # a message's len(): its value's
         return records
 
-    def prepare(self, records: list[Record]) -> PreparedBatch | None:
-        """The batch of `records` (None when the table holds every one of them already): read by
+    def prepare(self, messages: list[Message]) -> PreparedBatch | None:
+        """The batch of `messages` (None when the table holds every one of them already): read by
         Arrow's JSON reader when every record is a good row, else a record at a time."""
-        kept = [r for r in records if r.offset >= self.main_next.get(r.partition, -1)]
-        if not kept:
+        columns = RecordColumns.of(messages).from_offsets(self.main_next)
+        if not columns.offsets:
             return None
-        columns = RecordColumns.of(kept)
         result = BatchResult()
         # Each partition's last record (the dict keeps the last value per key).
         main_last = dict(zip(columns.partitions, columns.offsets, strict=True))
@@ -135,7 +180,7 @@ class SharedTable:
         else:
             good: list[dict[str, Any]] = []
             counted = Counter()
-            for record in kept:
+            for record in columns.records():
                 decoded = self.rows.decode(record.value)
                 if decoded.row is not None:
                     row = dict(decoded.row)
@@ -230,7 +275,7 @@ def _timestamp(record: Record) -> dt.datetime:
     return dt.datetime.fromtimestamp(record.timestamp_ms / 1000, dt.UTC)
 
 
-def _header_rows(headers: tuple[tuple[str, bytes | None], ...] | None) -> list[dict[str, Any]] | None:
+def _header_rows(headers: Headers) -> list[dict[str, Any]] | None:
     if headers is None:
         return None
     return [{"key": k, "value": v} for k, v in headers]

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Message
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
@@ -114,20 +116,70 @@ def test_per_record_reasons_are_the_spark_paths() -> None:
     assert decoded.row["score"] != decoded.row["score"]
 
 
+def message(
+    partition: int,
+    offset: int,
+    timestamp_ms: int,
+    key: bytes | None = None,
+    value: bytes | None = b"{}",
+    headers: list[tuple[str, str | bytes | None]] | None = None,
+    kind: int = 1,  # CreateTime; 0: none (a pre-0.10 message format)
+) -> Message:
+    """A polled record as the shared consumer buffers it: confluent-kafka's own `Message`."""
+    return Message(
+        topic="t",
+        partition=partition,
+        offset=offset,
+        key=key,
+        value=value,
+        headers=headers,
+        timestamp=(kind, timestamp_ms),
+    )
+
+
 def test_the_kafka_column_built_by_columns_equals_the_rows() -> None:
-    records = [
-        Record(0, 5, 1_700_000_000_123, b"k", b"{}", (("h", b"v"),)),
-        Record(1, 6, 1_700_000_000_456, None, b"{}", None),
+    messages = [
+        message(0, 5, 1_700_000_000_123, b"k", b"{}", [("h", b"v")]),
+        message(1, 6, 1_700_000_000_456),
     ]
     kind = TABLE.field("_kafka").type
-    built = _kafka_column(RecordColumns.of(records), kind)
-    assert built.to_pylist() == pa.array([_kafka(r) for r in records], kind).to_pylist()
+    columns = RecordColumns.of(messages)
+    built = _kafka_column(columns, kind)
+    assert built.to_pylist() == pa.array([_kafka(r) for r in columns.records()], kind).to_pylist()
     assert built.type == kind
+    assert built.to_pylist()[0]["headers"] == [{"key": "h", "value": b"v"}]
     # A batch without headers (most): the headers child is all nulls, still of the column's type.
-    plain = [Record(2, 7, 1_700_000_000_789, b"k2", b"{}", None), records[1]]
-    built = _kafka_column(RecordColumns.of(plain), kind)
+    plain = RecordColumns.of([message(2, 7, 1_700_000_000_789, b"k2"), messages[1]])
+    built = _kafka_column(plain, kind)
     assert built.type == kind
-    assert built.to_pylist() == pa.array([_kafka(r) for r in plain], kind).to_pylist()
+    assert built.to_pylist() == pa.array([_kafka(r) for r in plain.records()], kind).to_pylist()
+
+
+def test_columns_taken_from_polled_messages_keep_every_field() -> None:
+    messages = [message(0, 5, 1_700_000_000_123, b"k", b'{"id": 1}', [("h", None)]), message(3, 9, 7)]
+    assert RecordColumns.of(messages).records() == [
+        Record(0, 5, 1_700_000_000_123, b"k", b'{"id": 1}', [("h", None)]),
+        Record(3, 9, 7, None, b"{}", None),
+    ]
+    assert RecordColumns.of([]).records() == []
+    # A record without a timestamp counts from when its batch was taken, as a record made now would.
+    before = int(time.time() * 1000)
+    stamps = RecordColumns.of([message(0, 1, -1, kind=0), message(0, 2, 42)]).timestamps_ms
+    assert before <= stamps[0] <= int(time.time() * 1000)
+    assert stamps[1] == 42
+
+
+def test_records_the_table_holds_already_are_dropped_and_the_rest_kept_in_order() -> None:
+    columns = RecordColumns.of(
+        [message(p, offset, offset) for p, offset in [(0, 3), (1, 10), (0, 4), (1, 11), (2, 0), (0, 5)]]
+    )
+    # Nothing committed at or past these records: the same columns (no copy).
+    assert columns.from_offsets({0: 3, 1: 10}) is columns
+    assert columns.from_offsets({}) is columns
+    kept = columns.from_offsets({0: 5, 1: 11, 2: 0, 7: 100})  # a partition not in the batch is no reason
+    assert list(zip(kept.partitions, kept.offsets, strict=True)) == [(1, 11), (2, 0), (0, 5)]
+    assert kept.timestamps_ms == [11, 0, 5]
+    assert not columns.from_offsets({0: 6, 1: 12, 2: 1}).offsets
 
 
 @pytest.mark.parametrize(
@@ -139,8 +191,8 @@ def test_the_kafka_column_built_by_columns_equals_the_rows() -> None:
     ],
 )
 def test_each_partitions_newest_time_and_last_offset(stamps: list[tuple[int, int]]) -> None:
-    records = [Record(p, offset, t, None, b"{}", None) for offset, (p, t) in enumerate(stamps)]
-    columns = RecordColumns.of(records)
+    columns = RecordColumns.of([message(p, offset, t) for offset, (p, t) in enumerate(stamps)])
+    records = columns.records()
     expected: dict[int, float] = {}
     last: dict[int, int] = {}
     for r in records:  # the record-by-record loop this replaced
