@@ -62,7 +62,8 @@ REBASES = 3
 REBASE_FAILED = "refused again after rebasing"
 PARTITIONS_REFRESH_SECONDS = 60.0
 RECONCILE_RETRY_SECONDS = 10.0
-# While the consumer is behind a table's topic, the table's batch may grow to this many intervals.
+# While the consumer is more than this many intervals behind a table's topic (a backlog, not a lag),
+# the table's batch may grow to this many intervals.
 CATCH_UP_STRETCH = 5.0
 
 
@@ -509,17 +510,19 @@ def _waiting_since(message: Any, since: float, clock_offset: float) -> float:
 
 def catch_up_due(waited: float, interval: float, buffered: int, unread: int) -> bool:
     """Whether a table whose oldest buffered record has waited `waited` seconds is due, past its
-    `interval`: yes, unless its topic holds more records not yet read (`unread`) than the table has
-    buffered meanwhile. Then the consumer is more than an interval behind (a backlog after a restart, or
-    more records than the node keeps up with at this interval), and a longer batch is the remedy: each
-    commit's fixed cost (a file, a manifest, a snapshot, a transaction) is paid for more records, and
+    `interval`: yes, unless its topic holds more records not yet read (`unread`) than the table would
+    gather in `CATCH_UP_STRETCH` intervals at the rate it buffered them. Then the consumer is behind by a
+    backlog (after a restart or an outage), not by a few seconds of lag, and a longer batch is the remedy:
+    each commit's fixed cost (a file, a manifest, a snapshot, a transaction) is paid for more records, and
     the table gains fewer, larger files and snapshots. Up to `CATCH_UP_STRETCH` intervals, so freshness
-    stays bounded; caught up, batches are back to the interval."""
+    stays bounded; within a few seconds of its topic, a table commits at its interval (a longer batch then
+    only delays records already late)."""
     if waited < interval:
         return False
     if waited >= interval * CATCH_UP_STRETCH:
         return True
-    return unread <= buffered
+    behind = unread * waited / max(buffered, 1)  # seconds of this table's records not read yet
+    return behind <= interval * CATCH_UP_STRETCH
 
 
 def unread_records(consumer: Any, topic: str, partitions: Iterable[int]) -> int:
