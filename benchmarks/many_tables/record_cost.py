@@ -63,9 +63,11 @@ class StandIn:
     first_buffered_at: float | None = None
 
 
-def previous_buffer(table: StandIn, message: Any, since: float, clock_offset: float) -> None:
-    """4f76dde's `SharedIngest._buffer`, called per polled message (its one table stands in for
-    `_by_topic`'s lookup)."""
+def previous_buffer(
+    by_topic: dict[str, list[StandIn]], message: Any, since: float, clock_offset: float
+) -> None:
+    """4f76dde's `SharedIngest._buffer`, called per polled message (`by_topic` stands in for the
+    consumer's `_by_topic`)."""
     if message.error() is not None:
         return
     kind, timestamp = message.timestamp()
@@ -79,7 +81,7 @@ def previous_buffer(table: StandIn, message: Any, since: float, clock_offset: fl
         tuple(headers) if headers is not None else None,
     )
     size = len(record.value or b"") + len(record.key or b"")
-    for shared in {"t": [table]}.get(message.topic(), ()):
+    for shared in by_topic.get(message.topic(), ()):
         if not shared.buffer:
             produced = min(time.monotonic(), record.timestamp_ms / 1000 + clock_offset)
             shared.first_buffered_at = max(since, produced)
@@ -133,12 +135,13 @@ class Measured:
 
 def previous_round(messages: list[Message], batch: int) -> tuple[float, float]:
     table = StandIn()
+    by_topic = {"t": [table]}
     since = time.monotonic()
     offset = time.monotonic() - time.time()
     began = time.thread_time()
     for start in range(0, len(messages), POLLED):
         for message in messages[start : start + POLLED]:
-            previous_buffer(table, message, since, offset)
+            previous_buffer(by_topic, message, since, offset)
     buffered = time.thread_time() - began
     return buffered, taken(table.buffer, batch, previous_columns)
 
