@@ -65,7 +65,7 @@ def run_ingest(
     from ingest.kafka_connection import PresentedCertificates
     from ingest.metrics import PROBLEMS, REGISTRY
     from ingest.service import IngestOptions, IngestService
-    from ingest.tables import ingest_tables
+    from ingest.tables import PipelineTables
     from runtime.spark import CatalogConnection, spark_session
 
     check_java()
@@ -97,9 +97,7 @@ def run_ingest(
         session,
         catalog,
         CatalogConnection(url, warehouse, client_id, client_secret),
-        lambda pipeline: ingest_tables(
-            pipeline, default_warehouse=warehouse, problems=PROBLEMS, presented_certificates=certificates
-        ),
+        PipelineTables(warehouse, problems=PROBLEMS, presented_certificates=certificates),
         IngestOptions(
             commit_interval=commit_interval,
             max_records_per_batch=max_records_per_batch,
