@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -36,6 +36,7 @@ from benchmarks.ingest.environment import Environment, apply_pipeline, environme
 from benchmarks.many_tables import kafka_connect, maintenance, priority_windows
 from benchmarks.many_tables.maintenance import MaintenancePass
 from benchmarks.many_tables.priority_windows import PriorityWindows
+from benchmarks.many_tables.quiet_producer import ARRIVALS, QuietProducer, delivered_per_table_second
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 CLUSTER = "many"
@@ -45,6 +46,8 @@ CLUSTER = "many"
 class Outcome:
     design: str
     tables: int
+    arrivals: str = "burst"  # when each second's records are sent (`quiet_producer`); rows before: burst
+    delivered_per_table_s: float | None = None  # records delivered per table and second in the window
     first_rows_s: float | None = None  # every table has rows (None: not within the limit)
     tables_with_rows: int = 0
     freshness_p50_s: float | None = None
@@ -163,9 +166,8 @@ def tree_rss(pid: int) -> int:
 def run_one(
     design: str, count: int, args: argparse.Namespace, work: Path, log_level: str = "info"
 ) -> Outcome:
-    outcome = Outcome(design, count)
+    outcome = Outcome(design, count, args.arrivals)
     with environment(work, kafka_heap="1g") as env:
-        from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient, NewTopic
 
         topics = [f"t{i:04d}" for i in range(count)]
@@ -201,32 +203,12 @@ def run_one(
         apply_pipeline(env.server, config)
         outcome.notes.append(f"floe apply of {count} tables: {time.monotonic() - started_apply:.1f} s")
         offsets = Offsets(env.server.database_url or "")
-        produced: dict[tuple[str, int], float] = {}  # (topic, offset) → delivered at (epoch s)
-        lock = threading.Lock()
-        stop = threading.Event()
-        producer = Producer({"bootstrap.servers": env.kafka.bootstrap_servers, "linger.ms": 5})
-
-        def delivered(error: Any, message: Any) -> None:
-            if error is None:
-                with lock:
-                    produced[(message.topic(), message.offset())] = time.time()
-
-        def produce_loop() -> None:
-            n = 0
-            while not stop.is_set():
-                tick = time.monotonic()
-                for topic in topics:
-                    value = json.dumps({"id": n, "sent_at": int(time.time() * 1000)}).encode()
-                    producer.produce(topic, value, on_delivery=delivered)
-                    producer.poll(0)
-                producer.flush(10)
-                n += 1
-                stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
-
         env_vars = floe_environment(env)
         log = (work / f"ingest-{design}-{count}.log").open("wb")
-        producing = threading.Thread(target=produce_loop, daemon=True)
-        producing.start()
+        # (topic, offset) → delivered at (epoch s)
+        producer = QuietProducer(env.kafka.bootstrap_servers, topics, args.arrivals)
+        produced = producer.produced
+        producer.start()
         process = start_ingest(design, work, env_vars, log, log_level)
         ingest_started = time.monotonic()
         ingest_started_at = time.time()
@@ -306,8 +288,7 @@ def run_one(
                 if windows is not None:
                     windows.record_visits(offsets.fetch)
         finally:
-            stop.set()
-            producing.join(30)
+            producer.stop()
             for child in (process, worker):
                 if child is not None:
                     child.terminate()
@@ -328,6 +309,9 @@ def run_one(
             outcome.other_cores = cores.get("other")
             outcome.maintain_cores = cores.get("maintainer")
             outcome.freshness_by_minute = by_minute(produced, seen, ingest_started_at, measure_to)
+            outcome.delivered_per_table_s = delivered_per_table_second(
+                produced, count, (measure_from, min(measure_to, time.time()))
+            )
             ages = []
             missing = 0
             for (topic, offset), sent in produced.items():
@@ -429,7 +413,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         "floe database (PostgreSQL), "
         "N one-partition topics on one local Kafka broker, N inline-JSON tables applied with "
         "`floe apply`, then "
-        "`floe ingest --design D --master local[2]` started while one record a second goes to every topic. "
+        "`floe ingest --design D --master local[2]` started while one record a second goes to every topic "
+        "(`arrivals`: spread over each second, or all at its start; see quiet_producer.py). "
         f"Freshness is measured over {args.measure:.0f} s starting {args.settle:.0f} s after "
         "every table had its first rows "
         "(produce confirmed → first 0.5 s poll of floe's database showing the table's committed "
@@ -437,11 +422,11 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         "CPU in cores averaged over that window; RSS is the peak of the `floe ingest` process "
         "tree (Python + Spark JVM).",
         "",
-        "| design | tables | every table's first rows | freshness p50 / p99 / max | records "
-        "measured (missing) "
+        "| design | tables | arrivals (records/s per table) | every table's first rows "
+        "| freshness p50 / p99 / max | records measured (missing) "
         "| freshness p99 around an apply | ingestion CPU | ingestion peak RSS | catalog + PostgreSQL CPU "
         "| other load on the machine |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for o in outcomes:
         first = (
@@ -455,7 +440,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
             else "n/a"
         )
         lines.append(
-            f"| {o.design} | {o.tables:,} | {first} | {fresh} | {o.records_measured:,} "
+            f"| {o.design} | {o.tables:,} | {o.arrivals} ({o.delivered_per_table_s}) | {first} | {fresh} "
+            f"| {o.records_measured:,} "
             f"({o.records_missing:,}) | {_seconds(o.freshness_around_applies_p99_s)} | "
             f"{o.ingest_cores} | {o.ingest_peak_rss_gib} GiB | {o.catalog_cores} | {o.other_cores} |"
         )
@@ -558,7 +544,16 @@ def main() -> None:
     )
     parser.add_argument("--work-dir", default="", help="keep each row's logs and state under this folder")
     parser.add_argument("--log-level", default="info", help="floe ingest --log-level")
+    parser.add_argument(
+        "--arrivals",
+        default="spread",
+        help="when each topic's record of a second is sent: spread over the second, or burst (all at its "
+        "start, then waiting for their delivery); spread,burst: a row each",
+    )
     args = parser.parse_args()
+    arrivals = [a for a in args.arrivals.split(",") if a]
+    if not arrivals or any(a not in ARRIVALS for a in arrivals):
+        parser.error(f"--arrivals: {', '.join(ARRIVALS)} or a list of them")
     started = time.time()
     plan = [("queries", int(n)) for n in args.queries.split(",") if n] + [
         ("shared", int(n)) for n in args.shared.split(",") if n
@@ -568,15 +563,16 @@ def main() -> None:
         (f"kafka-connect {ms // 1000} s", int(n)) for n in args.connect.split(",") if n for ms in intervals
     ]
     outcomes = []
-    for design, count in plan:
+    for (design, count), row_arrivals in itertools.product(plan, arrivals):
+        args.arrivals = row_arrivals  # the row's
         prefix = f"floe-many-{design.split()[0]}-{count}-"
         if args.work_dir:  # kept: the logs of every process
             Path(args.work_dir).mkdir(parents=True, exist_ok=True)
             kept = contextlib.nullcontext(tempfile.mkdtemp(prefix=prefix, dir=args.work_dir))
         with kept if args.work_dir else tempfile.TemporaryDirectory(prefix=prefix) as work:
-            print(f"== {design}, {count} tables", flush=True)
+            print(f"== {design}, {count} tables, {row_arrivals} arrivals", flush=True)
             if design.startswith("kafka-connect"):
-                outcome = Outcome(design, count)
+                outcome = Outcome(design, count, args.arrivals)
                 kafka_connect.run(outcome, int(design.split()[1]) * 1000, args, Path(work))
             else:
                 outcome = run_one(design, count, args, Path(work), args.log_level)

@@ -26,16 +26,15 @@ import json
 import re
 import statistics
 import subprocess
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.many_tables.quiet_producer import delivered_per_table_second, producing
 from devtools.pins import maven_artifact, pin_lines
 from devtools.ports import free_port
 from devtools.processes import stop_process
@@ -241,46 +240,6 @@ def current_records(metadata: dict[str, Any]) -> int:
     return 0
 
 
-@contextmanager
-def producing(bootstrap_servers: str, topics: Sequence[str]) -> Iterator[dict[tuple[str, int], float]]:
-    """One JSON record a second to every topic (`id`, `sent_at` in ms) while the block runs; yields the
-    (topic, offset) → delivery time (epoch s) map it fills."""
-    from confluent_kafka import KafkaException, Producer
-
-    produced: dict[tuple[str, int], float] = {}
-    lock = threading.Lock()
-    stop = threading.Event()
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5})
-
-    def delivered(error: Any, message: Any) -> None:
-        if error is None:
-            with lock:
-                produced[(message.topic(), message.offset())] = time.time()
-
-    def loop() -> None:
-        n = 0
-        while not stop.is_set():
-            tick = time.monotonic()
-            for topic in topics:
-                value = json.dumps({"id": n, "sent_at": int(time.time() * 1000)}).encode()
-                # A topic just created may be unknown to the producer's metadata for a moment (seen at
-                # 1,000 topics): that record is not sent, so it is neither measured nor missing.
-                with suppress(KafkaException):
-                    producer.produce(topic, value, on_delivery=delivered)
-                producer.poll(0)
-            producer.flush(10)
-            n += 1
-            stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield produced
-    finally:
-        stop.set()
-        thread.join(30)
-
-
 def run(outcome: Outcome, interval_ms: int, args: argparse.Namespace, work: Path) -> None:
     """One row: N topics, the sink committing every `interval_ms`, one record a second to every topic.
 
@@ -318,7 +277,7 @@ def run(outcome: Outcome, interval_ms: int, args: argparse.Namespace, work: Path
         measure_from = measure_to = None
         sink = IcebergSinkConnect(settings, work / "connect")
         try:
-            with producing(env.kafka.bootstrap_servers, topics) as produced:
+            with producing(env.kafka.bootstrap_servers, topics, args.arrivals) as produced:
                 sink.start()
                 started = time.monotonic()
                 sampler = env.sampler(None)
@@ -419,6 +378,9 @@ def summarize(
         1 for key, sent in produced.items() if measure_from <= sent <= measure_to and key not in seen
     )
     outcome.records_measured = len(ages)
+    outcome.delivered_per_table_s = delivered_per_table_second(
+        produced, outcome.tables, (measure_from, measure_to)
+    )
     if ages:
         outcome.freshness_p50_s = round(statistics.median(ages), 2)
         outcome.freshness_p99_s = round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2)
