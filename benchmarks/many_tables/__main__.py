@@ -289,6 +289,8 @@ def run_one(
                     windows.record_visits(offsets.fetch)
         finally:
             producer.stop()
+            if producer.skipped:
+                outcome.notes.append(f"the producer fell behind and skipped {producer.skipped:,} records")
             for child in (process, worker):
                 if child is not None:
                     child.terminate()

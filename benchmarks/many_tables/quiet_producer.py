@@ -33,6 +33,7 @@ class QuietProducer:
             raise ValueError(f"arrivals: one of {', '.join(ARRIVALS)}")
         self.topics = list(topics)
         self.produced: dict[tuple[str, int], float] = {}
+        self.skipped = 0  # records not sent because the producer fell over a second behind (spread)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5})
@@ -73,18 +74,21 @@ class QuietProducer:
             self._stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
 
     def _spread(self) -> None:
+        count = len(self.topics)
         started = time.monotonic()
-        n = 0
-        while True:
-            for i, topic in enumerate(self.topics):
-                at = started + n + i / len(self.topics)
-                # Deliveries are timed as they come (not at the next send); behind, it sends at once.
-                while (wait := at - time.monotonic()) > 0:
-                    self._producer.poll(min(wait, 0.05))
-                if self._stop.is_set():
-                    return
-                self._send(topic, n)
-            n += 1
+        sent = 0  # records sent or skipped: record k is topic k % count's of second k // count
+        while not self._stop.is_set():
+            due = int((time.monotonic() - started) * count)
+            if due - sent > count:  # over a second behind (a loaded machine): skip, never catch up
+                self.skipped += due - sent
+                sent = due
+            while sent < due:
+                second, index = divmod(sent, count)
+                self._send(self.topics[index], second)
+                sent += 1
+            # Waits for the next delivery or 5 ms (librdkafka counts whole milliseconds: a shorter wait
+            # would spin); deliveries are timed as they come.
+            self._producer.poll(0.005)
 
 
 @contextmanager
