@@ -75,6 +75,7 @@ class Outcome:
     ingest_cores: float | None = None
     ingest_peak_rss_gib: float | None = None
     catalog_cores: float | None = None
+    broker_cores: float | None = None  # the Kafka broker: the producer's records and the consumer's fetches
     other_cores: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -308,6 +309,7 @@ def run_one(
             cores = sampler.cores(measure_from, min(measure_to, time.time()))
             outcome.ingest_cores = cores.get("ingester")
             outcome.catalog_cores = cores.get("catalog")
+            outcome.broker_cores = cores.get("broker")
             outcome.other_cores = cores.get("other")
             outcome.maintain_cores = cores.get("maintainer")
             outcome.freshness_by_minute = by_minute(produced, seen, ingest_started_at, measure_to)
@@ -427,8 +429,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         "| design | tables | arrivals (records/s per table) | every table's first rows "
         "| freshness p50 / p99 / max | records measured (missing) "
         "| freshness p99 around an apply | ingestion CPU | ingestion peak RSS | catalog + PostgreSQL CPU "
-        "| other load on the machine |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| broker CPU | other load on the machine |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for o in outcomes:
         first = (
@@ -445,7 +447,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
             f"| {o.design} | {o.tables:,} | {o.arrivals} ({o.delivered_per_table_s}) | {first} | {fresh} "
             f"| {o.records_measured:,} "
             f"({o.records_missing:,}) | {_seconds(o.freshness_around_applies_p99_s)} | "
-            f"{o.ingest_cores} | {o.ingest_peak_rss_gib} GiB | {o.catalog_cores} | {o.other_cores} |"
+            f"{o.ingest_cores} | {o.ingest_peak_rss_gib} GiB | {o.catalog_cores} | {o.broker_cores} "
+            f"| {o.other_cores} |"
         )
     lines += ["", "Notes:", ""]
     for o in outcomes:

@@ -324,6 +324,7 @@ def run(outcome: Outcome, interval_ms: int, args: argparse.Namespace, work: Path
             cores = sampler.cores(measure_from, min(measure_to, time.time()))
             outcome.ingest_cores = cores.get("ingester")
             outcome.catalog_cores = cores.get("catalog")
+            outcome.broker_cores = cores.get("broker")
             outcome.other_cores = cores.get("other")
             summarize(outcome, produced, seen, measure_from, measure_to)
         outcome.ingest_peak_rss_gib = round(peak_rss / 2**30, 2)
