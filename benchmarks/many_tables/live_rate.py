@@ -407,13 +407,14 @@ def report(rows: list[Row], args: argparse.Namespace, started: float) -> None:
             f"| {r.first_rows_s} s | {r.ingest_cores} | {r.ingest_peak_rss_gib} GiB | {r.catalog_cores} "
             f"| {r.broker_cores} | {r.producer_cores} | {r.other_cores} |"
         )
-    notes = [f"- {r.design}, {r.tables} tables: {n}" for r in rows for n in r.notes]
+    notes = [f"- {r.design}, producer {r.producer}, {r.tables} tables: {n}" for r in rows for n in r.notes]
     for r in rows:
         if not r.minutes:
             continue
         lines += [
             "",
-            f"### {r.design}, {r.tables} x {r.partitions_per_topic}: by the minute after every table had rows"
+            f"### {r.design}, producer {r.producer}, {r.tables} x {r.partitions_per_topic}: by the minute "
+            "after every table had rows"
             + (
                 f" (floe maintain's CPU over the window: {r.maintainer_cores} cores)"
                 if r.maintainer_cores
