@@ -106,8 +106,9 @@ class RateProducer:
 
     `mode` "each" calls librdkafka's `produce` once per record; "batch" hands each partition's records of a
     tick to `produce_batch` in one call. The producer stands in for applications that run elsewhere, but
-    here it shares the 2 cores with what is measured: at 100,000 records/s "each" took ~0.58 cores (5.7 µs
-    a record in a microbenchmark without a broker), "batch" ~2.1-2.5 µs."""
+    here it shares the 2 cores with what is measured. Without a broker "each" cost 5.7 µs a record and
+    "batch" 2.1-2.5 µs, but beside one (librdkafka's own threads send the records) this process took 0.65
+    against 0.58 cores at 100,000 records/s (`many-tables-live-rate-producer.md`)."""
 
     def __init__(self, bootstrap: str, pairs: list[tuple[str, int]], rate: int, mode: str = "batch") -> None:
         from confluent_kafka import Producer
