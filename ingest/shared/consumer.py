@@ -6,8 +6,7 @@ tens of seconds. Most topics are quiet, and a quiet table's records fit in memor
 `SharedIngest` reads every shared table's topic with one librdkafka consumer and buffers each table's
 records. A table is due when its oldest buffered record has waited its commit interval (longer while
 the consumer is behind its topic: `catch_up_due`); due tables,
-oldest first, are written as Parquet (pyarrow, through the table's own pyiceberg FileIO; `WRITERS` tables at
-once, as writing a file mostly waits on storage) and committed
+oldest first, are written as Parquet (pyarrow, through the table's own pyiceberg FileIO) and committed
 through floe's transaction endpoint, `TABLES_PER_TRANSACTION` tables to a transaction and up to
 `COMMITS_IN_FLIGHT` transactions at once. The loop never waits for a whole round: it goes on reading
 while floe commits, and a table whose transaction is in flight waits only for that one (its next batch
@@ -46,10 +45,6 @@ log = logging.getLogger(__name__)
 
 TABLES_PER_TRANSACTION = 100
 COMMITS_IN_FLIGHT = 3
-# Tables of a transaction whose files are written at once. Writing a file mostly waits on storage (a
-# local file's creation, an object store's upload) with the GIL released: one table at a time, the loop
-# waited ~6 ms a table on a local disk, which bounded a thousand quiet tables to ~150 commits a second.
-WRITERS = 8
 # At most this many records buffered for one table: it is committed sooner, whatever its interval.
 MAX_BUFFERED = 50_000
 # At most this many bytes of values buffered in all: every table with records is committed then (a
@@ -129,7 +124,6 @@ class SharedIngest:
         self._sender = ThreadPoolExecutor(
             max_workers=COMMITS_IN_FLIGHT, thread_name_prefix=f"floe-commit-{cluster}"
         )
-        self._writers = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix=f"floe-write-{cluster}")
 
     # -- control (any thread) ---------------------------------------------------------------------
 
@@ -195,7 +189,6 @@ class SharedIngest:
         finally:
             consumer.close()
             self._sender.shutdown(wait=True)
-            self._writers.shutdown(wait=True)
 
     def _poll(self, consumer: Any) -> None:
         """Buffer what the consumer has. A record counts as waiting since the consumer was last asked
@@ -353,16 +346,12 @@ class SharedIngest:
             self._settle(self._in_flight.pop(0), consumer)
 
     def _prepare_chunk(self, chunk: list[SharedTable], consumer: Any) -> list[PreparedBatch]:
-        """The chunk's tables' batches, their files written by `WRITERS` threads at once (each table's
-        by one thread: a table's appender is its own); the buffers are taken and any failure handled on
-        the loop's thread, which owns them and the consumer."""
-        began = time.monotonic()
-        taken = [(shared, shared.take(self._max_records)) for shared in chunk]
-        futures = [self._writers.submit(shared.prepare, records) for shared, records in taken]
         batches: list[PreparedBatch] = []
-        for (shared, records), future in zip(taken, futures, strict=True):
+        for shared in chunk:
+            began = time.monotonic()
+            records = shared.take(self._max_records)
             try:
-                batch = future.result()
+                batch = shared.prepare(records)
             except Exception as exc:
                 self._restart(shared, consumer, f"cannot write its batch: {exc}")
                 continue

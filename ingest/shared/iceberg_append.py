@@ -29,7 +29,6 @@ merge count merges regardless, bounding its list.
 from __future__ import annotations
 
 import math
-import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -106,19 +105,16 @@ class MergePacing:
 
     burst: float = 10.0
     tokens: float = 10.0
-    # Appenders of different tables prepare at once (the shared consumer's writer threads).
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def merges(self, manifests: int, merge_at: int) -> bool:
         """One append's turn: whether its table, whose new list would hold `manifests`, merges now."""
-        with self._lock:
-            self.tokens = min(self.burst, self.tokens + 2 / max(1, merge_at))
-            if manifests < merge_at:
-                return False
-            if self.tokens >= 1 or manifests >= 2 * merge_at:
-                self.tokens -= 1  # a forced merge takes its token too: the others wait for it
-                return True
+        self.tokens = min(self.burst, self.tokens + 2 / max(1, merge_at))
+        if manifests < merge_at:
             return False
+        if self.tokens >= 1 or manifests >= 2 * merge_at:
+            self.tokens -= 1  # a forced merge takes its token too: the others wait for it
+            return True
+        return False
 
 
 @dataclass
