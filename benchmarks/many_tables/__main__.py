@@ -164,10 +164,9 @@ def tree_rss(pid: int) -> int:
         return 0
 
 
-def run_one(
-    design: str, count: int, args: argparse.Namespace, work: Path, log_level: str = "info"
-) -> Outcome:
-    outcome = Outcome(design, count, args.arrivals)
+def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: str = "info") -> Outcome:
+    """`outcome`'s row (its design, table count and arrivals), measured."""
+    design, count = outcome.design, outcome.tables
     with environment(work, kafka_heap="1g") as env:
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -207,7 +206,7 @@ def run_one(
         env_vars = floe_environment(env)
         log = (work / f"ingest-{design}-{count}.log").open("wb")
         # (topic, offset) → delivered at (epoch s)
-        producer = QuietProducer(env.kafka.bootstrap_servers, topics, args.arrivals)
+        producer = QuietProducer(env.kafka.bootstrap_servers, topics, outcome.arrivals)
         produced = producer.produced
         producer.start()
         process = start_ingest(design, work, env_vars, log, log_level)
@@ -569,18 +568,17 @@ def main() -> None:
     ]
     outcomes = []
     for (design, count), row_arrivals in itertools.product(plan, arrivals):
-        args.arrivals = row_arrivals  # the row's
         prefix = f"floe-many-{design.split()[0]}-{count}-"
         if args.work_dir:  # kept: the logs of every process
             Path(args.work_dir).mkdir(parents=True, exist_ok=True)
             kept = contextlib.nullcontext(tempfile.mkdtemp(prefix=prefix, dir=args.work_dir))
         with kept if args.work_dir else tempfile.TemporaryDirectory(prefix=prefix) as work:
             print(f"== {design}, {count} tables, {row_arrivals} arrivals", flush=True)
+            outcome = Outcome(design, count, row_arrivals)
             if design.startswith("kafka-connect"):
-                outcome = Outcome(design, count, args.arrivals)
                 kafka_connect.run(outcome, int(design.split()[1]) * 1000, args, Path(work))
             else:
-                outcome = run_one(design, count, args, Path(work), args.log_level)
+                run_one(outcome, args, Path(work), args.log_level)
             print(json.dumps(asdict(outcome)), flush=True)
             outcomes.append(outcome)
             report(outcomes, args, started)

@@ -277,7 +277,7 @@ def run(outcome: Outcome, interval_ms: int, args: argparse.Namespace, work: Path
         measure_from = measure_to = None
         sink = IcebergSinkConnect(settings, work / "connect")
         try:
-            with producing(env.kafka.bootstrap_servers, topics, args.arrivals) as produced:
+            with producing(env.kafka.bootstrap_servers, topics, outcome.arrivals) as produced:
                 sink.start()
                 started = time.monotonic()
                 sampler = env.sampler(None)
