@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,7 +127,9 @@ class IngestService:
         self._commit_log = CommitLog()
         self._missing_warned: dict[str, float] = {}  # topic table → when its missing topic was last logged
         self._undeclared: dict[str, set[str]] = {}  # table → undeclared field names seen (and labelled)
-        self._tables_cache: tuple[int, float, list[IngestTable]] | None = None
+        # (revision, when applied, when built, the tables): a catalog whose database was made again
+        # numbers its revisions from 1 again, so the revision alone does not name a pipeline.
+        self._tables_cache: tuple[tuple[int, datetime], float, list[IngestTable]] | None = None
         self._shared = SharedTables(
             self.access_for, self._committed, self._interval, self.options.max_records_per_batch
         )
@@ -206,11 +209,12 @@ class IngestService:
         # Building a thousand tables' settings (schemas, fingerprints) every poll cost more than the
         # poll: built again when the pipeline changes, or once a minute (certificates, registries).
         cached = self._tables_cache
-        if cached is not None and cached[0] == pipeline.revision and time.monotonic() - cached[1] < 60:
+        revision = (pipeline.revision, pipeline.applied_at)
+        if cached is not None and cached[0] == revision and time.monotonic() - cached[1] < 60:
             tables = cached[2]
         else:
             tables = self.tables_of(pipeline)
-            self._tables_cache = (pipeline.revision, time.monotonic(), tables)
+            self._tables_cache = (revision, time.monotonic(), tables)
         if self.options.clusters:
             tables = [t for t in tables if t.cluster in self.options.clusters]
         index, count = self.options.shard

@@ -62,6 +62,9 @@ REBASES = 3
 REBASE_FAILED = "refused again after rebasing"
 PARTITIONS_REFRESH_SECONDS = 60.0
 RECONCILE_RETRY_SECONDS = 10.0
+# A table's topic the consumer's metadata does not show yet (just created: the broker's metadata lags
+# the controller's answer) is looked for again after 1, 2, 4 … seconds, not at the next minute's refresh.
+MISSING_TOPIC_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 # While the consumer is more than this many intervals behind a table's topic (a backlog, not a lag),
 # the table's batch may grow to this many intervals.
 CATCH_UP_STRETCH = 5.0
@@ -112,6 +115,7 @@ class SharedIngest:
         self._by_topic: dict[str, list[SharedTable]] = {}
         self._assigned: dict[tuple[str, int], int] = {}  # (topic, partition) → offset assigned at
         self._partitions: dict[str, list[int]] = {}  # the assigned partitions by topic
+        self._missing_looks = 0  # reconciles in a row that found a table's topic missing
         self._catching_up = 0  # tables `_due` held past their interval in this dispatch pass
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -168,7 +172,8 @@ class SharedIngest:
                     self._drain(consumer)
                     refreshed = time.monotonic()
                     try:
-                        self._reconcile(consumer)
+                        missing = self._reconcile(consumer)
+                        refreshed -= self._missing_topics_wait(missing)
                     except Exception as exc:  # the cluster unreachable: its tables say so; tried again
                         log.warning("shared consumer of cluster %s: %s (retried)", self.cluster, exc)
                         refreshed = time.monotonic() - PARTITIONS_REFRESH_SECONDS + RECONCILE_RETRY_SECONDS
@@ -214,8 +219,24 @@ class SharedIngest:
                 shared.buffer.append(message)
                 shared.buffered_bytes += size
 
-    def _reconcile(self, consumer: Any) -> None:
-        """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions."""
+    def assigned_partitions(self) -> dict[str, list[int]]:
+        """The partitions the consumer reads, by topic (a copy; the loop's own changes)."""
+        return {topic: list(partitions) for topic, partitions in self._partitions.items()}
+
+    def _missing_topics_wait(self, missing: list[str]) -> float:
+        """How much sooner than a minute the next reconcile comes: 1, 2, 4 … s while tables' topics are
+        missing from the consumer's metadata, so a just-created topic is read within seconds."""
+        if not missing:
+            self._missing_looks = 0
+            return 0.0
+        wait = MISSING_TOPIC_RETRY_SECONDS[min(self._missing_looks, len(MISSING_TOPIC_RETRY_SECONDS) - 1)]
+        self._missing_looks += 1
+        log.debug("shared consumer of cluster %s: topics not in metadata yet: %s", self.cluster, missing)
+        return PARTITIONS_REFRESH_SECONDS - wait
+
+    def _reconcile(self, consumer: Any) -> list[str]:
+        """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions;
+        the open tables' topics the consumer's metadata does not show (yet) are returned."""
         from confluent_kafka import TopicPartition
 
         with self._lock:
@@ -255,11 +276,13 @@ class SharedIngest:
         wanted_at: dict[tuple[str, int], int] = {}
         if not self._by_topic and not self._assigned:
             self.assigned.set()
-            return
+            return []
         metadata = consumer.list_topics(timeout=10)
+        missing: list[str] = []
         for topic in self._by_topic:
             found = metadata.topics.get(topic)
-            if found is None or found.error is not None:
+            if found is None or found.error is not None or not found.partitions:
+                missing.append(topic)
                 continue
             for partition in found.partitions:
                 wanted_at[(topic, partition)] = self._start_offset(topic, partition)
@@ -271,14 +294,16 @@ class SharedIngest:
             consumer.incremental_assign(new)
         already = {topic for topic, partition in self._assigned if (topic, partition) in wanted_at}
         self._assigned = wanted_at
-        self._partitions = {}
+        partitions: dict[str, list[int]] = {}
         for topic, partition in wanted_at:
-            self._partitions.setdefault(topic, []).append(partition)
+            partitions.setdefault(topic, []).append(partition)
+        self._partitions = partitions  # whole, for `assigned_partitions` on other threads
         # A table opened while its topic's partitions were assigned (changed, or sharing its topic with a
         # running table): the consumer is past floe's offsets for it; read the topic again from them.
         for topic in opened & already:
             self._rewind(topic, consumer)
         self.assigned.set()
+        return missing
 
     def _due(self, shared: SharedTable, now: float, consumer: Any) -> bool:
         if not shared.buffer or shared.first_buffered_at is None:

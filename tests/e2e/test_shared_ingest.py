@@ -503,3 +503,51 @@ def test_unread_records_come_from_the_consumers_positions_and_cached_high_waterm
         assert unread_records(consumer, topic, [1]) == ends[1] - taken[1]
     finally:
         consumer.close()
+
+
+def test_a_topic_created_after_its_table_opened_is_read_within_seconds(kafka: LocalKafka) -> None:
+    """A topic floe up has just created (or one created right after its table was applied) may be missing
+    from the consumer's first metadata: the consumer looks again within seconds, not at the next
+    minute's refresh (the quick start's added table once waited a minute for its first record)."""
+    from pyiceberg.schema import Schema
+
+    from ingest.ingest_table import IngestTable
+    from ingest.shared.consumer import SharedIngest
+    from ingest.shared.tables import SharedTable
+
+    topic = f"shared-later.{uuid.uuid4().hex[:6]}"
+    table = IngestTable(
+        cluster="later",
+        topic=topic,
+        warehouse="default",
+        namespace=("later",),
+        table="t",
+        dlq_table="t_dlq",
+        source_format="json",
+        schema=Schema(),
+        kafka_options={},
+        consumer_config={"bootstrap.servers": kafka.bootstrap_servers},
+        commit_interval=1.0,
+    )
+    unused: Any = None  # the appenders and floe's client: no record is produced, nothing is committed
+    consumer = SharedIngest(
+        "later",
+        dict(table.consumer_config),
+        unused,
+        lambda t: SharedTable(t, unused, unused, {}, dict),
+        lambda t, result: None,
+        lambda t: 1.0,
+        lambda warehouse: warehouse,
+    )
+    consumer.set_tables([table])
+    consumer.start()
+    try:
+        assert consumer.assigned.wait(30)
+        assert topic not in consumer.assigned_partitions()
+        kafka.create_topic(topic, 2)
+        created = time.monotonic()
+        while sorted(consumer.assigned_partitions().get(topic, [])) != [0, 1]:
+            assert time.monotonic() - created < 15, consumer.assigned_partitions()
+            time.sleep(0.1)
+    finally:
+        consumer.stop()
