@@ -437,12 +437,13 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
             (home / "floe.yaml").read_text()
             + CLICKS_TABLE.format(partitioning='["bucket(16, user_id)"]', action_type="string")
         )
+        # Marked before the apply: floe up may take revision 2 (and say so) before `floe apply` exits.
+        mark = len(terminal.text)
         applied = _floe(["apply", "-f", str(add)], apply_env, tmp_path)
         assert applied.returncode == 0, applied.stderr
         assert "revision 2 applied" in applied.stderr
         timings["own floe.yaml: mistaken, then fixed"] = time.monotonic() - own_file_steps
         # floe up creates the new topic on its broker and starts ingesting it (within a poll).
-        mark = len(terminal.text)
         terminal.wait_for("local.clicks: ingesting topic clicks", timeout=60, after=mark)
         _produce(bootstrap, "clicks", [{"user_id": 2000, "action": "added"}])
         _visible_after(catalog, "local.clicks", 2000, time.monotonic())
