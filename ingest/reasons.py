@@ -21,7 +21,7 @@ import datetime as dt
 import decimal
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,19 +63,27 @@ _SHOWN = 40  # characters of an offending value shown in a reason
 def json_reason(value: bytes, fields: Sequence[NestedField], base: int = 0) -> str | None:
     """Why `value` is not a JSON object of `fields` as Spark reads it (None when nothing is wrong);
     byte positions count `base` bytes before `value` (a Confluent prefix) too."""
+    document, reason = json_object(value, base)
+    if document is None:
+        return reason
+    return _object_reason(document, fields, "")
+
+
+def json_object(value: bytes, base: int = 0) -> tuple[dict[str, Any] | None, str | None]:
+    """`value` parsed as a JSON object, or None and why it is not one (`json_reason`'s first checks)."""
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return f"not valid JSON: not UTF-8 text at byte {base + exc.start}"
+        return None, f"not valid JSON: not UTF-8 text at byte {base + exc.start}"
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        return f"not valid JSON: {exc.msg} at byte {base + len(text[: exc.pos].encode())}"
+        return None, f"not valid JSON: {exc.msg} at byte {base + len(text[: exc.pos].encode())}"
     except RecursionError:
-        return "not valid JSON: nested too deeply"
+        return None, "not valid JSON: nested too deeply"
     if not isinstance(document, dict):
-        return f"not a JSON object (got {_kind(document)})"
-    return _object_reason(document, fields, "")
+        return None, f"not a JSON object (got {_kind(document)})"
+    return document, None
 
 
 def _kind(value: Any) -> str:
@@ -115,13 +123,13 @@ def _type_name(kind: IcebergType) -> str:
 def _object_reason(document: Mapping[str, Any], fields: Sequence[NestedField], prefix: str) -> str | None:
     for f in fields:
         if f.name in document:
-            reason = _value_reason(document[f.name], f.field_type, f"{prefix}{f.name}")
+            reason = value_reason(document[f.name], f.field_type, f"{prefix}{f.name}")
             if reason is not None:
                 return reason
     return None
 
 
-def _value_reason(value: Any, kind: IcebergType, path: str) -> str | None:
+def value_reason(value: Any, kind: IcebergType, path: str) -> str | None:
     """Why `value` cannot be read as `kind` (None when it can); `path` names the field."""
     if value is None:
         return None  # a missing required field is Spark's own check (ingest/decode.py)
@@ -132,22 +140,26 @@ def _value_reason(value: Any, kind: IcebergType, path: str) -> str | None:
 
 
 def _problem(value: Any, kind: IcebergType, path: str) -> str | None:
-    expected = f"expected {_type_name(kind)}, got {_shown(value)}"
+    # The reason's text is built only for a value at fault: most are not, and showing the value (its
+    # JSON text) cost more than the checks.
+    def expected() -> str:
+        return f"expected {_type_name(kind)}, got {_shown(value)}"
+
     if isinstance(kind, StringType | UUIDType):
         return None  # Spark keeps any JSON value as its text
     if isinstance(kind, BooleanType):
-        return None if isinstance(value, bool) else expected
+        return None if isinstance(value, bool) else expected()
     if isinstance(kind, IntegerType | LongType):
         if isinstance(value, bool) or not isinstance(value, int):
-            return expected
+            return expected()
         low, high = INT32 if isinstance(kind, IntegerType) else INT64
-        return None if low <= value <= high else f"{expected} (out of range)"
+        return None if low <= value <= high else f"{expected()} (out of range)"
     if isinstance(kind, FloatType | DoubleType):
         if isinstance(value, bool):
-            return expected
+            return expected()
         if isinstance(value, int | float) or (isinstance(value, str) and value in _NON_FINITE):
             return None
-        return expected
+        return expected()
     if isinstance(kind, DecimalType):
         return _decimal_problem(value, kind, expected)
     if isinstance(kind, DateType):
@@ -158,16 +170,16 @@ def _problem(value: Any, kind: IcebergType, path: str) -> str | None:
         problem = _temporal_problem(value, expected, dt.datetime.fromisoformat)
         offset = None if problem is not None else dt.datetime.fromisoformat(value.strip()).utcoffset()
         if offset is not None and abs(offset) > dt.timedelta(hours=18):
-            return f"{expected} (its offset is beyond ±18:00)"  # Java's limit; Python allows ±24:00
+            return f"{expected()} (its offset is beyond ±18:00)"  # Java's limit; Python allows ±24:00
         return problem
     if isinstance(kind, TimestampType):  # without time zone: ISO text only, and no offset in it
         problem = _temporal_problem(value, expected, dt.datetime.fromisoformat)
         if problem is None and dt.datetime.fromisoformat(value.strip()).tzinfo is not None:
-            return f"{expected} (a timestamp without time zone takes no offset)"
+            return f"{expected()} (a timestamp without time zone takes no offset)"
         return problem
     if isinstance(kind, BinaryType | FixedType):
         if not isinstance(value, str):
-            return expected
+            return expected()
         try:
             base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
@@ -175,64 +187,67 @@ def _problem(value: Any, kind: IcebergType, path: str) -> str | None:
         return None
     if isinstance(kind, StructType):
         if not isinstance(value, dict):
-            return expected
+            return expected()
         return _object_reason(value, kind.fields, f"{path}.")
     if isinstance(kind, ListType):
         if not isinstance(value, list):
-            return expected
+            return expected()
         for i, element in enumerate(value):
-            reason = _value_reason(element, kind.element_type, f"{path}[{i}]")
+            reason = value_reason(element, kind.element_type, f"{path}[{i}]")
             if reason is not None:
                 return reason
         return None
     if isinstance(kind, MapType):
         if not isinstance(value, dict):
-            return expected
+            return expected()
         for key, entry in value.items():
-            reason = _value_reason(entry, kind.value_type, f"{path}[{json.dumps(key)}]")
+            reason = value_reason(entry, kind.value_type, f"{path}[{json.dumps(key)}]")
             if reason is not None:
                 return reason
         return None
     return None
 
 
-def _decimal_problem(value: Any, kind: DecimalType, expected: str) -> str | None:
+def _decimal_problem(value: Any, kind: DecimalType, expected: Callable[[], str]) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return expected
+        return expected()
     if isinstance(value, str):
         # Spark drops grouping commas, then reads the text as Java's BigDecimal does (no spaces,
         # underscores or words, which Python's Decimal would take).
         value = value.replace(",", "")
         if not _JAVA_DECIMAL.fullmatch(value):
-            return expected
+            return expected()
     try:
         number = decimal.Decimal(str(value))
     except decimal.InvalidOperation:
-        return expected
+        return expected()
     if not number.is_finite():
-        return expected
+        return expected()
     rounded = number.quantize(decimal.Decimal(1).scaleb(-kind.scale), rounding=decimal.ROUND_HALF_UP)
     digits = len(rounded.as_tuple().digits)
     integral = max(digits - kind.scale, 0) if rounded != 0 else 0
     if integral > kind.precision - kind.scale:
-        return f"{expected} (does not fit {kind})"
+        return f"{expected()} (does not fit {kind})"
     return None
 
 
-def _temporal_problem(value: Any, expected: str, parse: Any) -> str | None:
+def _temporal_problem(value: Any, expected: Callable[[], str], parse: Any) -> str | None:
     if not isinstance(value, str):
-        return expected
+        return expected()
     text = value.strip()
-    not_iso = f"{expected} (not an ISO 8601 {'date' if parse is dt.date.fromisoformat else 'timestamp'})"
     # Python also reads the basic layout (20240102) and any character between date and time; Spark
     # reads dashes, and `T` or a space.
     if text[4:5] != "-" or (len(text) > 10 and text[10] not in "T "):
-        return not_iso
+        return _not_iso(expected, parse)
     try:
         parse(text)
     except ValueError:
-        return not_iso
+        return _not_iso(expected, parse)
     return None
+
+
+def _not_iso(expected: Callable[[], str], parse: Any) -> str:
+    return f"{expected()} (not an ISO 8601 {'date' if parse is dt.date.fromisoformat else 'timestamp'})"
 
 
 # -- Avro -----------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import base64
 import datetime as dt
 import decimal
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from pyiceberg.types import (
 )
 
 from ingest.decode import user_fields
-from ingest.reasons import json_reason
+from ingest.reasons import INT32, INT64, json_object, value_reason
 
 SUPPORTED = (
     BinaryType,
@@ -101,15 +101,27 @@ class JsonRows:
     def __init__(self, schema: Schema) -> None:
         self.fields: list[NestedField] = user_fields(schema)
         self._names = frozenset(f.name for f in self.fields)
+        # Per field, worked out once: a check of the values most records carry (an int for a long, a
+        # str for a string) that needs no conversion, ahead of the full rules.
+        self._plan = [(f.name, f.field_type, _plain_check(f.field_type)) for f in self.fields]
 
     def decode(self, value: bytes | None) -> Decoded:
         if value is None:
             return Decoded(None, TOMBSTONE)
-        reason = json_reason(value, self.fields)
-        if reason is not None:
+        document, reason = json_object(value)
+        if document is None:
             return Decoded(None, reason)
-        document = json.loads(value)
-        row = {f.name: _convert(document.get(f.name), f.field_type) for f in self.fields}
+        # Field by field in the schema's order, the first at fault giving the reason (as `json_reason`).
+        row: dict[str, Any] = {}
+        for name, kind, plain in self._plan:
+            found = document.get(name)
+            if found is None or (plain is not None and plain(found)):
+                row[name] = found
+                continue
+            reason = value_reason(found, kind, name)
+            if reason is not None:
+                return Decoded(None, reason)
+            row[name] = _convert(found, kind)
         missing = _first_missing(row, self.fields, "")
         if missing is not None:
             return Decoded(None, f"required field {missing} is missing or null")
@@ -117,8 +129,23 @@ class JsonRows:
         return Decoded(row, None, undeclared)
 
 
+def _plain_check(kind: IcebergType) -> Callable[[Any], bool] | None:
+    """A check that a JSON value is valid for `kind` and kept as it is (pyarrow takes it unconverted),
+    for the kinds whose common values allow one; False sends the value to the full rules."""
+    if isinstance(kind, StringType):
+        return lambda value: type(value) is str
+    if isinstance(kind, BooleanType):
+        return lambda value: type(value) is bool
+    if isinstance(kind, IntegerType | LongType):
+        low, high = INT32 if isinstance(kind, IntegerType) else INT64
+        return lambda value: type(value) is int and low <= value <= high
+    if isinstance(kind, DoubleType):
+        return lambda value: type(value) is float
+    return None
+
+
 def _convert(value: Any, kind: IcebergType) -> Any:
-    """`value` (valid for `kind`: `json_reason` found nothing wrong) as pyarrow takes it."""
+    """`value` (valid for `kind`: `value_reason` found nothing wrong) as pyarrow takes it."""
     if value is None:
         return None
     if isinstance(kind, StringType):

@@ -33,6 +33,12 @@ if TYPE_CHECKING:
     from confluent_kafka import Message
 
 
+# A batch of at most this many records is decoded a record at a time even when Arrow's reader would
+# take it: the reader's fixed cost (~0.5 ms of CPU and ~0.3 ms handing the input to its I/O thread)
+# is more than the per-record decoder's ~20 µs a record up to here, and at a thousand quiet tables
+# most batches hold a few records (`python -m benchmarks.many_tables.batch_decode`).
+PER_RECORD_MAX = 32
+
 # A record's headers as confluent-kafka gives them: (name, value) pairs, None when it has none.
 Headers = Sequence[tuple[str, bytes | None]] | None
 
@@ -163,7 +169,8 @@ class SharedTable:
 
     def prepare(self, messages: list[Message]) -> PreparedBatch | None:
         """The batch of `messages` (None when the table holds every one of them already): read by
-        Arrow's JSON reader when every record is a good row, else a record at a time."""
+        Arrow's JSON reader when it is larger than `PER_RECORD_MAX` and every record is a good row,
+        else a record at a time."""
         columns = RecordColumns.of(messages).from_offsets(self.main_next)
         if not columns.offsets:
             return None
@@ -172,7 +179,7 @@ class SharedTable:
         main_last = dict(zip(columns.partitions, columns.offsets, strict=True))
         result.max_timestamps = _newest_seconds(columns, main_last)
         main_times = list(columns.timestamps_ms)
-        fast = self._read_with_arrow(columns)
+        fast = self._read_with_arrow(columns) if len(columns.offsets) > PER_RECORD_MAX else None
         dead: list[dict[str, Any]] = []
         dlq_last: dict[int, int] = {}
         dlq_times: list[int] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -14,7 +15,10 @@ from confluent_kafka import Message
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
+    BooleanType,
     DoubleType,
+    FloatType,
+    IntegerType,
     ListType,
     LongType,
     MapType,
@@ -25,9 +29,18 @@ from pyiceberg.types import (
 )
 
 from catalog.pipelines.columns import KAFKA_FIELD
+from ingest.decode import user_fields
+from ingest.reasons import json_reason
 from ingest.shared.json_arrow import ArrowJson, arrow_reads
-from ingest.shared.json_rows import JsonRows, readable
-from ingest.shared.tables import Record, RecordColumns, _kafka, _kafka_column, _newest_seconds
+from ingest.shared.json_rows import Decoded, JsonRows, _convert, _first_missing, readable
+from ingest.shared.tables import (
+    PER_RECORD_MAX,
+    Record,
+    RecordColumns,
+    _kafka,
+    _kafka_column,
+    _newest_seconds,
+)
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -202,3 +215,76 @@ def test_each_partitions_newest_time_and_last_offset(stamps: list[tuple[int, int
     assert found == expected
     assert list(found) == list(expected)
     assert dict(zip(columns.partitions, columns.offsets, strict=True)) == last
+
+
+PLAIN = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "small", IntegerType(), required=False),
+    NestedField(3, "name", StringType(), required=False),
+    NestedField(4, "score", DoubleType(), required=False),
+    NestedField(5, "ok", BooleanType(), required=False),
+    NestedField(6, "ratio", FloatType(), required=False),
+)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"id": 1, "small": 2, "name": "n", "score": 1.5, "ok": True, "ratio": 0.25},
+        {"id": 2**63 - 1, "small": -(2**31), "score": 3, "ratio": 2},  # ints for floats: converted
+        {"id": 2**63},  # out of range, past the plain check
+        {"id": 1, "small": 2**31},
+        {"id": True},  # a boolean is no long (Python's bool is an int)
+        {"id": 1, "ok": 1},
+        {"id": 1, "score": True},
+        {"id": 1, "score": "NaN", "ratio": "-Infinity"},  # Spark's non-finite texts
+        {"id": 1, "score": "1.5"},
+        {"id": 1, "name": {"a": [1, 2]}},  # a string field keeps any JSON value as its text
+        {"id": 1, "name": 5},
+        {"id": 1.0},
+        {"small": "x"},  # the type problem is reported before the missing required field
+        {"name": "no id"},
+        {"id": None, "extra": 1},
+    ],
+)
+def test_the_per_record_decoders_shortcuts_agree_with_the_full_rules(document: dict[str, Any]) -> None:
+    """`JsonRows` takes the common values (an int for a long, a str for a string) without the full
+    rules of `ingest.reasons`; row, reason and undeclared keys are what the full rules give."""
+    value = json.dumps(document).encode()
+    fields = user_fields(PLAIN)
+    reason = json_reason(value, fields)
+    decoded = JsonRows(PLAIN).decode(value)
+    if reason is not None:
+        assert decoded == Decoded(None, reason)
+        return
+    row = {f.name: _convert(document.get(f.name), f.field_type) for f in fields}
+    missing = _first_missing(row, fields, "")
+    if missing is not None:
+        assert decoded == Decoded(None, f"required field {missing} is missing or null")
+        return
+    assert decoded.row is not None
+    assert decoded.error is None
+    assert decoded.undeclared == tuple(k for k in document if k not in {f.name for f in fields})
+    assert json.dumps(decoded.row) == json.dumps(row)  # NaN == NaN as text; the types too
+    assert [type(v) for v in decoded.row.values()] == [type(v) for v in row.values()]
+
+
+def test_a_small_batch_is_decoded_a_record_at_a_time_into_the_rows_arrow_reads() -> None:
+    """Batches up to PER_RECORD_MAX records skip Arrow's reader: the same table either way."""
+    values = [json.dumps(v).encode() for v in GOOD] * 4
+    messages = [message(0, i, 1_700_000_000_000 + i, value=v) for i, v in enumerate(values)]
+    columns = RecordColumns.of(messages)
+    assert len(values) <= PER_RECORD_MAX
+    rows = JsonRows(SCHEMA)
+    slow: list[dict[str, Any]] = []
+    for record in columns.records():
+        decoded = rows.decode(record.value)
+        assert decoded.row is not None
+        slow.append({**decoded.row, "_kafka": _kafka(record)})
+    batch = ArrowJson(SCHEMA, TABLE).read(columns.values)
+    assert batch is not None
+    kafka = _kafka_column(columns, TABLE.field("_kafka").type)
+    fast = pa.Table.from_arrays(
+        [batch.columns[f.name] if f.name != "_kafka" else kafka for f in TABLE], schema=TABLE
+    )
+    assert pa.Table.from_pylist(slow, schema=TABLE).equals(fast)
