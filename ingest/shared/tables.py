@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 # A batch of at most this many records is decoded a record at a time even when Arrow's reader would
 # take it: the reader's fixed cost (~0.5 ms of CPU and ~0.3 ms handing the input to its I/O thread)
-# is more than the per-record decoder's ~20 µs a record up to here, and at a thousand quiet tables
+# is more than the per-record decoder's ~25 µs a record up to here, and at a thousand quiet tables
 # most batches hold a few records (`python -m benchmarks.many_tables.batch_decode`).
 PER_RECORD_MAX = 32
 
