@@ -283,6 +283,9 @@ class SharedIngest:
             found = metadata.topics.get(topic)
             if found is None or found.error is not None or not found.partitions:
                 missing.append(topic)
+                # Assigned already (an error or a lag in this one answer): kept where it reads. Assigned
+                # again from floe's offsets, it would read its buffered records a second time.
+                wanted_at |= {(t, p): o for (t, p), o in self._assigned.items() if t == topic}
                 continue
             for partition in found.partitions:
                 wanted_at[(topic, partition)] = self._start_offset(topic, partition)

@@ -1,0 +1,97 @@
+"""The shared consumer's partition assignment when one metadata answer lacks a topic it reads.
+
+librdkafka's metadata answer is the input; a broker cannot be made to leave an existing topic out of one
+answer on demand, so the answers are given here (`Answers`), and the consumer's assignment calls recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyiceberg.schema import Schema
+
+from ingest.ingest_table import IngestTable
+from ingest.shared.consumer import SharedIngest
+from ingest.shared.tables import SharedTable
+
+
+@dataclass
+class TopicAnswer:
+    partitions: dict[int, object]
+    error: object | None = None
+
+
+@dataclass
+class Answers:
+    """What `list_topics` answers, one answer per call; the assignment calls made."""
+
+    answers: list[dict[str, TopicAnswer]]
+    assigned: list[list[tuple[str, int, int]]] = field(default_factory=list)
+    unassigned: list[list[tuple[str, int]]] = field(default_factory=list)
+
+    def list_topics(self, timeout: float) -> Any:
+        return type("Metadata", (), {"topics": self.answers.pop(0)})()
+
+    def incremental_assign(self, partitions: list[Any]) -> None:
+        self.assigned.append([(p.topic, p.partition, p.offset) for p in partitions])
+
+    def incremental_unassign(self, partitions: list[Any]) -> None:
+        self.unassigned.append([(p.topic, p.partition) for p in partitions])
+
+
+def _consumer(topic: str) -> SharedIngest:
+    table = IngestTable(
+        cluster="c",
+        topic=topic,
+        warehouse="default",
+        namespace=("c",),
+        table="t",
+        dlq_table="t_dlq",
+        source_format="json",
+        schema=Schema(),
+        kafka_options={},
+        consumer_config={},
+        commit_interval=1.0,
+    )
+    unused: Any = None  # no record is committed: the appenders and floe's client are never called
+    consumer = SharedIngest(
+        "c",
+        {},
+        unused,
+        lambda t: SharedTable(t, unused, unused, {0: 7, 1: 3}, dict),
+        lambda t, result: None,
+        lambda t: 1.0,
+        lambda warehouse: warehouse,
+    )
+    consumer.set_tables([table])
+    return consumer
+
+
+def test_a_topic_left_out_of_one_answer_keeps_its_partitions_and_is_looked_for_again() -> None:
+    both = {"events": TopicAnswer({0: object(), 1: object()})}
+    answers = Answers([both, {}, {"events": TopicAnswer({}, error="LEADER_NOT_AVAILABLE")}, both])
+    consumer = _consumer("events")
+    assert consumer._reconcile(answers) == []
+    assert answers.assigned == [[("events", 0, 7), ("events", 1, 3)]]  # from floe's offsets
+    # Left out, then answered with an error: still read where it was (assigned again from floe's
+    # offsets, its buffered records would be read twice), and reported missing for an early look.
+    assert consumer._reconcile(answers) == ["events"]
+    assert consumer._reconcile(answers) == ["events"]
+    assert consumer._reconcile(answers) == []
+    assert answers.unassigned == []
+    assert len(answers.assigned) == 1
+    assert consumer.assigned_partitions() == {"events": [0, 1]}
+
+
+def test_a_topic_not_there_yet_is_looked_for_again_within_seconds_then_a_minute() -> None:
+    consumer = _consumer("later")
+    answers = Answers([{}] * 8 + [{"later": TopicAnswer({0: object()})}])
+    waits = []
+    for _ in range(8):
+        missing = consumer._reconcile(answers)
+        waits.append(60.0 - consumer._missing_topics_wait(missing))
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 32.0, 32.0]
+    assert answers.assigned == []
+    assert consumer._missing_topics_wait(consumer._reconcile(answers)) == 0.0  # found: a minute again
+    assert answers.assigned == [[("later", 0, 7)]]  # from floe's offsets
