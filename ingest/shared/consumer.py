@@ -285,7 +285,7 @@ class SharedIngest:
                 missing.append(topic)
                 # Assigned already (an error or a lag in this one answer): kept where it reads. Assigned
                 # again from floe's offsets, it would read its buffered records a second time.
-                wanted_at |= {(t, p): o for (t, p), o in self._assigned.items() if t == topic}
+                wanted_at |= {(topic, p): self._assigned[(topic, p)] for p in self._partitions.get(topic, ())}
                 continue
             for partition in found.partitions:
                 wanted_at[(topic, partition)] = self._start_offset(topic, partition)
