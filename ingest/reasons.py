@@ -139,6 +139,22 @@ def value_reason(value: Any, kind: IcebergType, path: str) -> str | None:
     return f"field '{path}': {problem}"
 
 
+def plain_value_check(kind: IcebergType) -> Callable[[Any], bool] | None:
+    """A shortcut of `value_reason` for the values most records carry: True when a JSON value is valid
+    for `kind` and read as it is (an int in range for an int or long, a str for a string, a float for a
+    double, a bool for a boolean); False (or None for other kinds) leaves the value to the full rules."""
+    if isinstance(kind, StringType):
+        return lambda value: type(value) is str
+    if isinstance(kind, BooleanType):
+        return lambda value: type(value) is bool
+    if isinstance(kind, IntegerType | LongType):
+        low, high = INT32 if isinstance(kind, IntegerType) else INT64
+        return lambda value: type(value) is int and low <= value <= high
+    if isinstance(kind, DoubleType):
+        return lambda value: type(value) is float
+    return None
+
+
 def _problem(value: Any, kind: IcebergType, path: str) -> str | None:
     # The reason's text is built only for a value at fault: most are not, and showing the value (its
     # JSON text) cost more than the checks.

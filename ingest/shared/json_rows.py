@@ -15,7 +15,7 @@ import base64
 import datetime as dt
 import decimal
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from pyiceberg.types import (
 )
 
 from ingest.decode import user_fields
-from ingest.reasons import INT32, INT64, json_object, value_reason
+from ingest.reasons import json_object, plain_value_check, value_reason
 
 SUPPORTED = (
     BinaryType,
@@ -103,7 +103,7 @@ class JsonRows:
         self._names = frozenset(f.name for f in self.fields)
         # Per field, worked out once: a check of the values most records carry (an int for a long, a
         # str for a string) that needs no conversion, ahead of the full rules.
-        self._plan = [(f.name, f.field_type, _plain_check(f.field_type)) for f in self.fields]
+        self._plan = [(f.name, f.field_type, plain_value_check(f.field_type)) for f in self.fields]
 
     def decode(self, value: bytes | None) -> Decoded:
         if value is None:
@@ -127,21 +127,6 @@ class JsonRows:
             return Decoded(None, f"required field {missing} is missing or null")
         undeclared = tuple(k for k in document if k not in self._names)
         return Decoded(row, None, undeclared)
-
-
-def _plain_check(kind: IcebergType) -> Callable[[Any], bool] | None:
-    """A check that a JSON value is valid for `kind` and kept as it is (pyarrow takes it unconverted),
-    for the kinds whose common values allow one; False sends the value to the full rules."""
-    if isinstance(kind, StringType):
-        return lambda value: type(value) is str
-    if isinstance(kind, BooleanType):
-        return lambda value: type(value) is bool
-    if isinstance(kind, IntegerType | LongType):
-        low, high = INT32 if isinstance(kind, IntegerType) else INT64
-        return lambda value: type(value) is int and low <= value <= high
-    if isinstance(kind, DoubleType):
-        return lambda value: type(value) is float
-    return None
 
 
 def _convert(value: Any, kind: IcebergType) -> Any:
