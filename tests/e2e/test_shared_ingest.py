@@ -24,7 +24,8 @@ from pyiceberg.catalog.rest import RestCatalog
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
-from ingest.shared.consumer import unread_records
+from ingest.shared.consumer import SharedIngest, unread_records
+from ingest.shared.tables import SharedTable
 from runtime.shards import shard_of
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
@@ -38,6 +39,7 @@ from tests.e2e.ingest_harness import (
     wait_until_committed,
 )
 from tests.e2e.test_ingest import EVENT_FIELDS, _event, _table_name, _topic
+from tests.ingest_tables import json_table
 
 pytestmark = pytest.mark.e2e
 
@@ -509,25 +511,9 @@ def test_a_topic_created_after_its_table_opened_is_read_within_seconds(kafka: Lo
     """A topic floe up has just created (or one created right after its table was applied) may be missing
     from the consumer's first metadata: the consumer looks again within seconds, not at the next
     minute's refresh (the quick start's added table once waited a minute for its first record)."""
-    from pyiceberg.schema import Schema
-
-    from ingest.ingest_table import IngestTable
-    from ingest.shared.consumer import SharedIngest
-    from ingest.shared.tables import SharedTable
-
     topic = f"shared-later.{uuid.uuid4().hex[:6]}"
-    table = IngestTable(
-        cluster="later",
-        topic=topic,
-        warehouse="default",
-        namespace=("later",),
-        table="t",
-        dlq_table="t_dlq",
-        source_format="json",
-        schema=Schema(),
-        kafka_options={},
-        consumer_config={"bootstrap.servers": kafka.bootstrap_servers},
-        commit_interval=1.0,
+    table = json_table(
+        "t", cluster="later", topic=topic, consumer_config={"bootstrap.servers": kafka.bootstrap_servers}
     )
     unused: Any = None  # the appenders and floe's client: no record is produced, nothing is committed
     consumer = SharedIngest(

@@ -7,26 +7,14 @@ import logging
 import time
 
 import pytest
-from pyiceberg.schema import Schema
 
 from ingest.ingest_table import BatchResult, IngestTable
 from ingest.service import CommitLog
+from tests.ingest_tables import json_table
 
 
 def _table(name: str) -> IngestTable:
-    return IngestTable(
-        cluster="local",
-        topic=name,
-        warehouse="default",
-        namespace=("local",),
-        table=name,
-        dlq_table=f"{name}_dlq",
-        source_format="json",
-        schema=Schema(),
-        kafka_options={},
-        consumer_config={},
-        commit_interval=1.0,
-    )
+    return json_table(name)
 
 
 def test_first_commit_then_one_summary_per_period(caplog: pytest.LogCaptureFixture) -> None:

@@ -9,11 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg.schema import Schema
-
-from ingest.ingest_table import IngestTable
 from ingest.shared.consumer import SharedIngest
 from ingest.shared.tables import SharedTable
+from tests.ingest_tables import json_table
 
 
 @dataclass
@@ -41,19 +39,7 @@ class Answers:
 
 
 def _consumer(topic: str) -> SharedIngest:
-    table = IngestTable(
-        cluster="c",
-        topic=topic,
-        warehouse="default",
-        namespace=("c",),
-        table="t",
-        dlq_table="t_dlq",
-        source_format="json",
-        schema=Schema(),
-        kafka_options={},
-        consumer_config={},
-        commit_interval=1.0,
-    )
+    table = json_table("t", cluster="c", topic=topic)
     unused: Any = None  # no record is committed: the appenders and floe's client are never called
     consumer = SharedIngest(
         "c",

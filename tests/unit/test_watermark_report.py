@@ -10,28 +10,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from pyiceberg.schema import Schema
 
 from catalog.client import FloeClient
 from ingest import metrics
 from ingest.ingest_table import IngestTable
 from ingest.watermark_report import report_watermarks
+from tests.ingest_tables import json_table
 
 
 def _table(name: str, cluster: str = "local") -> IngestTable:
-    return IngestTable(
-        cluster=cluster,
-        topic=f"{name}_topic",
-        warehouse="default",
-        namespace=(cluster,),
-        table=name,
-        dlq_table=f"{name}_dlq",
-        source_format="json",
-        schema=Schema(),
-        kafka_options={},
-        consumer_config={},
-        commit_interval=1.0,
-    )
+    return json_table(name, cluster=cluster, topic=f"{name}_topic")
 
 
 @dataclass
