@@ -141,16 +141,22 @@ def start_ingest(
     log: IO[bytes],
     log_level: str = "info",
     tree: str | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> subprocess.Popen[bytes]:
     """`floe ingest --design D` on Spark local[2] (its own session: `kill` takes the JVM too), from the
-    source tree `tree` when given (an earlier commit's `git archive`, to measure its design)."""
+    source tree `tree` when given (an earlier commit's `git archive`, to measure its design); with
+    `--shard i/n` when `shard` is not (0, 1)."""
     if tree is not None:  # its code first (`python -m` also puts the working folder first)
         env_vars = {**env_vars, "PYTHONPATH": tree}
+    index, shards = shard
+    state = work / "state" if shards == 1 else work / f"state-{index}"
     command = [
         sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
-        "--metrics-port", "0", "--state-dir", str(work / "state"), "--driver-memory", "2g",
+        "--metrics-port", "0", "--state-dir", str(state), "--driver-memory", "2g",
         "--log-level", log_level,
     ]  # fmt: skip
+    if shards > 1:
+        command += ["--shard", f"{index}/{shards}"]
     return subprocess.Popen(
         command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree
     )
@@ -204,16 +210,20 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         outcome.notes.append(f"floe apply of {count} tables: {time.monotonic() - started_apply:.1f} s")
         offsets = Offsets(env.server.database_url or "")
         env_vars = floe_environment(env)
-        log = (work / f"ingest-{design}-{count}.log").open("wb")
+        kind, shards = design.split()[0], int(design.split()[1]) if " shards" in design else 1
+        logs = [(work / f"ingest-{kind}-{count}-{i}.log").open("wb") for i in range(shards)]
         # (topic, offset) → delivered at (epoch s)
         producer = QuietProducer(env.kafka.bootstrap_servers, topics, outcome.arrivals)
         produced = producer.produced
         producer.start()
-        process = start_ingest(design, work, env_vars, log, log_level)
+        processes = [
+            start_ingest(kind, work, env_vars, log, log_level, shard=(i, shards))
+            for i, log in enumerate(logs)
+        ]
         ingest_started = time.monotonic()
         ingest_started_at = time.time()
         sampler = env.sampler(None)
-        sampler.groups["ingester"] = lambda: [process.pid]
+        sampler.groups["ingester"] = lambda: [p.pid for p in processes]
         worker_log = (work / "maintain-worker.log").open("wb")
         worker = None
         windows = None
@@ -241,7 +251,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                         seen[(table, o)] = polled_at
                     committed[table] = next_offset
             sampler.sample()
-            peak_rss = max(peak_rss, tree_rss(process.pid))
+            peak_rss = max(peak_rss, sum(tree_rss(p.pid) for p in processes))
 
         try:
             while True:
@@ -276,8 +286,9 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                     measure_to = time.time()
                     measure_from = measure_to - 60
                     break
-                if process.poll() is not None:
-                    outcome.notes.append(f"floe ingest exited with {process.returncode}")
+                if any(p.poll() is not None for p in processes):
+                    codes = [p.returncode for p in processes]
+                    outcome.notes.append(f"floe ingest exited: return codes {codes}")
                     break
                 time.sleep(0.5)
             if args.maintain and outcome.first_rows_s is not None:
@@ -291,7 +302,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
             producer.stop()
             if producer.skipped:
                 outcome.notes.append(f"the producer fell behind and skipped {producer.skipped:,} records")
-            for child in (process, worker):
+            for child in (*processes, worker):
                 if child is not None:
                     child.terminate()
                     try:
@@ -299,7 +310,8 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                     except subprocess.TimeoutExpired:
                         child.kill()
             offsets.close()
-            log.close()
+            for log in logs:
+                log.close()
             worker_log.close()
         for one_pass in outcome.maintenance_passes:
             if one_pass.window is not None:
@@ -510,6 +522,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", default="100,300,1000", help="table counts for the shared design")
     parser.add_argument("--queries", default="100", help="table counts for one Spark query per table")
+    parser.add_argument(
+        "--shards", default="1", help="shared rows with n `floe ingest --shard i/n` instances, for each n"
+    )
     parser.add_argument("--measure", type=float, default=60.0, help="seconds of freshness measurement")
     parser.add_argument(
         "--settle", type=float, default=15.0, help="seconds after first rows before measuring"
@@ -560,7 +575,11 @@ def main() -> None:
         parser.error(f"--arrivals: {', '.join(ARRIVALS)} or a list of them")
     started = time.time()
     plan = [("queries", int(n)) for n in args.queries.split(",") if n] + [
-        ("shared", int(n)) for n in args.shared.split(",") if n
+        ("shared" if shards == "1" else f"shared {shards} shards", int(n))
+        for shards in args.shards.split(",")
+        if shards
+        for n in args.shared.split(",")
+        if n
     ]
     intervals = [int(ms) for ms in args.connect_interval_ms.split(",") if ms]
     plan += [

@@ -65,6 +65,10 @@ RECONCILE_RETRY_SECONDS = 10.0
 # A table's topic the consumer's metadata does not show yet (just created: the broker's metadata lags
 # the controller's answer) is looked for again after 1, 2, 4 … seconds, not at the next minute's refresh.
 MISSING_TOPIC_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+# Each fetch of the consumer's session costs the broker a look at every assigned partition: with a
+# fetch answered as soon as one byte is there, a thousand quiet partitions had the broker looking
+# hundreds of times a second. A fetch is answered once 1 MiB is there or after 500 ms.
+FETCH_BATCHING = {"fetch.min.bytes": 1024 * 1024, "fetch.wait.max.ms": 500}
 # While the consumer is more than this many intervals behind a table's topic (a backlog, not a lag),
 # the table's batch may grow to this many intervals.
 CATCH_UP_STRETCH = 5.0
@@ -153,6 +157,7 @@ class SharedIngest:
         from confluent_kafka import Consumer
 
         config = {
+            **FETCH_BATCHING,
             **self._consumer_config,
             "group.id": "floe-shared-ingest",
             "enable.auto.commit": False,

@@ -114,7 +114,7 @@ class Produced:
 
     def end_offsets(self) -> dict[int, int]:
         ends: dict[int, int] = {}
-        for partition, offset in self.records:
+        for partition, offset in list(self.records):  # a copy: a producing thread may be adding
             ends[partition] = max(ends.get(partition, 0), offset + 1)
         return ends
 

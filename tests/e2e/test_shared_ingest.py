@@ -450,6 +450,11 @@ def test_another_writers_commits_between_batches_cost_no_restart_and_no_record(
     table_name = _table(topic)
     producing = _Producing(kafka, [topic])
     try:
+        # The consumer has committed (its appender holds the table's state) before the engine's appends:
+        # records produced, then committed. (Waiting on no records yet returned at once, and the engine
+        # could be done before the consumer's first commit, which then loaded every append: no refusal.)
+        while not producing.produced[topic].records:
+            time.sleep(0.05)
         wait_until_committed(
             admin, CLUSTER, table_name, topic, producing.produced[topic].end_offsets(), ingest=ingest
         )
@@ -535,5 +540,64 @@ def test_a_topic_created_after_its_table_opened_is_read_within_seconds(kafka: Lo
         while sorted(consumer.assigned_partitions().get(topic, [])) != [0, 1]:
             assert time.monotonic() - created < 15, consumer.assigned_partitions()
             time.sleep(0.1)
+    finally:
+        consumer.stop()
+
+
+class _HoldingTable(SharedTable):
+    """A table that holds every record already: its batches are empty (nothing written, nothing sent)."""
+
+    def prepare(self, messages: list[Any]) -> None:
+        return None
+
+
+def test_a_trickle_of_records_is_fetched_in_batches_not_a_fetch_a_record(kafka: LocalKafka) -> None:
+    """Every fetch costs the broker a look at each of the consumer's partitions (a thousand for a thousand
+    quiet tables): records trickling in at 50 a second are fetched at most ~2 times a second (a fetch
+    waits up to FETCH_BATCHING's 500 ms for 1 MiB), not once per record or two, counted by librdkafka's
+    own statistics against the real broker."""
+    topic = _topic(kafka, "trickle", partitions=1)
+    fetches: list[int] = []
+
+    def on_stats(text: str) -> None:
+        stats = json.loads(text)
+        fetches.append(sum(b["req"].get("Fetch", 0) for b in stats["brokers"].values() if b["nodeid"] >= 0))
+
+    config = {
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "statistics.interval.ms": 1000,
+        "stats_cb": on_stats,
+    }
+    table = json_table("t", cluster="trickle", topic=topic, consumer_config={"bootstrap.servers": "unused"})
+    unused: Any = None
+    consumer = SharedIngest(
+        "trickle",
+        config,
+        unused,
+        lambda t: _HoldingTable(t, unused, unused, {}, dict),
+        lambda t, result: None,
+        lambda t: 3600.0,
+        lambda warehouse: warehouse,
+    )
+    consumer.set_tables([table])
+    consumer.start()
+    try:
+        assert consumer.assigned.wait(30)
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0})
+        time.sleep(2)  # the consumer's first fetches (its partition's offsets, the session) are done
+        counted_from = len(fetches)
+        began = time.monotonic()
+        while time.monotonic() - began < 6:
+            producer.produce(topic, b'{"id": 1}')
+            producer.poll(0)
+            time.sleep(0.02)
+        assert producer.flush(30) == 0
+        time.sleep(1.5)  # the last statistics of the window
+        assert len(fetches) - counted_from >= 6, fetches
+        window = fetches[-1] - fetches[counted_from - 1] if counted_from else fetches[-1]
+        seconds = len(fetches) - counted_from
+        assert window <= 3 * seconds, f"{window} fetches in ~{seconds} s"
     finally:
         consumer.stop()
