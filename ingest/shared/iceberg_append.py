@@ -29,6 +29,7 @@ merge count merges regardless, bounding its list.
 from __future__ import annotations
 
 import math
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -105,16 +106,19 @@ class MergePacing:
 
     burst: float = 10.0
     tokens: float = 10.0
+    # Appenders of different tables may prepare at once (an object store's tables, written side by side).
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def merges(self, manifests: int, merge_at: int) -> bool:
         """One append's turn: whether its table, whose new list would hold `manifests`, merges now."""
-        self.tokens = min(self.burst, self.tokens + 2 / max(1, merge_at))
-        if manifests < merge_at:
+        with self._lock:
+            self.tokens = min(self.burst, self.tokens + 2 / max(1, merge_at))
+            if manifests < merge_at:
+                return False
+            if self.tokens >= 1 or manifests >= 2 * merge_at:
+                self.tokens -= 1  # a forced merge takes its token too: the others wait for it
+                return True
             return False
-        if self.tokens >= 1 or manifests >= 2 * merge_at:
-            self.tokens -= 1  # a forced merge takes its token too: the others wait for it
-            return True
-        return False
 
 
 @dataclass
@@ -174,6 +178,12 @@ class TableAppender:
         """The table's schema as Arrow (with field ids): what `prepare` writes."""
         self._ensure_loaded()
         return self._arrow_schema
+
+    @property
+    def on_object_store(self) -> bool:
+        """Whether the table's files are uploads to an object store (its location is not a local path)."""
+        self._ensure_loaded()
+        return "://" in self.metadata.location and not self.metadata.location.startswith("file:")
 
     @property
     def snapshot_id(self) -> int | None:

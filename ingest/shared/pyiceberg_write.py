@@ -41,7 +41,7 @@ from pyiceberg.avro.encoder import BinaryEncoder
 from pyiceberg.avro.file import MAGIC, META_SCHEMA, SYNC_SIZE, AvroFileHeader, AvroOutputFile
 from pyiceberg.avro.resolver import construct_writer, resolve_writer
 from pyiceberg.avro.writer import Writer
-from pyiceberg.io import FileIO, OutputFile
+from pyiceberg.io import FileIO, InputFile, OutputFile, OutputStream
 from pyiceberg.io.pyarrow import (
     _dataframe_to_data_files,
     _get_parquet_writer_kwargs,
@@ -106,6 +106,7 @@ class DataFileWriter:
             )
             writer.write(rows)
             writer.close()
+            size = stream.tell()  # the file's length: no request to storage for it
         statistics = data_file_statistics_from_parquet_metadata(
             parquet_metadata=writer.writer.metadata,
             stats_columns=self._plan,
@@ -116,7 +117,7 @@ class DataFileWriter:
             file_path=path,
             file_format=FileFormat.PARQUET,
             partition=Record(),
-            file_size_in_bytes=len(output),
+            file_size_in_bytes=size,
             sort_order_id=None,
             spec_id=self.metadata.default_spec_id,
             equality_ids=None,
@@ -125,6 +126,55 @@ class DataFileWriter:
         )
         data_file.spec_id = self.metadata.default_spec_id
         return [data_file]
+
+
+class _CountedStream:
+    """An output stream that keeps its length when closed."""
+
+    def __init__(self, stream: OutputStream) -> None:
+        self._stream = stream
+        self.length: int | None = None
+
+    def write(self, b: bytes) -> int:
+        return self._stream.write(b)
+
+    def tell(self) -> int:
+        return self._stream.tell()
+
+    def close(self) -> None:
+        self.length = self._stream.tell()
+        self._stream.close()
+
+    def __enter__(self) -> _CountedStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _SizedOutput(OutputFile):
+    """An output file whose length, once written, is what was written: pyiceberg's manifest writer asks
+    for it (`len(output_file)`), which on an object store is a request to it (a HEAD)."""
+
+    def __init__(self, output: OutputFile) -> None:
+        super().__init__(output.location)
+        self._output = output
+        self._stream: _CountedStream | None = None
+
+    def __len__(self) -> int:
+        if self._stream is not None and self._stream.length is not None:
+            return self._stream.length
+        return len(self._output)
+
+    def exists(self) -> bool:
+        return self._output.exists()
+
+    def to_input_file(self) -> InputFile:
+        return self._output.to_input_file()
+
+    def create(self, overwrite: bool = False) -> OutputStream:
+        self._stream = _CountedStream(self._output.create(overwrite=overwrite))
+        return self._stream
 
 
 @dataclass(frozen=True)
@@ -244,8 +294,8 @@ class AvroPlans:
             record_schema = writer._with_partition(DEFAULT_READ_VERSION)
             self._manifest = _plan(record_schema, file_schema, "manifest_entry")
             self._manifest_meta = writer._meta
-        plan, meta = self._manifest, self._manifest_meta
-        writer.new_writer = lambda: _PlannedAvroFile(output_file, plan, meta)  # type: ignore[method-assign]
+        plan, meta, sized = self._manifest, self._manifest_meta, _SizedOutput(output_file)
+        writer.new_writer = lambda: _PlannedAvroFile(sized, plan, meta)  # type: ignore[method-assign]
         with writer:
             yield writer
 

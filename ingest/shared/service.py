@@ -18,6 +18,7 @@ from ingest.shared.consumer import SharedIngest
 from ingest.shared.iceberg_append import MergePacing, TableAppender
 from ingest.shared.json_rows import readable
 from ingest.shared.tables import SharedTable
+from runtime.pyiceberg_s3 import IO_IMPL as S3_IO_IMPL
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog
@@ -127,6 +128,8 @@ class SharedTables:
                     "credential": f"{connection.client_id}:{connection.client_secret}",
                     "oauth2-server-uri": f"{uri}/v1/oauth/tokens",
                     "scope": "catalog",
+                    # Each S3 file one request (pyiceberg's own FileIO: a multipart upload, three).
+                    "py-io-impl": S3_IO_IMPL,
                     **{f"header.{k}": v for k, v in connection.headers.items()},
                     **connection.extra,
                 }

@@ -265,6 +265,27 @@ class SharedTable:
         return rebased
 
 
+def prepared_batch(
+    taken: tuple[SharedTable, float, list[Any]],
+) -> tuple[PreparedBatch | None, Exception | None]:
+    """A table's batch of its taken records, or why it could not be written."""
+    shared, _, records = taken
+    try:
+        return shared.prepare(records), None
+    except Exception as exc:
+        return None, exc
+
+
+def on_object_store(chunk: list[SharedTable]) -> bool:
+    """Whether the chunk's warehouse (one per chunk) is an object store, as its first loadable table says."""
+    for shared in chunk:
+        try:
+            return shared.main.on_object_store
+        except Exception:  # cannot load: its own prepare says why
+            continue
+    return False
+
+
 def _summary(
     topic: str, committed: Mapping[int, int], end: Mapping[int, int], times: list[int]
 ) -> dict[str, str]:

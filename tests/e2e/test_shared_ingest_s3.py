@@ -1,0 +1,153 @@
+"""The shared consumer writing to an S3 warehouse (moto's server on loopback), with a real `floe serve` and
+`floe ingest`: each table's files are uploads, one `PUT` each (runtime/pyiceberg_s3.py), and a
+transaction's tables are written side by side (`OBJECT_STORE_WRITERS`); every record lands once, its
+files in the bucket under its table's folder."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from devtools.catalog_server import CatalogProcess
+from devtools.kafka_broker import LocalKafka
+from devtools.ports import free_port
+from devtools.postgres import LocalPostgres
+from tests.e2e.ingest_harness import (
+    IngestProcess,
+    Pipeline,
+    admin_client,
+    apply_pipeline,
+    produce,
+    wait_until_committed,
+)
+from tests.e2e.test_ingest import _table_name, _topic
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "shared_s3"
+ID_SCHEMA = {"fields": [{"name": "id", "id": 1, "type": "long"}]}
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+KEYS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+class _Requests(logging.Handler):
+    """The S3 requests moto's server logs (werkzeug's access log), as (method, path with query)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = re.search(r'"(GET|PUT|POST|HEAD|DELETE) (\S+) HTTP', record.getMessage())
+        if found:
+            self.seen.append((found[1], found[2]))
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def test_tables_on_s3_get_every_record_once_their_files_written_side_by_side(
+    kafka: LocalKafka, postgres: LocalPostgres, s3_endpoint: str, tmp_path: Path
+) -> None:
+    bucket = f"floe-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **KEYS).create_bucket(Bucket=bucket)
+    warehouse = "default"  # the server's default warehouse, in the bucket
+    env = {
+        **AWS_ENV,
+        "FLOE_WAREHOUSE": f"s3://{bucket}/lake",
+        "FLOE_S3_ENDPOINT": s3_endpoint,
+        "FLOE_S3_REGION": "us-east-1",
+        "FLOE_S3_PATH_STYLE_ACCESS": "true",
+    }
+    url = postgres.create_database(f"floe_shared_s3_{uuid.uuid4().hex[:8]}")
+    with (
+        CatalogProcess(url, env=env, home=tmp_path / "floe") as server,
+        admin_client(server) as admin,
+    ):
+        pipeline = Pipeline(kafka.bootstrap_servers, admin, [CLUSTER], CLUSTER)
+        topics = [_topic(kafka, f"shared-s3-{i}", partitions=2) for i in range(6)]
+        pipeline.config["tables"] = [
+            {
+                "source_cluster_name": CLUSTER,
+                "source_topic": topic,
+                "source_format": "json",
+                "schema_mode": "inline",
+                "schema": ID_SCHEMA,
+            }
+            for topic in topics
+        ]
+        apply_pipeline(admin, pipeline.config)
+        # Records waiting before ingestion starts: the six tables are due together, one transaction.
+        produced = {
+            t: produce(kafka.bootstrap_servers, t, (json.dumps({"id": i}).encode() for i in range(150)))
+            for t in topics
+        }
+        args = ["--commit-interval", "1", "--cluster", CLUSTER]
+        requests = _Requests()
+        access_log = logging.getLogger("werkzeug")
+        level = access_log.level
+        access_log.setLevel(logging.INFO)
+        access_log.addHandler(requests)
+        with IngestProcess(server, tmp_path / "ingest", args=args, env=AWS_ENV) as ingest:
+            for topic in topics:
+                wait_until_committed(
+                    admin, CLUSTER, _table_name(topic), topic, produced[topic].end_offsets(), ingest=ingest
+                )
+            for topic in topics:  # and records that come while it runs
+                more = produce(
+                    kafka.bootstrap_servers, topic, (json.dumps({"id": i}).encode() for i in range(150, 300))
+                )
+                produced[topic].records.update(more.records)
+            for topic in topics:
+                wait_until_committed(
+                    admin, CLUSTER, _table_name(topic), topic, produced[topic].end_offsets(), ingest=ingest
+                )
+            assert "shared consumer" in ingest.log_text()
+        access_log.removeHandler(requests)
+        access_log.setLevel(level)
+        # Ingestion's files (Parquet, manifests, manifest lists; the catalog writes the metadata JSON):
+        # one PUT each, no multipart upload, no HEAD asking a just-written file's length.
+        written = [(m, p) for m, p in requests.seen if p.split("?")[0].endswith((".parquet", ".avro"))]
+        puts = [p for m, p in written if m == "PUT"]
+        assert len(puts) >= 6 * 3
+        assert all("?" not in p for p in puts), puts[:3]
+        assert [(m, p) for m, p in written if m in ("POST", "HEAD")] == []
+        catalog = server.catalog(
+            warehouse=warehouse, **{"s3.access-key-id": "testing", "s3.secret-access-key": "testing"}
+        )
+        s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **KEYS)
+        for topic in topics:
+            table = catalog.load_table(f"{CLUSTER}.{_table_name(topic)}")
+            rows = table.scan().to_arrow().to_pylist()
+            positions = sorted((r["_kafka"]["partition"], r["_kafka"]["offset"]) for r in rows)
+            assert positions == sorted(produced[topic].records), topic
+            assert sorted(r["id"] for r in rows) == list(range(300))
+            location = table.location()
+            assert location.startswith(f"s3://{bucket}/lake/{CLUSTER}/")
+            prefix = location.removeprefix(f"s3://{bucket}/") + "/"
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            keys = {o["Key"] for page in pages for o in page.get("Contents", [])}
+            files = {f.file.file_path.removeprefix(f"s3://{bucket}/") for f in table.scan().plan_files()}
+            assert files
+            assert files <= keys
