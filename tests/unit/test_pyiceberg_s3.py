@@ -58,3 +58,13 @@ def test_local_files_are_pyicebergs_own(tmp_path: Path) -> None:
     with output.create() as stream:
         stream.write(b"abc")
     assert len(io.new_input(str(tmp_path / "a" / "f.bin"))) == 3
+
+
+def test_the_default_credential_chain_and_an_assumed_role_stay_as_they_were() -> None:
+    for given in (
+        S3FileSystem(region="us-east-1"),  # keys from the environment, a profile, or instance metadata
+        S3FileSystem(role_arn="arn:aws:iam::123456789012:role/floe", region="us-east-1"),
+    ):
+        options = _options(with_delayed_open(given))
+        assert options == _options(given) | {"allow_delayed_open": True}
+        assert options["access_key"] is None
