@@ -6,9 +6,11 @@ the CPU it spends is measured apart from the load generator's.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -82,3 +84,18 @@ class MotoServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def threaded_moto() -> Iterator[str]:
+    """moto's server in this process (a test reads its state here), on 127.0.0.1 and a free port: its
+    endpoint, while in the block."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

@@ -20,12 +20,11 @@ import boto3
 import httpx
 import pyarrow as pa
 import pytest
-from moto.server import ThreadedMotoServer
 from pyiceberg.catalog.rest import RestCatalog
 
 from catalog.locations import is_within, normalize_location
 from devtools.catalog_server import CatalogProcess
-from devtools.ports import free_port
+from devtools.moto_server import threaded_moto
 from tests.api.catalog_thread import CatalogThread
 from tests.unit.test_confinement import SCHEMA, _metadata
 
@@ -99,13 +98,8 @@ class Tenancy:
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with threaded_moto() as endpoint:
+        yield endpoint
 
 
 # The S3 warehouse's server takes its AWS keys from environment variables, so it is a process of its own

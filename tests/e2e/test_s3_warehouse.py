@@ -13,10 +13,9 @@ from collections.abc import Iterator
 import boto3
 import pyarrow as pa
 import pytest
-from moto.server import ThreadedMotoServer
 
 from devtools.catalog_server import CatalogProcess
-from devtools.ports import free_port
+from devtools.moto_server import threaded_moto
 
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -28,13 +27,8 @@ AWS_ENV = {
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with threaded_moto() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
+from ingest.ingest_table import IngestTable
 from ingest.shared.consumer import SharedIngest, unread_records
 from ingest.shared.tables import SharedTable
 from runtime.shards import shard_of
@@ -512,6 +513,33 @@ def test_unread_records_come_from_the_consumers_positions_and_cached_high_waterm
         consumer.close()
 
 
+class _HoldingTable(SharedTable):
+    """A table that holds every record already: its batches are empty (nothing written, nothing sent)."""
+
+    def prepare(self, messages: list[Any]) -> None:
+        return None
+
+
+def _started_without_floe(
+    cluster: str, config: dict[str, Any], table: IngestTable, interval: float
+) -> SharedIngest:
+    """A shared consumer of `table` alone, started, that writes and commits nothing (its table holds
+    every record already): no floe, no appenders; what it assigns and fetches is the broker's."""
+    unused: Any = None
+    consumer = SharedIngest(
+        cluster,
+        config,
+        unused,
+        lambda t: _HoldingTable(t, unused, unused, {}, dict),
+        lambda t, result: None,
+        lambda t: interval,
+        lambda warehouse: warehouse,
+    )
+    consumer.set_tables([table])
+    consumer.start()
+    return consumer
+
+
 def test_a_topic_created_after_its_table_opened_is_read_within_seconds(kafka: LocalKafka) -> None:
     """A topic floe up has just created (or one created right after its table was applied) may be missing
     from the consumer's first metadata: the consumer looks again within seconds, not at the next
@@ -520,18 +548,7 @@ def test_a_topic_created_after_its_table_opened_is_read_within_seconds(kafka: Lo
     table = json_table(
         "t", cluster="later", topic=topic, consumer_config={"bootstrap.servers": kafka.bootstrap_servers}
     )
-    unused: Any = None  # the appenders and floe's client: no record is produced, nothing is committed
-    consumer = SharedIngest(
-        "later",
-        dict(table.consumer_config),
-        unused,
-        lambda t: SharedTable(t, unused, unused, {}, dict),
-        lambda t, result: None,
-        lambda t: 1.0,
-        lambda warehouse: warehouse,
-    )
-    consumer.set_tables([table])
-    consumer.start()
+    consumer = _started_without_floe("later", dict(table.consumer_config), table, 1.0)
     try:
         assert consumer.assigned.wait(30)
         assert topic not in consumer.assigned_partitions()
@@ -542,13 +559,6 @@ def test_a_topic_created_after_its_table_opened_is_read_within_seconds(kafka: Lo
             time.sleep(0.1)
     finally:
         consumer.stop()
-
-
-class _HoldingTable(SharedTable):
-    """A table that holds every record already: its batches are empty (nothing written, nothing sent)."""
-
-    def prepare(self, messages: list[Any]) -> None:
-        return None
 
 
 def test_a_trickle_of_records_is_fetched_in_batches_not_a_fetch_a_record(kafka: LocalKafka) -> None:
@@ -569,18 +579,7 @@ def test_a_trickle_of_records_is_fetched_in_batches_not_a_fetch_a_record(kafka: 
         "stats_cb": on_stats,
     }
     table = json_table("t", cluster="trickle", topic=topic, consumer_config={"bootstrap.servers": "unused"})
-    unused: Any = None
-    consumer = SharedIngest(
-        "trickle",
-        config,
-        unused,
-        lambda t: _HoldingTable(t, unused, unused, {}, dict),
-        lambda t, result: None,
-        lambda t: 3600.0,
-        lambda warehouse: warehouse,
-    )
-    consumer.set_tables([table])
-    consumer.start()
+    consumer = _started_without_floe("trickle", config, table, 3600.0)
     try:
         assert consumer.assigned.wait(30)
         from confluent_kafka import Producer

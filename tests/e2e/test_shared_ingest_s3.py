@@ -14,11 +14,10 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
-from devtools.ports import free_port
+from devtools.moto_server import threaded_moto
 from devtools.postgres import LocalPostgres
 from tests.e2e.ingest_harness import (
     IngestProcess,
@@ -58,13 +57,8 @@ class _Requests(logging.Handler):
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with threaded_moto() as endpoint:
+        yield endpoint
 
 
 def test_tables_on_s3_get_every_record_once_their_files_written_side_by_side(
