@@ -38,7 +38,7 @@ from typing import Any, Literal
 import msgspec
 import pyarrow as pa
 from pyiceberg.io import FileIO
-from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.io.pyarrow import PyArrowFileIO, schema_to_pyarrow
 from pyiceberg.manifest import (
     DataFile,
     ManifestContent,
@@ -183,7 +183,8 @@ class TableAppender:
     def on_object_store(self) -> bool:
         """Whether the table's files are uploads to an object store (its location is not a local path)."""
         self._ensure_loaded()
-        return "://" in self.metadata.location and not self.metadata.location.startswith("file:")
+        scheme, _, _ = PyArrowFileIO.parse_location(self.metadata.location)
+        return scheme != "file"
 
     @property
     def snapshot_id(self) -> int | None:

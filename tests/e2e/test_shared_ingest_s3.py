@@ -28,18 +28,12 @@ from tests.e2e.ingest_harness import (
     wait_until_committed,
 )
 from tests.e2e.test_ingest import _table_name, _topic
+from tests.e2e.test_s3_warehouse import AWS_ENV, _keys
 
 pytestmark = pytest.mark.e2e
 
 CLUSTER = "shared_s3"
 ID_SCHEMA = {"fields": [{"name": "id", "id": 1, "type": "long"}]}
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_REGION": "us-east-1",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-KEYS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
 class _Requests(logging.Handler):
@@ -65,7 +59,8 @@ def test_tables_on_s3_get_every_record_once_their_files_written_side_by_side(
     kafka: LocalKafka, postgres: LocalPostgres, s3_endpoint: str, tmp_path: Path
 ) -> None:
     bucket = f"floe-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **KEYS).create_bucket(Bucket=bucket)
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **_keys())
+    s3.create_bucket(Bucket=bucket)
     warehouse = "default"  # the server's default warehouse, in the bucket
     env = {
         **AWS_ENV,
@@ -130,7 +125,6 @@ def test_tables_on_s3_get_every_record_once_their_files_written_side_by_side(
         catalog = server.catalog(
             warehouse=warehouse, **{"s3.access-key-id": "testing", "s3.secret-access-key": "testing"}
         )
-        s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1", **KEYS)
         for topic in topics:
             table = catalog.load_table(f"{CLUSTER}.{_table_name(topic)}")
             rows = table.scan().to_arrow().to_pylist()
