@@ -77,6 +77,9 @@ class Outcome:
     catalog_cores: float | None = None
     broker_cores: float | None = None  # the Kafka broker: the producer's records and the consumer's fetches
     other_cores: float | None = None
+    # Table commits seen over the window (a table's committed offset moving between two polls of
+    # floe's database), a second: at N quiet tables, N / this is the seconds between a table's commits.
+    table_commits_per_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -237,6 +240,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         admin.create_topics([NewTopic("extra", 1, 1)])["extra"].result(60)
         seen: dict[tuple[str, int], float] = {}  # first poll showing the record committed
         committed: dict[str, int] = {}
+        advances: list[float] = []  # when a poll saw a table's committed offset move
         peak_rss = 0
         measure_from = measure_to = None
 
@@ -247,6 +251,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
             for table, next_offset in current.items():
                 before = committed.get(table, 0)
                 if next_offset > before:
+                    advances.append(polled_at)
                     for o in range(before, next_offset):
                         seen[(table, o)] = polled_at
                     committed[table] = next_offset
@@ -323,6 +328,9 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
             outcome.broker_cores = cores.get("broker")
             outcome.other_cores = cores.get("other")
             outcome.maintain_cores = cores.get("maintainer")
+            window = min(measure_to, time.time()) - measure_from
+            commits = sum(1 for at in advances if measure_from <= at <= measure_from + window)
+            outcome.table_commits_per_s = round(commits / window, 1) if window > 0 else None
             outcome.freshness_by_minute = by_minute(produced, seen, ingest_started_at, measure_to)
             outcome.delivered_per_table_s = delivered_per_table_second(
                 produced, count, (measure_from, min(measure_to, time.time()))
@@ -466,6 +474,11 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         notes = list(o.notes)
         if o.apply_seconds:
             notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
+        if o.table_commits_per_s:
+            notes.append(
+                f"{o.table_commits_per_s:,} table commits a second over the window: one commit per table "
+                f"every {o.tables / o.table_commits_per_s:.1f} s"
+            )
         for note in notes:
             lines.append(f"- {o.design}, {o.tables} tables: {note}")
     if any(o.design.startswith("kafka-connect") for o in outcomes):
