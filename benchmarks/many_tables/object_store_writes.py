@@ -39,7 +39,7 @@ from benchmarks.many_tables.__main__ import RESULTS, git_commit
 from benchmarks.many_tables.append_cost import one_record, table_at
 from devtools.moto_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, MotoServer
 from ingest.shared.iceberg_append import MergePacing, TableAppender
-from runtime.pyiceberg_s3 import DelayedOpenFileIO
+from catalog.s3_files import DelayedOpenFileIO
 
 BUCKET = "warehouse"
 

@@ -18,7 +18,7 @@ from ingest.shared.consumer import SharedIngest
 from ingest.shared.iceberg_append import MergePacing, TableAppender
 from ingest.shared.json_rows import readable
 from ingest.shared.tables import SharedTable
-from runtime.pyiceberg_s3 import IO_IMPL as S3_IO_IMPL
+from catalog.s3_files import IO_IMPL as S3_IO_IMPL
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog

@@ -1,5 +1,5 @@
 """The shared consumer writing to an S3 warehouse (moto's server on loopback), with a real `floe serve` and
-`floe ingest`: each table's files are uploads, one `PUT` each (runtime/pyiceberg_s3.py), and a
+`floe ingest`: each table's files are uploads, one `PUT` each (catalog/s3_files.py), and a
 transaction's tables are written side by side (`OBJECT_STORE_WRITERS`); every record lands once, its
 files in the bucket under its table's folder."""
 
@@ -122,6 +122,11 @@ def test_tables_on_s3_get_every_record_once_their_files_written_side_by_side(
         assert len(puts) >= 6 * 3
         assert all("?" not in p for p in puts), puts[:3]
         assert [(m, p) for m, p in written if m in ("POST", "HEAD")] == []
+        # The catalog's metadata files: one PUT each too, with no HEAD and LIST first asking whether
+        # the (UUID-named) file exists.
+        metadata = [(m, p) for m, p in requests.seen if ".metadata.json" in p]
+        assert len([p for m, p in metadata if m == "PUT"]) >= 6 * 2  # two commits a table at least
+        assert all(m == "PUT" and "?" not in p for m, p in metadata), metadata[:3]
         catalog = server.catalog(
             warehouse=warehouse, **{"s3.access-key-id": "testing", "s3.secret-access-key": "testing"}
         )

@@ -37,6 +37,10 @@ CATALOG_SURFACE: dict[str, str] = {
         "the snapshot-summary keys of the exactly-once fence: ingestion writes them, the catalog checks "
         "them, so both sides take them from one definition"
     ),
+    "catalog.s3_files": (
+        "the FileIO that writes an S3 file with one request: the catalog's metadata files and ingestion's "
+        "data files, one definition of how floe writes to S3"
+    ),
 }
 
 # Packages a package must never import (beyond the rules on floe.cli, tests and the catalog surface).

@@ -1,4 +1,4 @@
-"""The pyiceberg and pyarrow internals runtime/pyiceberg_s3.py relies on: fails on an upgrade that stops
+"""The pyiceberg and pyarrow internals catalog/s3_files.py relies on: fails on an upgrade that stops
 calling `_initialize_s3_fs` or changes what an `S3FileSystem`'s `__reduce__` gives, before any ingestion
 writes to S3 with three requests a file again. (The requests themselves, one `PUT` a file, are counted
 against moto's S3 server by tests/e2e/test_shared_ingest_s3.py.)"""
@@ -11,7 +11,7 @@ from pyarrow.fs import LocalFileSystem, S3FileSystem
 from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from runtime.pyiceberg_s3 import IO_IMPL, DelayedOpenFileIO, with_delayed_open
+from catalog.s3_files import IO_IMPL, DelayedOpenFileIO, with_delayed_open
 
 S3 = {
     "s3.endpoint": "http://127.0.0.1:9",

@@ -1,4 +1,5 @@
-"""pyiceberg's pyarrow FileIO, its S3 files each written with one request.
+"""pyiceberg's pyarrow FileIO, its S3 files each written with one request: the catalog's metadata files and
+ingestion's data files, manifests and lists.
 
 pyiceberg 0.12 builds pyarrow's `S3FileSystem` without `allow_delayed_open`, so every file it writes is
 a multipart upload: a request to start it, one for the part, one to complete it, three round trips
@@ -9,7 +10,9 @@ matter here: nothing is read back before a file is closed and committed.
 
 `DelayedOpenFileIO` is `PyArrowFileIO` whose S3 filesystem, built by pyiceberg from the table's and
 catalog's properties as usual, is made again with the option set, from the constructor arguments its
-pickling support (`__reduce__`) gives. It is the `py-io-impl` of the shared consumer's catalogs.
+pickling support (`__reduce__`) gives. It is the `py-io-impl` of the shared consumer's catalogs, and
+the catalog's own FileIO for an S3 warehouse (catalog/storage.py). It lives in the catalog because both
+sides use it and the catalog imports nothing of theirs.
 pyiceberg and pyarrow are pinned in pyproject.toml; tests/unit/test_pyiceberg_s3.py fails on an upgrade
 that stops calling `_initialize_s3_fs` or changes what `__reduce__` gives.
 """
@@ -21,7 +24,7 @@ from typing import Any
 from pyarrow.fs import FileSystem, S3FileSystem
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-IO_IMPL = "runtime.pyiceberg_s3.DelayedOpenFileIO"
+IO_IMPL = "catalog.s3_files.DelayedOpenFileIO"
 
 
 def with_delayed_open(filesystem: S3FileSystem) -> S3FileSystem:
