@@ -70,6 +70,12 @@ class Outcome:
     priority_windows: list[dict[str, Any]] = field(default_factory=list)
     # Every record produced, by the minute after `floe ingest` started: [minute, records, p50, p99, missing].
     freshness_by_minute: list[list[float]] = field(default_factory=list)
+    # The same by 10 s over the window (JSON only): where a stall is, beside when each apply began
+    # (seconds after `floe ingest` started).
+    freshness_by_10s: list[list[float]] = field(default_factory=list)
+    apply_at_s: list[float] = field(default_factory=list)
+    # The window's records but those produced from 5 s before to 15 s after an apply.
+    freshness_p99_away_from_applies_s: float | None = None
     records_measured: int = 0
     records_missing: int = 0
     ingest_cores: float | None = None
@@ -332,6 +338,8 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
             commits = sum(1 for at in advances if measure_from <= at <= measure_from + window)
             outcome.table_commits_per_s = round(commits / window, 1) if window > 0 else None
             outcome.freshness_by_minute = by_minute(produced, seen, ingest_started_at, measure_to)
+            outcome.freshness_by_10s = by_minute(produced, seen, measure_from, measure_to, step=10.0)
+            outcome.apply_at_s = [round(a - ingest_started_at, 1) for a in applies]
             outcome.delivered_per_table_s = delivered_per_table_second(
                 produced, count, (measure_from, min(measure_to, time.time()))
             )
@@ -352,6 +360,17 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                 for (t, o), sent in produced.items()
                 if (t, o) in seen and any(a - 5 <= sent <= a + 15 for a in applies)
             )
+            away = sorted(
+                seen[(t, o)] - sent
+                for (t, o), sent in produced.items()
+                if (t, o) in seen
+                and measure_from <= sent <= measure_to
+                and not any(a - 5 <= sent <= a + 15 for a in applies)
+            )
+            if away:
+                outcome.freshness_p99_away_from_applies_s = round(
+                    away[min(len(away) - 1, int(len(away) * 0.99))], 2
+                )
             if around:
                 outcome.freshness_around_applies_p99_s = round(
                     around[min(len(around) - 1, int(len(around) * 0.99))], 2
@@ -372,15 +391,22 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
 
 
 def by_minute(
-    produced: dict[tuple[str, int], float], seen: dict[tuple[str, int], float], start: float, end: float
+    produced: dict[tuple[str, int], float],
+    seen: dict[tuple[str, int], float],
+    start: float,
+    end: float,
+    step: float = 60.0,
 ) -> list[list[float]]:
-    """[minute, records, p50, p99, missing] of the records produced in each whole minute after `start`
-    up to `end`: how freshness moves as the tables grow and maintenance runs."""
+    """[minute, records, p50, p99, missing] of the records produced in each whole minute (or `step`
+    seconds: the row's first number counts them) after `start` up to `end`: how freshness moves as the
+    tables grow and maintenance runs."""
     minutes: dict[int, list[float | None]] = {}
     for key, sent in produced.items():
         if start <= sent <= end:
             shown = seen.get(key)
-            minutes.setdefault(int((sent - start) // 60), []).append(None if shown is None else shown - sent)
+            minutes.setdefault(int((sent - start) // step), []).append(
+                None if shown is None else shown - sent
+            )
     rows: list[list[float]] = []
     for minute, found in sorted(minutes.items()):
         ages = sorted(a for a in found if a is not None)
@@ -474,6 +500,11 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) ->
         notes = list(o.notes)
         if o.apply_seconds:
             notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
+        if o.freshness_p99_away_from_applies_s is not None:
+            notes.append(
+                f"freshness p99 of the window's records but those from 5 s before to 15 s after an apply: "
+                f"{o.freshness_p99_away_from_applies_s} s"
+            )
         if o.table_commits_per_s:
             notes.append(
                 f"{o.table_commits_per_s:,} table commits a second over the window: one commit per table "
