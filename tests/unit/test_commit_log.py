@@ -43,3 +43,30 @@ def test_each_table_has_its_first_commit_line(caplog: pytest.LogCaptureFixture) 
         "local.a: first commit, 1 rows (offsets p0=1 p1=3)",
         "local.b: first commit, 2 rows (offsets p0=2)",
     ]
+
+
+def test_a_flush_logs_the_tables_whose_period_is_over_and_keeps_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ingest.service")
+    log = CommitLog(period=0.3)
+    tables = [_table(n) for n in ("a", "b", "c")]
+    for table in tables:  # first commits: their own lines
+        log.committed(table, BatchResult(records=1, end_offsets={0: 1}))
+    log.committed(tables[0], BatchResult(records=1, end_offsets={0: 2}))  # a's window starts
+    time.sleep(0.2)
+    log.committed(tables[1], BatchResult(records=1, end_offsets={0: 2}))  # b's window starts
+    log.committed(tables[0], BatchResult(records=1, end_offsets={0: 3}))  # a's goes on
+    time.sleep(0.15)
+    log.committed(tables[2], BatchResult(records=1, end_offsets={0: 2}))  # c's starts; a's is over
+    summaries = [r.getMessage() for r in caplog.records[3:]]
+    assert len(summaries) == 1
+    assert summaries[0].startswith("local.a: 2 commits, 2 rows")
+    log.committed(tables[0], BatchResult(records=1, end_offsets={0: 4}))  # a's next window starts
+    time.sleep(0.2)
+    log.flush()  # b's is over, c's and a's new one are not
+    summaries = [r.getMessage() for r in caplog.records[3:]]
+    assert len(summaries) == 2
+    assert summaries[1].startswith("local.b: 1 commits, 1 rows")
+    log.flush(force=True)
+    assert sorted(r.getMessage()[:8] for r in caplog.records[5:]) == ["local.a:", "local.c:"]
