@@ -37,9 +37,9 @@ from pyiceberg.table import Table
 
 from benchmarks.many_tables.__main__ import RESULTS, git_commit
 from benchmarks.many_tables.append_cost import one_record, table_at
+from catalog.s3_files import DelayedOpenFileIO
 from devtools.moto_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, MotoServer
 from ingest.shared.iceberg_append import MergePacing, TableAppender
-from catalog.s3_files import DelayedOpenFileIO
 
 BUCKET = "warehouse"
 

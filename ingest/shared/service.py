@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from catalog.s3_files import IO_IMPL as S3_IO_IMPL
 from ingest.ingest_table import BatchResult, IngestTable
 from ingest.kafka_connection import check_connection
 from ingest.shared.consumer import SharedIngest
 from ingest.shared.iceberg_append import MergePacing, TableAppender
 from ingest.shared.json_rows import readable
 from ingest.shared.tables import SharedTable
-from catalog.s3_files import IO_IMPL as S3_IO_IMPL
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog

@@ -21,7 +21,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField, StringType
 
 from ingest.shared.iceberg_append import _added
-from ingest.shared.pyiceberg_write import DataFileWriter
+from ingest.shared.pyiceberg_write import PLAIN_MAX_BYTES, DataFileWriter
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False)
@@ -62,6 +62,30 @@ def test_floes_writer_gives_the_data_file_pyiceberg_gives(tmp_path: Path) -> Non
         assert getattr(ours[0], name) == getattr(theirs[0], name), name
     assert ours[0].spec_id == metadata.default_spec_id
     assert ours[0].file_path.startswith(str(tmp_path / "t" / "data"))
+
+
+def test_a_small_batch_is_written_plain_a_larger_one_with_the_tables_codec(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    metadata, io, arrow = _table(tmp_path)
+    writer = DataFileWriter(metadata, io)
+    small = pa.Table.from_pydict({"id": [1, 2, None], "name": ["a", None, "c"]}, schema=arrow)
+    large = pa.Table.from_pydict(
+        {"id": list(range(500)), "name": [f"n{i % 7}" for i in range(500)]}, schema=arrow
+    )
+    assert small.nbytes <= PLAIN_MAX_BYTES < large.nbytes
+    for rows, codec, dictionary in ((small, "UNCOMPRESSED", False), (large, "ZSTD", True)):
+        [data_file] = writer.write(rows)
+        [theirs] = _dataframe_to_data_files(metadata, rows, io)
+        parquet = pq.ParquetFile(data_file.file_path)
+        for column in range(2):
+            chunk = parquet.metadata.row_group(0).column(column)
+            assert chunk.compression == codec
+            assert chunk.has_dictionary_page is dictionary
+        assert parquet.read().equals(pq.read_table(theirs.file_path))
+        for name in ("record_count", "value_counts", "null_value_counts", "lower_bounds", "upper_bounds"):
+            assert getattr(data_file, name) == getattr(theirs, name), name
+        assert data_file.file_size_in_bytes == Path(data_file.file_path).stat().st_size
 
 
 def _header(path: Path) -> dict[str, str]:
