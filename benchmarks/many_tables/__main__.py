@@ -133,6 +133,14 @@ def git_commit() -> str:
     return os.environ.get("BENCHMARK_COMMIT") or found.strip() or "unknown"
 
 
+def write_markdown(name: str, lines: list[str]) -> None:
+    """`RESULTS/<name>.md`: `lines`, then the machine's CPUs and load average at the end."""
+    load = tuple(round(x, 2) for x in os.getloadavg())
+    lines = [*lines, "", f"Machine: {os.cpu_count()} CPUs; load average at the end {load}.", ""]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.md").write_text("\n".join(lines))
+
+
 def floe_environment(env: Environment) -> dict[str, str]:
     """This process's environment with floe's URL and the admin key (never on a command line)."""
     return {

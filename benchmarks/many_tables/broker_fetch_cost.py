@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
-from benchmarks.many_tables.__main__ import RESULTS, git_commit
+from benchmarks.many_tables.__main__ import RESULTS, git_commit, write_markdown
 from benchmarks.many_tables.quiet_producer import QuietProducer
 from devtools.kafka_broker import LocalKafka
 from ingest.shared.consumer import FETCH_BATCHING
@@ -159,9 +158,7 @@ def report(
             f"| {row} | {statistics.median(brokers):.2f} ({', '.join(f'{b:.2f}' for b in brokers)}) "
             f"| {statistics.median(clients):.2f} ({', '.join(f'{c:.2f}' for c in clients)}) |"
         )
-    load = tuple(round(x, 2) for x in os.getloadavg())
-    lines += ["", f"Machine: {os.cpu_count()} CPUs; load average at the end {load}.", ""]
-    (RESULTS / f"{name}.md").write_text("\n".join(lines))
+    write_markdown(name, lines)
 
 
 if __name__ == "__main__":

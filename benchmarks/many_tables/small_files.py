@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -31,7 +30,7 @@ from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField, StringType
 
-from benchmarks.many_tables.__main__ import RESULTS, git_commit
+from benchmarks.many_tables.__main__ import RESULTS, git_commit, write_markdown
 from catalog.pipelines.columns import KAFKA_STRUCT
 from ingest.shared import pyiceberg_write
 
@@ -145,9 +144,7 @@ def report(results: list[Measured], args: argparse.Namespace) -> None:
             f"| {records:,} | {n.arrow_bytes:,} | {b.cpu_us:.0f} us | {b.file_bytes:,} B | {n.cpu_us:.0f} us "
             f"| {n.file_bytes:,} B | {n.codec} |"
         )
-    load = tuple(round(x, 2) for x in os.getloadavg())
-    lines += ["", f"Machine: {os.cpu_count()} CPUs; load average at the end {load}.", ""]
-    (RESULTS / f"{name}.md").write_text("\n".join(lines))
+    write_markdown(name, lines)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +300,63 @@ def test_many_tables_and_one_added_while_the_others_flow(
     assert "restarting" not in ingest.log_text()
 
 
+def kill_9_while_records_flow(
+    kafka: LocalKafka,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    cluster: str,
+    topics: list[str],
+    state: Path,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Produced]:
+    """Records flow to `topics` while `floe ingest --cluster <cluster>` is started and killed with kill -9
+    three times, each kill 0.7 s after a commit landed (into the next round: some tables' files written,
+    their commit perhaps in flight); then a fresh instance brings every table to its topic's end. The
+    records produced, by topic."""
+    producing = _Producing(kafka, topics)
+    args = ["--commit-interval", "1", "--cluster", cluster]
+
+    def committed() -> int:
+        return sum(sum(committed_offsets(admin, cluster, _table(t), t).values()) for t in topics)
+
+    try:
+        for _ in range(3):
+            process = IngestProcess(server, state, args=args, env=env).start()
+            before = committed()
+            deadline = time.monotonic() + 180
+            while committed() <= before:
+                assert time.monotonic() < deadline, process.log_text()[-4000:]
+                assert process.process is not None
+                assert process.process.poll() is None, process.log_text()[-4000:]
+                time.sleep(0.3)
+            time.sleep(0.7)
+            process.kill()
+    finally:
+        producing.stop()
+    produced = producing.produced
+    with IngestProcess(server, state, args=args, env=env) as process:
+        for topic in topics:
+            wait_until_committed(
+                admin,
+                cluster,
+                _table(topic),
+                topic,
+                produced[topic].end_offsets(),
+                timeout=300,
+                ingest=process,
+            )
+    return produced
+
+
+def assert_each_record_once(
+    catalog: RestCatalog, cluster: str, topics: list[str], produced: dict[str, Produced]
+) -> None:
+    for topic in topics:
+        positions = _positions(catalog, cluster, _table(topic))
+        assert len(positions) == len(set(positions)), f"{topic}: a record was committed twice"
+        assert sorted(positions) == sorted(produced[topic].records), f"{topic}: a record was lost"
+
+
 def test_kill_9_of_the_shared_consumer_loses_and_duplicates_nothing_across_tables(
     kafka: LocalKafka,
     pipeline: Pipeline,
@@ -309,41 +366,8 @@ def test_kill_9_of_the_shared_consumer_loses_and_duplicates_nothing_across_table
     tmp_path: Path,
 ) -> None:
     topics = _id_tables(kafka, pipeline, CRASH_CLUSTER, "shared-crash", 8, partitions=2)
-    producing = _Producing(kafka, topics)
-    produced = producing.produced
-    args = ["--commit-interval", "1", "--cluster", CRASH_CLUSTER]
-    try:
-        for _ in range(3):
-            process = IngestProcess(server, tmp_path / "crash", args=args).start()
-            before = sum(sum(committed_offsets(admin, CRASH_CLUSTER, _table(t), t).values()) for t in topics)
-            deadline = time.monotonic() + 180
-            while (
-                sum(sum(committed_offsets(admin, CRASH_CLUSTER, _table(t), t).values()) for t in topics)
-                <= before
-            ):
-                assert time.monotonic() < deadline, process.log_text()[-4000:]
-                assert process.process is not None
-                assert process.process.poll() is None, process.log_text()[-4000:]
-                time.sleep(0.3)
-            time.sleep(0.7)  # into the next round: some tables' files written, their commit in flight
-            process.kill()
-    finally:
-        producing.stop()
-    with IngestProcess(server, tmp_path / "crash", args=args) as process:
-        for topic in topics:
-            wait_until_committed(
-                admin,
-                CRASH_CLUSTER,
-                _table(topic),
-                topic,
-                produced[topic].end_offsets(),
-                timeout=300,
-                ingest=process,
-            )
-    for topic in topics:
-        positions = _positions(catalog, CRASH_CLUSTER, _table(topic))
-        assert len(positions) == len(set(positions)), f"{topic}: a record was committed twice"
-        assert sorted(positions) == sorted(produced[topic].records), f"{topic}: a record was lost"
+    produced = kill_9_while_records_flow(kafka, server, admin, CRASH_CLUSTER, topics, tmp_path / "crash")
+    assert_each_record_once(catalog, CRASH_CLUSTER, topics, produced)
 
 
 def test_two_shards_split_the_tables_and_an_instance_on_the_same_shard_is_fenced(

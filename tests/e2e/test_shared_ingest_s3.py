@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,13 +29,12 @@ from tests.e2e.ingest_harness import (
     Pipeline,
     admin_client,
     apply_pipeline,
-    committed_offsets,
     produce,
     wait_until_committed,
 )
 from tests.e2e.test_ingest import _table_name, _topic
 from tests.e2e.test_s3_warehouse import AWS_ENV, _keys
-from tests.e2e.test_shared_ingest import _id_tables, _positions, _Producing, _table
+from tests.e2e.test_shared_ingest import _id_tables, assert_each_record_once, kill_9_while_records_flow
 
 pytestmark = pytest.mark.e2e
 
@@ -177,42 +175,8 @@ def test_kill_9_while_tables_are_written_side_by_side_to_s3_loses_and_duplicates
     the catalog): each kill lands in a round, with some tables' uploads done, others under way and a
     transaction perhaps in flight. A fresh instance then brings every table to the end of its topic,
     each record once."""
-    server, admin = lake.server, lake.admin
     topics = _id_tables(kafka, lake.pipeline, CRASH_CLUSTER, "shared-s3-crash", 8, partitions=2)
-    producing = _Producing(kafka, topics)
-    produced = producing.produced
-    args = ["--commit-interval", "1", "--cluster", CRASH_CLUSTER]
-
-    def committed() -> int:
-        return sum(sum(committed_offsets(admin, CRASH_CLUSTER, _table(t), t).values()) for t in topics)
-
-    try:
-        for _ in range(3):
-            process = IngestProcess(server, tmp_path / "crash", args=args, env=AWS_ENV).start()
-            before = committed()
-            deadline = time.monotonic() + 180
-            while committed() <= before:
-                assert time.monotonic() < deadline, process.log_text()[-4000:]
-                assert process.process is not None
-                assert process.process.poll() is None, process.log_text()[-4000:]
-                time.sleep(0.3)
-            time.sleep(0.7)  # into the next round: some uploads done, others under way
-            process.kill()
-    finally:
-        producing.stop()
-    with IngestProcess(server, tmp_path / "crash", args=args, env=AWS_ENV) as process:
-        for topic in topics:
-            wait_until_committed(
-                admin,
-                CRASH_CLUSTER,
-                _table(topic),
-                topic,
-                produced[topic].end_offsets(),
-                timeout=300,
-                ingest=process,
-            )
-    catalog = _catalog(lake)
-    for topic in topics:
-        positions = _positions(catalog, CRASH_CLUSTER, _table(topic))
-        assert len(positions) == len(set(positions)), f"{topic}: a record was committed twice"
-        assert sorted(positions) == sorted(produced[topic].records), f"{topic}: a record was lost"
+    produced = kill_9_while_records_flow(
+        kafka, lake.server, lake.admin, CRASH_CLUSTER, topics, tmp_path / "crash", env=AWS_ENV
+    )
+    assert_each_record_once(_catalog(lake), CRASH_CLUSTER, topics, produced)
