@@ -336,22 +336,28 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
             if one_pass.window is not None:
                 one_pass.freshness_p99_s = maintenance.freshness_p99(seen, produced, *one_pass.window)
         if measure_from is not None and measure_to is not None:
-            cores = sampler.cores(measure_from, min(measure_to, time.time()))
+            window_end = min(measure_to, time.time())
+            cores = sampler.cores(measure_from, window_end)
             outcome.ingest_cores = cores.get("ingester")
             outcome.catalog_cores = cores.get("catalog")
             outcome.broker_cores = cores.get("broker")
             outcome.other_cores = cores.get("other")
             outcome.maintain_cores = cores.get("maintainer")
-            window = min(measure_to, time.time()) - measure_from
-            commits = sum(1 for at in advances if measure_from <= at <= measure_from + window)
+            window = window_end - measure_from
+            commits = sum(1 for at in advances if measure_from <= at <= window_end)
             outcome.table_commits_per_s = round(commits / window, 1) if window > 0 else None
             outcome.freshness_by_minute = by_minute(produced, seen, ingest_started_at, measure_to)
             outcome.freshness_by_10s = by_minute(produced, seen, measure_from, measure_to, step=10.0)
             outcome.apply_at_s = [round(a - ingest_started_at, 1) for a in applies]
             outcome.delivered_per_table_s = delivered_per_table_second(
-                produced, count, (measure_from, min(measure_to, time.time()))
+                produced, count, (measure_from, window_end)
             )
-            ages = []
+
+            def near_an_apply(sent: float) -> bool:
+                return any(a - 5 <= sent <= a + 15 for a in applies)
+
+            ages: list[float] = []
+            away: list[float] = []  # the ages of records not produced near an apply
             missing = 0
             for (topic, offset), sent in produced.items():
                 if not measure_from <= sent <= measure_to:
@@ -363,31 +369,22 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                     missing += 1
                 else:
                     ages.append(shown - sent)
+                    if not near_an_apply(sent):
+                        away.append(shown - sent)
             around = sorted(
                 seen[(t, o)] - sent
                 for (t, o), sent in produced.items()
-                if (t, o) in seen and any(a - 5 <= sent <= a + 15 for a in applies)
-            )
-            away = sorted(
-                seen[(t, o)] - sent
-                for (t, o), sent in produced.items()
-                if (t, o) in seen
-                and measure_from <= sent <= measure_to
-                and not any(a - 5 <= sent <= a + 15 for a in applies)
+                if (t, o) in seen and near_an_apply(sent)
             )
             if away:
-                outcome.freshness_p99_away_from_applies_s = round(
-                    away[min(len(away) - 1, int(len(away) * 0.99))], 2
-                )
+                outcome.freshness_p99_away_from_applies_s = round(p99(sorted(away)), 2)
             if around:
-                outcome.freshness_around_applies_p99_s = round(
-                    around[min(len(around) - 1, int(len(around) * 0.99))], 2
-                )
+                outcome.freshness_around_applies_p99_s = round(p99(around), 2)
             ages.sort()
             outcome.records_measured, outcome.records_missing = len(ages), missing
             if ages:
                 outcome.freshness_p50_s = round(statistics.median(ages), 2)
-                outcome.freshness_p99_s = round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2)
+                outcome.freshness_p99_s = round(p99(ages), 2)
                 outcome.freshness_max_s = round(ages[-1], 2)
             if windows is not None:
                 outcome.priority_windows = [
@@ -396,6 +393,11 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                 ]
         outcome.ingest_peak_rss_gib = round(peak_rss / 2**30, 2)
     return outcome
+
+
+def p99(ages: list[float]) -> float:
+    """The 99th percentile of sorted, non-empty `ages`, as every row of these results has it."""
+    return ages[min(len(ages) - 1, int(len(ages) * 0.99))]
 
 
 def by_minute(
@@ -419,10 +421,8 @@ def by_minute(
     for minute, found in sorted(minutes.items()):
         ages = sorted(a for a in found if a is not None)
         if ages:
-            p99 = ages[min(len(ages) - 1, int(len(ages) * 0.99))]
-            rows.append(
-                [minute, len(found), round(statistics.median(ages), 2), round(p99, 2), len(found) - len(ages)]
-            )
+            median, high = round(statistics.median(ages), 2), round(p99(ages), 2)
+            rows.append([minute, len(found), median, high, len(found) - len(ages)])
     return rows
 
 

@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def measure(broker: psutil.Process, seconds: float) -> tuple[float, float]:
 
 
 def with_consumer(
-    bootstrap: str, topics: list[str], setting: dict[str, Any], run: Any
+    bootstrap: str, topics: list[str], setting: dict[str, Any], run: Callable[[], tuple[float, float]]
 ) -> tuple[float, float]:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -78,7 +79,7 @@ def with_consumer(
     thread.start()
     try:
         time.sleep(10)  # assigned, fetching
-        return run()  # type: ignore[no-any-return]
+        return run()
     finally:
         stop.set()
         thread.join(30)
