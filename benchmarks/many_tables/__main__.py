@@ -26,67 +26,21 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
 import psutil  # type: ignore[import-untyped]
 
 from benchmarks.ingest.environment import Environment, apply_pipeline, environment
-from benchmarks.many_tables import kafka_connect, maintenance, priority_windows
-from benchmarks.many_tables.maintenance import MaintenancePass
+from benchmarks.many_tables import kafka_connect, maintenance
+from benchmarks.many_tables.freshness import by_minute, p99, window_ages
+from benchmarks.many_tables.outcome import Outcome, markdown
 from benchmarks.many_tables.priority_windows import PriorityWindows
 from benchmarks.many_tables.quiet_producer import ARRIVALS, QuietProducer, delivered_per_table_second
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 CLUSTER = "many"
-
-
-@dataclass
-class Outcome:
-    design: str
-    tables: int
-    arrivals: str = "burst"  # when each second's records are sent (`quiet_producer`); rows before: burst
-    delivered_per_table_s: float | None = None  # records delivered per table and second in the window
-    first_rows_s: float | None = None  # every table has rows (None: not within the limit)
-    tables_with_rows: int = 0
-    freshness_p50_s: float | None = None
-    freshness_p99_s: float | None = None
-    freshness_max_s: float | None = None
-    # Records of the other tables produced from 5 s before to 15 s after a `floe apply` adding a table
-    # (a third into the window) and one removing it again (two thirds in).
-    freshness_around_applies_p99_s: float | None = None
-    apply_seconds: list[float] = field(default_factory=list)
-    # `floe maintain --once` passes over every table while ingestion goes on (`--maintain`), both
-    # designs (benchmarks/many_tables/maintenance.py).
-    maintenance_passes: list[MaintenancePass] = field(default_factory=list)
-    # The long-running `floe maintain` beside ingestion from its start (`--maintain-alongside`): its
-    # rounds over every table, the longest gap between two visits of a table, its CPU over the window.
-    worker_rounds: list[maintenance.WorkerRound] = field(default_factory=list)
-    worker_longest_gap_s: float | None = None
-    maintain_cores: float | None = None
-    # `--nice-window`: the worker at niceness 0 and `--maintain-nice` by turns, a row each
-    # (benchmarks/many_tables/priority_windows.py).
-    priority_windows: list[dict[str, Any]] = field(default_factory=list)
-    # Every record produced, by the minute after `floe ingest` started: [minute, records, p50, p99, missing].
-    freshness_by_minute: list[list[float]] = field(default_factory=list)
-    # The same by 10 s over the window (JSON only): where a stall is, beside when each apply began
-    # (seconds after `floe ingest` started).
-    freshness_by_10s: list[list[float]] = field(default_factory=list)
-    apply_at_s: list[float] = field(default_factory=list)
-    # The window's records but those produced from 5 s before to 15 s after an apply.
-    freshness_p99_away_from_applies_s: float | None = None
-    records_measured: int = 0
-    records_missing: int = 0
-    ingest_cores: float | None = None
-    ingest_peak_rss_gib: float | None = None
-    catalog_cores: float | None = None
-    broker_cores: float | None = None  # the Kafka broker: the producer's records and the consumer's fetches
-    other_cores: float | None = None
-    # Table commits seen over the window (a table's committed offset moving between two polls of
-    # floe's database), a second: at N quiet tables, N / this is the seconds between a table's commits.
-    table_commits_per_s: float | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 class Offsets:
@@ -256,7 +210,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         committed: dict[str, int] = {}
         advances: list[float] = []  # when a poll saw a table's committed offset move
         peak_rss = 0
-        measure_from = measure_to = None
+        measure_from = measure_to = settled_at = None
 
         def poll() -> None:
             nonlocal peak_rss
@@ -282,8 +236,17 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                 outcome.tables_with_rows = with_rows
                 if outcome.first_rows_s is None and with_rows == count:
                     outcome.first_rows_s = round(now_mono - ingest_started, 1)
-                    measure_from = time.time() + args.settle
-                    measure_to = measure_from + args.measure
+                    settled_at = time.time() + args.settle
+                queued = producer.queued()
+                if measure_from is None and settled_at is not None and time.time() >= settled_at:
+                    # The window starts once the broker has taken what was sent (a backlog would arrive
+                    # in the window as a burst the tables were never offered at one record a second).
+                    if queued < count or time.time() > settled_at + args.catch_up_limit:
+                        measure_from = time.time()
+                        measure_to = measure_from + args.measure
+                        outcome.window_waited_s = round(measure_from - settled_at, 1)
+                elif measure_from is not None and measure_to is not None and time.time() <= measure_to:
+                    outcome.producer_queued_max = max(outcome.producer_queued_max, queued)
                 if measure_from is not None and measure_to is not None:
                     due = measure_from + args.measure * (len(applies) + 1) / 3
                     if len(applies) < 2 and time.time() >= due:
@@ -349,38 +312,34 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
             outcome.freshness_by_minute = by_minute(produced, seen, ingest_started_at, measure_to)
             outcome.freshness_by_10s = by_minute(produced, seen, measure_from, measure_to, step=10.0)
             outcome.apply_at_s = [round(a - ingest_started_at, 1) for a in applies]
+            if outcome.producer_queued_max >= count:
+                outcome.notes.append(
+                    "disturbed: the broker fell behind the producer in the window (up to "
+                    f"{outcome.producer_queued_max:,} records queued, "
+                    f"{outcome.producer_queued_max / count:.1f} s of records), which then arrived in a burst"
+                )
+            if outcome.window_waited_s:
+                outcome.notes.append(
+                    f"the window began {outcome.window_waited_s:.0f} s after settling, when the producer's "
+                    "queue had drained"
+                )
             outcome.delivered_per_table_s = delivered_per_table_second(
                 produced, count, (measure_from, window_end)
             )
 
-            def near_an_apply(sent: float) -> bool:
-                return any(a - 5 <= sent <= a + 15 for a in applies)
-
-            ages: list[float] = []
-            away: list[float] = []  # the ages of records not produced near an apply
-            missing = 0
-            for (topic, offset), sent in produced.items():
-                if not measure_from <= sent <= measure_to:
-                    continue
-                if committed.get(topic, 0) == 0 and outcome.first_rows_s is None:
-                    continue  # a table that never started (reported above)
-                shown = seen.get((topic, offset))
-                if shown is None:
-                    missing += 1
-                else:
-                    ages.append(shown - sent)
-                    if not near_an_apply(sent):
-                        away.append(shown - sent)
-            around = sorted(
-                seen[(t, o)] - sent
-                for (t, o), sent in produced.items()
-                if (t, o) in seen and near_an_apply(sent)
+            # A table that never started (reported above) is left out.
+            every_table = outcome.first_rows_s is not None
+            ages, away, around, missing = window_ages(
+                produced,
+                seen,
+                (measure_from, measure_to),
+                applies,
+                started=lambda topic: every_table or committed.get(topic, 0) > 0,
             )
             if away:
-                outcome.freshness_p99_away_from_applies_s = round(p99(sorted(away)), 2)
+                outcome.freshness_p99_away_from_applies_s = round(p99(away), 2)
             if around:
                 outcome.freshness_around_applies_p99_s = round(p99(around), 2)
-            ages.sort()
             outcome.records_measured, outcome.records_missing = len(ages), missing
             if ages:
                 outcome.freshness_p50_s = round(statistics.median(ages), 2)
@@ -393,37 +352,6 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                 ]
         outcome.ingest_peak_rss_gib = round(peak_rss / 2**30, 2)
     return outcome
-
-
-def p99(ages: list[float]) -> float:
-    """The 99th percentile of sorted, non-empty `ages`, as every row of these results has it."""
-    return ages[min(len(ages) - 1, int(len(ages) * 0.99))]
-
-
-def by_minute(
-    produced: dict[tuple[str, int], float],
-    seen: dict[tuple[str, int], float],
-    start: float,
-    end: float,
-    step: float = 60.0,
-) -> list[list[float]]:
-    """[minute, records, p50, p99, missing] of the records produced in each whole minute (or `step`
-    seconds: the row's first number counts them) after `start` up to `end`: how freshness moves as the
-    tables grow and maintenance runs."""
-    minutes: dict[int, list[float | None]] = {}
-    for key, sent in produced.items():
-        if start <= sent <= end:
-            shown = seen.get(key)
-            minutes.setdefault(int((sent - start) // step), []).append(
-                None if shown is None else shown - sent
-            )
-    rows: list[list[float]] = []
-    for minute, found in sorted(minutes.items()):
-        ages = sorted(a for a in found if a is not None)
-        if ages:
-            median, high = round(statistics.median(ages), 2), round(p99(ages), 2)
-            rows.append([minute, len(found), median, high, len(found) - len(ages)])
-    return rows
 
 
 def maintain(
@@ -452,121 +380,10 @@ def maintain(
         outcome.maintenance_passes.append(one_pass)
 
 
-def _seconds(value: float | None) -> str:
-    return "n/a" if value is None else f"{value} s"
-
-
 def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
-    commit = git_commit()
-    load = os.getloadavg()
-    lines = [
-        "# Many tables: `floe ingest` with the shared consumer vs one Spark query per table",
-        "",
-        "Generated by `python -m benchmarks.many_tables` on "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-        f"at git commit `{commit}` ({time.time() - started:.0f} s in all). Each row: a fresh "
-        "floe database (PostgreSQL), "
-        "N one-partition topics on one local Kafka broker, N inline-JSON tables applied with "
-        "`floe apply`, then "
-        "`floe ingest --design D --master local[2]` started while one record a second goes to every topic "
-        "(`arrivals`: spread over each second, or all at its start; see quiet_producer.py). "
-        f"Freshness is measured over {args.measure:.0f} s starting {args.settle:.0f} s after "
-        "every table had its first rows "
-        "(produce confirmed → first 0.5 s poll of floe's database showing the table's committed "
-        "offset past the record). "
-        "CPU in cores averaged over that window; RSS is the peak of the `floe ingest` process "
-        "tree (Python + Spark JVM).",
-        "",
-        "| design | tables | arrivals (records/s per table) | every table's first rows "
-        "| freshness p50 / p99 / max | records measured (missing) "
-        "| freshness p99 around an apply | ingestion CPU | ingestion peak RSS | catalog + PostgreSQL CPU "
-        "| broker CPU | other load on the machine |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for o in outcomes:
-        first = (
-            f"{o.first_rows_s:.0f} s"
-            if o.first_rows_s is not None
-            else f"not within {args.first_rows_limit:.0f} s ({o.tables_with_rows} of {o.tables})"
-        )
-        fresh = (
-            f"{o.freshness_p50_s} / {o.freshness_p99_s} / {o.freshness_max_s} s"
-            if o.freshness_p50_s is not None
-            else "n/a"
-        )
-        lines.append(
-            f"| {o.design} | {o.tables:,} | {o.arrivals} ({o.delivered_per_table_s}) | {first} | {fresh} "
-            f"| {o.records_measured:,} "
-            f"({o.records_missing:,}) | {_seconds(o.freshness_around_applies_p99_s)} | "
-            f"{o.ingest_cores} | {o.ingest_peak_rss_gib} GiB | {o.catalog_cores} | {o.broker_cores} "
-            f"| {o.other_cores} |"
-        )
-    lines += ["", "Notes:", ""]
-    for o in outcomes:
-        notes = list(o.notes)
-        if o.apply_seconds:
-            notes.append(f"floe apply adding one table, then removing it: {o.apply_seconds} s")
-        if o.freshness_p99_away_from_applies_s is not None:
-            notes.append(
-                f"freshness p99 of the window's records but those from 5 s before to 15 s after an apply: "
-                f"{o.freshness_p99_away_from_applies_s} s"
-            )
-        if o.table_commits_per_s:
-            notes.append(
-                f"{o.table_commits_per_s:,} table commits a second over the window: one commit per table "
-                f"every {o.tables / o.table_commits_per_s:.1f} s"
-            )
-        for note in notes:
-            lines.append(f"- {o.design}, {o.tables} tables: {note}")
-    if any(o.design.startswith("kafka-connect") for o in outcomes):
-        lines += ["", "## The peer: Apache Iceberg's Kafka Connect sink", "", kafka_connect.method_text()]
-    lines += [
-        "",
-        f"Machine: {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.1f} GiB RAM; "
-        "load average at the end "
-        f"{[round(x, 2) for x in load]}. The machine is shared with other work; `other load` says how much.",
-        "",
-        "Targets (issue 31, reported not asserted): 1,000 tables at 1 record/s: first rows ≤ 60 "
-        "s, freshness p99 ≤ 10 s, "
-        "ingestion ≤ 1 core, driver memory ≤ 2 GiB.",
-    ]
-    for o in outcomes:
-        if o.freshness_by_minute:
-            lines += [
-                "",
-                f"### {o.design}, {o.tables:,} tables: freshness by the minute after `floe ingest` started",
-                "",
-                "| minute | records | p50 | p99 | missing |",
-                "|---:|---:|---:|---:|---:|",
-                *(f"| {int(m)} | {int(n):,} | {p50} s | {p99} s | {int(lost):,} |"
-                  for m, n, p50, p99, lost in o.freshness_by_minute),
-            ]  # fmt: skip
-        if o.worker_rounds or o.maintain_cores is not None:
-            lines += [
-                "",
-                f"### {o.design}, {o.tables:,} tables: `floe maintain` (long-running, built-in policy) "
-                "beside ingestion from its start",
-                "",
-                f"Its CPU over the measured window: {o.maintain_cores} cores.",
-                "",
-                *maintenance.worker_markdown(o.worker_rounds, o.worker_longest_gap_s),
-            ]
-        if o.priority_windows:
-            lines += ["", *priority_windows.markdown(o.priority_windows, args.nice_window)]
-    passes = [(o.tables, p) for o in outcomes for p in o.maintenance_passes]
-    if passes:
-        lines += [
-            "",
-            "## Maintenance: full passes of `floe maintain --once` while ingesting, both designs",
-            "",
-            (maintenance.__doc__ or "").split("\n\n", 1)[1].replace("\n", " ").strip(),
-            "",
-            *maintenance.MARKDOWN_HEADER,
-        ]
-        for tables, one_pass in passes:
-            lines += maintenance.markdown_rows(tables, [one_pass])
+    lines = markdown(outcomes, args, git_commit(), time.time() - started)
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
 
 
@@ -582,6 +399,12 @@ def main() -> None:
         "--settle", type=float, default=15.0, help="seconds after first rows before measuring"
     )
     parser.add_argument("--grace", type=float, default=15.0, help="seconds after the window for late commits")
+    parser.add_argument(
+        "--catch-up-limit",
+        type=float,
+        default=300.0,
+        help="seconds after settling the window may wait for the producer's queue to drain",
+    )
     parser.add_argument("--first-rows-limit", type=float, default=300.0)
     parser.add_argument("--maintain", action="store_true", help="then one floe maintain --once pass")
     parser.add_argument("--name", default="many-tables", help="results: benchmarks/results/NAME.md")

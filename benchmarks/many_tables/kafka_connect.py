@@ -34,6 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.many_tables.freshness import p99
 from benchmarks.many_tables.quiet_producer import delivered_per_table_second, producing
 from devtools.pins import maven_artifact, pin_lines
 from devtools.ports import free_port
@@ -45,7 +46,7 @@ from runtime.java import find_java
 if TYPE_CHECKING:
     import argparse
 
-    from benchmarks.many_tables.__main__ import Outcome
+    from benchmarks.many_tables.outcome import Outcome
 
 ICEBERG_VERSION = "1.11.0"
 WORKER_CLASS = "org.apache.kafka.connect.cli.ConnectStandalone"
@@ -384,5 +385,5 @@ def summarize(
     )
     if ages:
         outcome.freshness_p50_s = round(statistics.median(ages), 2)
-        outcome.freshness_p99_s = round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2)
+        outcome.freshness_p99_s = round(p99(ages), 2)
         outcome.freshness_max_s = round(ages[-1], 2)

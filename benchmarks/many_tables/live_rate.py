@@ -47,6 +47,7 @@ from benchmarks.many_tables.__main__ import (
     start_ingest,
     tree_rss,
 )
+from benchmarks.many_tables.freshness import p99
 from benchmarks.many_tables.maintenance import start_worker
 from benchmarks.many_tables.throughput import json_tables
 
@@ -320,7 +321,7 @@ def run(
         row.samples = len(ages)
         if ages:
             row.freshness_p50_s = round(statistics.median(ages), 2)
-            row.freshness_p99_s = round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2)
+            row.freshness_p99_s = round(p99(ages), 2)
             row.freshness_max_s = round(ages[-1], 2)
         row.ingest_peak_rss_gib = round(peak / 2**30, 2)
     return row

@@ -34,6 +34,8 @@ from typing import IO, Any
 
 import psutil  # type: ignore[import-untyped]
 
+from benchmarks.many_tables.freshness import p99
+
 POLICY = {"hot_partition_max_files": 10, "snapshot_retention": "1m", "min_snapshots_to_keep": 5}
 
 
@@ -212,7 +214,7 @@ def freshness_p99(
     ages = sorted(
         seen[key] - sent for key, sent in produced.items() if key in seen and low <= sent <= high - 10
     )
-    return round(ages[min(len(ages) - 1, int(len(ages) * 0.99))], 2) if ages else None
+    return round(p99(ages), 2) if ages else None
 
 
 def markdown_rows(tables: int, passes: list[MaintenancePass]) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
+from benchmarks.many_tables.freshness import p99
 from benchmarks.many_tables.maintenance import Visit
 from floe.cli.services import autogroup_nice
 
@@ -121,7 +122,7 @@ class PriorityWindows:
                     used[group] = used.get(group, 0.0) + value * (end - start)
             in_windows = [v for began, v in visits if any(s <= began < e for s, e, _ in mine)]
             rewritten = sum(v.rewritten for v in in_windows)
-            p99 = ages[min(len(ages) - 1, int(len(ages) * 0.99))] if ages else None
+            high = p99(ages) if ages else None
             row = PriorityRow(
                 nice=level,
                 windows=len(mine),
@@ -129,7 +130,7 @@ class PriorityWindows:
                 records=len(ages),
                 missing=missing,
                 freshness_p50_s=round(statistics.median(ages), 2) if ages else None,
-                freshness_p99_s=round(p99, 2) if p99 is not None else None,
+                freshness_p99_s=round(high, 2) if high is not None else None,
                 freshness_max_s=round(ages[-1], 2) if ages else None,
                 ingest_cores=round(used.get("ingester", 0.0) / seconds, 2),
                 catalog_cores=round(used.get("catalog", 0.0) / seconds, 2),

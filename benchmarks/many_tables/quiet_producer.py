@@ -48,6 +48,11 @@ class QuietProducer:
         self._thread.join(30)
         self._producer.flush(10)
 
+    def queued(self) -> int:
+        """Records sent but not yet delivered (librdkafka's queue): over a second's worth, the broker is
+        behind, and the records will arrive in a burst when it catches up."""
+        return len(self._producer)
+
     def _delivered(self, error: Any, message: Any) -> None:
         if error is None:
             with self._lock:

@@ -19,6 +19,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import AddSchemaUpdate, SetPropertiesUpdate
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
+from catalog.class_properties import check_no_class_properties
 from catalog.errors import LimitExceeded, QuotaExceeded
 from catalog.identifiers import Namespace, TableIdent
 from catalog.settings import Settings
@@ -98,6 +99,8 @@ class Limits:
                 f"Invalid {what}: {size} bytes of properties, more than the limit of "
                 f"{self.properties_bytes} (FLOE_MAX_PROPERTIES_BYTES)"
             )
+        # Not a size, but every property map a client sends passes here (bounded first).
+        check_no_class_properties(properties, what)
 
     def _check_width(self, width: int, what: str) -> None:
         if width > self.schema_fields:
