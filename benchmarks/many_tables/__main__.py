@@ -318,7 +318,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                     f"{outcome.producer_queued_max:,} records queued, "
                     f"{outcome.producer_queued_max / count:.1f} s of records), which then arrived in a burst"
                 )
-            if outcome.window_waited_s:
+            if outcome.window_waited_s and outcome.window_waited_s >= 1:
                 outcome.notes.append(
                     f"the window began {outcome.window_waited_s:.0f} s after settling, when the producer's "
                     "queue had drained"

@@ -85,7 +85,7 @@ def markdown(outcomes: list[Outcome], args: argparse.Namespace, commit: str, too
         "`floe ingest --design D --master local[2]` started while one record a second goes to every topic "
         "(`arrivals`: spread over each second, or all at its start; see quiet_producer.py). "
         f"Freshness is measured over {args.measure:.0f} s starting {args.settle:.0f} s after "
-        "every table had its first rows "
+        "every table had its first rows, or later, once the producer's queue has drained "
         "(produce confirmed → first 0.5 s poll of floe's database showing the table's committed "
         "offset past the record). "
         "CPU in cores averaged over that window; RSS is the peak of the `floe ingest` process "
