@@ -210,7 +210,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         committed: dict[str, int] = {}
         advances: list[float] = []  # when a poll saw a table's committed offset move
         peak_rss = 0
-        measure_from = measure_to = settled_at = None
+        measure_from = measure_to = settled_at = first_settled_at = None
 
         def poll() -> None:
             nonlocal peak_rss
@@ -236,15 +236,19 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                 outcome.tables_with_rows = with_rows
                 if outcome.first_rows_s is None and with_rows == count:
                     outcome.first_rows_s = round(now_mono - ingest_started, 1)
-                    settled_at = time.time() + args.settle
+                    first_settled_at = settled_at = time.time() + args.settle
                 queued = producer.queued()
-                if measure_from is None and settled_at is not None and time.time() >= settled_at:
-                    # The window starts once the broker has taken what was sent (a backlog would arrive
-                    # in the window as a burst the tables were never offered at one record a second).
-                    if queued < count or time.time() > settled_at + args.catch_up_limit:
+                if measure_from is None and settled_at is not None and first_settled_at is not None:
+                    # The window starts `settle` s after the broker last held a second's records back
+                    # (they arrive as a burst the tables were never offered at one record a second, and
+                    # the tables take a while to absorb it), or at the catch-up limit.
+                    if queued >= count:
+                        settled_at = max(settled_at, time.time() + args.settle)
+                    late = time.time() > first_settled_at + args.catch_up_limit
+                    if time.time() >= settled_at or late:
                         measure_from = time.time()
                         measure_to = measure_from + args.measure
-                        outcome.window_waited_s = round(measure_from - settled_at, 1)
+                        outcome.window_waited_s = round(measure_from - first_settled_at, 1)
                 elif measure_from is not None and measure_to is not None and time.time() <= measure_to:
                     outcome.producer_queued_max = max(outcome.producer_queued_max, queued)
                 if measure_from is not None and measure_to is not None:
@@ -320,8 +324,8 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                 )
             if outcome.window_waited_s and outcome.window_waited_s >= 1:
                 outcome.notes.append(
-                    f"the window began {outcome.window_waited_s:.0f} s after settling, when the producer's "
-                    "queue had drained"
+                    f"the window began {outcome.window_waited_s:.0f} s late: {args.settle:.0f} s after the "
+                    "producer's queue last held a second's records"
                 )
             outcome.delivered_per_table_s = delivered_per_table_second(
                 produced, count, (measure_from, window_end)
