@@ -45,9 +45,8 @@ log = logging.getLogger(__name__)
 
 TABLES_PER_TRANSACTION = 100
 COMMITS_IN_FLIGHT = 3
-# Tables of a transaction written at once when their warehouse is an object store: a table's three files
-# are three uploads, one after the other, each mostly waiting on the store's answer with the GIL released.
-# A local disk's tables are written one after the other (side by side measured no gain there).
+# Tables of a transaction written at once on an object store: a table's three files are three uploads,
+# each mostly waiting on the store with the GIL released (on a local disk, side by side gained nothing).
 OBJECT_STORE_WRITERS = 8
 # At most this many records buffered for one table: it is committed sooner, whatever its interval.
 MAX_BUFFERED = 50_000
@@ -58,8 +57,7 @@ POLL_SECONDS = 0.2
 # How long a poll may wait while transactions are in flight: librdkafka's consume() waits its whole
 # timeout unless it fills `num_messages`, so a 0.2 s wait delayed every landed transaction's successor.
 POLL_IN_FLIGHT_SECONDS = 0.01
-# Outcomes of a refused transaction (HTTP 409): a table moved by another writer (a requirement failed),
-# or the Kafka offsets fence.
+# Outcomes of a refused transaction (409): another writer moved a table, or the Kafka offsets fence.
 MOVED, FENCED = "refused", "refused by the offsets fence"
 # A batch refused because another writer moved its table is prepared again this many times at most.
 REBASES = 3
@@ -180,11 +178,14 @@ class SharedIngest:
                 now = time.monotonic()
                 if self._changed.is_set() or now - refreshed > PARTITIONS_REFRESH_SECONDS or now >= retry:
                     self._changed.clear()
-                    # A table is opened again only between its batches: what is in flight lands first.
-                    self._drain(consumer)
+                    wanted = self._wanted_now()
+                    # Only what touches a table in flight waits for it: the minute's look for partitions
+                    # and a new table did too, and stalled every table for seconds (1,000 tables).
+                    if self._waits_for_in_flight(wanted):
+                        self._drain(consumer)
                     refreshed = time.monotonic()
                     try:
-                        missing = self._reconcile(consumer)
+                        missing = self._reconcile(consumer, wanted)
                         refreshed -= self._missing_topics_wait(missing)
                     except Exception as exc:  # the cluster unreachable: its tables say so; tried again
                         log.warning("shared consumer of cluster %s: %s (retried)", self.cluster, exc)
@@ -247,13 +248,31 @@ class SharedIngest:
         log.debug("shared consumer of cluster %s: topics not in metadata yet: %s", self.cluster, missing)
         return PARTITIONS_REFRESH_SECONDS - wait
 
-    def _reconcile(self, consumer: Any) -> list[str]:
+    def _wanted_now(self) -> dict[str, IngestTable]:
+        with self._lock:
+            return dict(self._wanted)
+
+    def _waits_for_in_flight(self, wanted: dict[str, IngestTable]) -> bool:
+        """Whether reconciling `wanted` closes a table, reopens a changed one or opens one on a topic an
+        open table reads (rewound): then what is in flight lands first. A new topic's table waits not."""
+        if any(name not in wanted for name in self.tables):
+            return True
+        now = time.monotonic()
+        for name, table in wanted.items():
+            current = self.tables.get(name)
+            if current is not None:
+                if current.table.fingerprint != table.fingerprint:
+                    return True
+            elif table.topic in self._by_topic and now >= self._retry_at.get(name, (0, 0.0))[1]:
+                return True
+        return False
+
+    def _reconcile(self, consumer: Any, wanted: dict[str, IngestTable] | None = None) -> list[str]:
         """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions;
         the open tables' topics the consumer's metadata does not show (yet) are returned."""
         from confluent_kafka import TopicPartition
 
-        with self._lock:
-            wanted = dict(self._wanted)
+        wanted = self._wanted_now() if wanted is None else wanted
         for name in [n for n in self.tables if n not in wanted]:
             log.info("%s left the pipeline: stopping its ingestion", name)
             self.tables.pop(name)
@@ -540,9 +559,8 @@ class SharedIngest:
 
 
 def _waiting_since(message: Any, since: float, clock_offset: float) -> float:
-    """When a table's first buffered record began to wait (monotonic clock): since the consumer was last
-    asked (`since`), or since the record's own timestamp if later, never later than now (a producer's
-    clock ahead of this one's)."""
+    """When a table's first buffered record began to wait (monotonic): since the consumer was last asked
+    (`since`), or its own timestamp if later, never later than now (a producer's clock may be ahead)."""
     kind, timestamp = message.timestamp()
     now = time.monotonic()
     if kind == 0:  # no timestamp (a message format older than Kafka 0.10)
@@ -554,11 +572,10 @@ def catch_up_due(waited: float, interval: float, buffered: int, unread: int) -> 
     """Whether a table whose oldest buffered record has waited `waited` seconds is due, past its
     `interval`: yes, unless its topic holds more records not yet read (`unread`) than the table would
     gather in `CATCH_UP_STRETCH` intervals at the rate it buffered them. Then the consumer is behind by a
-    backlog (after a restart or an outage), not by a few seconds of lag, and a longer batch is the remedy:
-    each commit's fixed cost (a file, a manifest, a snapshot, a transaction) is paid for more records, and
-    the table gains fewer, larger files and snapshots. Up to `CATCH_UP_STRETCH` intervals, so freshness
-    stays bounded; within a few seconds of its topic, a table commits at its interval (a longer batch then
-    only delays records already late)."""
+    backlog (after a restart or an outage), not a few seconds of lag: a longer batch pays each commit's
+    fixed cost (a file, a manifest, a snapshot, a transaction) for more records, in fewer, larger files.
+    Up to `CATCH_UP_STRETCH` intervals, so freshness stays bounded; near its topic's end a table commits
+    at its interval (a longer batch then only delays records already late)."""
     if waited < interval:
         return False
     if waited >= interval * CATCH_UP_STRETCH:

@@ -81,3 +81,29 @@ def test_a_topic_not_there_yet_is_looked_for_again_within_seconds_then_a_minute(
     assert answers.assigned == []
     assert consumer._missing_topics_wait(consumer._reconcile(answers)) == 0.0  # found: a minute again
     assert answers.assigned == [[("later", 0, 7)]]  # from floe's offsets
+
+
+def test_only_a_change_to_a_table_that_may_be_in_flight_waits_for_the_transactions() -> None:
+    """The minute's look for new partitions and a table added on a topic of its own reconcile without
+    waiting for the transactions in flight (at a thousand tables that wait stalled every table for
+    seconds); closing a table, reopening a changed one, or opening one on a topic an open table reads
+    (which rewinds that topic) waits."""
+    import dataclasses
+
+    both = {"events": TopicAnswer({0: object(), 1: object()})}
+    consumer = _consumer("events")
+    consumer._reconcile(Answers([both]))
+    waits = consumer._waits_for_in_flight
+    assert not waits(consumer._wanted_now())
+    [shared] = consumer.tables.values()
+    table = shared.table
+    consumer.set_tables([table, json_table("u", cluster="c", topic="other")])
+    assert not waits(consumer._wanted_now())  # added, on a topic of its own
+    consumer.set_tables([table, json_table("u", cluster="c", topic="events")])
+    assert waits(consumer._wanted_now())  # added, on the open table's topic
+    consumer.set_tables([dataclasses.replace(table, fingerprint="changed")])
+    assert waits(consumer._wanted_now())  # its settings changed
+    consumer.set_tables([])
+    assert waits(consumer._wanted_now())  # it left
+    consumer.set_tables([table])
+    assert not waits(consumer._wanted_now())
