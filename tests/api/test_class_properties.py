@@ -24,13 +24,10 @@ from pyiceberg.types import LongType, NestedField
 
 from catalog.class_properties import names_a_class
 from devtools.catalog_server import CatalogProcess
+from tests.api.test_quotas import SCHEMA as SCHEMA_JSON
+from tests.api.test_quotas import VIEW_VERSION
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
-SCHEMA_JSON = {
-    "type": "struct",
-    "schema-id": 0,
-    "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}],
-}
 CLASS_PROPERTIES = [
     "py-io-impl",
     "write.py-location-provider.impl",
@@ -124,15 +121,12 @@ def test_register_refuses_metadata_holding_a_class_property(
 
 
 def test_views_and_namespaces_refuse_a_class_property(http: httpx.Client, namespace: str) -> None:
-    version = {
-        "version-id": 1,
-        "schema-id": 0,
-        "timestamp-ms": 1_700_000_000_000,
-        "summary": {},
-        "representations": [{"type": "sql", "sql": "SELECT 1 AS id", "dialect": "spark"}],
-        "default-namespace": [],
+    view = {
+        "name": "v",
+        "schema": SCHEMA_JSON,
+        "view-version": VIEW_VERSION,
+        "properties": {"io-impl": "x.Y"},
     }
-    view = {"name": "v", "schema": SCHEMA_JSON, "view-version": version, "properties": {"io-impl": "x.Y"}}
     _refused(http.post(f"/v1/default/namespaces/{namespace}/views", json=view), "io-impl")
     created = http.post(
         "/v1/default/namespaces", json={"namespace": [f"{namespace}_x"], "properties": {"py-io-impl": "x.Y"}}
