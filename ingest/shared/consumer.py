@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -252,20 +252,22 @@ class SharedIngest:
         with self._lock:
             return dict(self._wanted)
 
+    def _to_open(self, wanted: dict[str, IngestTable]) -> Iterator[tuple[IngestTable, SharedTable | None]]:
+        """The wanted tables a reconcile opens (new, or changed: with the open one), but those whose
+        failed open is not due to be tried again; the clock is read as each is reached."""
+        for name, table in wanted.items():
+            current = self.tables.get(name)
+            if current is not None and current.table.fingerprint == table.fingerprint:
+                continue
+            if time.monotonic() >= self._retry_at.get(name, (0, 0.0))[1]:
+                yield table, current
+
     def _waits_for_in_flight(self, wanted: dict[str, IngestTable]) -> bool:
         """Whether reconciling `wanted` closes a table, reopens a changed one or opens one on a topic an
         open table reads (rewound): then what is in flight lands first. A new topic's table waits not."""
         if any(name not in wanted for name in self.tables):
             return True
-        now = time.monotonic()
-        for name, table in wanted.items():
-            current = self.tables.get(name)
-            if current is not None:
-                if current.table.fingerprint != table.fingerprint:
-                    return True
-            elif table.topic in self._by_topic and now >= self._retry_at.get(name, (0, 0.0))[1]:
-                return True
-        return False
+        return any(current is not None or t.topic in self._by_topic for t, current in self._to_open(wanted))
 
     def _reconcile(self, consumer: Any, wanted: dict[str, IngestTable] | None = None) -> list[str]:
         """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions;
@@ -279,13 +281,9 @@ class SharedIngest:
         opened: set[str] = set()  # topics of tables opened now
         for name in [n for n in self._retry_at if n not in wanted]:
             self._retry_at.pop(name)
-        for name, table in wanted.items():
-            current = self.tables.get(name)
-            if current is not None and current.table.fingerprint == table.fingerprint:
-                continue
-            failures, retry_at = self._retry_at.get(name, (0, 0.0))
-            if time.monotonic() < retry_at:
-                continue
+        for table, current in self._to_open(wanted):
+            name = table.name
+            failures = self._retry_at.get(name, (0, 0))[0]
             try:
                 self.tables[name] = self._open_table(table)
                 opened.add(table.topic)
