@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ import msgspec
 from catalog.client import ClientError
 from ingest import metrics
 from ingest.ingest_table import BatchResult, IngestTable
+from ingest.shared.catch_up import catch_up_due, unread_records
 from ingest.shared.tables import PreparedBatch, SharedTable, on_object_store, prepared_batch
 
 if TYPE_CHECKING:
@@ -71,9 +72,6 @@ MISSING_TOPIC_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 # fetch answered as soon as one byte is there, a thousand quiet partitions had the broker looking
 # hundreds of times a second. A fetch is answered once 1 MiB is there or after 500 ms.
 FETCH_BATCHING = {"fetch.min.bytes": 1024 * 1024, "fetch.wait.max.ms": 500}
-# While the consumer is more than this many intervals behind a table's topic (a backlog, not a lag),
-# the table's batch may grow to this many intervals.
-CATCH_UP_STRETCH = 5.0
 
 
 @dataclass
@@ -137,6 +135,12 @@ class SharedIngest:
         self._writers = ThreadPoolExecutor(
             max_workers=OBJECT_STORE_WRITERS, thread_name_prefix=f"floe-write-{cluster}"
         )
+        # The cluster's metadata is asked for off the loop (at 1,000 topics the answer kept the loop, and
+        # so every table, waiting 1.5-2 s a minute on a busy machine), through a client of its own:
+        # confluent-kafka lets one call at a time into a client, and the loop's polls kept a lookup
+        # on the consumer waiting for ever.
+        self._lookups = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"floe-metadata-{cluster}")
+        self._lookup: Future[Any] | None = None
 
     # -- control (any thread) ---------------------------------------------------------------------
 
@@ -171,25 +175,20 @@ class SharedIngest:
             "log_level": 4,
         }
         consumer = Consumer(config)
+        # Never subscribed nor assigned: it joins no group. Its failures are the lookup's exception.
+        lookups = Consumer({**{k: v for k, v in config.items() if k != "logger"}, "log_level": 0})
         refreshed = 0.0
         try:
             while not self._stop.is_set():
                 retry = min((at for _, at in self._retry_at.values()), default=float("inf"))
                 now = time.monotonic()
-                if self._changed.is_set() or now - refreshed > PARTITIONS_REFRESH_SECONDS or now >= retry:
+                due = self._changed.is_set() or now - refreshed > PARTITIONS_REFRESH_SECONDS or now >= retry
+                if due and self._lookup is None:
                     self._changed.clear()
-                    wanted = self._wanted_now()
-                    # Only what touches a table in flight waits for it: the minute's look for partitions
-                    # and a new table did too, and stalled every table for seconds (1,000 tables).
-                    if self._waits_for_in_flight(wanted):
-                        self._drain(consumer)
-                    refreshed = time.monotonic()
-                    try:
-                        missing = self._reconcile(consumer, wanted)
-                        refreshed -= self._missing_topics_wait(missing)
-                    except Exception as exc:  # the cluster unreachable: its tables say so; tried again
-                        log.warning("shared consumer of cluster %s: %s (retried)", self.cluster, exc)
-                        refreshed = time.monotonic() - PARTITIONS_REFRESH_SECONDS + RECONCILE_RETRY_SECONDS
+                    self._lookup = self._lookups.submit(lookups.list_topics, timeout=10)
+                if self._lookup is not None and self._lookup.done():
+                    lookup, self._lookup = self._lookup, None
+                    refreshed = self._reconcile_with(consumer, lookup)
                 self._settle_landed(consumer)
                 buffered = sum(t.buffered_bytes for t in self.tables.values())
                 if buffered < MAX_BUFFERED_BYTES:
@@ -205,7 +204,11 @@ class SharedIngest:
             log.exception("shared ingestion of cluster %s stopped", self.cluster)
             raise
         finally:
+            if self._lookup is not None:  # closed only once no other thread uses it
+                wait([self._lookup])
+            lookups.close()
             consumer.close()
+            self._lookups.shutdown(wait=True)
             self._sender.shutdown(wait=True)
             self._writers.shutdown(wait=True)
 
@@ -269,9 +272,28 @@ class SharedIngest:
             return True
         return any(current is not None or t.topic in self._by_topic for t, current in self._to_open(wanted))
 
-    def _reconcile(self, consumer: Any, wanted: dict[str, IngestTable] | None = None) -> list[str]:
+    def _reconcile_with(self, consumer: Any, lookup: Future[Any]) -> float:
+        """Reconcile with the metadata `lookup` brought; when the last reconcile counts as done (the next
+        is due a minute after, or sooner while tables' topics are missing or the cluster is unreachable)."""
+        wanted = self._wanted_now()
+        # Only what touches a table in flight waits for it: the minute's look for partitions and a new
+        # table did too, and stalled every table for seconds (1,000 tables).
+        if self._waits_for_in_flight(wanted):
+            self._drain(consumer)
+        refreshed = time.monotonic()
+        try:
+            return refreshed - self._missing_topics_wait(self._reconcile(consumer, wanted, lookup))
+        except Exception as exc:  # the cluster unreachable: its tables say so; tried again
+            log.warning("shared consumer of cluster %s: %s (retried)", self.cluster, exc)
+            return time.monotonic() - PARTITIONS_REFRESH_SECONDS + RECONCILE_RETRY_SECONDS
+
+    def _reconcile(
+        self, consumer: Any, wanted: dict[str, IngestTable] | None = None, lookup: Future[Any] | None = None
+    ) -> list[str]:
         """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions;
-        the open tables' topics the consumer's metadata does not show (yet) are returned."""
+        the open tables' topics the consumer's metadata (from `lookup`, else asked for now) does not
+        show (yet) are returned. A failed lookup raises once the tables are opened (each reports its
+        own cluster's refusal: a wrong password, an untrusted certificate)."""
         from confluent_kafka import TopicPartition
 
         wanted = self._wanted_now() if wanted is None else wanted
@@ -307,7 +329,7 @@ class SharedIngest:
         if not self._by_topic and not self._assigned:
             self.assigned.set()
             return []
-        metadata = consumer.list_topics(timeout=10)
+        metadata = consumer.list_topics(timeout=10) if lookup is None else lookup.result()
         missing: list[str] = []
         for topic in self._by_topic:
             found = metadata.topics.get(topic)
@@ -564,35 +586,3 @@ def _waiting_since(message: Any, since: float, clock_offset: float) -> float:
     if kind == 0:  # no timestamp (a message format older than Kafka 0.10)
         return now
     return max(since, min(now, float(timestamp) / 1000 + clock_offset))
-
-
-def catch_up_due(waited: float, interval: float, buffered: int, unread: int) -> bool:
-    """Whether a table whose oldest buffered record has waited `waited` seconds is due, past its
-    `interval`: yes, unless its topic holds more records not yet read (`unread`) than the table would
-    gather in `CATCH_UP_STRETCH` intervals at the rate it buffered them. Then the consumer is behind by a
-    backlog (after a restart or an outage), not a few seconds of lag: a longer batch pays each commit's
-    fixed cost (a file, a manifest, a snapshot, a transaction) for more records, in fewer, larger files.
-    Up to `CATCH_UP_STRETCH` intervals, so freshness stays bounded; near its topic's end a table commits
-    at its interval (a longer batch then only delays records already late)."""
-    if waited < interval:
-        return False
-    if waited >= interval * CATCH_UP_STRETCH:
-        return True
-    behind = unread * waited / max(buffered, 1)  # seconds of this table's records not read yet
-    return behind <= interval * CATCH_UP_STRETCH
-
-
-def unread_records(consumer: Any, topic: str, partitions: Iterable[int]) -> int:
-    """Records of `topic`'s `partitions` the broker holds past what `consumer` has handed over, from
-    librdkafka's high watermarks as its last fetches saw them (`cached=True`: no request to the broker);
-    a partition nothing was consumed from yet counts none."""
-    from confluent_kafka import TopicPartition
-
-    wanted = [TopicPartition(topic, p) for p in partitions]
-    unread = 0
-    for position in consumer.position(wanted) if wanted else ():
-        if position.offset < 0:
-            continue
-        _, high = consumer.get_watermark_offsets(position, cached=True)
-        unread += max(0, high - position.offset) if high >= 0 else 0
-    return unread

@@ -25,7 +25,8 @@ from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
 from ingest.ingest_table import IngestTable
-from ingest.shared.consumer import SharedIngest, unread_records
+from ingest.shared.catch_up import unread_records
+from ingest.shared.consumer import SharedIngest
 from ingest.shared.tables import SharedTable
 from runtime.shards import shard_of
 from tests.e2e.duckdb_client import attach_catalog, connect

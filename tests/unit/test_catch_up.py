@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ingest.shared.consumer import CATCH_UP_STRETCH, catch_up_due
+from ingest.shared.catch_up import CATCH_UP_STRETCH, catch_up_due
 
 
 def test_before_its_interval_a_table_is_never_due() -> None:

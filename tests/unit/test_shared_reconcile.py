@@ -107,3 +107,32 @@ def test_only_a_change_to_a_table_that_may_be_in_flight_waits_for_the_transactio
     assert waits(consumer._wanted_now())  # it left
     consumer.set_tables([table])
     assert not waits(consumer._wanted_now())
+
+
+def test_the_metadata_asked_for_off_the_loop_is_reconciled_when_it_lands() -> None:
+    """The loop asks for the cluster's metadata on a thread of its own (at 1,000 topics the answer kept
+    every table waiting for seconds) and reconciles with the answer; a failed lookup is tried again in
+    RECONCILE_RETRY_SECONDS, after the tables are opened, as when the loop asked for it itself."""
+    import time
+    from concurrent.futures import Future
+
+    from ingest.shared.consumer import PARTITIONS_REFRESH_SECONDS, RECONCILE_RETRY_SECONDS
+
+    consumer = _consumer("events")
+    answers = Answers([])
+    landed: Future[Any] = Future()
+    landed.set_result(type("Metadata", (), {"topics": {"events": TopicAnswer({0: object()})}})())
+    before = time.monotonic()
+    refreshed = consumer._reconcile_with(answers, landed)
+    assert before <= refreshed <= time.monotonic()  # a minute until the next
+    assert answers.assigned == [[("events", 0, 7)]]
+    failed: Future[Any] = Future()
+    failed.set_exception(RuntimeError("cluster unreachable"))
+    refreshed = consumer._reconcile_with(answers, failed)
+    retry_in = refreshed + PARTITIONS_REFRESH_SECONDS - time.monotonic()
+    assert RECONCILE_RETRY_SECONDS - 1 < retry_in <= RECONCILE_RETRY_SECONDS
+    assert answers.assigned == [[("events", 0, 7)]]  # nothing changed
+    # A failed lookup still lets each table open first (and report its own cluster's refusal).
+    fresh = _consumer("events")
+    fresh._reconcile_with(answers, failed)
+    assert len(fresh.tables) == 1
