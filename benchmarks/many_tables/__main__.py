@@ -184,7 +184,9 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         kind, shards = design.split()[0], int(design.split()[1]) if " shards" in design else 1
         logs = [(work / f"ingest-{kind}-{count}-{i}.log").open("wb") for i in range(shards)]
         # (topic, offset) → delivered at (epoch s)
-        producer = QuietProducer(env.kafka.bootstrap_servers, topics, outcome.arrivals)
+        producer = QuietProducer(env.kafka.bootstrap_servers, topics, outcome.arrivals, args.linger_ms)
+        if args.linger_ms != 5:
+            outcome.notes.append(f"the producer's linger.ms: {args.linger_ms} (5 by default)")
         produced = producer.produced
         producer.start()
         processes = [
@@ -410,6 +412,9 @@ def main() -> None:
         help="seconds after settling the window may wait for the producer's queue to drain",
     )
     parser.add_argument("--first-rows-limit", type=float, default=300.0)
+    parser.add_argument(
+        "--linger-ms", type=int, default=5, help="the quiet producer's linger.ms (records share a request)"
+    )
     parser.add_argument("--maintain", action="store_true", help="then one floe maintain --once pass")
     parser.add_argument("--name", default="many-tables", help="results: benchmarks/results/NAME.md")
     parser.add_argument(
