@@ -136,3 +136,72 @@ def test_the_metadata_asked_for_off_the_loop_is_reconciled_when_it_lands() -> No
     fresh = _consumer("events")
     fresh._reconcile_with(answers, failed)
     assert len(fresh.tables) == 1
+
+
+class _Client:
+    """A stand-in for confluent_kafka.Consumer that records which thread calls which of its methods."""
+
+    made: list[_Client] = []
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.assigned: list[str] = []
+        _Client.made.append(self)
+
+    def _call(self, name: str) -> None:
+        import threading
+
+        self.calls.append((name, threading.current_thread().name))
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        import time
+
+        self._call("consume")
+        time.sleep(timeout)
+        return []
+
+    def list_topics(self, timeout: float) -> Any:
+        self._call("list_topics")
+        every_topic = type("Topics", (), {"get": lambda self, topic: TopicAnswer({0: object()})})()
+        return type("Metadata", (), {"topics": every_topic})()
+
+    def incremental_assign(self, partitions: list[Any]) -> None:
+        self._call("incremental_assign")
+        self.assigned += [p.topic for p in partitions]
+
+    def incremental_unassign(self, partitions: list[Any]) -> None:
+        self._call("incremental_unassign")
+
+    def close(self) -> None:
+        self._call("close")
+
+
+def test_the_metadata_lookup_never_calls_into_the_polling_consumer(monkeypatch: Any) -> None:
+    """confluent-kafka lets one call at a time into a client: a lookup on the consumer itself, from
+    another thread, waited for ever behind the loop's back-to-back polls, and a table added to a running
+    consumer never got its partitions. The lookup has a client of its own, each used by one thread."""
+    import time
+
+    import confluent_kafka
+
+    _Client.made.clear()
+    monkeypatch.setattr(confluent_kafka, "Consumer", _Client)
+    consumer = _consumer("events")
+    consumer.start()
+    try:
+        assert consumer.assigned.wait(10)
+        consumer.set_tables(
+            [json_table("t", cluster="c", topic="events"), json_table("u", cluster="c", topic="more")]
+        )
+        deadline = time.monotonic() + 10
+        while "more" not in [t for c in _Client.made for t in c.assigned] and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        consumer.stop()
+    polling = [c for c in _Client.made if any(name == "consume" for name, _ in c.calls)]
+    assert len(polling) == 1
+    assert polling[0].assigned == ["events", "more"]
+    assert not any(name == "list_topics" for name, _ in polling[0].calls)
+    assert len(_Client.made) == 2
+    for client in _Client.made:  # closed by the loop once its lookup is done: used by one thread at a time
+        assert len({thread for name, thread in client.calls if name != "close"}) == 1, client.calls
