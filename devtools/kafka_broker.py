@@ -194,6 +194,7 @@ class LocalKafka:
         heap: str = "512m",
         secured: bool = False,
         secured_ports: Mapping[str, int] | None = None,
+        request_log: bool = False,
     ) -> None:
         if partitions_default < 1:
             raise ValueError(f"partitions_default must be at least 1, got {partitions_default}")
@@ -205,6 +206,8 @@ class LocalKafka:
         self.data_dir = self.data_dir.resolve()
         self.partitions_default = partitions_default
         self.heap = heap
+        # Every request logged with its times (queue, local, remote, send): a benchmark's diagnosis.
+        self.request_log = request_log
         self.controller_port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
@@ -425,14 +428,14 @@ class LocalKafka:
                     "appender.file.layout.pattern = [%d] %p %m (%c)%n",
                     "appender.file.policies.type = Policies",
                     "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
-                    "appender.file.policies.size.size = 10MB",
+                    f"appender.file.policies.size.size = {'2000MB' if self.request_log else '10MB'}",
                     "appender.file.strategy.type = DefaultRolloverStrategy",
                     "appender.file.strategy.max = 3",
                     "rootLogger.level = INFO",
                     "rootLogger.appenderRef.file.ref = file",
                     # One line per request at DEBUG/TRACE only; keep it quiet like Kafka's own config.
                     "logger.request.name = kafka.request.logger",
-                    "logger.request.level = WARN",
+                    f"logger.request.level = {'DEBUG' if self.request_log else 'WARN'}",
                 ]
             )
             + "\n"

@@ -79,13 +79,14 @@ def floe_table(cluster: str, topic: str) -> str:
 
 
 @contextlib.contextmanager
-def environment(work: Path, kafka_heap: str) -> Iterator[Environment]:
-    """A throwaway PostgreSQL, `floe serve` on it (warehouse in `work/floe`) and a Kafka broker."""
+def environment(work: Path, kafka_heap: str, kafka_request_log: bool = False) -> Iterator[Environment]:
+    """A throwaway PostgreSQL, `floe serve` on it (warehouse in `work/floe`) and a Kafka broker (its log
+    in `work/kafka/server.log`, every request in it with `kafka_request_log`)."""
     with LocalPostgres() as postgres:
         database = postgres.create_database(f"floe_ingest_bench_{uuid.uuid4().hex[:6]}")
         with (
             CatalogProcess(database, home=work / "floe") as server,
-            LocalKafka(data_dir=work / "kafka", heap=kafka_heap) as kafka,
+            LocalKafka(data_dir=work / "kafka", heap=kafka_heap, request_log=kafka_request_log) as kafka,
         ):
             control = FloeClient(server.url, server.admin_client_id, server.admin_client_secret)
             try:

@@ -144,7 +144,7 @@ def tree_rss(pid: int) -> int:
 def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: str = "info") -> Outcome:
     """`outcome`'s row (its design, table count and arrivals), measured."""
     design, count = outcome.design, outcome.tables
-    with environment(work, kafka_heap="1g") as env:
+    with environment(work, kafka_heap="1g", kafka_request_log=args.broker_request_log) as env:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         topics = [f"t{i:04d}" for i in range(count)]
@@ -412,6 +412,11 @@ def main() -> None:
         help="seconds after settling the window may wait for the producer's queue to drain",
     )
     parser.add_argument("--first-rows-limit", type=float, default=300.0)
+    parser.add_argument(
+        "--broker-request-log",
+        action="store_true",
+        help="the broker logs every request with its times (with --work-dir: kafka/server.log)",
+    )
     parser.add_argument(
         "--linger-ms", type=int, default=5, help="the quiet producer's linger.ms (records share a request)"
     )
