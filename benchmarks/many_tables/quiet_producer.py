@@ -38,8 +38,8 @@ class QuietProducer:
         self.skipped = 0  # records not sent because the producer fell over a second behind (spread)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        # `linger_ms`: how long a record may wait for others to share its produce request. At 1,000 topics
-        # the broker's cost grows with the requests (each append checks the consumer's waiting fetch).
+        # `linger_ms`: how long a record may wait for others to share its produce request (5: the
+        # benchmarks' setting; 50 left the broker's CPU as it was at 1,000 topics: -s56-linger50).
         self._producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": linger_ms})
         loop = self._spread if arrivals == "spread" else self._burst
         self._thread = threading.Thread(target=loop, daemon=True)
