@@ -9,6 +9,7 @@ list only ever names real differences.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from collections.abc import Iterator
@@ -32,6 +33,9 @@ DEVIATIONS: dict[str, str] = {
 
 # Top-level folders the kit's namespaces get in a warehouse at /tmp (`ns`, `ns1`, `newdb`, `other_ns`, …).
 KIT_FOLDER = re.compile(r"ns.*|newdb|other_ns")
+# The kit's table at a custom location (`file:/tmp/a/t1-<random>`): its folder, not /tmp/a, is this run's.
+KIT_CUSTOM = Path("/tmp/a")
+KIT_CUSTOM_TABLE = re.compile(r"t1-[0-9a-f]{12}")
 
 
 @pytest.fixture
@@ -43,10 +47,16 @@ def tmp_warehouse() -> Iterator[str]:
     """
     tmp = Path("/tmp")
     before = {entry.name for entry in tmp.iterdir()}
+    custom_before = {entry.name for entry in KIT_CUSTOM.iterdir()} if KIT_CUSTOM.is_dir() else set()
     yield "file:///tmp"
     for entry in tmp.iterdir():
         if entry.name not in before and entry.is_dir() and KIT_FOLDER.fullmatch(entry.name):
             shutil.rmtree(entry, ignore_errors=True)
+    for entry in KIT_CUSTOM.iterdir() if KIT_CUSTOM.is_dir() else ():
+        if entry.name not in custom_before and KIT_CUSTOM_TABLE.fullmatch(entry.name):
+            shutil.rmtree(entry, ignore_errors=True)
+    with contextlib.suppress(OSError):  # left while another run's table is there
+        KIT_CUSTOM.rmdir()
 
 
 @pytest.mark.e2e
