@@ -140,7 +140,6 @@ class SharedIngest:
         # confluent-kafka lets one call at a time into a client, and the loop's polls kept a lookup
         # on the consumer waiting for ever.
         self._lookups = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"floe-metadata-{cluster}")
-        self._lookup: Future[Any] | None = None
 
     # -- control (any thread) ---------------------------------------------------------------------
 
@@ -178,16 +177,17 @@ class SharedIngest:
         # Never subscribed nor assigned: it joins no group. Its failures are the lookup's exception.
         lookups = Consumer({**{k: v for k, v in config.items() if k != "logger"}, "log_level": 0})
         refreshed = 0.0
+        asked: Future[Any] | None = None  # the lookup on its way
         try:
             while not self._stop.is_set():
                 retry = min((at for _, at in self._retry_at.values()), default=float("inf"))
                 now = time.monotonic()
                 due = self._changed.is_set() or now - refreshed > PARTITIONS_REFRESH_SECONDS or now >= retry
-                if due and self._lookup is None:
+                if due and asked is None:
                     self._changed.clear()
-                    self._lookup = self._lookups.submit(lookups.list_topics, timeout=10)
-                if self._lookup is not None and self._lookup.done():
-                    lookup, self._lookup = self._lookup, None
+                    asked = self._lookups.submit(lookups.list_topics, timeout=10)
+                if asked is not None and asked.done():
+                    lookup, asked = asked, None
                     refreshed = self._reconcile_with(consumer, lookup)
                 self._settle_landed(consumer)
                 buffered = sum(t.buffered_bytes for t in self.tables.values())
@@ -204,8 +204,8 @@ class SharedIngest:
             log.exception("shared ingestion of cluster %s stopped", self.cluster)
             raise
         finally:
-            if self._lookup is not None:  # closed only once no other thread uses it
-                wait([self._lookup])
+            if asked is not None:  # closed only once no other thread uses it
+                wait([asked])
             lookups.close()
             consumer.close()
             self._lookups.shutdown(wait=True)
@@ -282,21 +282,20 @@ class SharedIngest:
             self._drain(consumer)
         refreshed = time.monotonic()
         try:
-            return refreshed - self._missing_topics_wait(self._reconcile(consumer, wanted, lookup))
+            return refreshed - self._missing_topics_wait(self._reconcile(consumer, wanted, lookup.result))
         except Exception as exc:  # the cluster unreachable: its tables say so; tried again
             log.warning("shared consumer of cluster %s: %s (retried)", self.cluster, exc)
             return time.monotonic() - PARTITIONS_REFRESH_SECONDS + RECONCILE_RETRY_SECONDS
 
     def _reconcile(
-        self, consumer: Any, wanted: dict[str, IngestTable] | None = None, lookup: Future[Any] | None = None
+        self, consumer: Any, wanted: dict[str, IngestTable], metadata: Callable[[], Any]
     ) -> list[str]:
         """Open the wanted tables not open yet, close the unwanted, assign their topics' partitions;
-        the open tables' topics the consumer's metadata (from `lookup`, else asked for now) does not
+        the open tables' topics the cluster's metadata (`metadata()`, the lookup's answer) does not
         show (yet) are returned. A failed lookup raises once the tables are opened (each reports its
         own cluster's refusal: a wrong password, an untrusted certificate)."""
         from confluent_kafka import TopicPartition
 
-        wanted = self._wanted_now() if wanted is None else wanted
         for name in [n for n in self.tables if n not in wanted]:
             log.info("%s left the pipeline: stopping its ingestion", name)
             self.tables.pop(name)
@@ -329,10 +328,10 @@ class SharedIngest:
         if not self._by_topic and not self._assigned:
             self.assigned.set()
             return []
-        metadata = consumer.list_topics(timeout=10) if lookup is None else lookup.result()
+        topics = metadata().topics
         missing: list[str] = []
         for topic in self._by_topic:
-            found = metadata.topics.get(topic)
+            found = topics.get(topic)
             if found is None or found.error is not None or not found.partitions:
                 missing.append(topic)
                 # Assigned already (an error or a lag in this one answer): kept where it reads. Assigned

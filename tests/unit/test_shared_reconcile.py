@@ -54,17 +54,22 @@ def _consumer(topic: str) -> SharedIngest:
     return consumer
 
 
+def _reconcile(consumer: SharedIngest, answers: Answers) -> list[str]:
+    """A reconcile of the wanted tables with the next of `answers` as the lookup's metadata."""
+    return consumer._reconcile(answers, consumer._wanted_now(), lambda: answers.list_topics(timeout=10))
+
+
 def test_a_topic_left_out_of_one_answer_keeps_its_partitions_and_is_looked_for_again() -> None:
     both = {"events": TopicAnswer({0: object(), 1: object()})}
     answers = Answers([both, {}, {"events": TopicAnswer({}, error="LEADER_NOT_AVAILABLE")}, both])
     consumer = _consumer("events")
-    assert consumer._reconcile(answers) == []
+    assert _reconcile(consumer, answers) == []
     assert answers.assigned == [[("events", 0, 7), ("events", 1, 3)]]  # from floe's offsets
     # Left out, then answered with an error: still read where it was (assigned again from floe's
     # offsets, its buffered records would be read twice), and reported missing for an early look.
-    assert consumer._reconcile(answers) == ["events"]
-    assert consumer._reconcile(answers) == ["events"]
-    assert consumer._reconcile(answers) == []
+    assert _reconcile(consumer, answers) == ["events"]
+    assert _reconcile(consumer, answers) == ["events"]
+    assert _reconcile(consumer, answers) == []
     assert answers.unassigned == []
     assert len(answers.assigned) == 1
     assert consumer.assigned_partitions() == {"events": [0, 1]}
@@ -75,11 +80,11 @@ def test_a_topic_not_there_yet_is_looked_for_again_within_seconds_then_a_minute(
     answers = Answers([{}] * 8 + [{"later": TopicAnswer({0: object()})}])
     waits = []
     for _ in range(8):
-        missing = consumer._reconcile(answers)
+        missing = _reconcile(consumer, answers)
         waits.append(60.0 - consumer._missing_topics_wait(missing))
     assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 32.0, 32.0]
     assert answers.assigned == []
-    assert consumer._missing_topics_wait(consumer._reconcile(answers)) == 0.0  # found: a minute again
+    assert consumer._missing_topics_wait(_reconcile(consumer, answers)) == 0.0  # found: a minute again
     assert answers.assigned == [[("later", 0, 7)]]  # from floe's offsets
 
 
@@ -92,7 +97,7 @@ def test_only_a_change_to_a_table_that_may_be_in_flight_waits_for_the_transactio
 
     both = {"events": TopicAnswer({0: object(), 1: object()})}
     consumer = _consumer("events")
-    consumer._reconcile(Answers([both]))
+    _reconcile(consumer, Answers([both]))
     waits = consumer._waits_for_in_flight
     assert not waits(consumer._wanted_now())
     [shared] = consumer.tables.values()
