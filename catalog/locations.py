@@ -23,6 +23,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from operator import attrgetter
 from typing import TypeVar
 
 from pyiceberg.table.metadata import TableMetadata
@@ -52,13 +53,17 @@ _UNSAFE_SEGMENT_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
 _MAX_SEGMENT = 100
 
 
+# Checked for every location of every commit: one regex search, not a Python loop per character.
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f]")
+
+
 def normalize_location(location: object, what: str = "location") -> str:
     """The canonical form of a storage location, or `BadRequest` saying what is wrong with it."""
     if not isinstance(location, str) or not location.strip():
         raise BadRequest(f"Invalid {what}: expected a non-empty storage location")
     if len(location) > MAX_LOCATION_LENGTH:
         raise BadRequest(f"Invalid {what}: longer than {MAX_LOCATION_LENGTH} characters")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in location):
+    if _CONTROL_CHARACTER.search(location):
         raise BadRequest(f"Invalid {what}: control characters are not allowed in a location")
     if "\\" in location:
         raise BadRequest(f"Invalid {what}: backslashes are not allowed in a location")
@@ -262,10 +267,17 @@ def confine_table_metadata(metadata: TableMetadata, base: TableMetadata | None, 
     """`confine_metadata`, and every file a commit adds to the metadata (manifest lists of new
     snapshots, statistics files) inside `root` too: floe reads and deletes them on purge, and hands
     them to every reader of the table."""
-    known_snapshots = {s.snapshot_id for s in base.snapshots} if base is not None else set()
-    for snapshot in metadata.snapshots:
-        if snapshot.snapshot_id not in known_snapshots and snapshot.manifest_list:
-            confine(snapshot.manifest_list, root, "manifest list")
+    # A commit adds a snapshot or two to a table that lists a hundred: the sets are built in C.
+    by_id = attrgetter("snapshot_id")
+    known_snapshots = set(map(by_id, base.snapshots)) if base is not None else set()
+    added = set(map(by_id, metadata.snapshots)) - known_snapshots
+    for snapshot in reversed(metadata.snapshots):  # the added ones are the last, usually
+        if not added:
+            break
+        if snapshot.snapshot_id in added:
+            added.discard(snapshot.snapshot_id)
+            if snapshot.manifest_list:
+                confine(snapshot.manifest_list, root, "manifest list")
     known_files: set[str] = set()
     if base is not None:
         known_files = {s.statistics_path for s in [*base.statistics, *base.partition_statistics]}

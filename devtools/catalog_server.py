@@ -31,12 +31,16 @@ class CatalogProcess:
         workers: int = 1,
         env: dict[str, str] | None = None,
         port: int | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.home = home or Path(tempfile.mkdtemp(prefix="floe-home-"))
         self.port = port or free_port()
         self.workers = workers
         self.database_url = database_url
         self.extra_env = env or {}
+        # A benchmark runs an earlier commit's exported tree from its folder (`python -m` imports from the
+        # working folder first), with that folder on PYTHONPATH.
+        self.cwd = cwd
         self.log_path = self.home / "server.log"
         self.process: subprocess.Popen[bytes] | None = None
         # The bootstrap admin key, set through the environment so tests and benchmarks know it.
@@ -102,6 +106,7 @@ class CatalogProcess:
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            cwd=self.cwd,
         )
         wait_until_answering(
             self.process, f"{self.url}/readyz", name="floe serve", timeout=timeout, log_text=self.log_text

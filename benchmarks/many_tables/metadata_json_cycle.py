@@ -1,12 +1,14 @@
 """`python -m benchmarks.many_tables.metadata_json_cycle`: the catalog's metadata JSON writer
-(`MetadataJson`) when many tables commit in turn, the previous design and the current one in one run.
+(`MetadataJson`) when many tables commit in turn, the previous designs and the current one in one run.
 
 Ingestion of 1,000 tables commits each of them in turn, and every commit writes the table's whole
 metadata document. `MetadataJson` keeps each snapshot's and log entry's JSON so that a commit serializes
 only its new items. Before, it kept every item it had ever serialized in one dict and emptied it when
 full (128 MiB): the items a table no longer lists (log entries trimmed, snapshots expired) stayed until
-then, about 1 KB a commit. Now it keeps the items of each table's last document only, and drops whole
-tables, least recently dumped first, past its capacity (256 MiB).
+then, about 1 KB a commit. Then it kept the items of each table's last document only, and dropped whole
+tables, least recently dumped first, past its capacity (256 MiB), looking each item up in Python at every
+dump. Now it also finds the run of items a dump keeps from the last (the previous list, a few dropped from
+its front) by identity in C, and touches only the items it adds.
 
 Each design: `--tables` tables of `--snapshots` snapshots each (one table built by the catalog's commit
 core with the shared consumer's summaries, then parsed again per table so each has its own objects);
@@ -28,6 +30,7 @@ import gc
 import json
 import os
 import time
+from collections import OrderedDict
 from typing import Any, Protocol, cast
 
 from pyiceberg.table.metadata import TableMetadata
@@ -36,7 +39,7 @@ from pyiceberg.typedef import IcebergBaseModel
 from benchmarks.many_tables.__main__ import RESULTS, git_commit
 from benchmarks.many_tables.metadata_growth import LOCATION, append, empty_table
 from catalog.commit import parse_table_metadata
-from catalog.service.metadata_models import _SPLICED, MetadataJson, MetadataModels
+from catalog.service.metadata_models import _SPLICED, MAX_ITEM_JSON_BYTES, MetadataJson, MetadataModels
 
 
 class Dumper(Protocol):
@@ -81,8 +84,67 @@ class PreviousMetadataJson:
         return "".join(parts)
 
 
-DESIGNS: dict[str, type[Any]] = {"before (one dict, emptied when full)": PreviousMetadataJson}
-DESIGNS["now (per table, its current items)"] = MetadataJson
+class PerItemMetadataJson:
+    """The design before (eec8199's `MetadataJson`), kept here to measure against: per table, each item's
+    JSON by the item's identity, looked up item by item in Python at every dump."""
+
+    def __init__(self, capacity_bytes: int = MAX_ITEM_JSON_BYTES) -> None:
+        self.capacity_bytes = capacity_bytes
+        self.size_bytes = 0
+        self.serialized = 0  # items serialized (not reused), for tests and profiling
+        # table location -> (id(item) -> (item, its JSON), the JSON's bytes)
+        self._tables: OrderedDict[str, tuple[dict[int, tuple[object, str]], int]] = OrderedDict()
+
+    def items_of(self, location: str) -> int:
+        """How many items' JSON is kept for the table at `location`."""
+        kept = self._tables.get(location)
+        return len(kept[0]) if kept is not None else 0
+
+    def dump(self, metadata: TableMetadata) -> str:
+        """`metadata.model_dump_json()`, byte for byte."""
+        if len(metadata.snapshots) < 2:
+            return metadata.model_dump_json()
+        rest = metadata.model_copy(update={field: [] for field, _ in _SPLICED}).model_dump_json()
+        places = sorted((rest.find(empty), field, empty) for field, empty in _SPLICED)
+        if places[0][0] < 0:  # not pydantic's usual output: nothing to splice into
+            return metadata.model_dump_json()
+        previous = self._tables.pop(metadata.location, None)
+        before: dict[int, tuple[object, str]] = {}
+        if previous is not None:
+            before = previous[0]
+            self.size_bytes -= previous[1]
+        now: dict[int, tuple[object, str]] = {}
+        size = 0
+        parts: list[str] = []
+        done = 0
+        for at, field, empty in places:
+            texts = []
+            for item in getattr(metadata, field):
+                kept = before.get(id(item))
+                if kept is not None and kept[0] is item:
+                    text = kept[1]
+                else:
+                    text = item.model_dump_json()
+                    self.serialized += 1
+                now[id(item)] = (item, text)
+                size += len(text)
+                texts.append(text)
+            parts += [rest[done:at], empty[:-1], ",".join(texts), "]"]
+            done = at + len(empty)
+        parts.append(rest[done:])
+        self._tables[metadata.location] = (now, size)
+        self.size_bytes += size
+        while self.size_bytes > self.capacity_bytes and len(self._tables) > 1:
+            _, (_, dropped) = self._tables.popitem(last=False)
+            self.size_bytes -= dropped
+        return "".join(parts)
+
+
+DESIGNS: dict[str, type[Any]] = {
+    "one dict, emptied when full (ebe45de)": PreviousMetadataJson,
+    "per table, its current items, looked up one by one (eec8199)": PerItemMetadataJson,
+    "per table, the run kept from the last dump found by identity (now)": MetadataJson,
+}
 
 
 def tables(count: int, snapshots: int) -> list[TableMetadata]:

@@ -114,3 +114,34 @@ def test_tables_past_the_capacity_are_dropped_least_recently_dumped_first() -> N
     assert dumps.items_of(first.location) > 0
     assert dumps.items_of(third.location) > 0
     assert dumps.size_bytes <= dumps.capacity_bytes
+
+
+def test_items_dropped_anywhere_or_reordered_are_still_reused() -> None:
+    """A commit's lists usually keep the previous items in order with a few dropped from the front
+    (recognized as one run); any other change (a snapshot removed from the middle, many expired at
+    once, a different order) looks each item up: the same text, and nothing kept serialized again."""
+    dumps = MetadataJson()
+    metadata = _table("file:///warehouse/t", {})
+    for n in range(1, 40):
+        metadata = _append(metadata, n)
+        dumps.dump(metadata)
+    snapshots = metadata.snapshots
+    changes = [  # each keeps only items of the one before (only the last document's are kept)
+        list(reversed(snapshots)),
+        snapshots[:5] + snapshots[6:],  # one removed from the middle
+        snapshots[30:],  # more expired at once than a run is looked for in
+        snapshots[33:],  # a run again, after the changes above
+    ]
+    for kept in changes:
+        changed = metadata.model_copy(update={"snapshots": kept})
+        before = dumps.serialized
+        assert dumps.dump(changed) == changed.model_dump_json()
+        assert dumps.serialized == before
+        metadata = changed
+    # An item that is equal but not the same object (parsed again) is serialized, never assumed.
+    parsed = core.parse_table_metadata(metadata.model_dump_json())
+    before = dumps.serialized
+    assert dumps.dump(parsed) == parsed.model_dump_json()
+    assert dumps.serialized - before == (
+        len(parsed.snapshots) + len(parsed.snapshot_log) + len(parsed.metadata_log)
+    )
