@@ -163,8 +163,10 @@ class MetadataJson:
             run = _kept_run(items, before.items)
             if run is not None:
                 start, length = run
-                texts = before.texts[start : start + length] + self._serialize(items[length:])
-                return _Items(items, texts)
+                added = self._serialize(items[length:])
+                dropped = sum(map(len, before.texts[:start]))
+                size = before.size - dropped + sum(map(len, added))
+                return _Items(items, before.texts[start : start + length] + added, size)
             pairs = zip(before.items, before.texts, strict=True)
             known = dict(zip(map(id, before.items), pairs, strict=True))
         else:
@@ -176,7 +178,7 @@ class MetadataJson:
                 texts.append(kept[1])
             else:
                 texts.extend(self._serialize([item]))
-        return _Items(items, texts)
+        return _Items(items, texts, sum(map(len, texts)))
 
     def _serialize(self, items: list[Any]) -> list[str]:
         self.serialized += len(items)
@@ -194,10 +196,7 @@ class _Items:
 
     items: list[Any]
     texts: list[str]
-
-    @property
-    def size(self) -> int:
-        return sum(map(len, self.texts))
+    size: int  # the texts' length in all
 
 
 def _kept_run(items: list[Any], before: list[Any]) -> tuple[int, int] | None:

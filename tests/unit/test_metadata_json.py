@@ -94,6 +94,9 @@ def test_only_the_items_a_table_still_lists_are_kept() -> None:
     assert dumps.dump(expired) == expired.model_dump_json()
     assert dumps.serialized == before  # every item left was kept
     assert dumps.items_of(metadata.location) == live - 20
+    # The bytes kept are counted as items come and go (not summed again at every dump).
+    lists = (expired.snapshots, expired.snapshot_log, expired.metadata_log)
+    assert dumps.size_bytes == sum(len(item.model_dump_json()) for items in lists for item in items)
 
 
 def test_tables_past_the_capacity_are_dropped_least_recently_dumped_first() -> None:
