@@ -192,7 +192,7 @@ def _snapshot_by_id(self: TableMetadataCommonFields, snapshot_id: int) -> Snapsh
     """pyiceberg's `snapshot_by_id` (the first snapshot with that id, else None) with the ids gathered
     and searched in C: pyiceberg walks the snapshots in a Python generator, and a commit that adds a
     snapshot looks up its id twice (add-snapshot: not there yet; set-snapshot-ref: the last one), each a
-    walk of every snapshot the table keeps (6.7 % of the catalog's CPU at ~130 snapshots, py-spy)."""
+    walk of every snapshot the table keeps (6.7 % of the catalog's py-spy samples at ~130 snapshots)."""
     snapshots = self.snapshots
     try:
         return snapshots[list(map(_SNAPSHOT_ID, snapshots)).index(snapshot_id)]

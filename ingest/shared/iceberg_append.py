@@ -162,7 +162,14 @@ class TableAppender:
         self._avro = AvroPlans()
         self._locations = load_location_provider(self.metadata.location, self.metadata.properties)
         snapshot = self.metadata.snapshot_by_name(MAIN)
-        manifests = list(snapshot.manifests(self.io)) if snapshot is not None else []
+        # A manifest of an earlier snapshot holding no live file (only what a rewrite deleted) is not
+        # carried, as Iceberg's and pyiceberg's appends drop it: its deletions are that snapshot's. The
+        # manifests this appender lists later all hold live files, so the head is filtered once, here.
+        manifests = [
+            m
+            for m in (snapshot.manifests(self.io) if snapshot is not None else ())
+            if m.has_added_files() or m.has_existing_files()
+        ]
         self._head = _Head(
             snapshot.snapshot_id if snapshot is not None else None,
             getattr(self.metadata, "last_sequence_number", 0),  # format v1 has none
@@ -213,9 +220,7 @@ class TableAppender:
         spec, schema = metadata.spec(), metadata.schema()
         for data_file in added:
             collector.add_file(data_file, schema, spec)
-        # A manifest of an earlier snapshot holding no live file (only what a rewrite deleted) is not
-        # carried, as Iceberg's and pyiceberg's appends drop it: its deletions are that snapshot's.
-        carried = [m for m in head.manifests if m.has_added_files() or m.has_existing_files()]
+        carried = list(head.manifests)  # all hold live files (`reload`)
         merge_at = int(metadata.properties.get(MIN_COUNT_TO_MERGE, DEFAULT_MIN_COUNT_TO_MERGE))
         merged: list[ManifestEntry] = []
         if self._pacing.merges(len(carried) + 1, merge_at):
@@ -289,8 +294,9 @@ class TableAppender:
                 ),
             ),
         )
-        # The manifests as the list writer stamped them (an added manifest's sequence number assigned).
-        stamped = tuple(_stamped(m, sequence_number) for m in manifests)
+        # The manifests as the list writer stamped them (an added manifest's sequence number assigned;
+        # a carried one's was when it was first listed, and a manifest read back has its own).
+        stamped = (*(_stamped(m, sequence_number) for m in new_manifests), *carried)
         records = sum(f.record_count for f in added)
         return PreparedAppend(
             self.identifier,
@@ -311,7 +317,10 @@ class TableAppender:
         self._head = _Head(prepared.snapshot_id, prepared.sequence_number, list(prepared.manifests), summary)
         if prepared.entries is not None:
             self._entries[prepared.entries[0]] = prepared.entries[1]
-        self._keep_entries_of(self._head.manifests)
+        # Entries are kept only for manifests this appender wrote and carries, so more of them than
+        # manifests means a merge dropped some (forgetting them walks every manifest: not every commit).
+        if len(self._entries) > len(self._head.manifests):
+            self._keep_entries_of(self._head.manifests)
 
     def _keep_entries_of(self, manifests: list[ManifestFile]) -> None:
         """Forget the entries of manifests the table no longer carries."""

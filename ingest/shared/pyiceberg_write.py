@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, TypeVar, cast
 
 import pyarrow as pa
@@ -231,26 +232,48 @@ class _PlannedAvroFile(AvroOutputFile[D]):
 class _ListRecords:
     """One table's manifest-list records as Avro bytes, by manifest: a manifest file never changes, and
     the list fields that are not the file's own (its sequence numbers, assigned when it is first listed)
-    are part of the key. Holds the records of the last list written: what the next one carries."""
+    are part of the key. Holds the records of the last list written: what the next one carries.
+
+    An append lists its new manifest before the ones it carries, so its list is usually the last one
+    with records put in front: that is recognized by comparing the manifests' keys in C, and the last
+    block's bytes are reused whole (looking each manifest up was a Python loop over up to 100 of them at
+    every commit). Any other list (after a merge, another writer's) looks each manifest up."""
 
     def __init__(self) -> None:
         self._encoded: dict[tuple[str, int, int], bytes] = {}
+        self._keys: list[tuple[str, int, int]] = []  # the last list's manifests, in order
+        self._content = b""  # their records, concatenated
 
     def block(self, writer: Writer, manifests: list[ManifestFile]) -> bytes:
         """The block content of `manifests` (their records, concatenated, as `writer` encodes them)."""
-        kept: dict[tuple[str, int, int], bytes] = {}
-        records: list[bytes] = []
-        for manifest in manifests:
-            key = (manifest.manifest_path, manifest.sequence_number, manifest.min_sequence_number)
-            encoded = self._encoded.get(key)
-            if encoded is None:
-                buffer = io.BytesIO()
-                writer.write(BinaryEncoder(buffer), manifest)
-                encoded = buffer.getvalue()
-            kept[key] = encoded
-            records.append(encoded)
-        self._encoded = kept
-        return b"".join(records)
+        keys = list(map(_LIST_KEY, manifests))
+        added = len(keys) - len(self._keys)
+        if self._keys and added >= 0 and keys[added:] == self._keys:
+            fresh = [_encode(writer, manifest) for manifest in manifests[:added]]
+            self._encoded.update(zip(keys[:added], fresh, strict=True))
+            content = b"".join([*fresh, self._content])
+        else:
+            kept: dict[tuple[str, int, int], bytes] = {}
+            records: list[bytes] = []
+            for key, manifest in zip(keys, manifests, strict=True):
+                encoded = self._encoded.get(key)
+                if encoded is None:
+                    encoded = _encode(writer, manifest)
+                kept[key] = encoded
+                records.append(encoded)
+            self._encoded = kept
+            content = b"".join(records)
+        self._keys, self._content = keys, content
+        return content
+
+
+_LIST_KEY = attrgetter("manifest_path", "sequence_number", "min_sequence_number")
+
+
+def _encode(writer: Writer, manifest: ManifestFile) -> bytes:
+    buffer = io.BytesIO()
+    writer.write(BinaryEncoder(buffer), manifest)
+    return buffer.getvalue()
 
 
 class _PlannedManifestList(_PlannedAvroFile[ManifestFile]):

@@ -9,7 +9,6 @@ One table on a local warehouse, each commit taken as accepted (no catalog), past
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -18,6 +17,8 @@ import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table
+from pyiceberg.table.refs import SnapshotRef
+from pyiceberg.table.snapshots import Snapshot
 
 from benchmarks.many_tables.append_cost import one_record, table_at
 from ingest.shared.iceberg_append import MergePacing, PreparedAppend, TableAppender
@@ -113,10 +114,11 @@ def test_a_manifest_it_did_not_write_is_read_back_when_merged(tmp_path: Path) ->
         assert live[path].status == ManifestEntryStatus.EXISTING
 
 
-def test_a_manifest_of_no_live_file_is_not_carried(tmp_path: Path) -> None:
+def test_a_manifest_of_no_live_file_is_not_carried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """As Iceberg's appends: a manifest of an earlier snapshot that lists only deleted files (a
     compaction's deletions) is dropped from the next snapshot; carried, two of them once broke every
-    in-process compaction of the table (tests/unit/test_replace_files.py)."""
+    in-process compaction of the table (tests/unit/test_replace_files.py). Such a manifest comes from
+    another writer's snapshot, which the appender reads when it reloads the table."""
     appender = _appender(tmp_path)
     for n in range(3):
         _append(appender, n)
@@ -135,8 +137,23 @@ def test_a_manifest_of_no_live_file_is_not_carried(tmp_path: Path) -> None:
         existing_rows_count=0,
         deleted_rows_count=2,
     )
-    head = appender._head
-    appender._head = replace(head, manifests=[*head.manifests, deletions])
+    # The table as the other writer left it: its snapshot lists the appends' manifests and the deletions.
+    listed = [*appender._head.manifests, deletions]
+    snapshot = Snapshot(
+        snapshot_id=7, sequence_number=4, timestamp_ms=1, manifest_list="unused", summary=None, schema_id=0
+    )
+    metadata = appender.metadata.model_copy(
+        update={
+            "snapshots": [snapshot],
+            "refs": {"main": SnapshotRef.model_validate({"snapshot-id": 7, "type": "branch"})},
+            "current_snapshot_id": 7,
+            "last_sequence_number": 4,
+        }
+    )
+    table = SimpleNamespace(metadata=metadata, io=appender.io)
+    appender._load = lambda: cast(Table, table)
+    monkeypatch.setattr(Snapshot, "manifests", lambda self, io: listed)
+    appender.reload()
     prepared = _append(appender, 3)
     carried = [m.manifest_path for m in prepared.manifests]
     assert deletions.manifest_path not in carried
