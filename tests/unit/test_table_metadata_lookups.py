@@ -68,6 +68,7 @@ def test_the_lookup_answers_as_pyicebergs() -> None:
     for snapshot_id in (7, 3, 9, 11, 12, -1):
         assert metadata.snapshot_by_id(snapshot_id) is _pyiceberg_snapshot_by_id(metadata, snapshot_id)
     first = metadata.snapshot_by_id(3)
-    assert first is not None and first.summary is not None
+    assert first is not None
+    assert first.summary is not None
     assert first.summary["note"] == "copy 2"  # the first of two with one id
     assert metadata.snapshot_by_id(12) is None
