@@ -39,7 +39,13 @@ from pyiceberg.typedef import IcebergBaseModel
 from benchmarks.many_tables.__main__ import RESULTS, git_commit
 from benchmarks.many_tables.metadata_growth import LOCATION, append, empty_table
 from catalog.commit import parse_table_metadata
-from catalog.service.metadata_models import _SPLICED, MAX_ITEM_JSON_BYTES, MetadataJson, MetadataModels
+from catalog.service.metadata_models import (
+    _SPLICED,
+    MAX_ITEM_JSON_BYTES,
+    MetadataJson,
+    MetadataModels,
+    splice_skeleton,
+)
 
 
 class Dumper(Protocol):
@@ -102,12 +108,10 @@ class PerItemMetadataJson:
 
     def dump(self, metadata: TableMetadata) -> str:
         """`metadata.model_dump_json()`, byte for byte."""
-        if len(metadata.snapshots) < 2:
+        skeleton = splice_skeleton(metadata)
+        if skeleton is None:
             return metadata.model_dump_json()
-        rest = metadata.model_copy(update={field: [] for field, _ in _SPLICED}).model_dump_json()
-        places = sorted((rest.find(empty), field, empty) for field, empty in _SPLICED)
-        if places[0][0] < 0:  # not pydantic's usual output: nothing to splice into
-            return metadata.model_dump_json()
+        rest, places = skeleton
         previous = self._tables.pop(metadata.location, None)
         before: dict[int, tuple[object, str]] = {}
         if previous is not None:

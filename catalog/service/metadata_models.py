@@ -38,6 +38,19 @@ _SPLICED = (
 )
 
 
+def splice_skeleton(metadata: TableMetadata) -> tuple[str, list[tuple[int, str, str]]] | None:
+    """`metadata`'s JSON with its spliced lists empty, and where each list goes in it ((offset, field,
+    the empty list's text), in order); None when there is nothing worth splicing (fewer than two
+    snapshots) or pydantic's output is not the usual one."""
+    if len(metadata.snapshots) < 2:
+        return None
+    rest = metadata.model_copy(update={field: [] for field, _ in _SPLICED}).model_dump_json()
+    places = sorted((rest.find(empty), field, empty) for field, empty in _SPLICED)
+    if places[0][0] < 0:  # not pydantic's usual output: nothing to splice into
+        return None
+    return rest, places
+
+
 class MetadataModels:
     """An LRU of committed metadata models bounded by their estimated size (one per event loop: no
     locking needed)."""
@@ -127,12 +140,10 @@ class MetadataJson:
 
     def dump(self, metadata: TableMetadata) -> str:
         """`metadata.model_dump_json()`, byte for byte."""
-        if len(metadata.snapshots) < 2:
+        skeleton = splice_skeleton(metadata)
+        if skeleton is None:
             return metadata.model_dump_json()
-        rest = metadata.model_copy(update={field: [] for field, _ in _SPLICED}).model_dump_json()
-        places = sorted((rest.find(empty), field, empty) for field, empty in _SPLICED)
-        if places[0][0] < 0:  # not pydantic's usual output: nothing to splice into
-            return metadata.model_dump_json()
+        rest, places = skeleton
         previous = self._tables.pop(metadata.location, None)
         before: dict[str, _Items] = {}
         if previous is not None:
