@@ -236,35 +236,32 @@ class _ListRecords:
 
     An append lists its new manifest before the ones it carries, so its list is usually the last one
     with records put in front: that is recognized by comparing the manifests' keys in C, and the last
-    block's bytes are reused whole (looking each manifest up was a Python loop over up to 100 of them at
-    every commit). Any other list (after a merge, another writer's) looks each manifest up."""
+    list's records are reused as they are (looking each manifest up was a Python loop over up to 100 of
+    them at every commit). Any other list (after a merge, another writer's) looks each manifest up."""
 
     def __init__(self) -> None:
-        self._encoded: dict[tuple[str, int, int], bytes] = {}
         self._keys: list[tuple[str, int, int]] = []  # the last list's manifests, in order
-        self._content = b""  # their records, concatenated
+        self._records: list[bytes] = []  # their records, in the same order
+
+    @property
+    def _encoded(self) -> dict[tuple[str, int, int], bytes]:
+        """The last list's records by manifest key."""
+        return dict(zip(self._keys, self._records, strict=True))
 
     def block(self, writer: Writer, manifests: list[ManifestFile]) -> bytes:
         """The block content of `manifests` (their records, concatenated, as `writer` encodes them)."""
         keys = list(map(_LIST_KEY, manifests))
         added = len(keys) - len(self._keys)
         if self._keys and added >= 0 and keys[added:] == self._keys:
-            fresh = [_encode(writer, manifest) for manifest in manifests[:added]]
-            self._encoded.update(zip(keys[:added], fresh, strict=True))
-            content = b"".join([*fresh, self._content])
+            records = [_encode(writer, manifest) for manifest in manifests[:added]] + self._records
         else:
-            kept: dict[tuple[str, int, int], bytes] = {}
-            records: list[bytes] = []
-            for key, manifest in zip(keys, manifests, strict=True):
-                encoded = self._encoded.get(key)
-                if encoded is None:
-                    encoded = _encode(writer, manifest)
-                kept[key] = encoded
-                records.append(encoded)
-            self._encoded = kept
-            content = b"".join(records)
-        self._keys, self._content = keys, content
-        return content
+            known = self._encoded
+            records = [
+                encoded if (encoded := known.get(key)) is not None else _encode(writer, manifest)
+                for key, manifest in zip(keys, manifests, strict=True)
+            ]
+        self._keys, self._records = keys, records
+        return b"".join(records)
 
 
 _LIST_KEY = attrgetter("manifest_path", "sequence_number", "min_sequence_number")
