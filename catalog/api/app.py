@@ -41,7 +41,7 @@ from catalog.api.requests import FloeRequest
 from catalog.api.tables import TableController, TableOperationsController
 from catalog.api.views import ViewController, ViewOperationsController
 from catalog.api.watermarks import WatermarkController
-from catalog.collector import keep_full_collections_short
+from catalog.collector import full_collection_pauses, keep_full_collections_short
 from catalog.migrations import upgrade_database
 from catalog.service.commit_events import CommitEventPublisher
 from catalog.service.components import CatalogComponents
@@ -107,7 +107,7 @@ def build_litestar(settings: Settings) -> Litestar:
         # Everything loaded by now (modules, pydantic and pyiceberg models, routes: ~150k objects)
         # lives as long as the process, and each full collection's survivors are frozen too: the
         # collector rescanning them stalled every request (catalog/collector.py).
-        keep_full_collections_short()
+        keep_full_collections_short(pauses=full_collection_pauses())
         history = None
         if settings.console and settings.console_ingest_metrics_url:
             # The console's lag and throughput charts: the ingestion service sampled into the database.

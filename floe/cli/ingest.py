@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from catalog.client import DEFAULT_URL, FloeClient
-from catalog.collector import keep_full_collections_short
+from catalog.collector import full_collection_pauses, keep_full_collections_short
 from catalog.pipelines.table_config import MAX_COMMIT_INTERVAL_SECONDS, MIN_COMMIT_INTERVAL_SECONDS
 from floe.cli.output import console
 from floe.cli.remote import cli_credentials, key_file_option
@@ -203,7 +203,9 @@ def ingest_command(
     configure_logging(log_level)
     client_id, client_secret = cli_credentials(key_file)
     # A long-running process whose appenders churn long-lived objects: full collections kept short.
-    keep_full_collections_short()
+    from ingest.metrics import REGISTRY
+
+    keep_full_collections_short(pauses=full_collection_pauses(REGISTRY))
     run_ingest(
         url,
         client_id,

@@ -27,6 +27,8 @@ def test_health_metrics_and_request_ids(catalog_server: CatalogProcess, http: ht
     assert "floe_http_request_duration_seconds_bucket" in metrics
     assert "floe_commit_retries_total" in metrics
     assert "floe_commit_conflicts_total" in metrics
+    # The garbage collector's full-collection pauses (catalog/collector.py), a series per kind of scan.
+    assert 'floe_gc_full_collection_seconds_count{scan="whole"}' in metrics
 
     # Logs are JSON lines carrying the request id.
     logged = [json.loads(line) for line in catalog_server.log_text().splitlines() if line.startswith("{")]

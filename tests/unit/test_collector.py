@@ -1,5 +1,6 @@
 """catalog/collector.py: a full collection's survivors are frozen, so the next one skips them; a due
-reclaim unfreezes everything, so a reference cycle that died while frozen is collected after all."""
+reclaim (by the clock; optionally also by the frozen generation's growth) unfreezes everything, so a
+reference cycle that died while frozen is collected after all; every full collection's pause is observed."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from catalog.collector import _FreezeSurvivors
+from catalog.collector import _FreezeSurvivors, full_collection_pauses
 
 
 class _Node:
@@ -17,14 +19,19 @@ class _Node:
 
 
 @pytest.fixture
-def policy() -> Iterator[_FreezeSurvivors]:
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def policy(registry: CollectorRegistry) -> Iterator[_FreezeSurvivors]:
     """A policy of its own, alone among this process's gc callbacks (an app made by another test
     installs one), and nothing frozen before or after."""
     others = [c for c in gc.callbacks if isinstance(c, _FreezeSurvivors)]
     for other in others:
         gc.callbacks.remove(other)
     gc.unfreeze()
-    own = _FreezeSurvivors(reclaim_seconds=3600)
+    own = _FreezeSurvivors(reclaim_seconds=3600, pauses=full_collection_pauses(registry))
     gc.callbacks.append(own)
     try:
         yield own
@@ -51,6 +58,48 @@ def test_survivors_are_frozen_and_a_due_reclaim_collects_what_died_frozen(policy
     assert alive() is None
     assert gc.get_freeze_count() > 0  # and its survivors frozen again
     assert policy.next_reclaim > 0.0
+    assert policy.reclaims == 1
+    assert policy.live_after_reclaim > 1  # what the whole collection left (objects since freed aside)
+
+
+def test_with_a_growth_no_reclaim_while_the_frozen_generation_holds_steady(policy: _FreezeSurvivors) -> None:
+    policy.reclaim_growth = 2.0
+    gc.collect()
+    policy.live_after_reclaim = gc.get_freeze_count()  # as if a whole collection had just left this
+    policy.next_reclaim = 0.0  # due by the clock
+    for _ in range(3):
+        gc.collect()
+        assert gc.get_freeze_count() > 0  # never unfrozen: nothing grew
+    assert policy.reclaims == 0
+    policy.live_after_reclaim = gc.get_freeze_count() // 2  # now it has doubled
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+
+
+def test_with_a_growth_no_reclaim_before_its_time_however_much_grew(policy: _FreezeSurvivors) -> None:
+    policy.reclaim_growth = 2.0
+    policy.live_after_reclaim = 1
+    gc.collect()
+    gc.collect()
+    assert gc.get_freeze_count() > 0
+    assert policy.reclaims == 0
+
+
+def test_every_full_collection_pause_is_observed_by_its_scan(
+    policy: _FreezeSurvivors, registry: CollectorRegistry
+) -> None:
+    gc.collect()
+    policy.next_reclaim = 0.0
+    gc.collect()  # frozen skipped; a reclaim is now due
+    gc.collect()  # the whole one
+    gc.collect(1)  # not a full collection: not observed
+
+    def count(scan: str) -> float | None:
+        return registry.get_sample_value("floe_gc_full_collection_seconds_count", {"scan": scan})
+
+    assert count("frozen skipped") == 2
+    assert count("whole") == 1
+    assert full_collection_pauses(registry) is full_collection_pauses(registry)  # registered once
 
 
 def test_younger_collections_change_nothing(policy: _FreezeSurvivors) -> None:
