@@ -31,6 +31,7 @@ from pyiceberg.table.metadata import TableMetadata
 from catalog.cell_text import cell_text
 from catalog.errors import BadRequest, CatalogError, Forbidden, ServiceUnavailable
 from catalog.locations import is_within, normalize_location, path_of
+from catalog.metadata_files import MetadataFileTooLarge, decode_metadata_file
 from catalog.s3_files import IO_IMPL as S3_IO_IMPL
 from catalog.urls import strip_userinfo
 
@@ -148,14 +149,18 @@ class Storage:
             return stream.read()
 
     def read_metadata_file(self, location: str, max_bytes: int) -> bytes:
-        """A metadata file to register, at most `max_bytes`; every failure is one `MetadataFileError`."""
+        """A metadata file's JSON (inflated when its name says gzip), at most `max_bytes` read and at most
+        `max_bytes` inflated; every failure is one `MetadataFileError`."""
         canonical = self.confined(location)
         try:
             source = self._io().new_input(canonical)
             if len(source) > max_bytes:
                 raise MetadataFileError(f"Cannot register {canonical}: larger than {max_bytes} bytes")
             with source.open() as stream:
-                return stream.read(max_bytes)
+                raw = stream.read(max_bytes)
+            return decode_metadata_file(canonical, raw, max_bytes)
+        except MetadataFileTooLarge:
+            raise MetadataFileError(f"Cannot register {canonical}: larger than {max_bytes} bytes") from None
         except MetadataFileError:
             raise
         except Exception as exc:

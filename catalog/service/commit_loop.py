@@ -21,6 +21,7 @@ from typing import Any
 from catalog.errors import AlreadyExists, CommitFailed, CommitStateUnknown
 from catalog.faults import CRASH_AFTER_COMMIT, crash_point
 from catalog.identifiers import TableIdent
+from catalog.metadata_files import encode_metadata_file
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.request_records import RequestRecords, request_records
 from catalog.service.table_model import LoadedTable
@@ -154,7 +155,10 @@ class CommitLoop:
         written = [swap.metadata_location for swap in prepared.swaps]
         try:
             if prepared.swaps:  # one storage call for all (a transaction's hundred tables)
-                files = [(swap.metadata_location, swap.metadata_json.encode()) for swap in prepared.swaps]
+                files = [
+                    (swap.metadata_location, encode_metadata_file(swap.metadata_location, swap.metadata_json))
+                    for swap in prepared.swaps
+                ]
                 await self.storage_runner.write_many(target.tenant, target.storage, files)
             # The request's audit entry and idempotency outcome commit with the swap.
             records = request.for_commit([r.metadata_location for r in prepared.results]) if request else None

@@ -22,6 +22,7 @@ from pyiceberg.types import ListType, MapType, NestedField, StructType
 from catalog.class_properties import check_no_class_properties
 from catalog.errors import LimitExceeded, QuotaExceeded
 from catalog.identifiers import Namespace, TableIdent
+from catalog.metadata_files import check_metadata_codec
 from catalog.settings import Settings
 from catalog.store.interfaces import TabularStore
 from catalog.store.records import ClusterQuota, TabularKind, WarehouseRecord
@@ -99,8 +100,9 @@ class Limits:
                 f"Invalid {what}: {size} bytes of properties, more than the limit of "
                 f"{self.properties_bytes} (FLOE_MAX_PROPERTIES_BYTES)"
             )
-        # Not a size, but every property map a client sends passes here (bounded first).
+        # Not sizes, but every property map a client sends passes here (bounded first).
         check_no_class_properties(properties, what)
+        check_metadata_codec(properties)
 
     def _check_width(self, width: int, what: str) -> None:
         if width > self.schema_fields:

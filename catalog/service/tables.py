@@ -44,6 +44,7 @@ from catalog.locations import (
     path_properties,
     tenant_root,
 )
+from catalog.metadata_files import encode_metadata_file
 from catalog.security.vending import CredentialVendor, can_vend, check_scope, wants_vended_credentials
 from catalog.service.commit_loop import CommitLoop
 from catalog.service.listing_cache import Listing, Listings
@@ -356,7 +357,8 @@ class TableService:
             await self.storage.run(warehouse, principal, storage.prepare_table_location, metadata.location)
             return LoadedTable(None, metadata_json, self.table_config(warehouse)).with_credentials(credential)
         metadata_location = core.new_metadata_location(metadata, None)
-        await self.storage.run(warehouse, principal, storage.write, metadata_location, metadata_json.encode())
+        content = encode_metadata_file(metadata_location, metadata_json)
+        await self.storage.run(warehouse, principal, storage.write, metadata_location, content)
         managed = managed_location(warehouse, ns, ident, metadata.location)
         try:
             await self.store.swap(

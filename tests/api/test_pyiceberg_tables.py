@@ -22,7 +22,7 @@ from pyiceberg.exceptions import (
     RESTError,
     TableAlreadyExistsError,
 )
-from pyiceberg.table import Table
+from pyiceberg.table import StaticTable, Table
 
 from devtools.catalog_server import CatalogProcess
 
@@ -461,3 +461,38 @@ def test_register_errors_and_overwrite(rest_catalog: RestCatalog, namespace: str
     # pyiceberg maps only 409 for register; the 404 reaches it as a generic RESTError.
     with pytest.raises(RESTError, match="NoSuchNamespaceException"):
         rest_catalog.register_table((f"missing_{uuid.uuid4().hex[:8]}", "t"), second.metadata_location)
+
+
+# -- gzip metadata files ---------------------------------------------------------------------------
+
+
+def test_a_table_can_keep_its_metadata_files_gzip(rest_catalog: RestCatalog, namespace: str) -> None:
+    codec = "write.metadata.compression-codec"  # Iceberg's table property; `gzip` or `none`
+    table = rest_catalog.create_table((namespace, "gz"), schema=PEOPLE, properties={codec: "gzip"})
+    assert table.metadata_location.endswith(".gz.metadata.json")
+    table.append(people([1, 2]))
+    table.append(people([3]))
+    loaded = rest_catalog.load_table((namespace, "gz"))
+    assert loaded.metadata_location.endswith(".gz.metadata.json")
+    written = local_path(loaded.metadata_location).read_bytes()
+    assert written[:2] == b"\x1f\x8b"  # gzip, as the name says
+    # What any reader of the file sees (pyiceberg tells gzip by the name, as the Java client does).
+    static = StaticTable.from_metadata(loaded.metadata_location)
+    assert static.metadata == loaded.metadata
+    assert ids(static) == [1, 2, 3]
+    # A gzip file registers, and back to plain files from the next commit on.
+    copy = rest_catalog.register_table((other_namespace(rest_catalog), "copy"), loaded.metadata_location)
+    assert ids(copy) == [1, 2, 3]
+    with loaded.transaction() as txn:
+        txn.set_properties({codec: "none"})
+    plain = rest_catalog.load_table((namespace, "gz"))
+    assert plain.metadata_location.endswith(".metadata.json")
+    assert not plain.metadata_location.endswith(".gz.metadata.json")
+    assert local_path(plain.metadata_location).read_bytes()[:1] == b"{"
+    # A codec Iceberg does not know is refused, and nothing changes.
+    with pytest.raises(BadRequestError, match=codec), plain.transaction() as txn:
+        txn.set_properties({codec: "zstd"})
+    with pytest.raises(BadRequestError, match=codec):
+        rest_catalog.create_table((namespace, "bad"), schema=PEOPLE, properties={codec: "lz4"})
+    assert rest_catalog.load_table((namespace, "gz")).metadata_location == plain.metadata_location
+    assert not rest_catalog.table_exists((namespace, "bad"))

@@ -116,6 +116,29 @@ def test_reads_table_written_by_pyiceberg(
     assert [row[0] for row in snapshots] == [s.snapshot_id for s in table.refresh().metadata.snapshots]
 
 
+def test_reads_and_writes_a_table_whose_metadata_files_are_gzip(
+    duck: duckdb.DuckDBPyConnection, rest_catalog: RestCatalog, namespace: str
+) -> None:
+    codec = {"write.metadata.compression-codec": "gzip"}  # Iceberg's table property
+    table = rest_catalog.create_table(f"{namespace}.gz", schema=PEOPLE_SCHEMA, properties=codec)
+    table.append(arrow_rows(PEOPLE_SCHEMA, PEOPLE_BATCHES[0]))
+    people = table_ref(namespace, "gz")
+    assert rows(duck, f"SELECT id, name FROM {people} ORDER BY id") == [(1, "ada"), (2, "bob")]
+    duck.execute(
+        f"INSERT INTO {people} VALUES (5, 'eve', 30, 1.5, true, DATE '2000-01-01', "
+        "TIMESTAMP '2024-01-01 00:00:00', 1.00)"
+    )
+    reloaded = rest_catalog.load_table(f"{namespace}.gz")
+    assert reloaded.metadata_location.endswith(".gz.metadata.json")  # DuckDB's commit, floe's file
+    assert sorted(reloaded.scan().to_arrow().column("id").to_pylist()) == [1, 2, 5]
+    # The file itself, as DuckDB reads a metadata file named to it.
+    path = reloaded.metadata_location.removeprefix("file://")
+    scanned = rows(
+        duck, f"SELECT id FROM iceberg_scan('{path}', metadata_compression_codec => 'gzip') ORDER BY id"
+    )
+    assert scanned == [(1,), (2,), (5,)]
+
+
 def test_lists_namespaces_and_tables(
     duck: duckdb.DuckDBPyConnection, rest_catalog: RestCatalog, namespace: str
 ) -> None:

@@ -1,0 +1,73 @@
+"""A table's metadata files as bytes (pure): named and encoded by its `write.metadata.compression-codec`,
+decoded by name, within a bound.
+
+Iceberg's two codecs are `none` (`<version>-<uuid>.metadata.json`) and `gzip`
+(`<version>-<uuid>.gz.metadata.json`); readers (the Java client, pyiceberg, DuckDB) tell them apart by
+the name, and older writers' `.metadata.json.gz` is read as gzip too. At ~100 snapshots a table's document
+is ~110 KB; gzip makes it about a sixth of that (13 KB of 76 KB measured), which an object store's PUT
+of every commit and every reader's GET carry. On a local disk it saves no CPU (gzip at level 1 costs
+about what writing the bytes it saves does), so it stays a table's choice, as in Iceberg.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Mapping
+
+from catalog.errors import BadRequest
+
+METADATA_CODEC = "write.metadata.compression-codec"
+PLAIN_SUFFIX = ".metadata.json"
+GZIP_SUFFIX = ".gz.metadata.json"
+_LEGACY_GZIP_SUFFIX = ".metadata.json.gz"
+_SUFFIXES = {"none": PLAIN_SUFFIX, "gzip": GZIP_SUFFIX}
+# zlib's fastest level: a metadata file is written at every commit, and the document (JSON with UUIDs
+# and ids) compresses nearly as well at level 1 as at 6 in a third of the time.
+GZIP_LEVEL = 1
+_GZIP_ONLY = 16 + zlib.MAX_WBITS  # a gzip header and trailer, not a bare zlib stream
+
+
+class MetadataFileTooLarge(ValueError):
+    """A compressed metadata file that inflates past the bound."""
+
+
+def metadata_file_suffix(properties: Mapping[str, str]) -> str:
+    """The name ending of a table's next metadata file; `BadRequest` for a codec Iceberg does not know."""
+    value = properties.get(METADATA_CODEC, "none")
+    suffix = _SUFFIXES.get(value.strip().lower())
+    if suffix is None:
+        shown = value if len(value) <= 32 else value[:32] + "…"
+        raise BadRequest(f"Invalid table property {METADATA_CODEC}: {shown!r} (gzip or none)")
+    return suffix
+
+
+def check_metadata_codec(properties: Mapping[str, str]) -> None:
+    """`BadRequest` when `properties` name a metadata codec Iceberg does not know."""
+    if METADATA_CODEC in properties:
+        metadata_file_suffix(properties)
+
+
+def is_gzip_metadata(location: str) -> bool:
+    return location.endswith(GZIP_SUFFIX) or location.endswith(_LEGACY_GZIP_SUFFIX)
+
+
+def encode_metadata_file(location: str, metadata_json: str) -> bytes:
+    """The bytes of the metadata file at `location` (its name says whether they are gzip)."""
+    data = metadata_json.encode()
+    return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0) if is_gzip_metadata(location) else data
+
+
+def decode_metadata_file(location: str, raw: bytes, max_bytes: int) -> bytes:
+    """The JSON of the metadata file `raw` read from `location`, inflated when its name says gzip: at
+    most `max_bytes` of it (`MetadataFileTooLarge` past that, before inflating any further; `zlib.error`
+    when it is not gzip)."""
+    if not is_gzip_metadata(location):
+        return raw
+    inflater = zlib.decompressobj(_GZIP_ONLY)
+    data = inflater.decompress(raw, max_bytes + 1)
+    if len(data) > max_bytes:
+        raise MetadataFileTooLarge(location)
+    if not inflater.eof:
+        raise zlib.error("truncated gzip stream")
+    return data
