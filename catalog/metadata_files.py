@@ -3,10 +3,10 @@ decoded by name, within a bound.
 
 Iceberg's two codecs are `none` (`<version>-<uuid>.metadata.json`) and `gzip`
 (`<version>-<uuid>.gz.metadata.json`); readers (the Java client, pyiceberg, DuckDB) tell them apart by
-the name, and older writers' `.metadata.json.gz` is read as gzip too. At ~100 snapshots a table's document
-is ~110 KB; gzip makes it about a sixth of that (13 KB of 76 KB measured), which an object store's PUT
-of every commit and every reader's GET carry. On a local disk it saves no CPU (gzip at level 1 costs
-about what writing the bytes it saves does), so it stays a table's choice, as in Iceberg.
+the name, and older writers' `.metadata.json.gz` is read as gzip too. gzip trades CPU for bytes: a
+100-snapshot document went from 77.5 to 11.3 KiB, at 0.62 instead of 0.19 ms of CPU to write in a local
+folder (`benchmarks/many_tables/metadata_codec.py`). That helps where every commit's PUT and every
+reader's GET cross a slow or billed link, so it stays a table's choice, as in Iceberg.
 """
 
 from __future__ import annotations

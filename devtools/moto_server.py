@@ -67,6 +67,15 @@ class MotoServer:
         )
         s3.create_bucket(Bucket=name)
 
+    def file_io_properties(self) -> dict[str, str]:
+        """The FileIO (and warehouse) properties that reach this server's S3."""
+        return {
+            "s3.endpoint": self.endpoint,
+            "s3.access-key-id": ACCESS_KEY_ID,
+            "s3.secret-access-key": SECRET_ACCESS_KEY,
+            "s3.region": REGION,
+        }
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

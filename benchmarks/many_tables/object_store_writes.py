@@ -38,7 +38,7 @@ from pyiceberg.table import Table
 from benchmarks.many_tables.__main__ import RESULTS, git_commit
 from benchmarks.many_tables.append_cost import one_record, table_at
 from catalog.s3_files import DelayedOpenFileIO
-from devtools.moto_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, MotoServer
+from devtools.moto_server import MotoServer
 from ingest.shared.iceberg_append import MergePacing, TableAppender
 
 BUCKET = "warehouse"
@@ -90,12 +90,7 @@ FILE_IOS: dict[str, type[PyArrowFileIO]] = {
 def measure(tables: int, rounds: int, writers: list[int]) -> list[Row]:
     with MotoServer() as moto:
         moto.create_bucket(BUCKET)
-        properties = {
-            "s3.endpoint": moto.endpoint,
-            "s3.access-key-id": ACCESS_KEY_ID,
-            "s3.secret-access-key": SECRET_ACCESS_KEY,
-            "s3.region": REGION,
-        }
+        properties = moto.file_io_properties()
         assert moto.process is not None
         server = psutil.Process(moto.process.pid)
         designs = {
