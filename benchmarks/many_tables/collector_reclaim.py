@@ -26,13 +26,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import subprocess
 import sys
 import time
 from typing import Any
 
-from benchmarks.many_tables.__main__ import RESULTS, git_commit
+from benchmarks.many_tables.__main__ import RESULTS, git_commit, write_markdown
 from benchmarks.many_tables.metadata_growth import append
 from benchmarks.many_tables.metadata_json_cycle import tables
 from catalog.collector import _FreezeSurvivors
@@ -178,8 +177,7 @@ def main() -> None:
             f"| {whole} s | {row['other_full_pause_max_s']:.3f} s | {row['pause_total_s']:.2f} s "
             f"| {row['longest_gap_s']:.2f} s | {row['cpu_seconds']:.1f} s |"
         )
-    lines += ["", f"Machine: {os.cpu_count()} CPUs; load average at the end {os.getloadavg()}."]
-    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(name, lines)
     print("\n".join(lines))
 
 

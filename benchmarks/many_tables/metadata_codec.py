@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
-from benchmarks.many_tables.__main__ import RESULTS, git_commit
+from benchmarks.many_tables.__main__ import RESULTS, git_commit, write_markdown
 from benchmarks.many_tables.metadata_growth import append, empty_table
 from catalog.metadata_files import GZIP_SUFFIX, PLAIN_SUFFIX, encode_metadata_file
 from catalog.storage import Storage
@@ -113,8 +112,7 @@ def main() -> None:
                 f"| {row['read_wall_ms']:.2f} ms "
                 f"| {row['server_cpu_ms']:.2f} ms |"
             )
-    lines += ["", f"Machine: {os.cpu_count()} CPUs; load average at the end {os.getloadavg()}."]
-    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(name, lines)
     print("\n".join(lines))
 
 
