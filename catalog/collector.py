@@ -85,18 +85,15 @@ class _FreezeSurvivors:
             gc.unfreeze()  # the next full collection sees every object once
             self.reclaiming = True
 
-    def _grown(self, growth: float) -> bool:
-        return gc.get_freeze_count() >= growth * self.live_after_reclaim
 
-
-_PAUSES: dict[int, Histogram] = {}  # by id of the registry (a metric registers once in each)
+_PAUSES: dict[CollectorRegistry, Histogram] = {}  # a metric registers once in each registry
 
 
 def full_collection_pauses(registry: CollectorRegistry = REGISTRY) -> Histogram:
     """The histogram of full collections' pauses in `registry` (made on the first call for it)."""
-    pauses = _PAUSES.get(id(registry))
+    pauses = _PAUSES.get(registry)
     if pauses is None:
-        pauses = _PAUSES[id(registry)] = Histogram(
+        pauses = _PAUSES[registry] = Histogram(
             "floe_gc_full_collection_seconds",
             "Pauses of Python's full garbage collections, by whether they scanned every object (a reclaim "
             "of frozen cycles) or only those not frozen since the last one",

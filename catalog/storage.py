@@ -152,15 +152,16 @@ class Storage:
         """A metadata file's JSON (inflated when its name says gzip), at most `max_bytes` read and at most
         `max_bytes` inflated; every failure is one `MetadataFileError`."""
         canonical = self.confined(location)
+        too_large = f"Cannot register {canonical}: larger than {max_bytes} bytes"
         try:
             source = self._io().new_input(canonical)
             if len(source) > max_bytes:
-                raise MetadataFileError(f"Cannot register {canonical}: larger than {max_bytes} bytes")
+                raise MetadataFileError(too_large)
             with source.open() as stream:
                 raw = stream.read(max_bytes)
             return decode_metadata_file(canonical, raw, max_bytes)
         except MetadataFileTooLarge:
-            raise MetadataFileError(f"Cannot register {canonical}: larger than {max_bytes} bytes") from None
+            raise MetadataFileError(too_large) from None
         except MetadataFileError:
             raise
         except Exception as exc:

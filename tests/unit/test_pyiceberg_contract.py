@@ -41,6 +41,14 @@ def test_the_internal_signatures_are_the_ones_used() -> None:
     assert parameters[:4] == ["table_metadata", "df", "io", "write_uuid"]
     kwargs = _get_parquet_writer_kwargs({})
     assert {"compression", "data_page_size", "dictionary_pagesize_limit"} <= set(kwargs)
+    # The manifest list's writer deflates at its own level when the file's codec is pyiceberg's deflate
+    # class (`_PlannedManifestList.write_block`); any other answer would fall back to pyiceberg's level.
+    from pyiceberg.avro.codecs.deflate import DeflateCodec
+    from pyiceberg.avro.file import AvroOutputFile
+
+    listed = AvroOutputFile.__new__(AvroOutputFile)
+    listed.metadata = {"avro.codec": "deflate"}
+    assert listed.compression_codec() is DeflateCodec
 
 
 def test_floes_writer_gives_the_data_file_pyiceberg_gives(tmp_path: Path) -> None:
