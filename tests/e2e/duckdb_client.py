@@ -8,11 +8,19 @@ extension download is switched off, so a test never reaches the network for them
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 import duckdb
 
 EXTENSIONS = ("httpfs", "avro", "iceberg")
+_PROGRESS_BAR = re.compile(r"\s*\d+%\s*▕")
+
+
+def printed_lines(stdout: str) -> list[str]:
+    """A DuckDB program's printed lines without the progress bar DuckDB draws on stdout for a query past two
+    seconds (a busy machine): what the reader sees above the answer is not the answer."""
+    return [line for line in stdout.splitlines() if line.strip() and not _PROGRESS_BAR.match(line)]
 
 
 def extension_file(name: str) -> Path:

@@ -41,7 +41,7 @@ from catalog.client import FloeClient, Forbidden
 from catalog.console.session import CSRF_FIELD
 from devtools.ports import free_port
 from floe.cli.up import port_answers
-from tests.e2e.duckdb_client import attach_catalog, connect
+from tests.e2e.duckdb_client import attach_catalog, connect, printed_lines
 from tests.e2e.process_tree import assert_no_secret_on_command_lines
 from tests.unit.test_ready_summary import block
 
@@ -315,7 +315,7 @@ def test_floe_up_as_a_user_runs_it(tmp_path: Path) -> None:
         summary_run = _run_python(
             "\n".join(program).replace("<client_secret>", admin["client_secret"]), tmp_path
         )
-        assert summary_run.splitlines() == ["[(100,)]"]
+        assert printed_lines(summary_run) == ["[(100,)]"], summary_run
         first_query = _quickstart_block().replace("http://127.0.0.1:8181", url)
         first_query = first_query.replace("<client_id>", admin["client_id"])
         readme_run = _run_python(first_query.replace("<client_secret>", admin["client_secret"]), tmp_path)

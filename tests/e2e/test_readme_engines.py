@@ -29,6 +29,7 @@ import pytest
 from devtools.catalog_server import CatalogProcess
 from runtime.artifacts import cache_dir
 from runtime.java import java_home
+from tests.e2e.duckdb_client import printed_lines
 from tests.e2e.readme_blocks import ENGINES_PAGE, engine_block, filled, properties
 
 CLUSTER = "orders_kafka"  # the names the blocks query
@@ -93,7 +94,7 @@ def test_duckdb_block(floe: Floe, tmp_path: Path) -> None:
     # A fresh HOME: DuckDB's extension directory (~/.duckdb) starts empty, so the block's own INSTALL
     # from the wheels is what makes the extensions available, with automatic downloads switched off.
     output = _run_python(floe.fill(engine_block("duckdb")), env={"HOME": str(tmp_path)})
-    assert output.splitlines() == ["[(3,)]"]
+    assert printed_lines(output) == ["[(3,)]"], output
     assert list((tmp_path / ".duckdb" / "extensions").rglob("iceberg.duckdb_extension"))
 
 
