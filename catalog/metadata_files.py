@@ -12,6 +12,7 @@ reader's GET cross a slow or billed link, so it stays a table's choice, as in Ic
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from collections.abc import Mapping
 
@@ -26,6 +27,7 @@ _SUFFIXES = {"none": PLAIN_SUFFIX, "gzip": GZIP_SUFFIX}
 # and ids) compresses nearly as well at level 1 as at 6 in a third of the time.
 GZIP_LEVEL = 1
 _GZIP_ONLY = 16 + zlib.MAX_WBITS  # a gzip header and trailer, not a bare zlib stream
+_NUMBERED_FILE = re.compile(r"^(\d+)-[0-9a-fA-F-]+(?:\.gz\.metadata\.json|\.metadata\.json(?:\.gz)?)$")
 
 
 class MetadataFileTooLarge(ValueError):
@@ -46,6 +48,13 @@ def check_metadata_codec(properties: Mapping[str, str]) -> None:
     """`BadRequest` when `properties` name a metadata codec Iceberg does not know."""
     if METADATA_CODEC in properties:
         metadata_file_suffix(properties)
+
+
+def numbered_metadata_file_version(location: str) -> int | None:
+    """The version of a metadata file named as Iceberg's writers (and floe) name them,
+    `<version>-<uuid>` and any codec's ending; None for any other file (maintenance deletes by this)."""
+    match = _NUMBERED_FILE.match(location.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
 
 
 def is_gzip_metadata(location: str) -> bool:

@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -62,6 +61,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from catalog.metadata_files import numbered_metadata_file_version
 from catalog.pipelines.maintenance import MaintenancePolicy
 from maintenance.table_state import ManifestState, PartitionState, TableState
 
@@ -78,7 +78,6 @@ METADATA_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
 }
-_METADATA_FILE = re.compile(r"^(\d+)-[0-9a-fA-F-]+\.metadata\.json$")
 
 
 @dataclass(frozen=True)
@@ -252,11 +251,6 @@ def needs_manifest_rewrite(manifests: Sequence[ManifestState], *, compacted: boo
     return sum(m.length for m in data) / len(data) < SMALL_MANIFEST_BYTES
 
 
-def metadata_version(path: str) -> int | None:
-    match = _METADATA_FILE.match(path.rsplit("/", 1)[-1])
-    return int(match.group(1)) if match else None
-
-
 def stale_metadata_files(listed: Sequence[str], state: TableState) -> list[str]:
     """Metadata files older than every file the table still references (its log and current file).
 
@@ -264,14 +258,14 @@ def stale_metadata_files(listed: Sequence[str], state: TableState) -> list[str]:
     current one, and a file it wrote from an older base loses its swap (the catalog retries from the
     new base), so neither is ever needed."""
     referenced = [p for p in (*state.metadata_log, state.metadata_location or "") if p]
-    versions = [v for v in (metadata_version(p) for p in referenced) if v is not None]
+    versions = [v for v in (numbered_metadata_file_version(p) for p in referenced) if v is not None]
     if not versions:
         return []
     oldest = min(versions)
     names = {p.rsplit("/", 1)[-1] for p in referenced}
     stale = []
     for path in listed:
-        version = metadata_version(path)
+        version = numbered_metadata_file_version(path)
         if version is not None and version < oldest and path.rsplit("/", 1)[-1] not in names:
             stale.append(path)
     return stale

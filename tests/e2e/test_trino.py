@@ -320,6 +320,33 @@ def test_spark_and_trino_read_each_others_tables(
     assert _spark_rows(spark, f"{in_spark}.{by_trino}") == [(1, "a"), (3, "c")]
 
 
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_spark_and_trino_read_and_write_a_table_whose_metadata_files_are_gzip(
+    trino: LocalTrino, sides: dict[str, Side], spark: SparkSession, kind: str
+) -> None:
+    """Iceberg's `write.metadata.compression-codec`: floe names each next file `*.gz.metadata.json` and
+    writes it gzip; the Java engines (which read such a file by its name) commit on and read back."""
+    side = sides[kind]
+    name = _name("gz")
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": pa.array(["a", "b", "c"])})
+    created = side.pyiceberg().create_table(
+        f"{side.cluster}.{name}", schema=data.schema, properties={"write.metadata.compression-codec": "gzip"}
+    )
+    created.append(data)
+    assert trino.rows(f"SELECT count(*), sum(id) FROM {side.schema()}.{name}") == [(3, 6)]
+    trino.query(f"INSERT INTO {side.schema()}.{name} VALUES (4, 'trino')")
+    in_spark = f"{side.trino_catalog}.`{side.cluster}`.{name}"
+    spark.sql(f"INSERT INTO {in_spark} VALUES (5, 'spark')")
+    expected = [(1, "a"), (2, "b"), (3, "c"), (4, "trino"), (5, "spark")]
+    assert _spark_rows(spark, in_spark) == expected
+    assert trino.rows(f"SELECT * FROM {side.schema()}.{name} ORDER BY id") == expected
+    table = side.pyiceberg().load_table(f"{side.cluster}.{name}")
+    assert table.metadata_location.endswith(".gz.metadata.json")
+    assert len(table.metadata.snapshots) == 3  # pyiceberg's, Trino's and Spark's commits
+    # Every file of the table's history was written gzip, whichever engine committed.
+    assert all(entry.metadata_file.endswith(".gz.metadata.json") for entry in table.metadata.metadata_log)
+
+
 def _metadata(side: Side, table: str) -> dict[str, Any]:
     """The table's metadata as floe stores it (read with the admin token)."""
     headers = {"Authorization": f"Bearer {side.server.token()}"}
