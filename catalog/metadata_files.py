@@ -14,11 +14,13 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from catalog.errors import BadRequest
 
 METADATA_CODEC = "write.metadata.compression-codec"
+DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 PLAIN_SUFFIX = ".metadata.json"
 GZIP_SUFFIX = ".gz.metadata.json"
 _LEGACY_GZIP_SUFFIX = ".metadata.json.gz"
@@ -28,6 +30,22 @@ _SUFFIXES = {"none": PLAIN_SUFFIX, "gzip": GZIP_SUFFIX}
 GZIP_LEVEL = 1
 _GZIP_ONLY = 16 + zlib.MAX_WBITS  # a gzip header and trailer, not a bare zlib stream
 _NUMBERED_FILE = re.compile(r"^(\d+)-[0-9a-fA-F-]+(?:\.gz\.metadata\.json|\.metadata\.json(?:\.gz)?)$")
+
+
+class _LogEntry(Protocol):
+    @property
+    def metadata_file(self) -> str: ...
+
+
+class _Metadata(Protocol):
+    """What of a table's metadata model (pyiceberg's) the deletion rule reads."""
+
+    @property
+    def location(self) -> str: ...
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+    @property
+    def metadata_log(self) -> Sequence[_LogEntry]: ...
 
 
 class MetadataFileTooLarge(ValueError):
@@ -80,3 +98,21 @@ def decode_metadata_file(location: str, raw: bytes, max_bytes: int) -> bytes:
     if not inflater.eof:
         raise zlib.error("truncated gzip stream")
     return data
+
+
+def obsolete_metadata_files(base: _Metadata, new: _Metadata) -> tuple[str, ...]:
+    """The metadata files a commit from `base` to `new` drops from the table's log, to delete once it
+    lands when `new` sets `write.metadata.delete-after-commit.enabled` (as Iceberg's Java commit does:
+    the log keeps `write.metadata.previous-versions-max` files). Only files named as a writer names
+    them and in the table's own metadata folder: a registered table's log may name another's files."""
+    if new.properties.get(DELETE_AFTER_COMMIT, "false").strip().lower() != "true":
+        return ()
+    kept = {entry.metadata_file for entry in new.metadata_log}
+    folder = (new.properties.get("write.metadata.path") or f"{new.location.rstrip('/')}/metadata").rstrip("/")
+    return tuple(
+        path
+        for entry in base.metadata_log
+        if (path := entry.metadata_file) not in kept
+        and path.rsplit("/", 1)[0] == folder
+        and numbered_metadata_file_version(path) is not None
+    )

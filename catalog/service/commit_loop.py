@@ -66,6 +66,8 @@ class CommitAttempt:
     # Prepared on a remembered row rather than a read one (`TableHeads`): when its swap loses, the
     # commit is prepared again on a fresh read at once, and that is no race lost.
     guessed: bool = False
+    # Files the landed commit made obsolete (its tables' delete-after-commit): deleted after it lands.
+    obsolete: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,8 @@ class CommitLoop:
                     crash_point(CRASH_AFTER_COMMIT)
                     if landed is not None:
                         await landed(prepared)
+                    if prepared.obsolete:
+                        await self._delete_obsolete(target, prepared.obsolete)
                     return prepared.results
                 if prepared.guessed:
                     continue  # `prepare` reads the row this time
@@ -182,6 +186,15 @@ class CommitLoop:
         if not swapped:
             await self._storage(target, target.storage.delete_many, written)
         return bool(swapped)
+
+    async def _delete_obsolete(self, target: CommitTarget, locations: list[str]) -> None:
+        """Delete what a landed commit dropped from its tables' logs, confined to the caller's storage
+        (`Storage.delete_many` skips anything outside it). The commit stands whatever happens here: a
+        file left behind is maintenance's to remove (it deletes every version below the log's oldest)."""
+        try:
+            await self._storage(target, target.storage.delete_many, locations)
+        except Exception as exc:  # the answer is the landed commit's, never this cleanup's failure
+            log.warning("old metadata files of %s not deleted: %s", target.idents, type(exc).__name__)
 
     async def _landed_answer(self, target: CommitTarget, locations: list[str]) -> list[LoadedTable]:
         """The answer of a commit that landed: its objects as it wrote them (metadata files are never

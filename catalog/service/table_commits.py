@@ -31,6 +31,7 @@ from catalog.locations import (
     normalize_location,
     tenant_root,
 )
+from catalog.metadata_files import obsolete_metadata_files
 from catalog.observability import COMMIT_HEAD_GUESSES
 from catalog.service.commit_loop import CommitAttempt, CommitLoop, CommitTarget
 from catalog.service.metadata_models import MetadataModels
@@ -70,6 +71,8 @@ class CommittedModel(NamedTuple):
     replaces: str | None
     key: HeadKey
     head: TabularRecord | None
+    # Metadata files the commit drops from the table's log, deleted once it lands (delete-after-commit).
+    obsolete: tuple[str, ...] = ()
 
 
 class TableCommits:
@@ -133,7 +136,9 @@ class TableCommits:
         async def attempt(guess: tuple[TabularRecord, TableMetadata] | None) -> CommitAttempt:
             pending, results, prepared_models = await self._prepare(warehouse, changes, root, guess)
             models[:] = prepared_models
-            return CommitAttempt([p for p, changed in pending if changed], results, guess is not None)
+            swaps = [p for p, changed in pending if changed]
+            obsolete = [path for kept in prepared_models for path in kept.obsolete]
+            return CommitAttempt(swaps, results, guess is not None, obsolete)
 
         async def prepare() -> CommitAttempt:
             nonlocal may_guess, guessed
@@ -291,6 +296,7 @@ class TableCommits:
                     record.metadata_location,
                     (warehouse.id, *key),
                     landed_head,
+                    obsolete_metadata_files(base, metadata),
                 )
             )
         # Read after the tables' rows: offsets only change together with a table's version, so a

@@ -496,3 +496,31 @@ def test_a_table_can_keep_its_metadata_files_gzip(rest_catalog: RestCatalog, nam
         rest_catalog.create_table((namespace, "bad"), schema=PEOPLE, properties={codec: "lz4"})
     assert rest_catalog.load_table((namespace, "gz")).metadata_location == plain.metadata_location
     assert not rest_catalog.table_exists((namespace, "bad"))
+
+
+def test_delete_after_commit_keeps_only_the_files_the_log_names(
+    rest_catalog: RestCatalog, namespace: str
+) -> None:
+    """Iceberg's `write.metadata.delete-after-commit.enabled`: each commit deletes the metadata files it
+    drops from the log (`write.metadata.previous-versions-max` long), as the Java commit does; off (the
+    default), every version stays for maintenance."""
+    tidy = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "2"}
+    table = rest_catalog.create_table((namespace, "tidy"), schema=PEOPLE, properties=tidy)
+    for i in range(5):
+        table.append(people([i]))
+    loaded = rest_catalog.load_table((namespace, "tidy"))
+    current = local_path(loaded.metadata_location)
+    folder = current.parent
+    logged = [local_path(entry.metadata_file).name for entry in loaded.metadata.metadata_log]
+    assert len(logged) == 2
+    assert sorted(p.name for p in folder.glob("*.metadata.json")) == sorted([*logged, current.name])
+    assert ids(loaded) == [0, 1, 2, 3, 4]
+    assert StaticTable.from_metadata(loaded.metadata_location).metadata == loaded.metadata
+    # Switched off: that commit and every next one keep what they drop.
+    with loaded.transaction() as txn:
+        txn.set_properties({"write.metadata.delete-after-commit.enabled": "false"})
+    table = rest_catalog.load_table((namespace, "tidy"))
+    table.append(people([5]))
+    table.append(people([6]))
+    assert len(list(folder.glob("*.metadata.json"))) == 3 + 3
+    assert ids(rest_catalog.load_table((namespace, "tidy"))) == [0, 1, 2, 3, 4, 5, 6]

@@ -403,10 +403,11 @@ def test_manifest_rewrite_and_stale_metadata_files() -> None:
     # A table whose metadata codec is gzip (`write.metadata.compression-codec`), and one that switched:
     # every codec's name counts, in the log and in the listing; a file not named as a writer names one
     # (below the log's oldest or not) is left alone.
+    current = f"file:/t/metadata/00006-{uuid.uuid4()}.gz.metadata.json"
     gzip_state = state_of(
         [],
         metadata_log=[f"file:/t/metadata/{v:05d}-{uuid.uuid4()}.gz.metadata.json" for v in (4, 5)],
-        metadata_location=f"file:/t/metadata/00006-{uuid.uuid4()}.gz.metadata.json",
+        metadata_location=current,
     )
     old = [
         f"file:/t/metadata/00000-{uuid.uuid4()}.metadata.json",
@@ -414,5 +415,5 @@ def test_manifest_rewrite_and_stale_metadata_files() -> None:
         f"file:/t/metadata/00002-{uuid.uuid4()}.metadata.json.gz",
     ]
     kept = ["file:/t/metadata/00003-x.gz.metadata.json", "file:/t/metadata/v3.gz.metadata.json"]
-    listed = [*old, *kept, *gzip_state.metadata_log, gzip_state.metadata_location]
+    listed = [*old, *kept, *gzip_state.metadata_log, current]
     assert sorted(stale_metadata_files(listed, gzip_state)) == sorted(old)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import uuid
 import zlib
 from pathlib import Path
 
@@ -14,11 +15,13 @@ from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.snapshots import MetadataLogEntry
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField, StringType
 
 from catalog.errors import BadRequest
 from catalog.metadata_files import (
+    DELETE_AFTER_COMMIT,
     GZIP_SUFFIX,
     METADATA_CODEC,
     PLAIN_SUFFIX,
@@ -27,6 +30,7 @@ from catalog.metadata_files import (
     decode_metadata_file,
     encode_metadata_file,
     metadata_file_suffix,
+    obsolete_metadata_files,
 )
 from catalog.storage import MetadataFileError, Storage
 
@@ -97,3 +101,21 @@ def test_storage_reads_a_gzip_metadata_file_within_its_bound(tmp_path: Path) -> 
     broken.write_bytes(b"not gzip")
     with pytest.raises(MetadataFileError, match="not a readable metadata file"):
         storage.read_metadata_file(broken.as_uri(), 10_000)
+
+
+def test_obsolete_files_are_those_the_log_drops_in_the_tables_own_folder() -> None:
+    def logged(*paths: str) -> list[MetadataLogEntry]:
+        return [MetadataLogEntry(metadata_file=p, timestamp_ms=1) for p in paths]
+
+    folder = "file:///w/t/metadata"
+    suffixes = [PLAIN_SUFFIX, GZIP_SUFFIX] * 2
+    old = [f"{folder}/{v:05d}-{uuid.uuid4()}{suffix}" for v, suffix in enumerate(suffixes)]
+    elsewhere = f"file:///w/other/metadata/00000-{uuid.uuid4()}.metadata.json"  # a registered table's
+    unnamed = f"{folder}/v1.metadata.json"
+    base = a_table().model_copy(update={"metadata_log": logged(elsewhere, unnamed, *old)})
+    new = base.model_copy(update={"metadata_log": logged(*old[2:])})
+    assert obsolete_metadata_files(base, new) == ()  # off by default
+    on = new.model_copy(update={"properties": {**new.properties, DELETE_AFTER_COMMIT: "true"}})
+    assert obsolete_metadata_files(base, on) == tuple(old[:2])
+    moved = {**on.properties, "write.metadata.path": "file:///w/elsewhere"}
+    assert obsolete_metadata_files(base, on.model_copy(update={"properties": moved})) == ()
