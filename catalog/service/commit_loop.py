@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 # The longest pause between two attempts; the first pauses up to 5 ms, each next one twice as long.
 MAX_BACKOFF_SECONDS = 0.25
+# Deletions of obsolete metadata files run after the answer, at most this many at once; past that a
+# commit deletes its own before answering, so a slow store holds commits back rather than piling up.
+MAX_PENDING_DELETIONS = 16
 
 
 class CommitLocks:
@@ -100,6 +103,7 @@ class CommitLoop:
         self.storage_runner = storage_runner
         self.attempts = retries + 1
         self.max_metadata_file_bytes = max_metadata_file_bytes
+        self._deletions: set[asyncio.Task[None]] = set()
 
     async def _storage(self, target: CommitTarget, func: Any, *args: Any) -> Any:
         return await self.storage_runner.run(target.tenant, func, *args)
@@ -131,7 +135,7 @@ class CommitLoop:
                     if landed is not None:
                         await landed(prepared)
                     if prepared.obsolete:
-                        await self._delete_obsolete(target, prepared.obsolete)
+                        await self._schedule_deletion(target, prepared.obsolete)
                     return prepared.results
                 if prepared.guessed:
                     continue  # `prepare` reads the row this time
@@ -186,6 +190,16 @@ class CommitLoop:
         if not swapped:
             await self._storage(target, target.storage.delete_many, written)
         return bool(swapped)
+
+    async def _schedule_deletion(self, target: CommitTarget, locations: list[str]) -> None:
+        """Delete a landed commit's obsolete files after it answers (a busy table's commit should not
+        wait for an object store's DELETEs), or now when `MAX_PENDING_DELETIONS` are already running."""
+        if len(self._deletions) >= MAX_PENDING_DELETIONS:
+            await self._delete_obsolete(target, locations)
+            return
+        task = asyncio.create_task(self._delete_obsolete(target, locations))
+        self._deletions.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._deletions.discard)
 
     async def _delete_obsolete(self, target: CommitTarget, locations: list[str]) -> None:
         """Delete what a landed commit dropped from its tables' logs, confined to the caller's storage
