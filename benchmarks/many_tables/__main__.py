@@ -82,9 +82,15 @@ class Offsets:
 
 
 def git_commit() -> str:
-    """The commit measured: BENCHMARK_COMMIT (a run from an exported tree has no .git), else HEAD."""
-    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-    return os.environ.get("BENCHMARK_COMMIT") or found.strip() or "unknown"
+    """The commit measured: BENCHMARK_COMMIT (a run from an exported tree has no .git), else HEAD, with
+    `+changes` when the tree has uncommitted ones."""
+    if os.environ.get("BENCHMARK_COMMIT"):
+        return os.environ["BENCHMARK_COMMIT"]
+    git = ["git", "-C", str(Path(__file__).resolve().parents[2])]
+    found = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
+    status = [*git, "status", "--porcelain", "--untracked-files=no"]
+    dirty = subprocess.run(status, capture_output=True, text=True).stdout.strip()
+    return (found.strip() or "unknown") + ("+changes" if dirty else "")
 
 
 def write_markdown(name: str, lines: list[str]) -> None:
@@ -386,10 +392,10 @@ def maintain(
         outcome.maintenance_passes.append(one_pass)
 
 
-def report(outcomes: list[Outcome], args: argparse.Namespace, started: float) -> None:
+def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, started: float) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
-    lines = markdown(outcomes, args, git_commit(), time.time() - started)
+    lines = markdown(outcomes, args, commit, time.time() - started)
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
 
 
@@ -463,6 +469,7 @@ def main() -> None:
     if not arrivals or any(a not in ARRIVALS for a in arrivals):
         parser.error(f"--arrivals: {', '.join(ARRIVALS)} or a list of them")
     started = time.time()
+    commit = git_commit()  # the tree the processes run: taken before any of them starts
     plan = [("queries", int(n)) for n in args.queries.split(",") if n] + [
         ("shared" if shards == "1" else f"shared {shards} shards", int(n))
         for shards in args.shards.split(",")
@@ -489,7 +496,7 @@ def main() -> None:
                 run_one(outcome, args, Path(work), args.log_level)
             print(json.dumps(asdict(outcome)), flush=True)
             outcomes.append(outcome)
-            report(outcomes, args, started)
+            report(outcomes, args, commit, started)
 
 
 if __name__ == "__main__":
