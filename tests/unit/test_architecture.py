@@ -37,6 +37,10 @@ CATALOG_SURFACE: dict[str, str] = {
         "the snapshot-summary keys of the exactly-once fence: ingestion writes them, the catalog checks "
         "them, so both sides take them from one definition"
     ),
+    "catalog.metadata_files": (
+        "how a metadata file is named for each codec: the catalog writes them, maintenance removes old "
+        "ones, so both recognize them by one rule (pure, no I/O)"
+    ),
     "catalog.s3_files": (
         "the FileIO that writes an S3 file with one request: the catalog's metadata files and ingestion's "
         "data files, one definition of how floe writes to S3"
