@@ -18,14 +18,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from catalog.errors import AlreadyExists, CommitFailed, CommitStateUnknown
+from catalog.errors import AlreadyExists, CommitFailed, CommitStateUnknown, NoSuchTable, NoSuchView
 from catalog.faults import CRASH_AFTER_COMMIT, crash_point
 from catalog.identifiers import TableIdent
 from catalog.metadata_files import encode_metadata_file
 from catalog.observability import COMMIT_CONFLICTS, COMMIT_RETRIES
 from catalog.service.request_records import RequestRecords, request_records
 from catalog.service.table_model import LoadedTable
-from catalog.storage import Storage, StorageRunner
+from catalog.storage import MetadataFileError, Storage, StorageRunner
 from catalog.store import CatalogStore, PendingCommit, TabularKind
 from catalog.store.commit_records import RequestTakenOver
 from catalog.store.database_faults import write_outcome_unknown
@@ -212,10 +212,26 @@ class CommitLoop:
 
     async def _landed_answer(self, target: CommitTarget, locations: list[str]) -> list[LoadedTable]:
         """The answer of a commit that landed: its objects as it wrote them (metadata files are never
-        overwritten, so they are what the first attempt answered)."""
+        overwritten, so they are what the first attempt answered). A file deleted since (later commits
+        dropped it from the log with delete-after-commit, or maintenance removed it) is answered with
+        the object as it is now: the commit landed, and what followed it builds on it."""
         results = []
-        for location in locations:
+        for ident, location in zip(target.idents, locations, strict=True):
             read = target.storage.read_metadata_file
-            raw = await self._storage(target, read, location, self.max_metadata_file_bytes)
+            try:
+                raw = await self._storage(target, read, location, self.max_metadata_file_bytes)
+            except MetadataFileError:
+                if await self._storage(target, target.storage.exists, location):
+                    raise  # there but unreadable: not this case
+                results.append(await self._current(target, ident))
+                continue
             results.append(LoadedTable(location, raw.decode(), target.config))
         return results
+
+    async def _current(self, target: CommitTarget, ident: TableIdent) -> LoadedTable:
+        record = await self.store.get_tabular(target.warehouse_id, ident.namespace.key, ident.name)
+        if record is None or record.kind != target.kind or record.metadata_location is None:
+            # Dropped since: answered as a commit to it now would be.
+            missing = NoSuchTable if target.kind == "table" else NoSuchView
+            raise missing(f"{target.kind.capitalize()} does not exist: {ident}")
+        return LoadedTable(record.metadata_location, record.metadata_json, target.config)

@@ -15,11 +15,14 @@ import asyncio
 import contextlib
 import itertools
 import threading
+import time
 import uuid
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx
@@ -184,6 +187,46 @@ def test_retry_after_kill_9_between_commit_and_answer(server: CatalogProcess, wi
         counts = crash_then_retry(server, http, table, TRIALS, with_requirement=with_requirement)
     print(f"crash after commit, {TRIALS} trials: {counts}")
     assert counts == {"ok": TRIALS, "duplicated": 0, "lost": 0, "conflict_409": 0, "other": 0}
+
+
+def test_a_retry_whose_landed_file_was_deleted_since_answers_the_table_as_it_is_now(
+    server: CatalogProcess,
+) -> None:
+    """A commit that landed but was never answered (kill -9 between the two) is answered on retry from
+    the file it wrote; with delete-after-commit, later commits may have deleted that file. The retry then
+    answers the table as it is (the commit landed; what followed builds on it), applying nothing again."""
+    tidy = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "1"}
+    with client(server) as http:
+        table, _ = new_table(http)
+        set_tidy = {"requirements": [], "updates": [{"action": "set-properties", "updates": tidy}]}
+        assert http.post(table, json=set_tidy).status_code == 200
+        key = {"Idempotency-Key": str(uuid.uuid4())}
+        body = {"requirements": [], "updates": [set_prop("crashed", "landed")]}
+        with contextlib.closing(doomed_servers(server, 1)) as doomed_ones:
+            for doomed in doomed_ones:
+                headers = {"Authorization": f"Bearer {doomed.token()}", **key}
+                with pytest.raises(httpx.TransportError):  # the process died before answering
+                    httpx.post(f"{doomed.url}{table}", json=body, headers=headers, timeout=60)
+                assert doomed.process is not None
+                assert doomed.process.wait(timeout=30) == -9
+        landed = http.get(table).json()
+        assert landed["metadata"]["properties"]["crashed"] == "landed"
+        landed_file = Path(urlsplit(landed["metadata-location"]).path)
+        for n in range(2):  # the log keeps one file: the second later commit drops the landed one
+            later = {"requirements": [], "updates": [set_prop(f"later-{n}", "x")]}
+            assert http.post(table, json=later).status_code == 200
+        deadline = time.monotonic() + 30
+        while landed_file.exists():  # deleted just after the second one answered
+            assert time.monotonic() < deadline, "the dropped metadata file was not deleted"
+            time.sleep(0.05)
+        before_retry = http.get(table).json()
+        retry = http.post(table, json=body, headers=key)
+        assert retry.status_code == 200, retry.text
+        now = http.get(table).json()
+        assert now == before_retry  # nothing committed again
+        assert retry.json()["metadata-location"] == now["metadata-location"]
+        assert retry.json()["metadata"] == now["metadata"]
+        assert now["metadata"]["properties"]["later-1"] == "x"
 
 
 @contextmanager
