@@ -28,8 +28,9 @@ from typing import Any
 
 from benchmarks.catalog.procstat import postmaster_pid
 from benchmarks.catalog.report import Measurement, machine_info
-from benchmarks.catalog.run import RESULTS_DIR, Sample, Server, combine, git_commit, sample, warm_up
+from benchmarks.catalog.run import RESULTS_DIR, Sample, Server, combine, sample, warm_up
 from benchmarks.catalog.workloads import Dataset, discover, seed, workloads
+from benchmarks.provenance import git_commit
 from devtools.catalog_server import CatalogProcess
 from devtools.ports import free_port
 from devtools.postgres import LocalPostgres

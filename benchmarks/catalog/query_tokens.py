@@ -37,9 +37,10 @@ from benchmarks.catalog.loadgen import (
     run_load,
 )
 from benchmarks.catalog.report import machine_info
-from benchmarks.catalog.run import Server, floe_server, git_commit, reference_server, sample_of
+from benchmarks.catalog.run import Server, floe_server, reference_server, sample_of
 from benchmarks.catalog.token_endpoint import token_request as query_token_request
 from benchmarks.catalog.workloads import Dataset, Target, create_cluster_key, discover, seed_read_table
+from benchmarks.provenance import git_commit
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 TOKEN_PATH = "/v1/oauth/tokens"

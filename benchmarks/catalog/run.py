@@ -8,8 +8,6 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from benchmarks.catalog.workloads import (
     seed,
     workloads,
 )
+from benchmarks.provenance import git_commit
 from devtools import lakekeeper, moto_server
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
@@ -216,30 +215,6 @@ def lakekeeper_versions() -> dict[str, Any]:
         "lakekeeper_build_attempts": len(info.get("attempts", [])) or None,
         "lakekeeper_build_command": info.get("command"),
     }
-
-
-def git_commit() -> str | None:
-    """The commit of the floe tree measured (with `+changes` when it has uncommitted ones); a tree
-    exported with `git archive` has no .git, and says its commit in BENCHMARK_COMMIT."""
-    if os.environ.get("BENCHMARK_COMMIT"):
-        return os.environ["BENCHMARK_COMMIT"]
-    root = Path(__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return f"{head}+changes" if dirty else head
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

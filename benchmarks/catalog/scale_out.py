@@ -44,8 +44,9 @@ import httpx
 from benchmarks.catalog import reference
 from benchmarks.catalog.procstat import cpu_seconds, machine_busy_seconds, postmaster_pid
 from benchmarks.catalog.report import REFERENCE, machine_info, versions
-from benchmarks.catalog.run import RESULTS_DIR, git_commit, reference_server, warm_up
+from benchmarks.catalog.run import RESULTS_DIR, reference_server, warm_up
 from benchmarks.catalog.workloads import Dataset, Target, Workload, discover, measure, seed, workloads
+from benchmarks.provenance import git_commit
 from devtools.catalog_server import CatalogProcess
 from devtools.postgres import LocalPostgres
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from benchmarks.catalog.run import git_commit
 from benchmarks.catalog.workloads import create_cluster_key
+from benchmarks.provenance import git_commit
 from devtools.catalog_server import CatalogProcess
 from devtools.trino import TRINO_VERSION, LocalTrino
 from tests.e2e.readme_blocks import engine_block, filled

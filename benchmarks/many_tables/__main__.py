@@ -38,6 +38,7 @@ from benchmarks.many_tables.freshness import by_minute, p99, window_ages
 from benchmarks.many_tables.outcome import Outcome, markdown
 from benchmarks.many_tables.priority_windows import PriorityWindows
 from benchmarks.many_tables.quiet_producer import ARRIVALS, QuietProducer, delivered_per_table_second
+from benchmarks.provenance import git_commit as tree_commit
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 CLUSTER = "many"
@@ -82,15 +83,8 @@ class Offsets:
 
 
 def git_commit() -> str:
-    """The commit measured: BENCHMARK_COMMIT (a run from an exported tree has no .git), else HEAD, with
-    `+changes` when the tree has uncommitted ones."""
-    if os.environ.get("BENCHMARK_COMMIT"):
-        return os.environ["BENCHMARK_COMMIT"]
-    git = ["git", "-C", str(Path(__file__).resolve().parents[2])]
-    found = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
-    status = [*git, "status", "--porcelain", "--untracked-files=no"]
-    dirty = subprocess.run(status, capture_output=True, text=True).stdout.strip()
-    return (found.strip() or "unknown") + ("+changes" if dirty else "")
+    """The commit measured (`benchmarks.provenance`), "unknown" where git cannot tell."""
+    return tree_commit() or "unknown"
 
 
 def write_markdown(name: str, lines: list[str]) -> None:
