@@ -37,7 +37,7 @@ from pyiceberg.utils.datetime import datetime_to_millis
 
 from catalog.errors import BadRequest
 from catalog.json_booleans import check_booleans
-from catalog.metadata_files import metadata_file_suffix
+from catalog.metadata_files import metadata_file_suffix, metadata_folder
 from catalog.requirements import TableRequirement
 from catalog.requirements import check_table_requirements as check_requirements
 from catalog.requirements import parse_table_requirements as parse_requirements
@@ -411,10 +411,10 @@ def metadata_version(metadata_location: str | None) -> int:
 def new_metadata_location(metadata: TableMetadata, previous_location: str | None) -> str:
     """Where the next metadata file goes: `write.metadata.path` or `<location>/metadata`, named by the
     table's metadata codec (`catalog.metadata_files`)."""
-    folder = metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
+    folder = metadata_folder(metadata.location, metadata.properties)
     version = metadata_version(previous_location) + 1
     suffix = metadata_file_suffix(metadata.properties)
-    return f"{folder.rstrip('/')}/{version:05d}-{uuid.uuid4()}{suffix}"
+    return f"{folder}/{version:05d}-{uuid.uuid4()}{suffix}"
 
 
 def referenced_snapshots_only(metadata_json: dict[str, Any]) -> dict[str, Any]:

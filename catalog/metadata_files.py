@@ -68,6 +68,12 @@ def check_metadata_codec(properties: Mapping[str, str]) -> None:
         metadata_file_suffix(properties)
 
 
+def metadata_folder(location: str, properties: Mapping[str, str]) -> str:
+    """Where a table's or view's metadata files go: `write.metadata.path`, else `<location>/metadata`
+    (without a trailing slash)."""
+    return (properties.get("write.metadata.path") or f"{location.rstrip('/')}/metadata").rstrip("/")
+
+
 def numbered_metadata_file_version(location: str) -> int | None:
     """The version of a metadata file named as Iceberg's writers (and floe) name them,
     `<version>-<uuid>` and any codec's ending; None for any other file (maintenance deletes by this)."""
@@ -108,7 +114,7 @@ def obsolete_metadata_files(base: _Metadata, new: _Metadata) -> tuple[str, ...]:
     if new.properties.get(DELETE_AFTER_COMMIT, "false").strip().lower() != "true":
         return ()
     kept = {entry.metadata_file for entry in new.metadata_log}
-    folder = (new.properties.get("write.metadata.path") or f"{new.location.rstrip('/')}/metadata").rstrip("/")
+    folder = metadata_folder(new.location, new.properties)
     return tuple(
         path
         for entry in base.metadata_log

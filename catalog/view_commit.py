@@ -34,6 +34,7 @@ from pyiceberg.view.metadata import ViewHistoryEntry, ViewMetadata, ViewVersion
 from catalog.commit import metadata_version
 from catalog.errors import BadRequest, InvalidArgument
 from catalog.json_booleans import check_booleans
+from catalog.metadata_files import metadata_folder
 from catalog.requirements import ViewRequirement, check_view_requirements, parse_view_requirements
 
 VIEW_UPDATE_ACTIONS = frozenset(
@@ -348,8 +349,8 @@ def create_view_metadata(
 
 def new_view_metadata_location(metadata: ViewMetadata, previous_location: str | None) -> str:
     """Where the next view metadata file goes, numbered like table metadata files."""
-    folder = metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
-    return f"{folder.rstrip('/')}/{metadata_version(previous_location) + 1:05d}-{uuid.uuid4()}.metadata.json"
+    folder = metadata_folder(metadata.location, metadata.properties)
+    return f"{folder}/{metadata_version(previous_location) + 1:05d}-{uuid.uuid4()}.metadata.json"
 
 
 __all__: Sequence[str] = [

@@ -30,6 +30,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
 from catalog.client import ClientError, FloeClient, Forbidden, RequestFailed
+from catalog.metadata_files import metadata_folder
 from catalog.pipelines import InvalidConfig, parse_config
 from catalog.pipelines.columns import DLQ_SUFFIX
 from catalog.pipelines.maintenance import (
@@ -474,11 +475,10 @@ class MaintenanceWorker:
                 )
 
     def _remove_old_metadata(self, loaded: Table, state: TableState) -> dict[str, Any]:
-        io = loaded.io
-        folder = state.properties.get("write.metadata.path") or f"{state.location.rstrip('/')}/metadata"
-        listed = [f.location for f in orphans.list_files(io, folder.rstrip("/") + "/")]
+        folder = metadata_folder(state.location, state.properties)
+        listed = [f.location for f in orphans.list_files(loaded.io, folder + "/")]
         stale = stale_metadata_files(listed, state)
-        return {"metadata_files_removed": orphans.delete_files(io, stale)}
+        return {"metadata_files_removed": orphans.delete_files(loaded.io, stale)}
 
     def _remove_orphans(
         self, table: MaintainedTable, older_than_ms: int, loaded: Table | None = None
