@@ -20,12 +20,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
@@ -51,6 +50,7 @@ from maintenance.planner import (
     plan_table,
     stale_metadata_files,
 )
+from maintenance.pyiceberg_rewrite import FloeRestCatalog
 from maintenance.spark_actions import SparkActions, TableRef, describe_error, is_commit_conflict
 from maintenance.table_state import CommittedTable, TableState, read_table_state
 from runtime.shards import shard_of
@@ -149,19 +149,19 @@ class MaintenanceWorker:
         return CatalogConnection(o.url, warehouse, o.client_id, o.client_secret)
 
     @property
-    def _catalogs(self) -> dict[str, RestCatalog]:
-        catalogs: dict[str, RestCatalog] | None = getattr(self._local, "catalogs", None)
+    def _catalogs(self) -> dict[str, FloeRestCatalog]:
+        catalogs: dict[str, FloeRestCatalog] | None = getattr(self._local, "catalogs", None)
         if catalogs is None:
             catalogs = self._local.catalogs = {}
         return catalogs
 
-    def _catalog(self, warehouse: str) -> RestCatalog:
+    def _catalog(self, warehouse: str) -> FloeRestCatalog:
         catalog = self._catalogs.get(warehouse)
         if catalog is None:
             # Metadata is read where Spark reads it: the same storage endpoint (pyiceberg also sends
             # every `header.*` property as a request header).
             headers = {f"header.{key}": value for key, value in self._connection(warehouse).headers.items()}
-            catalog = RestCatalog(
+            catalog = FloeRestCatalog(
                 f"floe-{warehouse}",
                 uri=self.options.url,
                 credential=f"{self.options.client_id}:{self.options.client_secret}",
@@ -223,7 +223,9 @@ class MaintenanceWorker:
         dotted = ".".join(namespace)
         return any(dotted == n or dotted.startswith(n + ".") for n in self.options.namespaces)
 
-    def _namespaces(self, catalog: RestCatalog, parent: tuple[str, ...] = ()) -> Iterable[tuple[str, ...]]:
+    def _namespaces(
+        self, catalog: FloeRestCatalog, parent: tuple[str, ...] = ()
+    ) -> Iterable[tuple[str, ...]]:
         for namespace in catalog.list_namespaces(parent):
             yield tuple(namespace)
             yield from self._namespaces(catalog, tuple(namespace))
@@ -584,11 +586,6 @@ def maintenance_shard_of(namespace: tuple[str, ...], name: str, count: int) -> i
     return shard_of(".".join((*namespace, name.removesuffix(DLQ_SUFFIX))), count)
 
 
-def with_interval(policy: MaintenancePolicy, seconds: int | None) -> MaintenancePolicy:
-    """The defaults with `floe maintain --interval`."""
-    return policy if seconds is None else replace(policy, interval=seconds)
-
-
 __all__ = [
     "ActionOutcome",
     "MaintainedTable",
@@ -596,5 +593,4 @@ __all__ = [
     "PassResult",
     "WorkerOptions",
     "maintenance_shard_of",
-    "with_interval",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -30,7 +31,6 @@ from maintenance.worker import (
     MaintenanceWorker,
     PassResult,
     WorkerOptions,
-    with_interval,
 )
 
 DEFAULT_METRICS_PORT = 9465
@@ -177,7 +177,7 @@ def maintain_command(
         warehouses=warehouses,
         namespaces=namespaces,
         default_warehouse=default_warehouse,
-        defaults=with_interval(DEFAULT_POLICY, interval),
+        defaults=DEFAULT_POLICY if interval is None else replace(DEFAULT_POLICY, interval=interval),
         in_process=design == "inprocess",
         parallel=parallel,
         shard=shard,

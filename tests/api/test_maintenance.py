@@ -267,3 +267,58 @@ def test_a_worker_with_a_cpu_share_rests_after_each_table_in_proportion(
     free = visits(None)
     # Without a share the next table starts at once (recording the pass is the only work between).
     assert all(b - e < 0.5 for (_, e, _), (b, _, _) in itertools.pairwise(free)), free
+
+
+def test_the_workers_commits_leave_dropped_metadata_files_to_floe(
+    catalog_server: CatalogProcess,
+    rest_catalog: RestCatalog,
+    namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With delete-after-commit, floe deletes the metadata files a commit drops from the log. A visit
+    commits on the table as it loaded it, before ingestion's commits of the meantime: pyiceberg's own
+    client deleted that stale log's files again after each commit and warned for every one floe had
+    deleted already. The worker's client leaves them to floe."""
+    import logging
+
+    from catalog.pipelines.maintenance import DEFAULT_POLICY
+    from maintenance import inprocess
+    from maintenance.worker import MaintainedTable, MaintenanceWorker, WorkerOptions
+
+    schema = pa.schema([pa.field("id", pa.int64())])
+    properties = {
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": "1",
+    }
+    writer = rest_catalog.create_table((namespace, "t"), schema, properties=properties)
+    options = WorkerOptions(
+        catalog_server.url, catalog_server.admin_client_id, catalog_server.admin_client_secret
+    )
+    worker = MaintenanceWorker(None, options)  # type: ignore[arg-type]
+    maintained = MaintainedTable("default", (namespace,), "t", DEFAULT_POLICY)
+
+    def stale_commit(load: Any) -> list[str]:
+        """Commit a property on the table as loaded before three appends; the warnings it logged."""
+        for i in range(2):
+            writer.append(pa.table({"id": pa.array([i], pa.int64())}, schema=schema))
+        loaded = load()
+        assert loaded.metadata.metadata_log  # a log for the client to delete from
+        for i in range(3):
+            writer.append(pa.table({"id": pa.array([i], pa.int64())}, schema=schema))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            inprocess.set_properties(loaded, {"floe.test": str(time.time())})
+        return [r.getMessage() for r in caplog.records if "Failed to delete" in r.getMessage()]
+
+    try:
+        # pyiceberg's own client: what the worker's replaces (fails when pyiceberg stops deleting).
+        assert stale_commit(lambda: rest_catalog.load_table((namespace, "t")))
+        assert stale_commit(lambda: worker._load_table(maintained)) == []
+        table = rest_catalog.load_table((namespace, "t"))
+        folder = Path(urlsplit(table.location()).path) / "metadata"
+        kept = {Path(urlsplit(e.metadata_file).path).name for e in table.metadata.metadata_log}
+        kept.add(Path(urlsplit(table.metadata_location).path).name)
+        assert {p.name for p in folder.glob("*.metadata.json")} == kept
+        assert len(table.scan().to_arrow()) == 10
+    finally:
+        worker.close()

@@ -221,6 +221,13 @@ def test_the_internals_maintenance_rewrites_with_are_there() -> None:
     deletes = list(inspect.signature(validate._validate_no_new_deletes_for_data_files).parameters)
     assert deletes == ["table", "starting_snapshot", "data_filter", "data_files", "parent_snapshot"]
     assert list(inspect.signature(Table._do_commit).parameters) == ["self", "updates", "requirements"]
+    # `FloeRestCatalog` turns off the client's deletion of dropped metadata files by overriding it.
+    from pyiceberg.catalog import Catalog
+
+    deletes_old = inspect.getattr_static(Catalog, "_delete_old_metadata")
+    assert isinstance(deletes_old, staticmethod)
+    assert list(inspect.signature(Catalog._delete_old_metadata).parameters) == ["io", "base", "metadata"]
+    assert "self.catalog._delete_old_metadata(" in inspect.getsource(Table._do_commit)
     transaction = inspect.getsource(Transaction)
     assert "self._updates" in transaction
     assert "self._table" in transaction
