@@ -445,6 +445,17 @@ class FloeClient:
         }
         return self._call("POST", "/watermark/observations", wire.EndOffsetsAccepted, body=body)
 
+    # -- ingestion instances ------------------------------------------------------------------------
+
+    def renew_ingest_member(self, group: str, member: str, ttl_seconds: float) -> wire.IngestMembers:
+        """Hold `member`'s lease in `group` for `ttl_seconds`; the group's live members."""
+        path = f"/ingest/groups/{group}/members/{member}"
+        return self._call("PUT", path, wire.IngestMembers, body={"ttl-seconds": ttl_seconds})
+
+    def end_ingest_member(self, group: str, member: str) -> None:
+        """End `member`'s lease now."""
+        self._call("DELETE", f"/ingest/groups/{group}/members/{member}", type(None))
+
     # -- clusters, keys, audit ----------------------------------------------------------------------
 
     def create_cluster(self, name: str, warehouse: str | None = None) -> Cluster:

@@ -18,6 +18,7 @@ from catalog.api.dependencies import (
     provide_audit,
     provide_auth,
     provide_clusters,
+    provide_ingest_members,
     provide_keys,
     provide_maintenance,
     provide_namespaces,
@@ -30,6 +31,7 @@ from catalog.api.dependencies import (
     provide_watermarks,
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
+from catalog.api.ingest_members import IngestMemberController
 from catalog.api.kafka_offsets import KafkaOffsetsController, SnapshotAtController
 from catalog.api.maintenance import MaintenanceController
 from catalog.api.management import ManagementController
@@ -149,6 +151,7 @@ def build_litestar(settings: Settings) -> Litestar:
             SnapshotAtController,
             WatermarkController,
             MaintenanceController,
+            IngestMemberController,
             healthz,
             readyz,
             metrics,
@@ -171,6 +174,7 @@ def build_litestar(settings: Settings) -> Litestar:
             "keys": Provide(provide_keys, sync_to_thread=False),
             "audit": Provide(provide_audit, sync_to_thread=False),
             "maintenance": Provide(provide_maintenance, sync_to_thread=False),
+            "ingest_members": Provide(provide_ingest_members, sync_to_thread=False),
             "pipelines": Provide(provide_pipelines, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,

@@ -14,6 +14,7 @@ from catalog.errors import BadRequest
 from catalog.service.audit import AuditService
 from catalog.service.clusters import ClusterService
 from catalog.service.components import CatalogComponents
+from catalog.service.ingest_members import IngestMemberService
 from catalog.service.keys import KeyService
 from catalog.service.maintenance import MaintenanceService
 from catalog.service.namespaces import NamespaceService
@@ -97,6 +98,10 @@ def provide_audit(state: State, principal: Principal) -> AuditService:
 
 def provide_maintenance(state: State, principal: Principal) -> MaintenanceService:
     return components_of(state).maintenance
+
+
+def provide_ingest_members(state: State, principal: Principal) -> IngestMemberService:
+    return components_of(state).ingest_members
 
 
 def provide_pipelines(state: State, principal: Principal) -> PipelineService:

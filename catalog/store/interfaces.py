@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from catalog.store.commit_records import CommitRecords
 from catalog.store.idempotency import IdempotencyRecord, IdempotencyState
 from catalog.store.ingest_history import IngestSample
+from catalog.store.ingest_members import IngestMemberRecord
 from catalog.store.maintenance import MaintenancePassRecord
 from catalog.store.outbox import OutboxRow, PublisherLock
 from catalog.store.pipelines import PipelineRevisionRecord
@@ -248,6 +249,14 @@ class MaintenanceStore(Protocol):
     ) -> list[MaintenancePassRecord]: ...
 
 
+class IngestMemberStore(Protocol):
+    async def renew_ingest_member(
+        self, scope: str, group: str, member: str, now_ms: int, expires_at_ms: int, max_members: int
+    ) -> list[IngestMemberRecord] | None: ...
+
+    async def remove_ingest_member(self, scope: str, group: str, member: str) -> bool: ...
+
+
 class IdempotencyStore(Protocol):
     async def claim_idempotency_key(
         self, key: str, fingerprint: str, owner: str, lease: timedelta
@@ -302,6 +311,7 @@ class CatalogStore(
     SecurityStore,
     PipelineStore,
     MaintenanceStore,
+    IngestMemberStore,
     IdempotencyStore,
     IngestHistoryStore,
     OutboxStore,

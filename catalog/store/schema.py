@@ -218,6 +218,21 @@ pipeline_revisions = Table(
     Column("applied_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# -- ingestion instances ----------------------------------------------------------------------------
+
+# The live `floe ingest --shard auto` instances (0015; catalog/store/ingest_members.py): one row per
+# instance of a group, renewed by its heartbeat, gone once `expires_at_ms` (the catalog's clock) passes.
+# `scope` is the key the instances authenticate with: one key's groups are invisible to another's.
+ingest_members = Table(
+    "ingest_members",
+    metadata,
+    Column("scope", String(128), primary_key=True),
+    Column("group_name", String(128), primary_key=True),
+    Column("member", String(128), primary_key=True),
+    Column("joined_at_ms", BigInteger, nullable=False),
+    Column("expires_at_ms", BigInteger, nullable=False),
+)
+
 # -- commit events ----------------------------------------------------------------------------------
 
 # The transactional outbox (0013; catalog/store/outbox.py): one row per change of a table or view,

@@ -24,6 +24,7 @@ from catalog.store.commit_reads import CommitReadsStoreMixin
 from catalog.store.database_faults import connection_lost
 from catalog.store.idempotency import IdempotencyStoreMixin
 from catalog.store.ingest_history import IngestHistoryStoreMixin
+from catalog.store.ingest_members import IngestMemberStoreMixin
 from catalog.store.interfaces import CatalogStore
 from catalog.store.kafka_offsets import KafkaOffsetStoreMixin
 from catalog.store.maintenance import MaintenanceStoreMixin
@@ -115,6 +116,7 @@ class SqlCatalogStore(
     SecurityStoreMixin,
     PipelineStoreMixin,
     MaintenanceStoreMixin,
+    IngestMemberStoreMixin,
     IdempotencyStoreMixin,
     IngestHistoryStoreMixin,
     WatermarkStoreMixin,

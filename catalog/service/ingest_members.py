@@ -1,0 +1,73 @@
+"""Leases of `floe ingest --shard auto` instances: each instance renews its own every few seconds and
+gets back the group's live instances, among which every instance divides the tables the same way
+(`runtime.shards.owner_of`). An instance that stops renewing (killed, cut off) drops out of the answers
+once its lease runs out, and the others take its tables over; two instances that briefly both take a
+table cannot both commit a batch of it (the catalog's Kafka offsets fence).
+
+A group belongs to the key its instances authenticate with: one key never sees, joins or ends another
+key's groups. Global administrators and writer or admin keys of a cluster may hold leases; a key holds
+at most `MAX_MEMBERS` live ones, over all its groups."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from catalog.auth import Principal, Role
+from catalog.errors import BadRequest, Forbidden, QuotaExceeded
+from catalog.store.interfaces import IngestMemberStore
+from catalog.wire import IngestMember, IngestMembers
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+MIN_TTL_SECONDS = 2
+MAX_TTL_SECONDS = 300
+MAX_MEMBERS = 256
+
+
+def _scope(principal: Principal) -> str:
+    """The key the lease is held under; refused for keys that may not ingest."""
+    if not principal.is_admin and (principal.cluster is None or principal.role is Role.READER):
+        raise Forbidden(f"Key {principal.subject} may not hold ingestion leases (a writer or admin key may)")
+    return principal.subject
+
+
+def _check_names(group: str, member: str) -> None:
+    for what, value in (("group", group), ("member", member)):
+        if not NAME.match(value):
+            raise BadRequest(
+                f"Invalid {what} name: 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a "
+                "letter or digit"
+            )
+
+
+class IngestMemberService:
+    def __init__(self, store: IngestMemberStore) -> None:
+        self.store = store
+
+    async def renew(self, principal: Principal, group: str, member: str, ttl_seconds: float) -> IngestMembers:
+        """Hold `member`'s lease for `ttl_seconds` from now (the catalog's clock) and answer the
+        group's live members."""
+        scope = _scope(principal)
+        _check_names(group, member)
+        if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
+            raise BadRequest(f"Invalid ttl-seconds: must be between {MIN_TTL_SECONDS} and {MAX_TTL_SECONDS}")
+        now_ms = int(time.time() * 1000)
+        expires_at_ms = now_ms + round(ttl_seconds * 1000)
+        store = self.store
+        members = await store.renew_ingest_member(scope, group, member, now_ms, expires_at_ms, MAX_MEMBERS)
+        if members is None:
+            raise QuotaExceeded(
+                f"Key {principal.subject} already holds {MAX_MEMBERS} live ingestion leases; end some "
+                "(a clean `floe ingest` shutdown does) or wait for them to expire"
+            )
+        return IngestMembers(
+            group=group,
+            members=[IngestMember(m.member, m.joined_at_ms, m.expires_at_ms) for m in members],
+            now_ms=now_ms,
+        )
+
+    async def leave(self, principal: Principal, group: str, member: str) -> None:
+        """End `member`'s lease now (its tables go to the others at their next renewal)."""
+        scope = _scope(principal)
+        _check_names(group, member)
+        await self.store.remove_ingest_member(scope, group, member)

@@ -1,0 +1,111 @@
+"""Leases of `floe ingest --shard auto` instances (`/management/v1/ingest/groups/{group}/members/
+{member}`), on both backends: renewal answers the group's live members, a lease runs out on the
+catalog's clock, a clean end drops it at once, one key never sees another's groups, readers may not
+hold leases, and bad names, lifetimes and counts are 4xx with the spec's error JSON."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+
+from devtools.catalog_server import CatalogProcess
+
+
+def _path(group: str, member: str) -> str:
+    return f"/management/v1/ingest/groups/{group}/members/{member}"
+
+
+def _members(response: httpx.Response) -> list[str]:
+    assert response.status_code == 200, response.text
+    return [m["member"] for m in response.json()["members"]]
+
+
+def _key_client(catalog_server: CatalogProcess, http: httpx.Client, cluster: str, role: str) -> httpx.Client:
+    key = http.post("/management/v1/keys", json={"cluster": cluster, "role": role}).json()
+    token = catalog_server.token(key["client_id"], key["client_secret"])
+    return httpx.Client(base_url=catalog_server.url, headers={"Authorization": f"Bearer {token}"})
+
+
+def test_members_renew_expire_and_leave(http: httpx.Client) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    assert _members(http.put(_path(group, "b"), json={"ttl-seconds": 30})) == ["b"]
+    answer = http.put(_path(group, "a"), json={"ttl-seconds": 2})
+    assert _members(answer) == ["a", "b"]
+    body = answer.json()
+    a = body["members"][0]
+    assert a["expires-at-ms"] - body["now-ms"] == 2000
+    assert a["joined-at-ms"] == body["now-ms"]
+    # Renewing keeps the join time and moves the expiry.
+    time.sleep(0.05)
+    again = http.put(_path(group, "a"), json={"ttl-seconds": 2}).json()
+    assert again["members"][0]["joined-at-ms"] == a["joined-at-ms"]
+    assert again["members"][0]["expires-at-ms"] > a["expires-at-ms"]
+    # "a" stops renewing: gone once its lease runs out.
+    time.sleep(2.2)
+    assert _members(http.put(_path(group, "b"), json={})) == ["b"]
+    # A clean end drops a lease at once; ending one that is not there is not an error.
+    assert http.delete(_path(group, "b")).status_code == 204
+    assert http.delete(_path(group, "b")).status_code == 204
+    assert _members(http.put(_path(group, "c"), json={})) == ["c"]
+
+
+def test_a_keys_groups_are_its_own_and_readers_hold_none(
+    catalog_server: CatalogProcess, http: httpx.Client
+) -> None:
+    cluster = f"m_{uuid.uuid4().hex[:8]}"
+    assert http.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+    group = "shared-name"
+    assert "admin-instance" in _members(http.put(_path(group, "admin-instance"), json={}))
+    with (
+        _key_client(catalog_server, http, cluster, "writer") as writer,
+        _key_client(catalog_server, http, cluster, "writer") as other_writer,
+        _key_client(catalog_server, http, cluster, "reader") as reader,
+    ):
+        assert _members(writer.put(_path(group, "w1"), json={})) == ["w1"]
+        # Another key's group of the same name is another group: it cannot see or end w1.
+        assert _members(other_writer.put(_path(group, "w2"), json={})) == ["w2"]
+        assert other_writer.delete(_path(group, "w1")).status_code == 204
+        assert _members(writer.put(_path(group, "w1"), json={})) == ["w1"]
+        refused = reader.put(_path(group, "r1"), json={})
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"] == 403
+        assert reader.delete(_path(group, "w1")).status_code == 403
+    assert _members(http.put(_path(group, "admin-instance"), json={})) == ["admin-instance"]
+    http.delete(_path(group, "admin-instance"))
+
+
+def test_bad_names_lifetimes_and_bodies_are_client_errors(http: httpx.Client) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    for bad_group, bad_member in (("-x", "m"), ("g", "a b"), ("g" * 129, "m"), ("g", "%2e%2e")):
+        answer = http.put(_path(bad_group, bad_member), json={})
+        assert answer.status_code in (400, 404), answer.text
+        assert answer.json()["error"]["code"] == answer.status_code
+    for ttl in (0, 1.5, 301, -5):
+        answer = http.put(_path(group, "m"), json={"ttl-seconds": ttl})
+        assert answer.status_code == 400, answer.text
+        assert "ttl-seconds" in answer.json()["error"]["message"]
+    for body in ({"ttl-seconds": "soon"}, [1], "x"):
+        answer = http.put(_path(group, "m"), json=body)
+        assert answer.status_code == 400, answer.text
+    assert http.delete(_path(group, "a b")).status_code == 400
+
+
+def test_a_key_holds_a_bounded_number_of_leases(catalog_server: CatalogProcess, http: httpx.Client) -> None:
+    """A key cannot fill the catalog with leases: 256 live ones, over all its groups; renewing one it
+    holds still works at the limit, and an ended lease frees its place."""
+    from catalog.service.ingest_members import MAX_MEMBERS
+
+    cluster = f"q_{uuid.uuid4().hex[:8]}"
+    assert http.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+    with _key_client(catalog_server, http, cluster, "writer") as writer:
+        for i in range(MAX_MEMBERS):
+            answer = writer.put(_path(f"g{i % 4}", f"m{i}"), json={"ttl-seconds": 300})
+            assert answer.status_code == 200, answer.text
+        refused = writer.put(_path("g0", "one-more"), json={})
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["type"] == "QuotaExceededException"
+        assert writer.put(_path("g0", "m0"), json={"ttl-seconds": 300}).status_code == 200
+        assert writer.delete(_path("g0", "m0")).status_code == 204
+        assert writer.put(_path("g0", "one-more"), json={}).status_code == 200
