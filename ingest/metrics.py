@@ -48,6 +48,11 @@ TIME_LAG = Gauge(
     _TP,
     registry=REGISTRY,
 )
+GROUP_MEMBERS = Gauge(
+    "floe_ingest_group_instances",
+    "Live `floe ingest --shard auto` instances of this instance's group, as the catalog last answered",
+    registry=REGISTRY,
+)
 COMMITTED_OFFSET = Gauge(
     "floe_ingest_committed_offset", "Next offset the table has committed", _TP, registry=REGISTRY
 )

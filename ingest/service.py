@@ -100,6 +100,7 @@ class IngestService:
         options: IngestOptions,
         registry_for: Callable[[RegistryConnection], RegistryClient] | None = None,
         access_for: Callable[[str], CatalogAccess] | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         # Started at the first table that needs a Spark query (a session given is used as it is): the
         # shared consumer's tables need no JVM, so a pipeline of them starts in seconds.
@@ -112,6 +113,9 @@ class IngestService:
         self.access_for = access_for or (lambda _cluster: CatalogAccess(catalog, connection))
         self.tables_of = tables_of
         self.options = options
+        # Which tables are this instance's (`floe ingest --shard auto`: `ingest.membership`); else its
+        # static shard (`--shard i/n`).
+        self._owns = owns
         self.registry_for = registry_for or self._registry_client
         self._registries: dict[RegistryConnection, RegistryClient] = {}
         self.running: dict[str, _Running] = {}
@@ -217,6 +221,8 @@ class IngestService:
             self._tables_cache = (revision, time.monotonic(), tables)
         if self.options.clusters:
             tables = [t for t in tables if t.cluster in self.options.clusters]
+        if self._owns is not None:
+            return {t.name: t for t in tables if self._owns(t.name)}
         index, count = self.options.shard
         return {t.name: t for t in tables if shard_of(t.name, count) == index}
 

@@ -5,11 +5,16 @@ A stable hash of the table's dotted name (`namespace.table`), the same in every 
 `--shard n-1/n` split the tables between them without talking to each other, and the two commands
 agree: `floe maintain --shard i/n` maintains the tables `floe ingest --shard i/n` writes (maintenance
 keeps a dead-letter table with its table: `maintenance.worker.maintenance_shard_of`).
+
+`floe ingest --shard auto` divides the tables among the live instances the catalog names instead
+(`owner_of`, rendezvous hashing): every instance computes the same owner from the same member list, and
+when an instance leaves, only its own tables move (to the others, spread evenly), the others' stay.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 
 def shard_of(name: str, count: int) -> int:
@@ -20,4 +25,15 @@ def shard_of(name: str, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-__all__ = ["shard_of"]
+def owner_of(name: str, members: Iterable[str]) -> str | None:
+    """The member (of `members`, instance names) that takes the table of dotted name `name`: the one
+    whose hash with the name is highest; None when there is no member."""
+    best: tuple[bytes, str] | None = None
+    for member in members:
+        score = hashlib.sha256(f"{member}\n{name}".encode()).digest()[:8]
+        if best is None or (score, member) > best:
+            best = (score, member)
+    return None if best is None else best[1]
+
+
+__all__ = ["owner_of", "shard_of"]

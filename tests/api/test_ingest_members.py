@@ -109,3 +109,56 @@ def test_a_key_holds_a_bounded_number_of_leases(catalog_server: CatalogProcess, 
         assert writer.put(_path("g0", "m0"), json={"ttl-seconds": 300}).status_code == 200
         assert writer.delete(_path("g0", "m0")).status_code == 204
         assert writer.put(_path("g0", "one-more"), json={}).status_code == 200
+
+
+def test_instances_divide_the_tables_and_take_a_killed_ones_over(catalog_server: CatalogProcess) -> None:
+    """`ingest.membership` against the catalog: two instances divide the tables between them; one that
+    stops renewing (killed) loses its tables to the other once its lease runs out; one that ends its
+    lease hands them over at the next renewal; an instance cut off from the catalog for a lifetime
+    takes no table."""
+    from catalog.client import FloeClient
+    from ingest.membership import Membership
+
+    names = [f"cluster.topic_{i}" for i in range(60)]
+    group = f"g-{uuid.uuid4().hex[:8]}"
+
+    def client(url: str = catalog_server.url) -> FloeClient:
+        return FloeClient(url, catalog_server.admin_client_id, catalog_server.admin_client_secret)
+
+    a, b = Membership(client(), group, "a", ttl_seconds=2), Membership(client(), group, "b", ttl_seconds=2)
+    try:
+        a.start()
+        assert a.members == ("a",) and all(a.owns(n) for n in names)
+        b.start()
+        assert b.members == ("a", "b")
+        time.sleep(1.0)  # a's next renewal (a third of its lifetime) names b
+        assert a.members == ("a", "b")
+        mine = {n for n in names if a.owns(n)}
+        theirs = {n for n in names if b.owns(n)}
+        assert mine and theirs and not mine & theirs and mine | theirs == set(names)
+        # b is killed: no more renewals, no goodbye. a takes everything once b's lease ran out.
+        b._stop.set()
+        assert b._thread is not None
+        b._thread.join()
+        began = time.monotonic()
+        while not all(a.owns(n) for n in names):
+            assert time.monotonic() - began < 2 + 1.5, a.members
+            time.sleep(0.1)
+        assert a.members == ("a",)
+        # A new b ends its lease cleanly: a has everything again at its next renewal.
+        b = Membership(client(), group, "b", ttl_seconds=2)
+        b.start()
+        time.sleep(1.0)
+        assert a.members == ("a", "b")
+        b.stop()
+        time.sleep(1.0)
+        assert a.members == ("a",)
+        # a is cut off from the catalog: after a lifetime without an answer it takes nothing.
+        a.client.close()
+        a.client = client("http://127.0.0.1:9")
+        time.sleep(2.5)
+        assert a.members == () and not any(a.owns(n) for n in names)
+    finally:
+        for member in (a, b):
+            member._stop.set()
+            member.client.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import re
 import threading
 import time
 import uuid
@@ -28,7 +29,7 @@ from ingest.ingest_table import IngestTable
 from ingest.shared.catch_up import unread_records
 from ingest.shared.consumer import SharedIngest
 from ingest.shared.tables import SharedTable
-from runtime.shards import shard_of
+from runtime.shards import owner_of, shard_of
 from tests.e2e.duckdb_client import attach_catalog, connect
 from tests.e2e.ingest_harness import (
     IngestProcess,
@@ -49,6 +50,7 @@ CLUSTER = "shared"
 CRASH_CLUSTER = "shared_crash"
 SHARD_CLUSTER = "shared_shards"
 EVOLVE_CLUSTER = "shared_evolve"
+AUTO_CLUSTER = "shared_auto"
 ID_SCHEMA = {"fields": [{"name": "id", "id": 1, "type": "long"}]}
 
 
@@ -67,7 +69,7 @@ def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
-    clusters = [CLUSTER, CRASH_CLUSTER, SHARD_CLUSTER, EVOLVE_CLUSTER]
+    clusters = [CLUSTER, CRASH_CLUSTER, SHARD_CLUSTER, EVOLVE_CLUSTER, AUTO_CLUSTER]
     return Pipeline(kafka.bootstrap_servers, admin, clusters, CLUSTER)
 
 
@@ -96,10 +98,13 @@ def _id_tables(
     count: int,
     partitions: int,
     shards: int = 1,
+    place: Callable[[str], int] | None = None,
 ) -> list[str]:
     """`count` new topics of `{"id": N}` records and their tables in `cluster`, applied at once; with
     `shards`, as many tables on each of that many shards (random names all land on one shard now and
-    then: six on one of two, one run in 32)."""
+    then: six on one of two, one run in 32), a table's shard `place(dotted table name)`, else its
+    `--shard i/n` one."""
+    where = place or (lambda dotted: shard_of(dotted, shards))
     if shards == 1:
         topics = [_topic(kafka, f"{name}{i}", partitions=partitions) for i in range(count)]
     else:
@@ -107,7 +112,7 @@ def _id_tables(
         chosen: dict[int, list[str]] = {shard: [] for shard in range(shards)}
         for i in itertools.count():
             candidate = f"{name}{i}.{uuid.uuid4().hex[:6]}"
-            on = chosen[shard_of(f"{cluster}.{_table(candidate)}", shards)]
+            on = chosen[where(f"{cluster}.{_table(candidate)}")]
             if len(on) < wanted:
                 on.append(candidate)
             if all(len(names) == wanted for names in chosen.values()):
@@ -413,6 +418,85 @@ def test_two_shards_split_the_tables_and_an_instance_on_the_same_shard_is_fenced
             for topic in topics:
                 if shards[topic] != shard:
                     assert _table(topic) not in log, (topic, shard)
+
+
+def _member_of(process: IngestProcess, timeout: float = 120) -> str:
+    """The instance name `floe ingest --shard auto` printed when it took its lease."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r"instance (\S+) of ingest-", process.log_text())
+        if found:
+            return found.group(1)
+        assert process.process is not None
+        assert process.process.poll() is None, process.log_text()[-4000:]
+        time.sleep(0.2)
+    raise AssertionError(process.log_text()[-4000:])
+
+
+def test_auto_shards_divide_the_tables_and_take_a_killed_instances_over(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    """Two `floe ingest --shard auto` instances divide eight tables through their leases in floe; one is
+    killed with kill -9 while records flow and the other takes its tables over once the lease runs out
+    (15 s), from floe's offsets: every record once, none lost."""
+    args = ["--commit-interval", "1", "--cluster", AUTO_CLUSTER, "--shard", "auto"]
+    producing: _Producing | None = None
+    try:
+        with (
+            IngestProcess(server, tmp_path / "a", args=args) as first,
+            IngestProcess(server, tmp_path / "b", args=args) as second,
+        ):
+            members = [_member_of(first), _member_of(second)]
+            # Four tables each (applied while both run): names chosen by the owner the leases give them.
+            topics = _id_tables(
+                kafka,
+                pipeline,
+                AUTO_CLUSTER,
+                "shared-auto",
+                8,
+                partitions=2,
+                shards=2,
+                place=lambda dotted: members.index(owner_of(dotted, members) or ""),
+            )
+            killed = [t for t in topics if owner_of(f"{AUTO_CLUSTER}.{_table(t)}", members) == members[1]]
+            assert len(killed) == 4
+            producing = _Producing(kafka, topics)
+
+            def committed(topic: str) -> int:
+                return sum(committed_offsets(admin, AUTO_CLUSTER, _table(topic), topic).values())
+
+            # Both instances ingest their own tables (and, after the first one saw the second, only those).
+            deadline = time.monotonic() + 180
+            while not all(committed(t) > 0 for t in topics):
+                assert time.monotonic() < deadline, first.log_text()[-3000:] + second.log_text()[-3000:]
+                time.sleep(0.5)
+            time.sleep(3)
+            assert "2 live instance(s)" in first.log_text()
+            for topic in killed:
+                assert _table(topic) in second.log_text(), topic
+            before = {t: committed(t) for t in killed}
+            second.kill()
+            killed_at = time.monotonic()
+            # The survivor's next renewals stop naming the killed instance; its tables move over.
+            while not all(committed(t) > before[t] + 40 for t in killed):
+                assert time.monotonic() - killed_at < 120, first.log_text()[-4000:]
+                time.sleep(0.5)
+            took = time.monotonic() - killed_at
+            print(f"tables of the killed instance committing again after {took:.1f} s")
+            assert "1 live instance(s)" in first.log_text()
+            producing.stop()
+            for topic in topics:
+                ends = producing.produced[topic].end_offsets()
+                wait_until_committed(admin, AUTO_CLUSTER, _table(topic), topic, ends, ingest=first)
+    finally:
+        if producing is not None:
+            producing.stop()
+    assert_each_record_once(catalog, AUTO_CLUSTER, topics, producing.produced)
 
 
 def test_a_schema_change_applied_while_records_flow_loses_and_repeats_nothing(

@@ -9,7 +9,7 @@ import pytest
 
 from floe.cli.services import parse_shard
 from maintenance.worker import maintenance_shard_of
-from runtime.shards import shard_of
+from runtime.shards import owner_of, shard_of
 
 
 def test_shards_are_stable_across_processes_and_releases() -> None:
@@ -44,3 +44,37 @@ def test_a_bad_shard_is_refused_naming_the_option(value: str) -> None:
 
 def test_a_good_shard() -> None:
     assert parse_shard("1/3") == (1, 3)
+
+
+# -- `floe ingest --shard auto`: rendezvous over the live instances ---------------------------------
+
+
+def test_an_owner_is_one_of_the_members_and_the_same_everywhere() -> None:
+    members = ["host-a-1-aa", "host-b-2-bb", "host-c-3-cc"]
+    assert owner_of("orders.t0", []) is None
+    assert owner_of("orders.t0", ["only"]) == "only"
+    for i in range(100):
+        name = f"orders.t{i}"
+        owner = owner_of(name, members)
+        assert owner in members
+        # Order does not matter: every instance gets the same answer from the same list.
+        assert owner_of(name, reversed(members)) == owner == owner_of(name, sorted(members))
+
+
+def test_tables_spread_over_the_members_and_only_a_leavers_move() -> None:
+    names = [f"cluster.topic_{i}" for i in range(2_000)]
+    members = [f"m{i}" for i in range(4)]
+    before = {name: owner_of(name, members) for name in names}
+    counts = [list(before.values()).count(m) for m in members]
+    assert min(counts) > 0.8 * len(names) / len(members), counts
+    # m2 is killed: its tables go to the others, evenly; nobody else's table moves.
+    after = {name: owner_of(name, [m for m in members if m != "m2"]) for name in names}
+    moved = [name for name in names if before[name] != after[name]]
+    assert sorted(moved) == sorted(name for name in names if before[name] == "m2")
+    taken = [after[name] for name in moved]
+    assert all(taken.count(m) > 0.25 * len(moved) for m in ("m0", "m1", "m3"))
+    # A new instance joins: it takes about a fifth, only from the others.
+    joined = {name: owner_of(name, [*members, "m4"]) for name in names}
+    changed = [name for name in names if joined[name] != before[name]]
+    assert all(joined[name] == "m4" for name in changed)
+    assert 0.15 * len(names) < len(changed) < 0.25 * len(names)

@@ -1,0 +1,133 @@
+"""`floe ingest --shard auto`: instances that share a pipeline's tables through leases in the catalog.
+
+Each instance holds a lease in its group (`PUT /management/v1/ingest/groups/{group}/members/{member}`)
+and renews it every third of its lifetime; each renewal answers the group's live instances, and an
+instance ingests the tables `runtime.shards.owner_of` gives it among them. A killed instance stops
+renewing: once its lease runs out (`DEFAULT_TTL_SECONDS` on the catalog's clock), the others' next
+renewal no longer names it and their next reconcile (`IngestOptions.poll_interval`) opens its tables
+from the offsets floe committed. A new instance takes its share the same way. While views differ (for
+at most a renewal interval), two instances may both open a table: the catalog's offsets fence lets only
+one of them commit each batch, and the other re-reads from floe's offsets.
+
+An instance whose renewals have failed for a whole lifetime (the catalog unreachable from it) takes no
+table: the others, which can still reach the catalog, have taken its tables over by then. The group is
+named after the instance's `--cluster` filter, so instances that ingest different clusters never divide
+each other's tables; and groups are the key's own (the catalog keeps another key's apart).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterable
+
+from catalog.client import ClientError, FloeClient
+from ingest import metrics
+from runtime.shards import owner_of
+
+log = logging.getLogger(__name__)
+DEFAULT_TTL_SECONDS = 15.0
+# Renewals a lifetime: one lost renewal (a slow catalog) does not end the lease.
+RENEWALS_PER_TTL = 3
+_NOT_NAME = re.compile(r"[^A-Za-z0-9._:-]+")
+
+
+def group_name(clusters: Iterable[str]) -> str:
+    """The group of the instances ingesting the same clusters (`--cluster`; none: all of them)."""
+    chosen = sorted(clusters)
+    if not chosen:
+        return "ingest-all"
+    return "ingest-" + hashlib.sha256("\n".join(chosen).encode()).hexdigest()[:16]
+
+
+def member_name() -> str:
+    """This instance's name: host, process and a random part (a restarted process is a new member)."""
+    host = _NOT_NAME.sub("-", socket.gethostname()).strip("-._:")[:80] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class Membership:
+    """This instance's lease in its group, renewed on a thread of its own, and the tables it owns."""
+
+    def __init__(
+        self,
+        client: FloeClient,
+        group: str,
+        member: str | None = None,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+    ) -> None:
+        self.client = client
+        self.group = group
+        self.member = member or member_name()
+        self.ttl_seconds = ttl_seconds
+        self._members: tuple[str, ...] = ()
+        self._renewed_at: float | None = None  # monotonic time of the last renewal answered
+        self._failing = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The live members as the catalog last answered; none once renewals failed for a lifetime."""
+        renewed = self._renewed_at
+        if renewed is None or time.monotonic() - renewed > self.ttl_seconds:
+            return ()
+        return self._members
+
+    def owns(self, table: str) -> bool:
+        """Whether this instance ingests the table of dotted name `table`."""
+        members = self.members
+        return self.member in members and owner_of(table, members) == self.member
+
+    def renew(self) -> bool:
+        """Renew the lease now; False (logged once per run of failures) when the catalog did not answer."""
+        asked_at = time.monotonic()
+        try:
+            answer = self.client.renew_ingest_member(self.group, self.member, self.ttl_seconds)
+        except ClientError as exc:
+            if not self._failing:
+                log.warning("cannot renew this instance's lease in %s (retrying): %s", self.group, exc)
+            self._failing = True
+            return False
+        if self._failing:
+            log.info("lease in %s renewed again", self.group)
+        self._failing = False
+        members = tuple(m.member for m in answer.members)
+        if members != self._members:
+            log.info("group %s: %d live instance(s): %s", self.group, len(members), ", ".join(members))
+        self._members, self._renewed_at = members, asked_at
+        metrics.GROUP_MEMBERS.set(len(members))
+        return True
+
+    def start(self) -> None:
+        """Take the lease (a refusal, say a reader key, raises) and keep renewing it."""
+        answer = self.client.renew_ingest_member(self.group, self.member, self.ttl_seconds)
+        self._members = tuple(m.member for m in answer.members)
+        self._renewed_at = time.monotonic()
+        metrics.GROUP_MEMBERS.set(len(self._members))
+        log.info("joined %s as %s (%d live instance(s))", self.group, self.member, len(self._members))
+        self._thread = threading.Thread(target=self._run, name="floe-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ttl_seconds / RENEWALS_PER_TTL):
+            self.renew()
+
+    def stop(self) -> None:
+        """Stop renewing and end the lease, so the others take the tables over at once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.ttl_seconds)
+        try:
+            self.client.end_ingest_member(self.group, self.member)
+        except ClientError as exc:
+            log.warning("could not end this instance's lease (it runs out by itself): %s", exc)
+
+
+__all__ = ["DEFAULT_TTL_SECONDS", "Membership", "group_name", "member_name"]
