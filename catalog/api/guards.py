@@ -11,6 +11,7 @@ from litestar.handlers.base import BaseRouteHandler
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.auth import Principal, require_admin
 from catalog.errors import NotAuthorized
+from catalog.service.ingest_members import lease_scope
 
 AUTHENTICATION_REQUIRED = "Authentication required: send a bearer token from /v1/oauth/tokens"
 
@@ -26,3 +27,8 @@ def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
 def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """Global administrators only."""
     require_admin(principal_of(connection))
+
+
+def lease_holders_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Keys that may hold ingestion leases (before the body is read)."""
+    lease_scope(principal_of(connection))

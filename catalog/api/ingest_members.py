@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from litestar import Controller, delete, put
 
+from catalog.api.guards import lease_holders_only
 from catalog.auth import Principal
 from catalog.service.ingest_members import IngestMemberService
 from catalog.wire import IngestMembers, RenewIngestMember
@@ -18,6 +19,7 @@ class RenewIngestMemberRequest(RenewIngestMember, frozen=True):
 class IngestMemberController(Controller):
     path = "/management/v1/ingest/groups/{group:str}/members/{member:str}"
     tags = ["Management API"]
+    guards = [lease_holders_only]
 
     @put("/", operation_id="renewIngestMember", status_code=200)
     async def renew(

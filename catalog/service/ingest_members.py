@@ -24,8 +24,8 @@ MAX_TTL_SECONDS = 300
 MAX_MEMBERS = 256
 
 
-def _scope(principal: Principal) -> str:
-    """The key the lease is held under; refused for keys that may not ingest."""
+def lease_scope(principal: Principal) -> str:
+    """The key the lease is held under; `Forbidden` for keys that may not ingest."""
     if not principal.is_admin and (principal.cluster is None or principal.role is Role.READER):
         raise Forbidden(f"Key {principal.subject} may not hold ingestion leases (a writer or admin key may)")
     return principal.subject
@@ -47,7 +47,7 @@ class IngestMemberService:
     async def renew(self, principal: Principal, group: str, member: str, ttl_seconds: float) -> IngestMembers:
         """Hold `member`'s lease for `ttl_seconds` from now (the catalog's clock) and answer the
         group's live members."""
-        scope = _scope(principal)
+        scope = lease_scope(principal)
         _check_names(group, member)
         if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
             raise BadRequest(f"Invalid ttl-seconds: must be between {MIN_TTL_SECONDS} and {MAX_TTL_SECONDS}")
@@ -68,6 +68,6 @@ class IngestMemberService:
 
     async def leave(self, principal: Principal, group: str, member: str) -> None:
         """End `member`'s lease now (its tables go to the others at their next renewal)."""
-        scope = _scope(principal)
+        scope = lease_scope(principal)
         _check_names(group, member)
         await self.store.remove_ingest_member(scope, group, member)
