@@ -447,14 +447,14 @@ class FloeClient:
 
     # -- ingestion instances ------------------------------------------------------------------------
 
-    def renew_ingest_member(self, group: str, member: str, ttl_seconds: float) -> wire.IngestMembers:
+    def renew_lease(self, group: str, member: str, ttl_seconds: float) -> wire.LeaseGroup:
         """Hold `member`'s lease in `group` for `ttl_seconds`; the group's live members."""
-        path = f"/ingest/groups/{group}/members/{member}"
-        return self._call("PUT", path, wire.IngestMembers, body={"ttl-seconds": ttl_seconds})
+        path = f"/leases/{group}/{member}"
+        return self._call("PUT", path, wire.LeaseGroup, body={"ttl-seconds": ttl_seconds})
 
-    def end_ingest_member(self, group: str, member: str) -> None:
+    def end_lease(self, group: str, member: str) -> None:
         """End `member`'s lease now."""
-        self._call("DELETE", f"/ingest/groups/{group}/members/{member}", type(None))
+        self._call("DELETE", f"/leases/{group}/{member}", type(None))
 
     # -- clusters, keys, audit ----------------------------------------------------------------------
 

@@ -207,22 +207,22 @@ class EndOffsetsAccepted(msgspec.Struct, frozen=True):
 # -- ingestion instances -----------------------------------------------------------------------------
 
 
-class RenewIngestMember(msgspec.Struct, frozen=True):
+class RenewLease(msgspec.Struct, frozen=True):
     # How long the lease holds without another renewal (2 to 300 seconds).
     ttl_seconds: float = msgspec.field(name="ttl-seconds", default=15.0)
 
 
 # One live instance of a group: since when (the catalog's clock, epoch ms) and until when it holds.
-class IngestMember(msgspec.Struct, frozen=True):
+class LeaseHolder(msgspec.Struct, frozen=True):
     member: str
     joined_at_ms: int = msgspec.field(name="joined-at-ms")
     expires_at_ms: int = msgspec.field(name="expires-at-ms")
 
 
 # The group's live instances by name, as of `now-ms` (the catalog's clock).
-class IngestMembers(msgspec.Struct, frozen=True):
+class LeaseGroup(msgspec.Struct, frozen=True):
     group: str
-    members: list[IngestMember]
+    members: list[LeaseHolder]
     now_ms: int = msgspec.field(name="now-ms")
 
 

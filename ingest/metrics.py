@@ -48,7 +48,7 @@ TIME_LAG = Gauge(
     _TP,
     registry=REGISTRY,
 )
-GROUP_MEMBERS = Gauge(
+GROUP_INSTANCES = Gauge(
     "floe_ingest_group_instances",
     "Live `floe ingest --shard auto` instances of this instance's group, as the catalog last answered",
     registry=REGISTRY,

@@ -113,7 +113,7 @@ class IngestService:
         self.access_for = access_for or (lambda _cluster: CatalogAccess(catalog, connection))
         self.tables_of = tables_of
         self.options = options
-        # Which tables are this instance's (`floe ingest --shard auto`: `ingest.membership`); else its
+        # Which tables are this instance's (`floe ingest --shard auto`: `runtime.leases`); else its
         # static shard (`--shard i/n`).
         self._owns = owns
         self.registry_for = registry_for or self._registry_client

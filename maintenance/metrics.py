@@ -9,6 +9,11 @@ from maintenance.table_state import TableStats
 REGISTRY = CollectorRegistry()
 _TABLE = ("warehouse", "table")
 
+GROUP_INSTANCES = Gauge(
+    "floe_maintenance_group_instances",
+    "Live `floe maintain --shard auto` instances of this instance's group, as floe last answered",
+    registry=REGISTRY,
+)
 DATA_FILES = Gauge(
     "floe_maintenance_data_files",
     "Live data files of the table's current snapshot",

@@ -129,8 +129,10 @@ class MaintenanceWorker:
         spark: SparkSession | Callable[[], SparkSession],
         options: WorkerOptions,
         control: FloeClient | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         self.options = options
+        self._owns = owns  # `--shard auto`: the tables this instance's lease gives it (`runtime.leases`)
         self.actions = SparkActions(spark)
         self.control = control or FloeClient(
             options.url, options.client_id, options.client_secret, purpose="the maintenance"
@@ -231,6 +233,8 @@ class MaintenanceWorker:
             yield from self._namespaces(catalog, tuple(namespace))
 
     def _in_shard(self, namespace: tuple[str, ...], name: str) -> bool:
+        if self._owns is not None:  # a dead-letter table with its table, as ingestion divides them
+            return self._owns(".".join((*namespace, name.removesuffix(DLQ_SUFFIX))))
         index, count = self.options.shard
         return maintenance_shard_of(namespace, name, count) == index
 

@@ -18,8 +18,8 @@ from catalog.api.dependencies import (
     provide_audit,
     provide_auth,
     provide_clusters,
-    provide_ingest_members,
     provide_keys,
+    provide_leases,
     provide_maintenance,
     provide_namespaces,
     provide_pipelines,
@@ -31,8 +31,8 @@ from catalog.api.dependencies import (
     provide_watermarks,
 )
 from catalog.api.errors import EXCEPTION_HANDLERS
-from catalog.api.ingest_members import IngestMemberController
 from catalog.api.kafka_offsets import KafkaOffsetsController, SnapshotAtController
+from catalog.api.leases import LeaseController
 from catalog.api.maintenance import MaintenanceController
 from catalog.api.management import ManagementController
 from catalog.api.namespaces import NamespaceController
@@ -151,7 +151,7 @@ def build_litestar(settings: Settings) -> Litestar:
             SnapshotAtController,
             WatermarkController,
             MaintenanceController,
-            IngestMemberController,
+            LeaseController,
             healthz,
             readyz,
             metrics,
@@ -174,7 +174,7 @@ def build_litestar(settings: Settings) -> Litestar:
             "keys": Provide(provide_keys, sync_to_thread=False),
             "audit": Provide(provide_audit, sync_to_thread=False),
             "maintenance": Provide(provide_maintenance, sync_to_thread=False),
-            "ingest_members": Provide(provide_ingest_members, sync_to_thread=False),
+            "leases": Provide(provide_leases, sync_to_thread=False),
             "pipelines": Provide(provide_pipelines, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,

@@ -14,8 +14,8 @@ from catalog.errors import BadRequest
 from catalog.service.audit import AuditService
 from catalog.service.clusters import ClusterService
 from catalog.service.components import CatalogComponents
-from catalog.service.ingest_members import IngestMemberService
 from catalog.service.keys import KeyService
+from catalog.service.leases import LeaseService
 from catalog.service.maintenance import MaintenanceService
 from catalog.service.namespaces import NamespaceService
 from catalog.service.pipelines import PipelineService
@@ -100,8 +100,8 @@ def provide_maintenance(state: State, principal: Principal) -> MaintenanceServic
     return components_of(state).maintenance
 
 
-def provide_ingest_members(state: State, principal: Principal) -> IngestMemberService:
-    return components_of(state).ingest_members
+def provide_leases(state: State, principal: Principal) -> LeaseService:
+    return components_of(state).leases
 
 
 def provide_pipelines(state: State, principal: Principal) -> PipelineService:

@@ -11,7 +11,7 @@ from litestar.handlers.base import BaseRouteHandler
 from catalog.api.audit import PRINCIPAL_STATE_KEY
 from catalog.auth import Principal, require_admin
 from catalog.errors import NotAuthorized
-from catalog.service.ingest_members import lease_scope
+from catalog.service.leases import lease_scope
 
 AUTHENTICATION_REQUIRED = "Authentication required: send a bearer token from /v1/oauth/tokens"
 

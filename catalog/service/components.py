@@ -13,7 +13,7 @@ from catalog.security.vending import CredentialVendor
 from catalog.service.audit import AuditService, AuditWriter
 from catalog.service.clusters import ClusterService
 from catalog.service.commit_loop import CommitLocks, CommitLoop
-from catalog.service.ingest_members import IngestMemberService
+from catalog.service.leases import LeaseService
 from catalog.service.listing_cache import Listings
 from catalog.service.load_cache import LoadCache
 from catalog.service.maintenance import MaintenanceService
@@ -97,7 +97,7 @@ class CatalogComponents:
         )
         self.clusters = ClusterService(store, self.warehouses.get, settings.warehouse_name)
         self.maintenance = MaintenanceService(store, self.warehouses.get)
-        self.ingest_members = IngestMemberService(store)
+        self.leases = LeaseService(store)
         self.audit_log = AuditService(store)
 
     def _table_service(self, endpoint: StorageEndpoint) -> TableService:

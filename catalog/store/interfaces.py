@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from catalog.store.commit_records import CommitRecords
 from catalog.store.idempotency import IdempotencyRecord, IdempotencyState
 from catalog.store.ingest_history import IngestSample
-from catalog.store.ingest_members import IngestMemberRecord
+from catalog.store.leases import LeaseRecord
 from catalog.store.maintenance import MaintenancePassRecord
 from catalog.store.outbox import OutboxRow, PublisherLock
 from catalog.store.pipelines import PipelineRevisionRecord
@@ -249,12 +249,12 @@ class MaintenanceStore(Protocol):
     ) -> list[MaintenancePassRecord]: ...
 
 
-class IngestMemberStore(Protocol):
-    async def renew_ingest_member(
+class LeaseStore(Protocol):
+    async def renew_lease(
         self, scope: str, group: str, member: str, now_ms: int, expires_at_ms: int, max_members: int
-    ) -> list[IngestMemberRecord] | None: ...
+    ) -> list[LeaseRecord] | None: ...
 
-    async def remove_ingest_member(self, scope: str, group: str, member: str) -> bool: ...
+    async def end_lease(self, scope: str, group: str, member: str) -> bool: ...
 
 
 class IdempotencyStore(Protocol):
@@ -311,7 +311,7 @@ class CatalogStore(
     SecurityStore,
     PipelineStore,
     MaintenanceStore,
-    IngestMemberStore,
+    LeaseStore,
     IdempotencyStore,
     IngestHistoryStore,
     OutboxStore,

@@ -220,11 +220,11 @@ pipeline_revisions = Table(
 
 # -- ingestion instances ----------------------------------------------------------------------------
 
-# The live `floe ingest --shard auto` instances (0015; catalog/store/ingest_members.py): one row per
+# The live `floe ingest --shard auto` instances (0015; catalog/store/instance_leases.py): one row per
 # instance of a group, renewed by its heartbeat, gone once `expires_at_ms` (the catalog's clock) passes.
 # `scope` is the key the instances authenticate with: one key's groups are invisible to another's.
-ingest_members = Table(
-    "ingest_members",
+instance_leases = Table(
+    "instance_leases",
     metadata,
     Column("scope", String(128), primary_key=True),
     Column("group_name", String(128), primary_key=True),

@@ -24,9 +24,9 @@ from catalog.store.commit_reads import CommitReadsStoreMixin
 from catalog.store.database_faults import connection_lost
 from catalog.store.idempotency import IdempotencyStoreMixin
 from catalog.store.ingest_history import IngestHistoryStoreMixin
-from catalog.store.ingest_members import IngestMemberStoreMixin
 from catalog.store.interfaces import CatalogStore
 from catalog.store.kafka_offsets import KafkaOffsetStoreMixin
+from catalog.store.leases import LeaseStoreMixin
 from catalog.store.maintenance import MaintenanceStoreMixin
 from catalog.store.outbox import OutboxStoreMixin
 from catalog.store.pipelines import PipelineStoreMixin
@@ -116,7 +116,7 @@ class SqlCatalogStore(
     SecurityStoreMixin,
     PipelineStoreMixin,
     MaintenanceStoreMixin,
-    IngestMemberStoreMixin,
+    LeaseStoreMixin,
     IdempotencyStoreMixin,
     IngestHistoryStoreMixin,
     WatermarkStoreMixin,

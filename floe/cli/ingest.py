@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from catalog.client import DEFAULT_URL, ClientError, FloeClient
+from catalog.client import DEFAULT_URL, FloeClient
 from catalog.collector import full_collection_pauses, keep_full_collections_short
 from catalog.pipelines.table_config import MAX_COMMIT_INTERVAL_SECONDS, MIN_COMMIT_INTERVAL_SECONDS
 from floe.cli.output import console
@@ -20,9 +20,10 @@ from floe.cli.services import (
     check_catalog,
     check_java,
     configure_logging,
-    parse_shard,
+    parse_shard_option,
     parse_spark_conf,
     serve_metrics,
+    start_lease,
 )
 from floe.cli.settings import INGEST_METRICS_PORT, client_settings
 
@@ -62,10 +63,9 @@ def run_ingest(
     used and left running (`floe up` shares it with maintenance); else one is started and stopped. With
     `access_for`, each cluster's tables are written with the key it gives (`floe up`'s pipeline keys)
     and `client_id` only reads the pipeline. `shard` None: the tables are divided among the live
-    instances of this instance's group (`--shard auto`, `ingest.membership`)."""
+    instances of this instance's group (`--shard auto`, `runtime.leases`)."""
     from ingest.kafka_connection import PresentedCertificates
-    from ingest.membership import Membership, group_name
-    from ingest.metrics import PROBLEMS, REGISTRY
+    from ingest.metrics import GROUP_INSTANCES, PROBLEMS, REGISTRY
     from ingest.service import IngestOptions, IngestService
     from ingest.tables import PipelineTables
     from runtime.spark import CatalogConnection, spark_session
@@ -93,21 +93,9 @@ def run_ingest(
         session = start_spark
     else:
         session = spark
-    membership = None
+    lease = None
     if shard is None:
-        # Its own client: a renewal never waits behind the pipeline's reads.
-        lease_client = FloeClient(url, client_id, client_secret, purpose="the ingestion's lease")
-        membership = Membership(lease_client, group_name(clusters))
-        try:
-            membership.start()
-        except ClientError as exc:
-            lease_client.close()
-            raise click.ClickException(f"cannot take a lease for --shard auto: {exc}") from None
-        console.print(
-            f"[bold]floe ingest[/bold]: instance {membership.member} of {membership.group}, "
-            f"{len(membership.members)} live",
-            highlight=False,
-        )
+        lease = start_lease(url, client_id, client_secret, "ingest", clusters, on_members=GROUP_INSTANCES.set)
     # Kept between polls: brokers' certificates for tls_insecure_skip_verify are fetched once in a while.
     certificates = PresentedCertificates(os.environ)
     service = IngestService(
@@ -127,7 +115,7 @@ def run_ingest(
             shard=shard or (0, 1),
         ),
         access_for=access_for,
-        owns=membership.owns if membership is not None else None,
+        owns=lease.owns if lease is not None else None,
     )
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -140,9 +128,8 @@ def run_ingest(
     try:
         service.run(on_started)
     finally:
-        if membership is not None:
-            membership.stop()
-            membership.client.close()
+        if lease is not None:
+            lease.stop()
         if owns_spark and service.spark_started:
             service.spark.stop()
         catalog.close()
@@ -195,7 +182,7 @@ def check_commit_interval(seconds: float | None) -> None:
     "--shard",
     default="0/1",
     show_default=True,
-    callback=lambda _ctx, _param, value: None if value == "auto" else parse_shard(value),
+    callback=lambda _ctx, _param, value: parse_shard_option(value),
     help="i/n: ingest only the tables whose name hashes to shard i of n (run n instances, i = 0..n-1). "
     "auto: divide the tables among the running instances that say auto (leases in floe: a stopped or "
     "killed instance's tables are taken over within about 25 s).",

@@ -21,9 +21,10 @@ from floe.cli.services import (
     check_java,
     configure_logging,
     lower_cpu_priority,
-    parse_shard,
+    parse_shard_option,
     parse_spark_conf,
     serve_metrics,
+    start_lease,
 )
 from floe.cli.settings import MAINTAIN_NICE, client_settings
 from maintenance.worker import (
@@ -123,9 +124,11 @@ def print_results(results: list[PassResult]) -> None:
     "--shard",
     default="0/1",
     show_default=True,
-    callback=lambda _ctx, _param, value: parse_shard(value),
+    callback=lambda _ctx, _param, value: parse_shard_option(value),
     help="i/n: maintain only the tables whose name hashes to shard i of n (run n instances, i = 0..n-1; "
-    "the same split as floe ingest --shard, a dead-letter table with its table).",
+    "the same split as floe ingest --shard, a dead-letter table with its table). auto: divide the tables "
+    "among the running instances that say auto (leases in floe: a stopped instance's tables go to the "
+    "others within about 25 s).",
 )
 @click.option(
     "--nice",
@@ -152,7 +155,7 @@ def maintain_command(
     log_level: str,
     design: str,
     parallel: int,
-    shard: tuple[int, int],
+    shard: tuple[int, int] | None,
     nice: int,
     key_file: Path | None,
 ) -> None:
@@ -162,7 +165,7 @@ def maintain_command(
     such as the pipeline-maintain-<cluster> key floe up keeps in $FLOE_HOME/keys)."""
     from pyspark.sql import SparkSession
 
-    from maintenance.metrics import REGISTRY
+    from maintenance.metrics import GROUP_INSTANCES, REGISTRY
     from runtime.spark import CatalogConnection, spark_session
 
     configure_logging(log_level, quiet=("py4j", "httpx", "pyiceberg"))
@@ -180,7 +183,7 @@ def maintain_command(
         defaults=DEFAULT_POLICY if interval is None else replace(DEFAULT_POLICY, interval=interval),
         in_process=design == "inprocess",
         parallel=parallel,
-        shard=shard,
+        shard=shard or (0, 1),
     )
     check_java()
     check_catalog(url, client_id, client_secret, "the maintenance")
@@ -199,7 +202,13 @@ def maintain_command(
 
     # The in-process design starts Spark only when a table needs it (a large or upsert table).
     spark = existing or (start_spark if options.in_process else start_spark())
-    worker = MaintenanceWorker(spark, options)
+    lease = None
+    if shard is None:
+        filters = [*(f"warehouse:{w}" for w in warehouses), *(f"namespace:{n}" for n in namespaces)]
+        lease = start_lease(
+            url, client_id, client_secret, "maintain", filters, on_members=GROUP_INSTANCES.set
+        )
+    worker = MaintenanceWorker(spark, options, owns=lease.owns if lease is not None else None)
     try:
         if once:
             results = worker.run_once()
@@ -219,6 +228,8 @@ def maintain_command(
         console.print(f"[bold]floe maintain[/bold]: {engine}, catalog {url}")
         worker.run_forever(stop)
     finally:
+        if lease is not None:
+            lease.stop()
         worker.close()
         if existing is None and worker.actions.started:
             worker.actions.spark.stop()

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from rich.text import Text
 from catalog.client import ClientError, FloeClient
 from floe.cli.errors import port_option_error
 from floe.cli.output import console, printable
+from runtime.leases import Lease, group_name
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -142,6 +144,46 @@ def parse_spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--spark-conf")
         conf[key.strip()] = value.strip()
     return conf
+
+
+def parse_shard_option(value: str) -> tuple[int, int] | None:
+    """`--shard`: `i/n` as (i, n), or `auto` as None (leases in floe: `start_lease`)."""
+    return None if value == "auto" else parse_shard(value)
+
+
+def start_lease(
+    url: str,
+    client_id: str,
+    client_secret: str,
+    role: str,
+    filters: Iterable[str] = (),
+    on_members: Callable[[int], None] = lambda _count: None,
+) -> Lease:
+    """`--shard auto`: take this instance's lease in the group of `role` with the same `filters` and
+    keep renewing it (`runtime.leases`); a clear error when floe refuses it (a reader key, say).
+    Its `stop()` ends it."""
+    client = FloeClient(url, client_id, client_secret, purpose=f"the {role} lease")
+
+    def renew(group: str, member: str, ttl_seconds: float) -> list[str]:
+        return [holder.member for holder in client.renew_lease(group, member, ttl_seconds).members]
+
+    def end(group: str, member: str) -> None:
+        try:
+            client.end_lease(group, member)
+        finally:
+            client.close()
+
+    lease = Lease(renew, end, group_name(role, filters), on_members=on_members)
+    try:
+        lease.start()
+    except ClientError as exc:
+        client.close()
+        raise click.ClickException(f"cannot take a lease for --shard auto: {exc}") from None
+    console.print(
+        f"[bold]floe {role}[/bold]: instance {lease.member} of {lease.group}, {len(lease.members)} live",
+        highlight=False,
+    )
+    return lease
 
 
 def parse_shard(value: str) -> tuple[int, int]:

@@ -322,3 +322,56 @@ def test_the_workers_commits_leave_dropped_metadata_files_to_floe(
         assert len(table.scan().to_arrow()) == 10
     finally:
         worker.close()
+
+
+def test_auto_sharded_workers_divide_the_tables_and_take_a_stopped_ones_over(
+    catalog_server: CatalogProcess, rest_catalog: RestCatalog, namespace: str
+) -> None:
+    """`floe maintain --shard auto`: two workers holding leases in one group see disjoint sets of tables
+    that together are all of them (a dead-letter table with its table); once one ends its lease, the
+    other's next renewal gives it every table."""
+    from catalog.client import FloeClient
+    from maintenance.worker import MaintenanceWorker, WorkerOptions
+    from runtime.leases import Lease
+
+    schema = pa.schema([pa.field("id", pa.int64())])
+    names = [f"t{i}" for i in range(12)]
+    for name in [*names, *(f"{n}_dlq" for n in names[:6])]:
+        rest_catalog.create_table((namespace, name), schema)
+    group = f"maintain-{uuid.uuid4().hex[:8]}"
+    client = FloeClient(
+        catalog_server.url, catalog_server.admin_client_id, catalog_server.admin_client_secret
+    )
+
+    def renew(group: str, member: str, ttl: float) -> list[str]:
+        return [holder.member for holder in client.renew_lease(group, member, ttl).members]
+
+    leases = [Lease(renew, client.end_lease, group, member, ttl_seconds=2) for member in ("w0", "w1")]
+    options = WorkerOptions(
+        catalog_server.url,
+        catalog_server.admin_client_id,
+        catalog_server.admin_client_secret,
+        namespaces=(namespace,),
+    )
+    workers = [MaintenanceWorker(None, options, owns=lease.owns) for lease in leases]  # type: ignore[arg-type]
+    try:
+        for lease in leases:
+            lease.start()
+        time.sleep(1.0)  # w0's next renewal names w1
+        seen = [{t.name for t in worker.discover()} for worker in workers]
+        assert seen[0]
+        assert seen[1]
+        assert not seen[0] & seen[1]
+        assert seen[0] | seen[1] == {*names, *(f"{n}_dlq" for n in names[:6])}
+        for found in seen:
+            for name in names[:6]:
+                assert (name in found) == (f"{name}_dlq" in found), name
+        leases[1].stop()
+        time.sleep(1.0)
+        assert {t.name for t in workers[0].discover()} == seen[0] | seen[1]
+    finally:
+        for lease in leases:
+            lease._stop.set()
+        for worker in workers:
+            worker.close()
+        client.close()

@@ -50,7 +50,7 @@ MANAGEMENT_OPERATIONS = frozenset(
         "rotateKey", "rotateSigningKey", "listAudit",
         "applyPipeline", "getPipeline", "getKafkaOffsets",
         "getSnapshotAtKafkaPosition", "getWatermark", "reportEndOffsets",
-        "recordMaintenancePass", "listMaintenancePasses", "renewIngestMember", "endIngestMember",
+        "recordMaintenancePass", "listMaintenancePasses", "renewLease", "endLease",
     }
 )  # fmt: skip
 # Litestar serves the OpenAPI document itself (JSON, YAML and viewers) under this path.

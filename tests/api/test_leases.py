@@ -1,7 +1,7 @@
-"""Leases of `floe ingest --shard auto` instances (`/management/v1/ingest/groups/{group}/members/
-{member}`), on both backends: renewal answers the group's live members, a lease runs out on the
-catalog's clock, a clean end drops it at once, one key never sees another's groups, readers may not
-hold leases, and bad names, lifetimes and counts are 4xx with the spec's error JSON."""
+"""Leases of `--shard auto` instances (`/management/v1/leases/{group}/{member}`), on both backends:
+renewal answers the group's live members, a lease runs out on the catalog's clock, a clean end drops it
+at once, one key never sees another's groups, readers may not hold leases, and bad names, lifetimes and
+counts are 4xx with the spec's error JSON."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from devtools.catalog_server import CatalogProcess
 
 
 def _path(group: str, member: str) -> str:
-    return f"/management/v1/ingest/groups/{group}/members/{member}"
+    return f"/management/v1/leases/{group}/{member}"
 
 
 def _members(response: httpx.Response) -> list[str]:
@@ -100,7 +100,7 @@ def test_bad_names_lifetimes_and_bodies_are_client_errors(http: httpx.Client) ->
 def test_a_key_holds_a_bounded_number_of_leases(catalog_server: CatalogProcess, http: httpx.Client) -> None:
     """A key cannot fill the catalog with leases: 256 live ones, over all its groups; renewing one it
     holds still works at the limit, and an ended lease frees its place."""
-    from catalog.service.ingest_members import MAX_MEMBERS
+    from catalog.service.leases import MAX_MEMBERS
 
     cluster = f"q_{uuid.uuid4().hex[:8]}"
     assert http.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
@@ -117,20 +117,27 @@ def test_a_key_holds_a_bounded_number_of_leases(catalog_server: CatalogProcess, 
 
 
 def test_instances_divide_the_tables_and_take_a_killed_ones_over(catalog_server: CatalogProcess) -> None:
-    """`ingest.membership` against the catalog: two instances divide the tables between them; one that
+    """`runtime.leases` against the catalog: two instances divide the tables between them; one that
     stops renewing (killed) loses its tables to the other once its lease runs out; one that ends its
     lease hands them over at the next renewal; an instance cut off from the catalog for a lifetime
     takes no table."""
     from catalog.client import FloeClient
-    from ingest.membership import Membership
+    from runtime.leases import Lease
 
     names = [f"cluster.topic_{i}" for i in range(60)]
     group = f"g-{uuid.uuid4().hex[:8]}"
+    clients: list[FloeClient] = []
 
-    def client(url: str = catalog_server.url) -> FloeClient:
-        return FloeClient(url, catalog_server.admin_client_id, catalog_server.admin_client_secret)
+    def lease(member: str, url: str = catalog_server.url) -> Lease:
+        client = FloeClient(url, catalog_server.admin_client_id, catalog_server.admin_client_secret)
+        clients.append(client)
 
-    a, b = Membership(client(), group, "a", ttl_seconds=2), Membership(client(), group, "b", ttl_seconds=2)
+        def renew(group: str, member: str, ttl: float) -> list[str]:
+            return [holder.member for holder in client.renew_lease(group, member, ttl).members]
+
+        return Lease(renew, client.end_lease, group, member, ttl_seconds=2)
+
+    a, b = lease("a"), lease("b")
     try:
         a.start()
         assert list(a.members) == ["a"]
@@ -155,7 +162,7 @@ def test_instances_divide_the_tables_and_take_a_killed_ones_over(catalog_server:
             time.sleep(0.1)
         assert list(a.members) == ["a"]
         # A new b ends its lease cleanly: a has everything again at its next renewal.
-        b = Membership(client(), group, "b", ttl_seconds=2)
+        b = lease("b")
         b.start()
         time.sleep(1.0)
         assert list(a.members) == ["a", "b"]
@@ -163,12 +170,13 @@ def test_instances_divide_the_tables_and_take_a_killed_ones_over(catalog_server:
         time.sleep(1.0)
         assert list(a.members) == ["a"]
         # a is cut off from the catalog: after a lifetime without an answer it takes nothing.
-        a.client.close()
-        a.client = client("http://127.0.0.1:9")
+        cut_off = lease("a", "http://127.0.0.1:9")
+        a._renew = cut_off._renew
         time.sleep(2.5)
         assert list(a.members) == []
         assert not any(a.owns(n) for n in names)
     finally:
-        for member in (a, b):
-            member._stop.set()
-            member.client.close()
+        for each in (a, b):
+            each._stop.set()
+        for client in clients:
+            client.close()

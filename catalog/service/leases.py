@@ -1,5 +1,5 @@
-"""Leases of `floe ingest --shard auto` instances: each instance renews its own every few seconds and
-gets back the group's live instances, among which every instance divides the tables the same way
+"""Leases of `--shard auto` instances (`floe ingest`, `floe maintain`): each renews its own every few
+seconds and gets back the group's live instances, among which every instance divides the tables the same way
 (`runtime.shards.owner_of`). An instance that stops renewing (killed, cut off) drops out of the answers
 once its lease runs out, and the others take its tables over; two instances that briefly both take a
 table cannot both commit a batch of it (the catalog's Kafka offsets fence).
@@ -15,8 +15,8 @@ import time
 
 from catalog.auth import Principal, Role
 from catalog.errors import BadRequest, Forbidden, QuotaExceeded
-from catalog.store.interfaces import IngestMemberStore
-from catalog.wire import IngestMember, IngestMembers
+from catalog.store.interfaces import LeaseStore
+from catalog.wire import LeaseGroup, LeaseHolder
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MIN_TTL_SECONDS = 2
@@ -40,11 +40,11 @@ def _check_names(group: str, member: str) -> None:
             )
 
 
-class IngestMemberService:
-    def __init__(self, store: IngestMemberStore) -> None:
+class LeaseService:
+    def __init__(self, store: LeaseStore) -> None:
         self.store = store
 
-    async def renew(self, principal: Principal, group: str, member: str, ttl_seconds: float) -> IngestMembers:
+    async def renew(self, principal: Principal, group: str, member: str, ttl_seconds: float) -> LeaseGroup:
         """Hold `member`'s lease for `ttl_seconds` from now (the catalog's clock) and answer the
         group's live members."""
         scope = lease_scope(principal)
@@ -54,15 +54,15 @@ class IngestMemberService:
         now_ms = int(time.time() * 1000)
         expires_at_ms = now_ms + round(ttl_seconds * 1000)
         store = self.store
-        members = await store.renew_ingest_member(scope, group, member, now_ms, expires_at_ms, MAX_MEMBERS)
+        members = await store.renew_lease(scope, group, member, now_ms, expires_at_ms, MAX_MEMBERS)
         if members is None:
             raise QuotaExceeded(
                 f"Key {principal.subject} already holds {MAX_MEMBERS} live ingestion leases; end some "
                 "(a clean `floe ingest` shutdown does) or wait for them to expire"
             )
-        return IngestMembers(
+        return LeaseGroup(
             group=group,
-            members=[IngestMember(m.member, m.joined_at_ms, m.expires_at_ms) for m in members],
+            members=[LeaseHolder(m.member, m.joined_at_ms, m.expires_at_ms) for m in members],
             now_ms=now_ms,
         )
 
@@ -70,4 +70,4 @@ class IngestMemberService:
         """End `member`'s lease now (its tables go to the others at their next renewal)."""
         scope = lease_scope(principal)
         _check_names(group, member)
-        await self.store.remove_ingest_member(scope, group, member)
+        await self.store.end_lease(scope, group, member)

@@ -1,18 +1,20 @@
-"""`floe ingest --shard auto`: instances that share a pipeline's tables through leases in the catalog.
+"""`--shard auto` of `floe ingest` and `floe maintain`: instances that divide the tables among themselves
+through leases held in floe.
 
-Each instance holds a lease in its group (`PUT /management/v1/ingest/groups/{group}/members/{member}`)
-and renews it every third of its lifetime; each renewal answers the group's live instances, and an
-instance ingests the tables `runtime.shards.owner_of` gives it among them. A killed instance stops
-renewing: once its lease runs out (`DEFAULT_TTL_SECONDS` on the catalog's clock), the others' next
-renewal no longer names it and their next reconcile (`IngestOptions.poll_interval`) opens its tables
-from the offsets floe committed. A new instance takes its share the same way. While views differ (for
-at most a renewal interval), two instances may both open a table: the catalog's offsets fence lets only
-one of them commit each batch, and the other re-reads from floe's offsets.
+Each instance holds a lease in its group (`PUT /management/v1/leases/{group}/{member}`) and renews it
+every third of its lifetime; each renewal answers the group's live instances, and an instance takes the
+tables `runtime.shards.owner_of` gives it among them. A killed instance stops renewing: once its lease
+runs out (`DEFAULT_TTL_SECONDS` on the catalog's clock), the others' next renewal no longer names it
+and they take its tables over (ingestion at its next reconcile, from the offsets floe committed). A new
+instance takes its share the same way. While views differ (for at most a renewal interval), two
+ingestion instances may both open a table: the catalog's offsets fence lets only one of them commit
+each batch, and the other re-reads from floe's offsets (two maintainers would both visit a table: its
+commits are checked as any concurrent writer's).
 
-An instance whose renewals have failed for a whole lifetime (the catalog unreachable from it) takes no
-table: the others, which can still reach the catalog, have taken its tables over by then. The group is
-named after the instance's `--cluster` filter, so instances that ingest different clusters never divide
-each other's tables; and groups are the key's own (the catalog keeps another key's apart).
+An instance whose renewals have failed for a whole lifetime (floe unreachable from it) takes no table:
+the others, which can still reach floe, have taken its tables over by then. Groups are named by what
+the instances do (`group_name`) and are the key's own (floe keeps another key's apart). This module talks
+to floe through the two functions it is given (runtime imports nothing of the catalog).
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from catalog.client import ClientError, FloeClient
-from ingest import metrics
 from runtime.shards import owner_of
+
+# (group, member, ttl seconds) → the group's live members; raises when floe does not answer.
+Renew = Callable[[str, str, float], Sequence[str]]
+# (group, member): end the lease now.
+End = Callable[[str, str], None]
 
 log = logging.getLogger(__name__)
 DEFAULT_TTL_SECONDS = 15.0
@@ -38,12 +43,13 @@ RENEWALS_PER_TTL = 3
 _NOT_NAME = re.compile(r"[^A-Za-z0-9._:-]+")
 
 
-def group_name(clusters: Iterable[str]) -> str:
-    """The group of the instances ingesting the same clusters (`--cluster`; none: all of them)."""
-    chosen = sorted(clusters)
+def group_name(role: str, filters: Iterable[str] = ()) -> str:
+    """The group of the instances doing `role` (`ingest`, `maintain`) with the same filters (say
+    `--cluster`s; none: everything): instances that take different tables never divide each other's."""
+    chosen = sorted(filters)
     if not chosen:
-        return "ingest-all"
-    return "ingest-" + hashlib.sha256("\n".join(chosen).encode()).hexdigest()[:16]
+        return f"{role}-all"
+    return f"{role}-" + hashlib.sha256("\n".join(chosen).encode()).hexdigest()[:16]
 
 
 def member_name() -> str:
@@ -52,17 +58,21 @@ def member_name() -> str:
     return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-class Membership:
+class Lease:
     """This instance's lease in its group, renewed on a thread of its own, and the tables it owns."""
 
     def __init__(
         self,
-        client: FloeClient,
+        renew: Renew,
+        end: End,
         group: str,
         member: str | None = None,
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        on_members: Callable[[int], None] = lambda _count: None,
     ) -> None:
-        self.client = client
+        self._renew = renew
+        self._end = end
+        self.on_members = on_members
         self.group = group
         self.member = member or member_name()
         self.ttl_seconds = ttl_seconds
@@ -89,8 +99,8 @@ class Membership:
         """Renew the lease now; False (logged once per run of failures) when the catalog did not answer."""
         asked_at = time.monotonic()
         try:
-            answer = self.client.renew_ingest_member(self.group, self.member, self.ttl_seconds)
-        except ClientError as exc:
+            members = tuple(self._renew(self.group, self.member, self.ttl_seconds))
+        except Exception as exc:  # floe unreachable or refusing: the lease runs out, the tables go
             if not self._failing:
                 log.warning("cannot renew this instance's lease in %s (retrying): %s", self.group, exc)
             self._failing = True
@@ -98,19 +108,17 @@ class Membership:
         if self._failing:
             log.info("lease in %s renewed again", self.group)
         self._failing = False
-        members = tuple(m.member for m in answer.members)
         if members != self._members:
             log.info("group %s: %d live instance(s): %s", self.group, len(members), ", ".join(members))
         self._members, self._renewed_at = members, asked_at
-        metrics.GROUP_MEMBERS.set(len(members))
+        self.on_members(len(members))
         return True
 
     def start(self) -> None:
         """Take the lease (a refusal, say a reader key, raises) and keep renewing it."""
-        answer = self.client.renew_ingest_member(self.group, self.member, self.ttl_seconds)
-        self._members = tuple(m.member for m in answer.members)
+        self._members = tuple(self._renew(self.group, self.member, self.ttl_seconds))
         self._renewed_at = time.monotonic()
-        metrics.GROUP_MEMBERS.set(len(self._members))
+        self.on_members(len(self._members))
         log.info("joined %s as %s (%d live instance(s))", self.group, self.member, len(self._members))
         self._thread = threading.Thread(target=self._run, name="floe-lease", daemon=True)
         self._thread.start()
@@ -125,9 +133,9 @@ class Membership:
         if self._thread is not None:
             self._thread.join(timeout=self.ttl_seconds)
         try:
-            self.client.end_ingest_member(self.group, self.member)
-        except ClientError as exc:
+            self._end(self.group, self.member)
+        except Exception as exc:  # the lease runs out by itself
             log.warning("could not end this instance's lease (it runs out by itself): %s", exc)
 
 
-__all__ = ["DEFAULT_TTL_SECONDS", "Membership", "group_name", "member_name"]
+__all__ = ["DEFAULT_TTL_SECONDS", "Lease", "group_name", "member_name"]

@@ -1,6 +1,6 @@
-"""The live ingestion instances of `floe ingest --shard auto` (`ingest_members`): each instance renews
+"""The live ingestion instances of `floe ingest --shard auto` (`instance_leases`): each instance renews
 its row's lease; the tables are divided among the rows whose lease has not expired
-(see catalog/service/ingest_members.py).
+(see catalog/service/instance_leases.py).
 
 Revision ID: 0015
 Revises: 0014
@@ -20,7 +20,7 @@ depends_on = None
 
 def upgrade() -> None:
     op.create_table(
-        "ingest_members",
+        "instance_leases",
         sa.Column("scope", sa.String(128), primary_key=True),
         sa.Column("group_name", sa.String(128), primary_key=True),
         sa.Column("member", sa.String(128), primary_key=True),
@@ -30,4 +30,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_table("ingest_members")
+    op.drop_table("instance_leases")
