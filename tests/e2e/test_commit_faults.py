@@ -189,12 +189,14 @@ def test_retry_after_kill_9_between_commit_and_answer(server: CatalogProcess, wi
     assert counts == {"ok": TRIALS, "duplicated": 0, "lost": 0, "conflict_409": 0, "other": 0}
 
 
+@pytest.mark.parametrize("dropped_since", [False, True], ids=["table-kept", "table-dropped"])
 def test_a_retry_whose_landed_file_was_deleted_since_answers_the_table_as_it_is_now(
-    server: CatalogProcess,
+    server: CatalogProcess, dropped_since: bool
 ) -> None:
     """A commit that landed but was never answered (kill -9 between the two) is answered on retry from
     the file it wrote; with delete-after-commit, later commits may have deleted that file. The retry then
-    answers the table as it is (the commit landed; what followed builds on it), applying nothing again."""
+    answers the table as it is (the commit landed; what followed builds on it), applying nothing again;
+    when the table was dropped since, 404 as a commit to it now would be, and nothing is created."""
     tidy = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "1"}
     with client(server) as http:
         table, _ = new_table(http)
@@ -219,6 +221,13 @@ def test_a_retry_whose_landed_file_was_deleted_since_answers_the_table_as_it_is_
         while landed_file.exists():  # deleted just after the second one answered
             assert time.monotonic() < deadline, "the dropped metadata file was not deleted"
             time.sleep(0.05)
+        if dropped_since:
+            assert http.delete(table).status_code == 204
+            retry = http.post(table, json=body, headers=key)
+            assert retry.status_code == 404, retry.text
+            assert retry.json()["error"]["type"] == "NoSuchTableException"
+            assert http.get(table).status_code == 404
+            return
         before_retry = http.get(table).json()
         retry = http.post(table, json=body, headers=key)
         assert retry.status_code == 200, retry.text
