@@ -113,10 +113,11 @@ def start_ingest(
     log_level: str = "info",
     tree: str | None = None,
     shard: tuple[int, int] = (0, 1),
+    auto: bool = False,
 ) -> subprocess.Popen[bytes]:
     """`floe ingest --design D` on Spark local[2] (its own session: `kill` takes the JVM too), from the
     source tree `tree` when given (an earlier commit's `git archive`, to measure its design); with
-    `--shard i/n` when `shard` is not (0, 1)."""
+    `--shard i/n` when `shard` is not (0, 1), `--shard auto` with `auto`."""
     if tree is not None:  # its code first (`python -m` also puts the working folder first)
         env_vars = {**env_vars, "PYTHONPATH": tree}
     index, shards = shard
@@ -127,7 +128,7 @@ def start_ingest(
         "--log-level", log_level,
     ]  # fmt: skip
     if shards > 1:
-        command += ["--shard", f"{index}/{shards}"]
+        command += ["--shard", "auto" if auto else f"{index}/{shards}"]
     return subprocess.Popen(
         command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree
     )
@@ -181,7 +182,9 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         outcome.notes.append(f"floe apply of {count} tables: {time.monotonic() - started_apply:.1f} s")
         offsets = Offsets(env.server.database_url or "")
         env_vars = floe_environment(env)
-        kind, shards = design.split()[0], int(design.split()[1]) if " shards" in design else 1
+        # "shared", "shared 2 shards" (`--shard i/n`) or "shared 2 auto" (`--shard auto`).
+        parts = design.split()
+        kind, shards, auto = parts[0], int(parts[1]) if len(parts) == 3 else 1, parts[-1] == "auto"
         logs = [(work / f"ingest-{kind}-{count}-{i}.log").open("wb") for i in range(shards)]
         # (topic, offset) → delivered at (epoch s)
         producer = QuietProducer(env.kafka.bootstrap_servers, topics, outcome.arrivals, args.linger_ms)
@@ -190,7 +193,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         produced = producer.produced
         producer.start()
         processes = [
-            start_ingest(kind, work, env_vars, log, log_level, shard=(i, shards))
+            start_ingest(kind, work, env_vars, log, log_level, shard=(i, shards), auto=auto)
             for i, log in enumerate(logs)
         ]
         ingest_started = time.monotonic()
@@ -212,7 +215,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         committed: dict[str, int] = {}
         advances: list[float] = []  # when a poll saw a table's committed offset move
         peak_rss = 0
-        measure_from = measure_to = settled_at = first_settled_at = None
+        measure_from = measure_to = settled_at = first_settled_at = killed_at = None
 
         def poll() -> None:
             nonlocal peak_rss
@@ -263,6 +266,11 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                         apply_pipeline(env.server, {**config, "tables": tables})
                         outcome.apply_seconds.append(round(time.time() - began, 1))
                         applies.append(began)
+                kill_due = measure_from is not None and time.time() >= measure_from + args.kill_one_at
+                if args.kill_one_at >= 0 and killed_at is None and shards > 1 and kill_due:
+                    # kill -9 of the last instance and its JVM (its own process group).
+                    os.killpg(processes[-1].pid, 9)
+                    killed_at = time.time()
                 if measure_to is not None and time.time() > measure_to + args.grace:
                     break
                 if outcome.first_rows_s is None and now_mono - ingest_started > args.first_rows_limit:
@@ -274,7 +282,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
                     measure_to = time.time()
                     measure_from = measure_to - 60
                     break
-                if any(p.poll() is not None for p in processes):
+                if any(p.poll() is not None for p in processes[: -1 if killed_at else None]):
                     codes = [p.returncode for p in processes]
                     outcome.notes.append(f"floe ingest exited: return codes {codes}")
                     break
@@ -318,6 +326,9 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
             outcome.freshness_by_minute = by_minute(produced, seen, ingest_started_at, measure_to)
             outcome.freshness_by_10s = by_minute(produced, seen, measure_from, measure_to, step=10.0)
             outcome.apply_at_s = [round(a - ingest_started_at, 1) for a in applies]
+            if killed_at is not None:
+                note = takeover_note(killed_at, topics, produced, seen, args.kill_one_at, shards)
+                outcome.notes.append(note)
             if outcome.producer_queued_max >= count:
                 outcome.notes.append(
                     "disturbed: the broker fell behind the producer in the window (up to "
@@ -386,6 +397,31 @@ def maintain(
         outcome.maintenance_passes.append(one_pass)
 
 
+def takeover_note(
+    killed_at: float,
+    topics: list[str],
+    produced: dict[tuple[str, int], float],
+    seen: dict[tuple[str, int], float],
+    kill_at: float,
+    instances: int,
+) -> str:
+    """How long after the kill every table committed again (the killed instance's tables once the
+    others took them over), and the freshness of the records produced in the minute after it."""
+    first_after: dict[str, float] = {}
+    for (table, _offset), at in seen.items():
+        if at > killed_at and at < first_after.get(table, float("inf")):
+            first_after[table] = at
+    resumed = [first_after[t] - killed_at for t in topics if t in first_after]
+    ages = [seen[k] - at for k, at in produced.items() if killed_at <= at < killed_at + 60 and k in seen]
+    missing = sum(1 for k, at in produced.items() if killed_at <= at < killed_at + 60 and k not in seen)
+    took = f"{max(resumed):.1f} s" if len(resumed) == len(topics) else f"not all: {len(resumed)} tables"
+    return (
+        f"kill -9 of one of {instances} instances {kill_at:.0f} s into the window: every table committed "
+        f"again within {took}; the records produced in the minute after it: freshness p99 "
+        f"{p99(ages) if ages else float('nan'):.1f} s, {missing} not committed by the end"
+    )
+
+
 def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, started: float) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
@@ -399,6 +435,17 @@ def main() -> None:
     parser.add_argument("--queries", default="100", help="table counts for one Spark query per table")
     parser.add_argument(
         "--shards", default="1", help="shared rows with n `floe ingest --shard i/n` instances, for each n"
+    )
+    parser.add_argument(
+        "--auto-shards",
+        default="",
+        help="shared rows with n `floe ingest --shard auto` instances, for each n",
+    )
+    parser.add_argument(
+        "--kill-one-at",
+        type=float,
+        default=-1.0,
+        help="rows of several instances: kill -9 one this many seconds into the window (-1: none)",
     )
     parser.add_argument("--measure", type=float, default=60.0, help="seconds of freshness measurement")
     parser.add_argument(
@@ -468,6 +515,13 @@ def main() -> None:
         ("shared" if shards == "1" else f"shared {shards} shards", int(n))
         for shards in args.shards.split(",")
         if shards
+        for n in args.shared.split(",")
+        if n
+    ]
+    plan += [
+        (f"shared {instances} auto", int(n))
+        for instances in args.auto_shards.split(",")
+        if instances
         for n in args.shared.split(",")
         if n
     ]
