@@ -31,11 +31,13 @@ class LeaseStoreMixin:
     ) -> list[LeaseRecord] | None:
         """Hold `member`'s lease in `group` until `expires_at_ms` and answer the group's live members
         (by name); None, and nothing stored, when `scope` already holds `max_members` live members
-        and this one is not among them. Expired leases of the group are deleted on the way."""
+        and this one is not among them. The key's expired leases are deleted on the way."""
         in_group = and_(instance_leases.c.scope == scope, instance_leases.c.group_name == group)
         async with self._writing() as conn:
+            # Every expired lease of the key, not only this group's: a key that keeps making groups
+            # leaves no rows behind beyond its live ones.
             expired = instance_leases.c.expires_at_ms < now_ms
-            await conn.execute(delete(instance_leases).where(in_group, expired))
+            await conn.execute(delete(instance_leases).where(instance_leases.c.scope == scope, expired))
             renewed = await conn.execute(
                 update(instance_leases)
                 .where(in_group, instance_leases.c.member == member)

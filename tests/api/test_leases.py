@@ -9,8 +9,11 @@ import time
 import uuid
 
 import httpx
+import sqlalchemy as sa
 
+from catalog.store.schema import instance_leases
 from devtools.catalog_server import CatalogProcess
+from tests.api.test_idempotency import run_sql
 
 
 def _path(group: str, member: str) -> str:
@@ -180,3 +183,23 @@ def test_instances_divide_the_tables_and_take_a_killed_ones_over(catalog_server:
             each._stop.set()
         for client in clients:
             client.close()
+
+
+def test_a_keys_expired_leases_do_not_pile_up(
+    catalog_server: CatalogProcess, http: httpx.Client, database_url: str
+) -> None:
+    """A key that makes a new group at every call leaves no rows behind but its live leases: each
+    renewal deletes the key's expired ones, whatever their group."""
+    cluster = f"e_{uuid.uuid4().hex[:8]}"
+    assert http.post("/management/v1/clusters", json={"name": cluster}).status_code == 201
+    with _key_client(catalog_server, http, cluster, "writer") as writer:
+        for i in range(5):
+            assert writer.put(_path(f"throwaway-{i}", "m"), json={"ttl-seconds": 2}).status_code == 200
+        rows = run_sql(database_url, sa.select(instance_leases.c.scope, instance_leases.c.group_name))
+        scopes = {scope for scope, group in rows if group == "throwaway-0"}
+        assert len(scopes) == 1
+        mine = sa.select(instance_leases.c.group_name).where(instance_leases.c.scope.in_(scopes))
+        assert sorted(r[0] for r in run_sql(database_url, mine)) == [f"throwaway-{i}" for i in range(5)]
+        time.sleep(2.1)
+        assert writer.put(_path("kept", "m"), json={"ttl-seconds": 30}).status_code == 200
+        assert [r[0] for r in run_sql(database_url, mine)] == ["kept"]
