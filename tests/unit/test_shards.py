@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 import pytest
 
-from floe.cli.services import parse_shard
+from floe.cli.services import parse_shard, parse_shard_option
 from maintenance.worker import maintenance_shard_of
 from runtime.shards import owner_of, shard_of
 
@@ -44,6 +44,10 @@ def test_a_bad_shard_is_refused_naming_the_option(value: str) -> None:
 
 def test_a_good_shard() -> None:
     assert parse_shard("1/3") == (1, 3)
+    assert parse_shard_option("1/3") == (1, 3)
+    assert parse_shard_option("auto") is None  # leases in floe (`runtime.leases`)
+    with pytest.raises(click.BadParameter):
+        parse_shard_option("Auto")
 
 
 # -- `floe ingest --shard auto`: rendezvous over the live instances ---------------------------------
