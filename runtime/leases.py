@@ -91,7 +91,7 @@ class Lease:
         return self._members
 
     def owns(self, table: str) -> bool:
-        """Whether this instance ingests the table of dotted name `table`."""
+        """Whether the table of dotted name `table` is this instance's (to ingest or maintain)."""
         members = self.members
         return self.member in members and owner_of(table, members) == self.member
 
