@@ -1,6 +1,6 @@
 """Leases of `--shard auto` instances (`floe ingest`, `floe maintain`): each renews its own every few
-seconds and gets back the group's live instances, among which every instance divides the tables the same way
-(`runtime.shards.owner_of`). An instance that stops renewing (killed, cut off) drops out of the answers
+seconds and gets back the group's live instances, among which every instance divides the tables the same
+way (`runtime.shards.owner_of`). An instance that stops renewing (killed, cut off) drops out of the answers
 once its lease runs out, and the others take its tables over; two instances that briefly both take a
 table cannot both commit a batch of it (the catalog's Kafka offsets fence).
 
@@ -25,9 +25,9 @@ MAX_MEMBERS = 256
 
 
 def lease_scope(principal: Principal) -> str:
-    """The key the lease is held under; `Forbidden` for keys that may not ingest."""
+    """The key the lease is held under; `Forbidden` for keys that may not hold leases."""
     if not principal.is_admin and (principal.cluster is None or principal.role is Role.READER):
-        raise Forbidden(f"Key {principal.subject} may not hold ingestion leases (a writer or admin key may)")
+        raise Forbidden(f"Key {principal.subject} may not hold instance leases (a writer or admin key may)")
     return principal.subject
 
 
@@ -57,8 +57,8 @@ class LeaseService:
         members = await store.renew_lease(scope, group, member, now_ms, expires_at_ms, MAX_MEMBERS)
         if members is None:
             raise QuotaExceeded(
-                f"Key {principal.subject} already holds {MAX_MEMBERS} live ingestion leases; end some "
-                "(a clean `floe ingest` shutdown does) or wait for them to expire"
+                f"Key {principal.subject} already holds {MAX_MEMBERS} live instance leases; end some "
+                "(a clean shutdown of floe ingest or floe maintain does) or wait for them to expire"
             )
         return LeaseGroup(
             group=group,

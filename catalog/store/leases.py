@@ -1,5 +1,5 @@
-"""The ingestion-instance half of the SQL store: leases of `floe ingest --shard auto` instances
-(`instance_leases`), renewed by each instance and read by all of a group's."""
+"""The instance-lease half of the SQL store: leases of `--shard auto` instances of `floe ingest` and
+`floe maintain` (`instance_leases`), renewed by each instance and read by all of a group's."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class LeaseRecord:
 
 
 class LeaseStoreMixin:
-    """Ingestion instances' leases on the engines of `SqlCatalogStore`."""
+    """Instances' leases on the engines of `SqlCatalogStore`."""
 
     def _writing(self, *, change: bool = False) -> AbstractAsyncContextManager[AsyncConnection]:
         raise NotImplementedError
