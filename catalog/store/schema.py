@@ -218,10 +218,11 @@ pipeline_revisions = Table(
     Column("applied_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
-# -- ingestion instances ----------------------------------------------------------------------------
+# -- instance leases --------------------------------------------------------------------------------
 
-# The live `floe ingest --shard auto` instances (0015; catalog/store/instance_leases.py): one row per
-# instance of a group, renewed by its heartbeat, gone once `expires_at_ms` (the catalog's clock) passes.
+# The live `--shard auto` instances of floe ingest and floe maintain (0015; catalog/store/leases.py): one
+# row per instance of a group, renewed by its heartbeat, gone once `expires_at_ms` (the catalog's clock)
+# passes.
 # `scope` is the key the instances authenticate with: one key's groups are invisible to another's.
 instance_leases = Table(
     "instance_leases",
