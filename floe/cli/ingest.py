@@ -185,7 +185,7 @@ def check_commit_interval(seconds: float | None) -> None:
     callback=lambda _ctx, _param, value: parse_shard_option(value),
     help="i/n: ingest only the tables whose name hashes to shard i of n (run n instances, i = 0..n-1). "
     "auto: divide the tables among the running instances that say auto (leases in floe: a stopped or "
-    "killed instance's tables are taken over within about 25 s).",
+    "killed instance's tables are taken over within about 30 s).",
 )
 @click.option("--log-level", default="info", show_default=True)
 @key_file_option

@@ -128,7 +128,7 @@ def print_results(results: list[PassResult]) -> None:
     help="i/n: maintain only the tables whose name hashes to shard i of n (run n instances, i = 0..n-1; "
     "the same split as floe ingest --shard, a dead-letter table with its table). auto: divide the tables "
     "among the running instances that say auto (leases in floe: a stopped instance's tables go to the "
-    "others within about 25 s).",
+    "others within about 30 s).",
 )
 @click.option(
     "--nice",
