@@ -105,6 +105,47 @@ def test_unreachable_database(tmp_path: Path) -> None:
         assert "hunter2" not in result.output
 
 
+def test_a_reader_key_cannot_take_a_lease(admin_env: dict[str, str]) -> None:
+    """`--shard auto` with a key that may not hold leases: one message naming the option, exit 1."""
+    cluster = f"lease_{uuid.uuid4().hex[:8]}"
+    assert floe("clusters", "create", cluster, env=admin_env).exit_code == 0
+    created = floe("keys", "create", "--cluster", cluster, "--role", "reader", env=admin_env)
+    key = json.loads(created.stdout)
+    env = admin_env | {"FLOE_CLIENT_ID": key["client_id"], "FLOE_CLIENT_SECRET": key["client_secret"]}
+    command = ["maintain", "--once", "--shard", "auto", "--nice", "0", "--metrics-port", "0"]
+    assert_user_error(floe(*command, env=env), "cannot take a lease for --shard auto")
+
+
+def test_maintain_once_with_a_lease_ends_it(
+    admin_env: dict[str, str], catalog_server: CatalogProcess
+) -> None:
+    """`floe maintain --once --shard auto`, alone in its group: takes every table of its namespace, then
+    ends its lease (the group is empty again)."""
+    import httpx
+
+    from runtime.leases import group_name
+
+    namespace = f"lease_ns_{uuid.uuid4().hex[:8]}"
+    token = catalog_server.token()
+    with httpx.Client(base_url=catalog_server.url, headers={"Authorization": f"Bearer {token}"}) as http:
+        http.post("/v1/default/namespaces", json={"namespace": [namespace]})
+        schema = {"type": "struct", "fields": [{"id": 1, "name": "a", "type": "long", "required": False}]}
+        for name in ("t1", "t2"):
+            created = http.post(
+                f"/v1/default/namespaces/{namespace}/tables", json={"name": name, "schema": schema}
+            )
+            assert created.status_code == 200, created.text
+        command = ["maintain", "--once", "--shard", "auto", "--namespace", namespace, "--nice", "0"]
+        result = floe(*command, "--metrics-port", "0", env=admin_env)
+        assert result.exit_code == 0, result.output
+        group = group_name("maintain", [f"namespace:{namespace}"])
+        assert f"of {group}, 1 live" in result.output
+        passes = http.get("/management/v1/maintenance/passes", params={"namespace": namespace}).json()
+        assert sorted(p["table"] for p in passes["passes"]) == ["t1", "t2"]
+        alone = http.put(f"/management/v1/leases/{group}/probe", json={"ttl-seconds": 2})
+        assert [m["member"] for m in alone.json()["members"]] == ["probe"]
+
+
 def test_missing_file(admin_env: dict[str, str], tmp_path: Path) -> None:
     result = floe("apply", "-f", str(tmp_path / "floe.yaml"), env=admin_env)
     assert result.exit_code == 2  # click's usage error
