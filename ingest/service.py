@@ -113,9 +113,10 @@ class IngestService:
         self.access_for = access_for or (lambda _cluster: CatalogAccess(catalog, connection))
         self.tables_of = tables_of
         self.options = options
-        # Which tables are this instance's (`floe ingest --shard auto`: `runtime.leases`); else its
-        # static shard (`--shard i/n`).
-        self._owns = owns
+        # Whether a table is this instance's: its lease's (`floe ingest --shard auto`, `runtime.leases`),
+        # else its static shard's (`--shard i/n`).
+        index, count = options.shard
+        self._owns = owns or (lambda name: shard_of(name, count) == index)
         self.registry_for = registry_for or self._registry_client
         self._registries: dict[RegistryConnection, RegistryClient] = {}
         self.running: dict[str, _Running] = {}
@@ -221,10 +222,7 @@ class IngestService:
             self._tables_cache = (revision, time.monotonic(), tables)
         if self.options.clusters:
             tables = [t for t in tables if t.cluster in self.options.clusters]
-        if self._owns is not None:
-            return {t.name: t for t in tables if self._owns(t.name)}
-        index, count = self.options.shard
-        return {t.name: t for t in tables if shard_of(t.name, count) == index}
+        return {t.name: t for t in tables if self._owns(t.name)}
 
     def reconcile(self) -> None:
         desired = self.desired()

@@ -31,7 +31,6 @@ from pyiceberg.table import Table
 from catalog.client import ClientError, FloeClient, Forbidden, RequestFailed
 from catalog.metadata_files import metadata_folder
 from catalog.pipelines import InvalidConfig, parse_config
-from catalog.pipelines.columns import DLQ_SUFFIX
 from catalog.pipelines.maintenance import (
     DEFAULT_POLICY,
     MaintenanceConfig,
@@ -51,6 +50,7 @@ from maintenance.planner import (
     stale_metadata_files,
 )
 from maintenance.pyiceberg_rewrite import FloeRestCatalog
+from maintenance.shards import maintenance_shard_key
 from maintenance.spark_actions import SparkActions, TableRef, describe_error, is_commit_conflict
 from maintenance.table_state import CommittedTable, TableState, read_table_state
 from runtime.shards import shard_of
@@ -132,7 +132,10 @@ class MaintenanceWorker:
         owns: Callable[[str], bool] | None = None,
     ) -> None:
         self.options = options
-        self._owns = owns  # `--shard auto`: the tables this instance's lease gives it (`runtime.leases`)
+        # Whether a table (`maintenance_shard_key`) is this instance's: its lease's (`--shard auto`,
+        # `runtime.leases`), else its static shard's (`--shard i/n`).
+        index, count = options.shard
+        self._owns = owns or (lambda key: shard_of(key, count) == index)
         self.actions = SparkActions(spark)
         self.control = control or FloeClient(
             options.url, options.client_id, options.client_secret, purpose="the maintenance"
@@ -233,10 +236,7 @@ class MaintenanceWorker:
             yield from self._namespaces(catalog, tuple(namespace))
 
     def _in_shard(self, namespace: tuple[str, ...], name: str) -> bool:
-        if self._owns is not None:  # a dead-letter table with its table, as ingestion divides them
-            return self._owns(".".join((*namespace, name.removesuffix(DLQ_SUFFIX))))
-        index, count = self.options.shard
-        return maintenance_shard_of(namespace, name, count) == index
+        return self._owns(maintenance_shard_key(namespace, name))
 
     def discover(self) -> list[MaintainedTable]:
         """Every table to maintain, with its policy."""
@@ -583,18 +583,10 @@ class MaintenanceWorker:
         self.control.close()
 
 
-def maintenance_shard_of(namespace: tuple[str, ...], name: str, count: int) -> int:
-    """The shard of a table for `floe maintain --shard`: ingestion's (`runtime.shards`), a dead-letter
-    table's that of its table (a table whose own name ends in the suffix is kept with the table named
-    without it, which only decides who maintains it)."""
-    return shard_of(".".join((*namespace, name.removesuffix(DLQ_SUFFIX))), count)
-
-
 __all__ = [
     "ActionOutcome",
     "MaintainedTable",
     "MaintenanceWorker",
     "PassResult",
     "WorkerOptions",
-    "maintenance_shard_of",
 ]

@@ -8,7 +8,7 @@ import click
 import pytest
 
 from floe.cli.services import parse_shard, parse_shard_option
-from maintenance.worker import maintenance_shard_of
+from maintenance.shards import maintenance_shard_of
 from runtime.shards import owner_of, shard_of
 
 
