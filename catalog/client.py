@@ -445,7 +445,7 @@ class FloeClient:
         }
         return self._call("POST", "/watermark/observations", wire.EndOffsetsAccepted, body=body)
 
-    # -- ingestion instances ------------------------------------------------------------------------
+    # -- instance leases ---------------------------------------------------------------------------
 
     def renew_lease(self, group: str, member: str, ttl_seconds: float) -> wire.LeaseGroup:
         """Hold `member`'s lease in `group` for `ttl_seconds`; the group's live members."""

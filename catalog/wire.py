@@ -204,7 +204,7 @@ class EndOffsetsAccepted(msgspec.Struct, frozen=True):
     tables: list[WatermarkResponse]
 
 
-# -- ingestion instances -----------------------------------------------------------------------------
+# -- instance leases ---------------------------------------------------------------------------------
 
 
 class RenewLease(msgspec.Struct, frozen=True):

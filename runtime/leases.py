@@ -108,18 +108,23 @@ class Lease:
         if self._failing:
             log.info("lease in %s renewed again", self.group)
         self._failing = False
+        self._answered(members, asked_at)
+        return True
+
+    def _answered(self, members: tuple[str, ...], asked_at: float) -> None:
+        """Take a renewal's answer: the live members, as of when it was asked (the lease runs from
+        then on the catalog's clock, so this instance gives its tables up no later than the others
+        take them)."""
         if members != self._members:
             log.info("group %s: %d live instance(s): %s", self.group, len(members), ", ".join(members))
         self._members, self._renewed_at = members, asked_at
         self.on_members(len(members))
-        return True
 
     def start(self) -> None:
         """Take the lease (a refusal, say a reader key, raises) and keep renewing it."""
-        self._members = tuple(self._renew(self.group, self.member, self.ttl_seconds))
-        self._renewed_at = time.monotonic()
-        self.on_members(len(self._members))
-        log.info("joined %s as %s (%d live instance(s))", self.group, self.member, len(self._members))
+        asked_at = time.monotonic()
+        self._answered(tuple(self._renew(self.group, self.member, self.ttl_seconds)), asked_at)
+        log.info("joined %s as %s", self.group, self.member)
         self._thread = threading.Thread(target=self._run, name="floe-lease", daemon=True)
         self._thread.start()
 

@@ -30,5 +30,5 @@ def admin_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandl
 
 
 def lease_holders_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """Keys that may hold ingestion leases (before the body is read)."""
+    """Keys that may hold instance leases (before the body is read)."""
     lease_scope(principal_of(connection))

@@ -1,6 +1,6 @@
-"""The live ingestion instances of `floe ingest --shard auto` (`instance_leases`): each instance renews
-its row's lease; the tables are divided among the rows whose lease has not expired
-(see catalog/service/instance_leases.py).
+"""The live `--shard auto` instances of `floe ingest` and `floe maintain` (`instance_leases`): each
+instance renews its row's lease; the tables are divided among the rows whose lease has not expired
+(see catalog/service/leases.py).
 
 Revision ID: 0015
 Revises: 0014
