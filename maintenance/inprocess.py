@@ -2,7 +2,8 @@
 
 - Compaction of a small append-only table (`compact`): the small data files of the planned partitions
   are read (straight with pyarrow when they are in the table's current schema, else pyiceberg's reader:
-  field ids, schema evolution; `read_files`), written again as target-sized files, and
+  field ids, schema evolution), a file at a time, and written again as target-sized files a target's
+  worth of rows at a time (memory bounded by the output, not the input), and
   committed as one `replace` snapshot that removes the inputs and adds the outputs. The commit asserts
   the branch head it was built on; when ingestion commits first, floe refuses it (409) and pyiceberg
   rebuilds it on the new head, after checking that every input file is still live and that no delete
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -50,9 +51,13 @@ from maintenance.planner import CompactionRun, ExpireRun
 from maintenance.pyiceberg_rewrite import commit_updates, replace_files, write_data_files
 from maintenance.table_state import TableState, small_file_bytes
 
-# Small files a table's compaction may rewrite in this process (read into memory at once, per
-# partition); larger rewrites go to Spark.
+# Small files a table's compaction may rewrite in this process, on one thread; larger rewrites go to
+# Spark, which spreads them over its cores or executors. (Memory does not bound it: rows are written a
+# target's worth at a time.)
 MAX_BYTES = 256 * 1024 * 1024
+# A file to rewrite up to this size is read whole; a larger one a batch of `BATCH_ROWS` rows at a time.
+READ_WHOLE_BYTES = 8 * 1024 * 1024
+BATCH_ROWS = 128 * 1024
 
 
 def compacts_in_process(state: TableState, runs: Iterable[CompactionRun], max_bytes: int = MAX_BYTES) -> bool:
@@ -69,17 +74,21 @@ def compacts_in_process(state: TableState, runs: Iterable[CompactionRun], max_by
 
 
 def _live_data_files(table: Table) -> list[tuple[int, DataFile]]:
+    """The current snapshot's live data files with their spec ids, oldest first (by data sequence
+    number: a manifest list puts the newest manifest first), so a rewrite keeps the rows in commit
+    order: Kafka offsets and timestamps ascending through the output, their column bounds narrow."""
     snapshot = table.current_snapshot()
     if snapshot is None:
         return []
-    found = []
+    found: list[tuple[int, int, DataFile]] = []
     for manifest in snapshot.manifests(table.io):
         if manifest.content != ManifestContent.DATA:
             continue
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
             if entry.data_file.content == DataFileContent.DATA:
-                found.append((manifest.partition_spec_id, entry.data_file))
-    return found
+                found.append((entry.sequence_number or 0, manifest.partition_spec_id, entry.data_file))
+    found.sort(key=lambda item: item[0])  # stable: one commit's files keep their order
+    return [(spec_id, data_file) for _, spec_id, data_file in found]
 
 
 def _values(data_file: DataFile) -> tuple[Any, ...]:
@@ -105,27 +114,102 @@ def _row_count_report(scan: ArrowScan, io: FileIO, files: list[DataFile], read: 
     return f"{len(files)} files, manifests {total} rows, read {read} ({listed})"
 
 
-def read_files(scan: ArrowScan, io: FileIO, files: list[DataFile], as_written: pa.Schema) -> pa.Table:
-    """The rows of `files`, in order. Parquet files in exactly the table's current schema as floe and
-    pyiceberg write it (`as_written`: names, types, nullability, field ids) are read straight with
-    pyarrow; at the first file in any other shape (written before a schema change, by another writer)
-    all are read by pyiceberg's scan, which projects each file onto the schema by field id. The scan
-    pays that projection per file: 129 files of a table ingested for 20 minutes took 552 ms through
-    it and 85 ms read straight, and compaction's reads were half of a maintenance pass's CPU over
-    1,000 busy tables."""
-    if all(f.file_format == FileFormat.PARQUET for f in files):
-        # Field metadata (field ids) compared; the schema-level metadata is each writer's own.
-        expected = as_written.remove_metadata()
-        read: list[pa.Table] = []
-        for data_file in files:
-            with io.new_input(data_file.file_path).open() as stream:
-                one = pq.ParquetFile(stream).read(use_threads=False)
-            if not one.schema.remove_metadata().equals(expected, check_metadata=True):
-                break
-            read.append(one)
-        else:
-            return pa.concat_tables(read)
-    return scan.to_table([FileScanTask(f) for f in files])
+class _OtherShape(Exception):
+    """A file to rewrite is not in the table's current schema as written: read them all by field id."""
+
+
+def straight_parts(io: FileIO, files: list[DataFile], as_written: pa.Schema) -> Iterator[pa.Table]:
+    """The rows of `files`, in order, a file (or, for a large one, a batch) at a time, read straight
+    with pyarrow; `_OtherShape` at the first file whose schema is not exactly the table's current one
+    as floe and pyiceberg write it (`as_written`: names, types, nullability, field ids), before its
+    rows are read. pyiceberg's scan pays a projection per file: 129 files of a table ingested for 20
+    minutes took 552 ms through it and 85 ms read straight, and compaction's reads were half of a
+    maintenance pass's CPU over 1,000 busy tables."""
+    # Field metadata (field ids) compared; the schema-level metadata is each writer's own.
+    expected = as_written.remove_metadata()
+    for data_file in files:
+        if data_file.file_format != FileFormat.PARQUET:
+            raise _OtherShape(data_file.file_path)
+        with io.new_input(data_file.file_path).open() as stream:
+            parquet = pq.ParquetFile(stream)
+            if not parquet.schema_arrow.remove_metadata().equals(expected, check_metadata=True):
+                raise _OtherShape(data_file.file_path)
+            if data_file.file_size_in_bytes <= READ_WHOLE_BYTES:
+                yield parquet.read(use_threads=False)
+                continue
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, use_threads=False):
+                yield pa.Table.from_batches([batch])
+
+
+def scanned_parts(scan: ArrowScan, files: list[DataFile]) -> Iterator[pa.Table]:
+    """The rows of `files`, in order, a file at a time, through pyiceberg's scan, which projects each
+    file onto the table's schema by field id (files written before a schema change, by other writers)."""
+    for data_file in files:
+        yield scan.to_table([FileScanTask(data_file)])
+
+
+def _write_in_chunks(
+    parts: Iterable[pa.Table],
+    write: Callable[[pa.Table], list[DataFile]],
+    chunk_bytes: int,
+    written: list[DataFile],
+) -> int:
+    """Write the rows `parts` yield, at most `chunk_bytes` of Arrow data at a time (the files added to
+    `written`, as they are), so a rewrite holds about one output file's rows however many it reads:
+    small files compress 10-50x, and a busy table's 256 MiB of them read at once took a maintainer to
+    23 GiB. The rows read."""
+    buffered: list[pa.Table] = []
+    size = read = 0
+
+    def flush() -> None:
+        # One chunk: pyiceberg's writer projects every record batch onto the schema on its own
+        # (`_to_requested_schema`), so 150 one-row chunks cost 150 projections (12 % of the
+        # maintainer's CPU beside 1,000 busy tables); one chunk, one projection per output file.
+        rows = pa.concat_tables(buffered).combine_chunks()
+        buffered.clear()
+        out = write(rows)
+        written.extend(out)
+        if sum(f.record_count for f in out) != rows.num_rows:
+            raise RuntimeError("compaction wrote a different number of rows than it read")
+
+    for part in parts:
+        if buffered and size + part.nbytes > chunk_bytes:
+            flush()
+            size = 0
+        buffered.append(part)
+        size += part.nbytes
+        read += part.num_rows
+    if buffered:
+        flush()
+    return read
+
+
+def _rewrite_group(
+    table: Table, files: list[DataFile], write: Callable[[pa.Table], list[DataFile]], chunk_bytes: int
+) -> list[DataFile]:
+    """`files` (one partition's, oldest first: rows keep their commit order) written again through
+    `write`: read straight when every file is in the current schema, else all through the scan."""
+    schema = table.metadata.schema()
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    written: list[DataFile] = []
+    try:
+        try:
+            straight = straight_parts(table.io, files, schema_to_pyarrow(schema, include_field_ids=True))
+            read = _write_in_chunks(straight, write, chunk_bytes, written)
+        except _OtherShape:
+            orphans.delete_files(table.io, [f.file_path for f in written])
+            written.clear()
+            read = _write_in_chunks(scanned_parts(scan, files), write, chunk_bytes, written)
+        if read != sum(f.record_count for f in files):
+            raise RuntimeError(
+                "compaction read a different number of rows than the files hold: "
+                + _row_count_report(scan, table.io, files, read)
+            )
+    except BaseException:
+        # Nothing committed: the files written so far are this rewrite's own.
+        orphans.delete_files(table.io, [f.file_path for f in written])
+        raise
+    return written
 
 
 def compact(table: Table, runs: Iterable[CompactionRun], target_file_bytes: int) -> dict[str, Any]:
@@ -146,29 +230,18 @@ def compact(table: Table, runs: Iterable[CompactionRun], target_file_bytes: int)
     write_metadata = metadata.model_copy(
         update={"properties": {**metadata.properties, "write.target-file-size-bytes": str(target_file_bytes)}}
     )
-    schema = metadata.schema()
-    scan = ArrowScan(metadata, table.io, schema, AlwaysTrue())
-    as_written = schema_to_pyarrow(schema, include_field_ids=True)
     write_uuid, counter = uuid.uuid4(), itertools.count(0)
+
+    def write(rows: pa.Table) -> list[DataFile]:
+        return write_data_files(write_metadata, rows, table.io, write_uuid, counter)
+
     removed: list[DataFile] = []
     added: list[DataFile] = []
-    for files in groups.values():
-        # Oldest first: the rows keep their commit order within the partition.
-        rows = read_files(scan, table.io, files, as_written)
-        if rows.num_rows != sum(f.record_count for f in files):
-            raise RuntimeError(
-                "compaction read a different number of rows than the files hold: "
-                + _row_count_report(scan, table.io, files, rows.num_rows)
-            )
-        # One chunk per file read; pyiceberg's writer projects every record batch onto the schema on
-        # its own (`_to_requested_schema`), so 150 one-row chunks cost 150 projections: 12 % of the
-        # maintainer's CPU beside 1,000 busy tables. One chunk, one projection per output file.
-        written = write_data_files(write_metadata, rows.combine_chunks(), table.io, write_uuid, counter)
-        if sum(f.record_count for f in written) != rows.num_rows:
-            raise RuntimeError("compaction wrote a different number of rows than it read")
-        removed += files
-        added += written
     try:
+        for files in groups.values():
+            # pyiceberg's writer also packs files by Arrow bytes: a chunk of the target is one file.
+            added += _rewrite_group(table, files, write, target_file_bytes)
+            removed += files
         replace_files(table, removed, added, merge_manifests=True)
     except Exception:
         # The commit did not land (pyiceberg deleted its manifests): the data files written are ours.

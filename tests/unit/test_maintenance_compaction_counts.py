@@ -1,7 +1,7 @@
 """The in-process compaction's row-count check (`maintenance.inprocess.compact`): a file whose manifest
-count disagrees with its rows stops the compaction before anything is written or committed, and the
-error says which file and the three counts (manifest, Parquet footer, rows read). A real table on
-pyiceberg's SQL catalog (SQLite, local files)."""
+count disagrees with its rows stops the compaction before anything is committed (what it wrote is
+deleted), and the error says which file and the three counts (manifest, Parquet footer, rows read). A
+real table on pyiceberg's SQL catalog (SQLite, local files)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""How in-process compaction reads the files it rewrites (`maintenance.inprocess.read_files`): straight
+"""How in-process compaction reads the files it rewrites (`maintenance.inprocess.compact`): straight
 with pyarrow when every file is in the table's current schema as written (field ids included), else
 pyiceberg's scan, which projects each file by field id. Either way the rows are the table's, nulls
-included. Real tables on pyiceberg's SQL catalog (SQLite, local files)."""
+included, and they are written a target's worth at a time (memory bounded by the output, not by the
+files read). Real tables on pyiceberg's SQL catalog (SQLite, local files)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
@@ -87,7 +89,83 @@ def test_files_from_before_a_schema_change_are_projected_by_field_id(
     scanned = _scans(monkeypatch)
     outcome = inprocess.compact(table, RUNS, TARGET)
     assert outcome["rewritten_data_files_count"] == 4
-    assert scanned == [4]
+    assert scanned == [1, 1, 1, 1]  # a file at a time
     rows = _rows(table)
     assert [row for row in rows if row[1] != "None"] == [("100", "[{'key': 'new'}]")]
     assert len(rows) == 7
+
+
+def _ids_table(tmp_path: Path, files: int, rows: int) -> Any:
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("n")
+    table = catalog.create_table("n.t", SCHEMA)
+    for i in range(files):
+        ids = list(range(i * rows, (i + 1) * rows))
+        table.append(pa.table({"id": ids, "headers": [None] * rows}, schema=schema_to_pyarrow(SCHEMA)))
+    return catalog.load_table("n.t")
+
+
+def _writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[str]]]:
+    """Each call of the data-file writer: the Arrow bytes it was given and the files it wrote."""
+    calls: list[tuple[int, list[str]]] = []
+    original = inprocess.write_data_files
+
+    def recording(metadata: Any, rows: pa.Table, *args: Any) -> Any:
+        written = original(metadata, rows, *args)
+        calls.append((rows.nbytes, [f.file_path for f in written]))
+        return written
+
+    monkeypatch.setattr(inprocess, "write_data_files", recording)
+    return calls
+
+
+def test_a_rewrite_larger_than_the_target_is_written_a_target_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve files of 2,000 rows (16 KB of Arrow data each) and a 40 KB target: the writer is given at
+    most two files' rows at a time, never the whole input, and every row stays, in commit order."""
+    table = _ids_table(tmp_path, files=12, rows=2_000)
+    target = 40_000
+    writes = _writes(monkeypatch)
+    outcome = inprocess.compact(table, RUNS, target)
+    assert outcome["rewritten_data_files_count"] == 12
+    assert len(writes) >= 6
+    assert max(size for size, _ in writes) <= target
+    assert outcome["added_data_files_count"] == sum(len(files) for _, files in writes)
+    assert sorted(table.refresh().scan().to_arrow()["id"].to_pylist()) == list(range(24_000))
+    # The files written, in the order written, hold the rows in commit order.
+    written = [path.removeprefix("file://") for _, files in writes for path in files]
+    assert [i for path in written for i in pq.read_table(path)["id"].to_pylist()] == list(range(24_000))
+
+
+def test_a_file_in_another_shape_after_chunks_were_written_reads_all_through_the_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The straight reading finds a file in an older shape only after writing chunks: those files are
+    deleted (nothing was committed) and every file is read again through the scan."""
+    table = _ids_table(tmp_path, files=4, rows=2_000)
+    with table.update_schema() as update:
+        update.delete_column("headers")
+    with table.update_schema() as update:
+        update.add_column("headers", HEADERS)
+    table = table.refresh()
+    new_shape = schema_to_pyarrow(table.schema())
+    for start in (-12_000, -6_000):  # two files in the current shape, each over the target
+        ids = list(range(start, start + 6_000))
+        table.append(pa.table({"id": ids, "headers": [[{"key": "new"}]] * 6_000}, schema=new_shape))
+    table = table.refresh()
+    live = inprocess._live_data_files(table)
+    # The files in the current shape first: the straight reading writes one before it meets the others.
+    monkeypatch.setattr(inprocess, "_live_data_files", lambda _t: [*live[-2:], *live[:-2]])
+    writes = _writes(monkeypatch)
+    scanned = _scans(monkeypatch)
+    outcome = inprocess.compact(table, RUNS, 40_000)
+    assert scanned == [1] * 6
+    first_try = writes[0][1]
+    assert first_try
+    assert not any(Path(p.removeprefix("file://")).exists() for p in first_try)
+    assert outcome["rewritten_data_files_count"] == 6
+    rows = _rows(table)
+    assert len(rows) == 20_000
+    assert {row[1] for row in rows if int(row[0]) < 0} == {"[{'key': 'new'}]"}
+    assert {row[1] for row in rows if int(row[0]) >= 0} == {"None"}
