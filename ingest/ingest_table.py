@@ -41,6 +41,7 @@ class IngestTable:
     protobuf_framing: bool = True
     table_mode: str = "append"  # append | upsert (the key: the schema's identifier fields)
     envelope: str = "none"  # none | debezium
+    ingest_path: str = "auto"  # auto (the shared consumer when it reads the table) | spark (own query)
 
     @property
     def is_upsert(self) -> bool:

@@ -59,9 +59,6 @@ class IngestOptions:
     create_topics_at: frozenset[str] = frozenset()
     # Run each table's batch path once before its query starts (`floe up`: fast first records).
     warm_up: bool = False
-    # `shared`: tables the shared consumer reads (`ingest.shared`) go through it, the others get a
-    # Spark query each; `queries`: every table its own Spark query (the design before it).
-    design: str = "shared"
     # This instance's share of the tables (`floe ingest --shard i/n`): index i of n, by a stable hash.
     shard: tuple[int, int] = (0, 1)
 
@@ -226,12 +223,11 @@ class IngestService:
 
     def reconcile(self) -> None:
         desired = self.desired()
-        if self.options.design == "shared":
-            shared = {n: t for n, t in desired.items() if shared_consumer_reads(t)}
-            desired = {n: t for n, t in desired.items() if n not in shared}
-            for name in [n for n in shared if n in self.running]:  # a table that became shareable
-                self._stop_query(name, between_batches=True)
-            self._shared.set_tables([t for t in shared.values() if self._topic_ready(t)])
+        shared = {n: t for n, t in desired.items() if shared_consumer_reads(t)}
+        desired = {n: t for n, t in desired.items() if n not in shared}
+        for name in [n for n in shared if n in self.running]:  # a table that became shareable
+            self._stop_query(name, between_batches=True)
+        self._shared.set_tables([t for t in shared.values() if self._topic_ready(t)])
         for name, running in list(self.running.items()):
             wanted = desired.get(name)
             if wanted is None:

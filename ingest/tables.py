@@ -119,6 +119,7 @@ def ingest_tables(
                 protobuf_framing=table.protobuf_framing == "confluent",
                 table_mode=table.table_mode,
                 envelope=table.envelope,
+                ingest_path=table.ingest_path,
                 fingerprint=hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
                 source_cluster=cluster,
             )

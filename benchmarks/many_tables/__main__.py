@@ -1,8 +1,9 @@
 """`python -m benchmarks.many_tables`: many quiet tables through `floe ingest`, both designs side by side.
 
 For each (design, table count): a fresh PostgreSQL database for floe, N one-partition topics on one
-Kafka broker, a floe.yaml of N inline-JSON tables applied, then `floe ingest --design D` started while a
-producer sends one record a second to every topic (each carrying its send time). Measured:
+Kafka broker, a floe.yaml of N inline-JSON tables applied (the `queries` design: each with `ingest_path:
+spark`, a Spark query of its own; `shared`: the default path, the shared consumer), then `floe ingest`
+started while a producer sends one record a second to every topic (each carrying its send time). Measured:
 - first rows: seconds from `floe ingest`'s start until every table has committed a record;
 - freshness: produce (delivery confirmed) → the first poll (every 0.5 s) of floe's database that shows
   the table's committed offset past the record — the offsets are written in the snapshot's own
@@ -106,7 +107,6 @@ def floe_environment(env: Environment) -> dict[str, str]:
 
 
 def start_ingest(
-    design: str,
     work: Path,
     env_vars: dict[str, str],
     log: IO[bytes],
@@ -115,15 +115,16 @@ def start_ingest(
     shard: tuple[int, int] = (0, 1),
     auto: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """`floe ingest --design D` on Spark local[2] (its own session: `kill` takes the JVM too), from the
-    source tree `tree` when given (an earlier commit's `git archive`, to measure its design); with
-    `--shard i/n` when `shard` is not (0, 1), `--shard auto` with `auto`."""
+    """`floe ingest` on Spark local[2] (its own session: `kill` takes the JVM too), from the source tree
+    `tree` when given (an earlier commit's `git archive`, to measure its design); with `--shard i/n` when
+    `shard` is not (0, 1), `--shard auto` with `auto`. Which path each table takes is floe.yaml's
+    (`ingest_path`, `queries_design`)."""
     if tree is not None:  # its code first (`python -m` also puts the working folder first)
         env_vars = {**env_vars, "PYTHONPATH": tree}
     index, shards = shard
     state = work / "state" if shards == 1 else work / f"state-{index}"
     command = [
-        sys.executable, "-m", "floe.cli", "ingest", "--design", design, "--master", "local[2]",
+        sys.executable, "-m", "floe.cli", "ingest", "--master", "local[2]",
         "--metrics-port", "0", "--state-dir", str(state), "--driver-memory", "2g",
         "--log-level", log_level,
     ]  # fmt: skip
@@ -132,6 +133,12 @@ def start_ingest(
     return subprocess.Popen(
         command, env=env_vars, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree
     )
+
+
+def queries_design(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with every table on a Spark query of its own (`ingest_path: spark`): the design before
+    the shared consumer, measured beside it."""
+    return {**config, "tables": [{**t, "ingest_path": "spark"} for t in config["tables"]]}
 
 
 def tree_rss(pid: int) -> int:
@@ -177,6 +184,8 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         }
         if args.maintain:
             config["maintenance"] = maintenance.POLICY
+        if design.startswith("queries"):
+            config = queries_design(config)
         started_apply = time.monotonic()
         apply_pipeline(env.server, config)
         outcome.notes.append(f"floe apply of {count} tables: {time.monotonic() - started_apply:.1f} s")
@@ -193,7 +202,7 @@ def run_one(outcome: Outcome, args: argparse.Namespace, work: Path, log_level: s
         produced = producer.produced
         producer.start()
         processes = [
-            start_ingest(kind, work, env_vars, log, log_level, shard=(i, shards), auto=auto)
+            start_ingest(work, env_vars, log, log_level, shard=(i, shards), auto=auto)
             for i, log in enumerate(logs)
         ]
         ingest_started = time.monotonic()

@@ -2,7 +2,7 @@
 over many tables or sent to one, side by side in one run.
 
 Each row: a fresh floe database (PostgreSQL), the tables applied, a producer in this process sending
-`--rate` records a second in all (JSON values of ~200 bytes), then `floe ingest --design shared` started.
+`--rate` records a second in all (JSON values of ~200 bytes), then `floe ingest` started.
 Rows: one table of `--partitions` partitions taking the whole rate, and `--tables` one-partition tables
 taking an equal share each. Once every table has rows, `--settle` seconds pass, then `--measure` seconds
 are measured:
@@ -233,7 +233,7 @@ def run(
         # cost the producer more than the records.
         log = (work / "ingest.log").open("wb")
         producer.start()
-        process = start_ingest("shared", work, floe_environment(env), log, args.log_level, tree)
+        process = start_ingest(work, floe_environment(env), log, args.log_level, tree)
         started = time.monotonic()
         sampler = env.sampler(None)
         sampler.groups["ingester"] = lambda: [process.pid]

@@ -2,7 +2,8 @@
 many tables or in one, both designs side by side.
 
 Each row: a fresh floe database (PostgreSQL), the topics filled first (JSON values of ~200 bytes), the
-tables applied, then `floe ingest --design D --master local[2]` started; records/s is 80 % of the records
+tables applied (design `queries`: every table `ingest_path: spark`), then `floe ingest --master
+local[2]` started; records/s is 80 % of the records
 over the time from 10 % to 90 % of them committed (polled every 0.5 s from floe's database).
 Issue 31's target: 100 tables x 1,000 records/s reach ≥ 80 % of what one table reaches.
 Results: benchmarks/results/many-tables-throughput.{md,json}.
@@ -35,6 +36,7 @@ from benchmarks.many_tables.__main__ import (
     Offsets,
     floe_environment,
     git_commit,
+    queries_design,
     start_ingest,
     tree_rss,
 )
@@ -195,10 +197,11 @@ def run(
                     except BufferError:
                         producer.poll(0.1)
         producer.flush(120)
-        apply_pipeline(env.server, json_tables(env.kafka.bootstrap_servers, topics))
+        config = json_tables(env.kafka.bootstrap_servers, topics)
+        apply_pipeline(env.server, queries_design(config) if design == "queries" else config)
         offsets = Offsets(env.server.database_url or "")
         log = (work / "ingest.log").open("wb")
-        process = start_ingest(design, work, floe_environment(env), log)
+        process = start_ingest(work, floe_environment(env), log)
         started = time.monotonic()
         sampler = env.sampler(None)
         sampler.groups["ingester"] = lambda: [process.pid]

@@ -56,6 +56,11 @@ FormatVersion = Literal[2, 3]
 FORMAT_VERSIONS = (2, 3)
 DEFAULT_FORMAT_VERSION: FormatVersion = 2
 Envelope = Literal["none", "debezium"]
+# How `floe ingest` reads the table: `auto` (the shared consumer when it reads the table: inline-JSON
+# append tables; else a Spark query of its own) or `spark` (always a Spark query of its own: a hot table
+# whose records are better decoded and written by Spark's executors).
+IngestPath = Literal["auto", "spark"]
+INGEST_PATHS = ("auto", "spark")
 TABLE_MODES = ("append", "upsert")
 ENVELOPES = ("none", "debezium")
 SOURCE_FORMATS = ("json", "avro", "protobuf")
@@ -120,6 +125,9 @@ class TableConfig(ConfigModel):
     )
     format_version: Annotated[FormatVersion, BeforeValidator(_format_version)] = Field(
         default=DEFAULT_FORMAT_VERSION, exclude_if=lambda version: version == DEFAULT_FORMAT_VERSION
+    )
+    ingest_path: Annotated[IngestPath, choice(INGEST_PATHS)] = Field(
+        default="auto", exclude_if=lambda path: path == "auto"
     )
 
     @field_serializer("commit_interval_seconds")

@@ -56,7 +56,6 @@ def run_ingest(
     on_started: Callable[[list[IngestTable]], None] | None = None,
     warm_up: bool = False,
     access_for: Callable[[str], CatalogAccess] | None = None,
-    design: str = "shared",
     shard: tuple[int, int] | None = (0, 1),
 ) -> None:
     """Run the ingestion service in the foreground until SIGINT/SIGTERM. A `spark` session passed in is
@@ -111,7 +110,6 @@ def run_ingest(
             state_dir=state_dir,
             create_topics_at=create_topics_at,
             warm_up=warm_up,
-            design=design,
             shard=shard or (0, 1),
         ),
         access_for=access_for,
@@ -170,15 +168,6 @@ def check_commit_interval(seconds: float | None) -> None:
 @click.option("--spark-conf", multiple=True, help="Extra Spark setting KEY=VALUE (repeatable).")
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None, help="Spark scratch folder.")
 @click.option(
-    "--design",
-    type=click.Choice(["shared", "queries"]),
-    default="shared",
-    show_default=True,
-    help="shared: append tables of inline JSON share one Kafka consumer per cluster and one commit per "
-    "round (many quiet tables); the others get a Spark query each. queries: every table its own Spark "
-    "query (the design before; kept while the two are compared).",
-)
-@click.option(
     "--shard",
     default="0/1",
     show_default=True,
@@ -201,7 +190,6 @@ def ingest_command(
     driver_memory: str,
     spark_conf: tuple[str, ...],
     state_dir: Path | None,
-    design: str,
     shard: tuple[int, int] | None,
     log_level: str,
     key_file: Path | None,
@@ -230,6 +218,5 @@ def ingest_command(
         driver_memory=driver_memory,
         spark_conf=parse_spark_conf(spark_conf),
         state_dir=state_dir,
-        design=design,
         shard=shard,
     )

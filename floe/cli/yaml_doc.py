@@ -164,6 +164,11 @@ MEANINGS: dict[str, dict[str, str]] = {
             "floe: the Iceberg format version: 2 (position deletes, every engine reads them) or 3 "
             "(deletion vectors; Trino 476 cannot read them); may go up, never down"
         ),
+        "ingest_path": (
+            "floe: how `floe ingest` reads the topic: `auto` (inline-JSON append tables through the shared "
+            "consumer, the others a Spark query each) or `spark` (a Spark query of its own: a hot table "
+            "decoded and written by Spark's executors)"
+        ),
     },
     "TableSchema": {"fields": "the top-level fields; field ids are unique in the whole schema"},
     "FieldConfig": {

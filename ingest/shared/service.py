@@ -1,8 +1,9 @@
 """How `floe ingest` runs the shared consumers: which tables they take, one consumer per source cluster.
 
 A table goes to its cluster's shared consumer (`ingest.shared.consumer`) when it is an append table
-of inline-schema JSON whose field types the Python decoder reads (`shared_consumer_reads`); other
-tables (upsert and Debezium, Avro, Protobuf, schema-registry mode) keep a Spark query each.
+of inline-schema JSON whose field types the Python decoder reads (`shared_consumer_reads`) and its
+floe.yaml does not say `ingest_path: spark`; other tables (upsert and Debezium, Avro, Protobuf,
+schema-registry mode, those that say so) keep a Spark query each.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ CONNECTION_CHECK_SECONDS = 60.0
 def shared_consumer_reads(table: IngestTable) -> bool:
     """Whether the shared consumer ingests `table` (see the module doc)."""
     return (
-        table.source_format == "json"
+        table.ingest_path == "auto"
+        and table.source_format == "json"
         and table.registry is None
         and not table.is_upsert
         and table.envelope == "none"

@@ -2,8 +2,10 @@
 floe server on PostgreSQL; tables read back with pyiceberg, DuckDB and Spark.
 
 One `floe ingest` runs for the module; each test applies its own tables (picked up without a restart)
-on its own topics. The crash tests run their own ingest processes. The web console's browser test over
-real ingestion lives here too (the catalog reads that ingest's metrics), sharing the running components.
+on its own topics. Every table here says `ingest_path: spark`: this module tests the Spark query path
+(tests/e2e/test_shared_ingest.py tests the shared consumer's). The crash tests run their own ingest
+processes. The web console's browser test over real ingestion lives here too (the catalog reads that
+ingest's metrics), sharing the running components.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
     clusters = [CLUSTER, CRASH_CLUSTER, COMPACT_CLUSTER, REFUSED_CLUSTER, BACKLOG_CLUSTER]
-    return Pipeline(kafka.bootstrap_servers, admin, clusters, CLUSTER)
+    return Pipeline(kafka.bootstrap_servers, admin, clusters, CLUSTER, defaults={"ingest_path": "spark"})
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +104,6 @@ def ingest(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[IngestProcess]:
     args = [
-        "--design",
-        "queries",
         "--commit-interval",
         "1",
         "--cluster",
@@ -664,7 +664,7 @@ def test_avro_registry_mode_through_a_registry_that_requires_basic_auth(
     pipeline.add(REFUSED_CLUSTER, source_topic=refused_topic, **registry_table)
     produce(kafka.bootstrap_servers, refused_topic, values[:10])
     wrong = {REGISTRY_USER_ENV: REGISTRY_USER, REGISTRY_PASSWORD_ENV: "not the password"}
-    args = ["--design", "queries", "--commit-interval", "1", "--cluster", REFUSED_CLUSTER]
+    args = ["--commit-interval", "1", "--cluster", REFUSED_CLUSTER]
     with IngestProcess(server, tmp_path / "refused", args=args, env=wrong) as refused:
         deadline = time.monotonic() + 240
         while "cannot start ingestion" not in refused.log_text():
@@ -948,7 +948,7 @@ def test_kill_9_and_lost_checkpoints_never_duplicate_or_lose_records(
 
     producer = threading.Thread(target=keep_producing, daemon=True)
     producer.start()
-    args = ["--design", "queries", "--commit-interval", "1", "--cluster", CRASH_CLUSTER]
+    args = ["--commit-interval", "1", "--cluster", CRASH_CLUSTER]
     try:
         for round_ in range(3):
             process = IngestProcess(server, tmp_path / "crash", args=args).start()
@@ -1001,7 +1001,7 @@ def test_a_backlog_commits_full_batches_back_to_back_and_a_trickle_waits_for_the
         mixed_topic,
         (b"not json" if i in bad else json.dumps({"id": i}).encode() for i in range(backlog)),
     )
-    args = ["--design", "queries", "--commit-interval", str(interval), "--max-records-per-batch", str(batch)]
+    args = ["--commit-interval", str(interval), "--max-records-per-batch", str(batch)]
     with IngestProcess(server, tmp_path / "backlog", args=[*args, "--cluster", BACKLOG_CLUSTER]) as process:
         wait_until_committed(admin, BACKLOG_CLUSTER, table, topic, produced.end_offsets(), ingest=process)
         wait_until_committed(

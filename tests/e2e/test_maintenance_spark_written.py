@@ -1,7 +1,7 @@
-"""In-process maintenance (`floe maintain`, the default design) of a table Spark wrote: `floe ingest
---design queries` (one Spark query per table, Iceberg's Spark writer, floe's staged appends) fills a table
-with real Kafka records, then the in-process compaction rewrites its small files without Spark, and every
-Kafka position is still in the table exactly once.
+"""In-process maintenance (`floe maintain`, the default design) of a table Spark wrote: `floe ingest`
+with `ingest_path: spark` (a Spark query of its own, Iceberg's Spark writer, floe's staged appends)
+fills a table with real Kafka records, then the in-process compaction rewrites its small files without
+Spark, and every Kafka position is still in the table exactly once.
 
 Issue 31: the in-process compaction once refused such a table (tests/e2e/test_spark_cluster.py, a lost
 worker, in a full e2e run) with "compaction read a different number of rows than the files hold". This test
@@ -66,6 +66,7 @@ def test_in_process_maintenance_compacts_a_spark_written_table(
                     "source_format": "json",
                     "schema_mode": "inline",
                     "schema": {"fields": [{"name": "id", "id": 1, "type": "long"}]},
+                    "ingest_path": "spark",
                     "maintenance": {
                         "cold_after": "0s",
                         "hot_partition_max_files": 2,
@@ -77,7 +78,7 @@ def test_in_process_maintenance_compacts_a_spark_written_table(
         },
     )
     produced = produce(kafka.bootstrap_servers, topic, (json.dumps({"id": i}).encode() for i in range(300)))
-    args = ["--commit-interval", "1", "--design", "queries"]
+    args = ["--commit-interval", "1"]
     with IngestProcess(server, tmp_path / "ingest", args=args) as ingest:
         wait_until_committed(admin, CLUSTER, table, topic, produced.end_offsets(), timeout=420, ingest=ingest)
         for burst in range(3):

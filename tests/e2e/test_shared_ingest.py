@@ -1,8 +1,9 @@
-"""The shared consumer (`floe ingest --design shared`, the default): many JSON tables through one Kafka
-consumer and one commit per round, with real Kafka, floe on PostgreSQL, pyiceberg and DuckDB readers.
+"""The shared consumer (`floe ingest`'s path for inline-JSON append tables): many JSON tables through
+one Kafka consumer and one commit per round, with real Kafka, floe on PostgreSQL, pyiceberg and DuckDB
+readers.
 
 tests/e2e/test_ingest.py runs the same kinds of checks through the per-table Spark queries
-(`--design queries`), which Avro, Protobuf, registry, upsert and Debezium tables always use."""
+(`ingest_path: spark`), which Avro, Protobuf, registry, upsert and Debezium tables always use."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ CRASH_CLUSTER = "shared_crash"
 SHARD_CLUSTER = "shared_shards"
 EVOLVE_CLUSTER = "shared_evolve"
 AUTO_CLUSTER = "shared_auto"
+PATH_CLUSTER = "shared_path"
 ID_SCHEMA = {"fields": [{"name": "id", "id": 1, "type": "long"}]}
 
 
@@ -69,7 +71,7 @@ def admin(server: CatalogProcess) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def pipeline(kafka: LocalKafka, admin: httpx.Client) -> Pipeline:
-    clusters = [CLUSTER, CRASH_CLUSTER, SHARD_CLUSTER, EVOLVE_CLUSTER, AUTO_CLUSTER]
+    clusters = [CLUSTER, CRASH_CLUSTER, SHARD_CLUSTER, EVOLVE_CLUSTER, AUTO_CLUSTER, PATH_CLUSTER]
     return Pipeline(kafka.bootstrap_servers, admin, clusters, CLUSTER)
 
 
@@ -549,6 +551,65 @@ def test_a_schema_change_applied_while_records_flow_loses_and_repeats_nothing(
     assert len(positions) == len(set(positions)), "a record was committed twice"
     assert sorted(positions) == sorted(produced.records), "a record was lost"
     assert any(r["note"] for r in rows), "the new field is written once the schema has it"
+
+
+def test_a_table_moved_to_a_spark_query_and_back_while_records_flow_loses_and_repeats_nothing(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    server: CatalogProcess,
+    admin: httpx.Client,
+    catalog: RestCatalog,
+    tmp_path: Path,
+) -> None:
+    """`ingest_path: spark` applied to a table the shared consumer reads moves it to a Spark query of
+    its own, and `auto` moves it back, while records flow: each path starts from floe's offsets (a
+    commit of the other still in flight is fenced), so every record is in the table once."""
+    topic = _topic(kafka, "shared-path", partitions=2)
+    table = _table(topic)
+    definition: dict[str, Any] = {
+        "cluster": PATH_CLUSTER,
+        "source_topic": topic,
+        "source_format": "json",
+        "schema_mode": "inline",
+        "schema": ID_SCHEMA,
+    }
+    args = ["--commit-interval", "1", "--cluster", PATH_CLUSTER]
+    pipeline.add(**definition)
+    producing = _Producing(kafka, [topic])
+
+    def committed() -> int:
+        return sum(committed_offsets(admin, PATH_CLUSTER, table, topic).values())
+
+    def commits_more(process: IngestProcess, records: int) -> None:
+        start, deadline = committed(), time.monotonic() + 240
+        while committed() < start + records:
+            assert time.monotonic() < deadline, process.log_text()[-4000:]
+            assert process.process is not None
+            assert process.process.poll() is None, process.log_text()[-4000:]
+            time.sleep(0.5)
+
+    try:
+        with IngestProcess(server, tmp_path / "path", args=args) as ingest:
+            commits_more(ingest, 200)
+            assert f"{table}: ingesting topic {topic} through the shared consumer" in ingest.log_text()
+            pipeline.add(**definition, ingest_path="spark")
+            deadline = time.monotonic() + 240
+            while f"{table}: ingesting topic {topic} every" not in ingest.log_text():
+                assert time.monotonic() < deadline, ingest.log_text()[-4000:]
+                time.sleep(0.5)
+            commits_more(ingest, 400)  # through the Spark query (the shared consumer left the table)
+            pipeline.add(**definition)
+            deadline = time.monotonic() + 120
+            while ingest.log_text().count(f"{table}: ingesting topic {topic} through the shared") < 2:
+                assert time.monotonic() < deadline, ingest.log_text()[-4000:]
+                time.sleep(0.5)
+            commits_more(ingest, 200)
+            producing.stop()
+            ends = producing.produced[topic].end_offsets()
+            wait_until_committed(admin, PATH_CLUSTER, table, topic, ends, ingest=ingest)
+    finally:
+        producing.stop()
+    assert_each_record_once(catalog, PATH_CLUSTER, [topic], producing.produced)
 
 
 def test_another_writers_commits_between_batches_cost_no_restart_and_no_record(

@@ -81,6 +81,9 @@ def test_ingest_and_maintain_on_a_standalone_cluster_survive_a_lost_worker(
                     "source_format": "json",
                     "schema_mode": "inline",
                     "schema": {"fields": [{"name": "id", "id": 1, "type": "long"}]},
+                    # A Spark query of its own: this test is about Spark executors (the shared
+                    # consumer runs none).
+                    "ingest_path": "spark",
                     # Compact every partition now and expire what compaction replaced.
                     "maintenance": {
                         "cold_after": "0s",
@@ -94,8 +97,7 @@ def test_ingest_and_maintain_on_a_standalone_cluster_survive_a_lost_worker(
     )
     produced = produce(kafka.bootstrap_servers, topic, (json.dumps({"id": i}).encode() for i in range(300)))
 
-    # One Spark query per table: this test is about Spark executors (the shared consumer runs none).
-    args = ["--commit-interval", "1", "--design", "queries", *EXECUTOR_CONF]
+    args = ["--commit-interval", "1", *EXECUTOR_CONF]
     env = {**SPARK_ENV, "FLOE_SPARK_MASTER": spark_cluster.master_url}
     stop = threading.Event()
 

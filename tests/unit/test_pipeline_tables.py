@@ -87,3 +87,33 @@ def test_credentials_are_resolved_at_every_build_of_a_revision(
     [table] = build(pipeline)
     assert table.consumer_config["sasl.username"] == "alice"
     assert parses == [1]
+
+
+def test_ingest_path_spark_gives_a_json_table_a_query_of_its_own() -> None:
+    """`ingest_path: spark` takes an inline-JSON append table off the shared consumer; the default
+    (`auto`) is not in the stored form, so tables applied before the key existed keep their fingerprint."""
+    from ingest.shared.service import shared_consumer_reads
+
+    document = _document(["quiet", "hot"])
+    before = {t.topic: t for t in ingest_tables(_pipeline(document), environ={})}
+    document["tables"][1]["ingest_path"] = "spark"
+    normalized = parse_config(document).to_json()
+    assert "ingest_path" not in normalized["tables"][0]
+    assert normalized["tables"][1]["ingest_path"] == "spark"
+    after = {t.topic: t for t in ingest_tables(_pipeline(document), environ={})}
+    assert shared_consumer_reads(after["quiet"])
+    assert not shared_consumer_reads(after["hot"])
+    assert after["quiet"].fingerprint == before["quiet"].fingerprint
+    # Moving a table between the paths restarts its ingestion (the service compares fingerprints).
+    assert after["hot"].fingerprint != before["hot"].fingerprint
+
+
+@pytest.mark.parametrize("value", ["shared", "queries", 1, None])
+def test_ingest_path_is_auto_or_spark(value: Any) -> None:
+    from catalog.pipelines import InvalidConfig
+
+    document = _document(["t"])
+    document["tables"][0]["ingest_path"] = value
+    with pytest.raises(InvalidConfig) as raised:
+        parse_config(document)
+    assert "tables[0].ingest_path" in str(raised.value)
