@@ -26,7 +26,6 @@ from devtools.catalog_server import CatalogProcess
 from devtools.kafka_broker import LocalKafka
 from devtools.postgres import LocalPostgres
 from runtime.leases import DEFAULT_TTL_SECONDS
-from runtime.shards import owner_of
 from tests.e2e.ingest_harness import (
     IngestProcess,
     Pipeline,
@@ -35,11 +34,10 @@ from tests.e2e.ingest_harness import (
     wait_until_committed,
 )
 from tests.e2e.test_shared_ingest import (
-    _id_tables,
-    _member_of,
     _Producing,
     _table,
     assert_each_record_once,
+    tables_divided_between,
 )
 
 pytestmark = pytest.mark.e2e
@@ -85,17 +83,7 @@ def test_auto_shards_survive_a_database_outage_longer_than_a_lease(
             IngestProcess(server, tmp_path / "a", args=args) as first,
             IngestProcess(server, tmp_path / "b", args=args) as second,
         ):
-            members = [_member_of(first), _member_of(second)]
-            topics = _id_tables(
-                kafka,
-                pipeline,
-                CLUSTER,
-                "restart-auto",
-                6,
-                partitions=2,
-                shards=2,
-                place=lambda dotted: members.index(owner_of(dotted, members) or ""),
-            )
+            _, topics = tables_divided_between(kafka, pipeline, CLUSTER, "restart-auto", 6, (first, second))
             producing = _Producing(kafka, topics)
 
             def committed(topic: str) -> int:

@@ -435,6 +435,30 @@ def _member_of(process: IngestProcess, timeout: float = 120) -> str:
     raise AssertionError(process.log_text()[-4000:])
 
 
+def tables_divided_between(
+    kafka: LocalKafka,
+    pipeline: Pipeline,
+    cluster: str,
+    name: str,
+    count: int,
+    instances: tuple[IngestProcess, IngestProcess],
+) -> tuple[list[str], list[str]]:
+    """The names of two running `floe ingest --shard auto` instances, and `count` new two-partition
+    tables of `cluster` (applied), named so that the leases give each instance half of them."""
+    members = [_member_of(process) for process in instances]
+    topics = _id_tables(
+        kafka,
+        pipeline,
+        cluster,
+        name,
+        count,
+        partitions=2,
+        shards=2,
+        place=lambda dotted: members.index(owner_of(dotted, members) or ""),
+    )
+    return members, topics
+
+
 def test_auto_shards_divide_the_tables_and_take_a_killed_instances_over(
     kafka: LocalKafka,
     pipeline: Pipeline,
@@ -453,17 +477,9 @@ def test_auto_shards_divide_the_tables_and_take_a_killed_instances_over(
             IngestProcess(server, tmp_path / "a", args=args) as first,
             IngestProcess(server, tmp_path / "b", args=args) as second,
         ):
-            members = [_member_of(first), _member_of(second)]
             # Four tables each (applied while both run): names chosen by the owner the leases give them.
-            topics = _id_tables(
-                kafka,
-                pipeline,
-                AUTO_CLUSTER,
-                "shared-auto",
-                8,
-                partitions=2,
-                shards=2,
-                place=lambda dotted: members.index(owner_of(dotted, members) or ""),
+            members, topics = tables_divided_between(
+                kafka, pipeline, AUTO_CLUSTER, "shared-auto", 8, (first, second)
             )
             killed = [t for t in topics if owner_of(f"{AUTO_CLUSTER}.{_table(t)}", members) == members[1]]
             assert len(killed) == 4

@@ -17,7 +17,7 @@ from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import ListType, LongType, NestedField, StringType, StructType
 
-from maintenance import inprocess
+from maintenance import inprocess, pyiceberg_rewrite
 from maintenance.planner import CompactionRun
 from maintenance.table_state import PartitionState
 
@@ -108,7 +108,7 @@ def _ids_table(tmp_path: Path, files: int, rows: int) -> Any:
 def _writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[str]]]:
     """Each call of the data-file writer: the Arrow bytes it was given and the files it wrote."""
     calls: list[tuple[int, list[str]]] = []
-    original = inprocess.write_data_files
+    original = pyiceberg_rewrite.write_data_files  # what compaction calls (its module's name for it)
 
     def recording(metadata: Any, rows: pa.Table, *args: Any) -> Any:
         written = original(metadata, rows, *args)
