@@ -185,17 +185,20 @@ def _write_in_chunks(
 
 
 def _rewrite_group(
-    table: Table, files: list[DataFile], write: Callable[[pa.Table], list[DataFile]], chunk_bytes: int
+    table: Table,
+    files: list[DataFile],
+    reading: tuple[ArrowScan, pa.Schema],
+    write: Callable[[pa.Table], list[DataFile]],
+    chunk_bytes: int,
 ) -> list[DataFile]:
     """`files` (one partition's, oldest first: rows keep their commit order) written again through
-    `write`: read straight when every file is in the current schema, else all through the scan."""
-    schema = table.metadata.schema()
-    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    `write`: read straight when every file is in the current schema as written (`reading`'s schema),
+    else all through `reading`'s scan."""
+    scan, as_written = reading
     written: list[DataFile] = []
     try:
         try:
-            straight = straight_parts(table.io, files, schema_to_pyarrow(schema, include_field_ids=True))
-            read = _write_in_chunks(straight, write, chunk_bytes, written)
+            read = _write_in_chunks(straight_parts(table.io, files, as_written), write, chunk_bytes, written)
         except _OtherShape:
             orphans.delete_files(table.io, [f.file_path for f in written])
             written.clear()
@@ -230,6 +233,13 @@ def compact(table: Table, runs: Iterable[CompactionRun], target_file_bytes: int)
     write_metadata = metadata.model_copy(
         update={"properties": {**metadata.properties, "write.target-file-size-bytes": str(target_file_bytes)}}
     )
+    schema = metadata.schema()
+    # Built once for every partition's rewrite: the scan projects files by field id, the Arrow schema
+    # is the shape a file must have to be read straight.
+    reading = (
+        ArrowScan(metadata, table.io, schema, AlwaysTrue()),
+        schema_to_pyarrow(schema, include_field_ids=True),
+    )
     write_uuid, counter = uuid.uuid4(), itertools.count(0)
 
     def write(rows: pa.Table) -> list[DataFile]:
@@ -240,7 +250,7 @@ def compact(table: Table, runs: Iterable[CompactionRun], target_file_bytes: int)
     try:
         for files in groups.values():
             # pyiceberg's writer also packs files by Arrow bytes: a chunk of the target is one file.
-            added += _rewrite_group(table, files, write, target_file_bytes)
+            added += _rewrite_group(table, files, reading, write, target_file_bytes)
             removed += files
         replace_files(table, removed, added, merge_manifests=True)
     except Exception:
