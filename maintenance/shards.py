@@ -4,7 +4,6 @@ dead-letter table kept with its table."""
 from __future__ import annotations
 
 from catalog.pipelines.columns import DLQ_SUFFIX
-from runtime.shards import shard_of
 
 
 def maintenance_shard_key(namespace: tuple[str, ...], name: str) -> str:
@@ -14,9 +13,4 @@ def maintenance_shard_key(namespace: tuple[str, ...], name: str) -> str:
     return ".".join((*namespace, name.removesuffix(DLQ_SUFFIX)))
 
 
-def maintenance_shard_of(namespace: tuple[str, ...], name: str, count: int) -> int:
-    """The shard of a table for `floe maintain --shard i/n` (`runtime.shards`)."""
-    return shard_of(maintenance_shard_key(namespace, name), count)
-
-
-__all__ = ["maintenance_shard_key", "maintenance_shard_of"]
+__all__ = ["maintenance_shard_key"]

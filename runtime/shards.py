@@ -4,7 +4,7 @@ A stable hash of the table's dotted name (`namespace.table`), the same in every 
 (Python's `hash` of a string is salted per process), so n instances started with `--shard 0/n` …
 `--shard n-1/n` split the tables between them without talking to each other, and the two commands
 agree: `floe maintain --shard i/n` maintains the tables `floe ingest --shard i/n` writes (maintenance
-keeps a dead-letter table with its table: `maintenance.shards.maintenance_shard_of`).
+keeps a dead-letter table with its table: `maintenance.shards.maintenance_shard_key`).
 
 `floe ingest --shard auto` divides the tables among the live instances the catalog names instead
 (`owner_of`, rendezvous hashing): every instance computes the same owner from the same member list, and

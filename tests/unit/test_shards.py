@@ -8,7 +8,7 @@ import click
 import pytest
 
 from floe.cli.services import parse_shard, parse_shard_option
-from maintenance.shards import maintenance_shard_of
+from maintenance.shards import maintenance_shard_key
 from runtime.shards import owner_of, shard_of
 
 
@@ -30,8 +30,9 @@ def test_a_dead_letter_table_goes_with_its_table() -> None:
     for i in range(50):
         name = f"topic_{i}"
         ingested = shard_of(f"cluster.{name}", 5)
-        assert maintenance_shard_of(("cluster",), f"{name}_dlq", 5) == ingested
-        assert maintenance_shard_of(("cluster",), name, 5) == ingested
+        # What both `floe maintain --shard i/n` and `--shard auto` divide by.
+        assert shard_of(maintenance_shard_key(("cluster",), f"{name}_dlq"), 5) == ingested
+        assert shard_of(maintenance_shard_key(("cluster",), name), 5) == ingested
 
 
 @pytest.mark.parametrize("value", ["2/2", "-1/2", "1", "a/b", "0/0", ""])
