@@ -37,6 +37,7 @@ from benchmarks.many_tables.__main__ import (
 )
 from benchmarks.many_tables.freshness import p99
 from benchmarks.many_tables.throughput import json_tables, value
+from devtools.processes import stop_process
 
 BUSY = "busy"
 
@@ -151,8 +152,7 @@ def run(idle: int, round_: int, work: Path, args: argparse.Namespace) -> Row:
                 time.sleep(0.25)
         finally:
             producer.close()
-            process.terminate()
-            process.wait(60)
+            stop_process(process)  # SIGTERM, SIGKILL when it does not exit
             offsets.close()
             log.close()
     ages.sort()
